@@ -1,0 +1,844 @@
+/*
+ * client/client.c — libretrace: attach, thread state, buffers, triggers.
+ *
+ * The fast path lives inline in retrace.h and only moves `retrace_fast_tls.cur`
+ * inside the current buffer. Everything here is the slow path, run once per
+ * buffer or per trace:
+ *   - A thread sets itself up on its first traced call (tid, discard buffer, a
+ *     pthread key whose destructor hands its buffers back at thread exit).
+ *   - Buffers are taken lazily on the first write of a trace, from a per-thread
+ *     stash refilled by one batch pop of the available queue.
+ *   - A full buffer, or retrace_end, seals the buffer (bytes, then the SEALED flag
+ *     with release order) and appends {trace, buffer, bytes} to a per-thread
+ *     pending batch, pushed to the complete queue in one batch when it is full,
+ *     older than ~1 ms at an end, on a trigger, a flush or thread exit.
+ *   - With no pool or no free buffer the thread writes into its own discard
+ *     buffer: counted per thread, per client slot and in the pool header.
+ *   - After fork() the child forgets the parent's buffers (they are the parent's)
+ *     and registers itself anew.
+ */
+#include "client.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+__thread struct retrace_fast retrace_fast_tls __attribute__((tls_model("initial-exec")));
+__thread struct rt_thread rt_thread_tls __attribute__((tls_model("initial-exec")));
+
+struct rt_client_state rt_client = {
+	.attach_lock = PTHREAD_MUTEX_INITIALIZER,
+	.slot = UINT32_MAX,
+};
+
+static pthread_key_t thread_exit_key;
+static pthread_once_t process_once = PTHREAD_ONCE_INIT;
+
+#define ATTACH_RETRY_NS 1000000000ull /* a missing pool is looked for once a second */
+
+uint64_t rt_mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#if !defined(__x86_64__) && !defined(__i386__)
+uint64_t retrace_ticks_fallback(void)
+{
+	return rt_mono_ns();
+}
+#endif
+
+const char *retrace_strerror(int err)
+{
+	switch (err) {
+	case RETRACE_OK: return "success";
+	case RETRACE_E_NOPOOL: return "no pool with that name (is the agent running?)";
+	case RETRACE_E_PERM: return "permission denied opening the pool";
+	case RETRACE_E_VERSION: return "pool ABI version differs from this library";
+	case RETRACE_E_GEOMETRY: return "pool geometry inconsistent or not the expected one";
+	case RETRACE_E_CORRUPT: return "not a retrace pool (bad magic or header)";
+	case RETRACE_E_NOTREADY: return "pool is still being created";
+	case RETRACE_E_INVAL: return "invalid argument or malformed input";
+	case RETRACE_E_FULL: return "queue full: entry dropped and counted";
+	case RETRACE_E_NOTRACE: return "the calling thread is not in a trace";
+	case RETRACE_E_AGAIN: return "re-entered from a signal handler: dropped and counted";
+	case RETRACE_E_SYS: return "system error";
+	case RETRACE_E_EXISTS: return "pool already exists";
+	default: return "unknown error";
+	}
+}
+
+/* ---------------------------------------------------------- config ---- */
+
+static uint32_t env_u32(const char *name, uint32_t def, uint32_t lo, uint32_t hi)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long x;
+	if (!v || !*v)
+		return def;
+	errno = 0;
+	x = strtoul(v, &end, 10);
+	if (errno || *end || x < lo || x > hi) {
+		fprintf(stderr, "retrace: ignoring %s=%s (expected an integer %u..%u)\n",
+			name, v, lo, hi);
+		return def;
+	}
+	return (uint32_t)x;
+}
+
+/* RETRACE_TRACE_PERCENT=25 -> shift 2; rounds down to a power of two. */
+static uint32_t percent_to_shift(uint32_t pct)
+{
+	uint32_t shift = 0;
+	if (pct == 0)
+		return 64;
+	while (shift < 63 && (100u >> (shift + 1)) >= pct && (100.0 / (1u << shift)) > pct)
+		shift++;
+	return shift;
+}
+
+void retrace_config_from_env(struct retrace_config *cfg)
+{
+	const char *pool = getenv("RETRACE_POOL");
+	memset(cfg, 0, sizeof *cfg);
+	cfg->pool_name = (pool && *pool) ? pool : RT_POOL_DEFAULT_NAME;
+	cfg->expect_buffer_size = env_u32("RETRACE_BUFFER_SIZE", 0, 0, RT_POOL_MAX_BUFFER_SIZE);
+	cfg->sample_shift = env_u32("RETRACE_SAMPLE_SHIFT", 0, 0, 64);
+	if (getenv("RETRACE_TRACE_PERCENT"))
+		cfg->sample_shift = percent_to_shift(env_u32("RETRACE_TRACE_PERCENT", 100, 0, 100));
+	cfg->head_shift = env_u32("RETRACE_HEAD_SHIFT", 0, 0, 63);
+	cfg->batch = env_u32("RETRACE_BATCH", 8, 1, RT_MAX_BATCH);
+	cfg->quiet = (int)env_u32("RETRACE_QUIET", 0, 0, 1);
+}
+
+/* ---------------------------------------------------------- registry ---- */
+
+static uint32_t registry_claim(struct rt_pool *p)
+{
+	uint32_t i, pid = (uint32_t)getpid();
+	for (i = 0; i < p->hdr->registry_slots; i++) {
+		struct rt_client_slot *s = &p->registry[i];
+		if (ck_pr_load_32(&s->pid) == 0 && ck_pr_cas_32(&s->pid, 0, pid)) {
+			s->start_time = rt_process_start_time(getpid());
+			s->null_buffers = 0;
+			ck_pr_store_64(&s->heartbeat_ns, rt_mono_ns());
+			return i;
+		}
+	}
+	ck_pr_inc_64(&p->hdr->registry_full);
+	return UINT32_MAX;
+}
+
+static void registry_release(struct rt_pool *p, uint32_t slot)
+{
+	if (slot < p->hdr->registry_slots &&
+	    ck_pr_load_32(&p->registry[slot].pid) == (uint32_t)getpid())
+		ck_pr_store_32(&p->registry[slot].pid, 0);
+}
+
+static void heartbeat(struct rt_pool *p)
+{
+	uint32_t slot = rt_client.slot;
+	if (slot < p->hdr->registry_slots)
+		ck_pr_store_64(&p->registry[slot].heartbeat_ns, rt_mono_ns());
+}
+
+/* ---------------------------------------------------------- attach ---- */
+
+static void thread_exit(void *arg);
+static void at_fork_child(void);
+static void at_process_exit(void);
+
+static void process_setup(void)
+{
+	pthread_key_create(&thread_exit_key, thread_exit);
+	pthread_atfork(NULL, NULL, at_fork_child);
+	atexit(at_process_exit);
+	if (!rt_client.configured) {
+		retrace_config_from_env(&rt_client.cfg);
+		rt_client.configured = 1;
+	}
+}
+
+static int attach_locked(void)
+{
+	struct rt_pool_attach_opts ao = {
+		.name = rt_client.cfg.pool_name,
+		.expect_buffer_size = rt_client.cfg.expect_buffer_size,
+		.expect_buffer_count = rt_client.cfg.expect_buffer_count,
+	};
+	char err[256];
+	int rc;
+
+	if (rt_client.pool)
+		return RETRACE_OK;
+	rc = rt_pool_attach(&ao, &rt_client.pool_storage, err, sizeof err);
+	if (rc != RETRACE_OK) {
+		if (!rt_client.warned && !rt_client.cfg.quiet)
+			fprintf(stderr,
+				"retrace: not tracing to a pool: %s; writes go to a discard buffer "
+				"(will retry every second)\n", err);
+		rt_client.warned = 1;
+		rt_client.next_attach_ns = rt_mono_ns() + ATTACH_RETRY_NS;
+		return rc;
+	}
+	rt_client.slot = registry_claim(&rt_client.pool_storage);
+	rt_client.flush_ticks = rt_client.pool_storage.hdr->tsc_hz / 1000;
+	if (rt_client.warned && !rt_client.cfg.quiet)
+		fprintf(stderr, "retrace: attached to pool %s\n", ao.name);
+	rt_client.warned = 0;
+	ck_pr_fence_store();
+	ck_pr_store_ptr(&rt_client.pool, &rt_client.pool_storage);
+	return RETRACE_OK;
+}
+
+int retrace_init(const struct retrace_config *cfg)
+{
+	int rc;
+	pthread_mutex_lock(&rt_client.attach_lock);
+	if (cfg) {
+		rt_client.cfg = *cfg;
+		if (!rt_client.cfg.pool_name)
+			rt_client.cfg.pool_name = RT_POOL_DEFAULT_NAME;
+		if (rt_client.cfg.batch < 1 || rt_client.cfg.batch > RT_MAX_BATCH)
+			rt_client.cfg.batch = 8;
+	} else {
+		retrace_config_from_env(&rt_client.cfg);
+	}
+	snprintf(rt_client.pool_name, sizeof rt_client.pool_name, "%s", rt_client.cfg.pool_name);
+	rt_client.cfg.pool_name = rt_client.pool_name;
+	rt_client.configured = 1;
+	rt_client.warned = 0;
+	pthread_mutex_unlock(&rt_client.attach_lock);
+	pthread_once(&process_once, process_setup);
+	pthread_mutex_lock(&rt_client.attach_lock);
+	rc = attach_locked();
+	pthread_mutex_unlock(&rt_client.attach_lock);
+	return rc;
+}
+
+/* Slow-path attach: never blocks (trylock) and retries at most once a second. */
+static struct rt_pool *pool_or_retry(void)
+{
+	struct rt_pool *p = ck_pr_load_ptr(&rt_client.pool);
+	if (p)
+		return p;
+	if (rt_mono_ns() < ck_pr_load_64(&rt_client.next_attach_ns))
+		return NULL;
+	if (pthread_mutex_trylock(&rt_client.attach_lock) != 0)
+		return NULL;
+	attach_locked();
+	pthread_mutex_unlock(&rt_client.attach_lock);
+	return ck_pr_load_ptr(&rt_client.pool);
+}
+
+struct rt_pool *rt_client_pool(void)
+{
+	return ck_pr_load_ptr(&rt_client.pool);
+}
+
+int retrace_attached(void)
+{
+	return rt_client_pool() != NULL;
+}
+
+retrace_agent_id retrace_local_agent(void)
+{
+	struct rt_pool *p = rt_client_pool();
+	return p ? p->hdr->agent_id : 0;
+}
+
+/* ------------------------------------------------------ thread state ---- */
+
+void rt_thread_setup(struct rt_thread *t)
+{
+	pthread_once(&process_once, process_setup);
+	memset(t, 0, sizeof *t);
+	t->tid = (uint32_t)syscall(SYS_gettid);
+	t->fork_generation = rt_client.fork_generation;
+	t->ctx.buffer_id = RT_BUFFER_NONE;
+	t->discard_size = RT_POOL_DEFAULT_BUFFER_SIZE;
+	t->discard = malloc(t->discard_size);
+	if (!t->discard)
+		t->discard_size = 0;
+	t->initialized = 1;
+	pthread_setspecific(thread_exit_key, t);
+}
+
+static inline struct rt_thread *self(void)
+{
+	struct rt_thread *t = &rt_thread_tls;
+	if (__builtin_expect(!t->initialized, 0))
+		rt_thread_setup(t);
+	return t;
+}
+
+/* Push the pending complete entries (one batch). */
+static void flush_pending(struct rt_thread *t)
+{
+	struct rt_pool *p = t->ctx.pool ? t->ctx.pool : rt_client_pool();
+	if (t->n_pending == 0 || !p)
+		return;
+	t->in_ring_op = 1;
+	if (!rt_complete_push_batch(p->ring[RT_Q_COMPLETE],
+				    RT_POOL_SLOTS(p, RT_Q_COMPLETE, rt_complete_entry),
+				    t->pending, t->n_pending))
+		ck_pr_add_64(&p->hdr->complete_drops, t->n_pending);
+	t->in_ring_op = 0;
+	t->n_pending = 0;
+}
+
+static void return_spares(struct rt_thread *t)
+{
+	struct rt_pool *p = t->spare_pool;
+	struct rt_available_entry back[RT_MAX_BATCH];
+	uint32_t i;
+	if (!p || t->n_spare == 0)
+		return;
+	for (i = 0; i < t->n_spare; i++)
+		back[i].buffer_id = t->spare[i];
+	t->in_ring_op = 1;
+	rt_available_push_batch(p->ring[RT_Q_AVAILABLE],
+				RT_POOL_SLOTS(p, RT_Q_AVAILABLE, rt_available_entry),
+				back, t->n_spare);
+	t->in_ring_op = 0;
+	t->n_spare = 0;
+}
+
+/* Close the current buffer: real ones go to the pending batch. */
+static void seal_buffer(struct rt_thread *t, int last)
+{
+	struct retrace_fast *f = &retrace_fast_tls;
+	struct rt_trace_ctx *c = &t->ctx;
+	uint32_t bytes;
+
+	if (c->buffer_id == RT_BUFFER_NONE)
+		return;
+	bytes = (uint32_t)(f->cur - c->data);
+	if (c->buffer_id == RT_BUFFER_DISCARD) {
+		t->stats.discarded_bytes += bytes;
+	} else {
+		struct rt_buffer_header *h = rt_pool_buffer(c->pool, c->buffer_id);
+		h->bytes = bytes;
+		ck_pr_fence_store(); /* bytes and payload before the SEALED flag */
+		ck_pr_store_32(&h->flags, RT_BUF_INUSE | RT_BUF_SEALED | (last ? RT_BUF_LAST : 0));
+		if (t->n_pending == 0)
+			t->pending_first_tick = retrace_ticks();
+		t->pending[t->n_pending].trace_lo = c->id.lo;
+		t->pending[t->n_pending].buffer_id = c->buffer_id;
+		t->pending[t->n_pending].bytes = bytes;
+		if (++t->n_pending >= rt_client.cfg.batch)
+			flush_pending(t);
+	}
+	c->buffer_id = RT_BUFFER_NONE;
+	f->cur = f->end = NULL;
+}
+
+static void use_discard(struct rt_thread *t, struct rt_pool *p)
+{
+	struct retrace_fast *f = &retrace_fast_tls;
+	t->ctx.buffer_id = RT_BUFFER_DISCARD;
+	t->ctx.next_seq++; /* the gap stays visible to decoders */
+	t->stats.discard_buffers++;
+	if (p) {
+		ck_pr_inc_64(&p->hdr->null_buffers);
+		if (rt_client.slot < p->hdr->registry_slots)
+			ck_pr_inc_64(&p->registry[rt_client.slot].null_buffers);
+	}
+	if (t->discard_size < RT_BUF_HEADER_SIZE + 64) {
+		t->ctx.buffer_id = RT_BUFFER_NONE; /* no memory for a discard buffer: drop */
+		f->cur = f->end = NULL;
+		return;
+	}
+	t->ctx.data = t->discard + RT_BUF_HEADER_SIZE;
+	f->cur = t->ctx.data;
+	f->end = t->discard + t->discard_size;
+}
+
+/* Take a buffer id from the stash, refilling it with one batch pop. */
+static int take_buffer_id(struct rt_thread *t, struct rt_pool *p, uint32_t *id)
+{
+	if (t->spare_pool != p) {
+		t->n_spare = 0;
+		t->spare_pool = p;
+	}
+	while (1) {
+		if (t->n_spare == 0) {
+			struct rt_available_entry in[RT_MAX_BATCH];
+			uint32_t i, n;
+			t->in_ring_op = 1;
+			n = rt_available_pop_batch(p->ring[RT_Q_AVAILABLE],
+						   RT_POOL_SLOTS(p, RT_Q_AVAILABLE, rt_available_entry),
+						   in, rt_client.cfg.batch);
+			t->in_ring_op = 0;
+			if (n == 0)
+				return 0;
+			for (i = 0; i < n; i++)
+				t->spare[n - 1 - i] = in[i].buffer_id;
+			t->n_spare = n;
+			heartbeat(p);
+		}
+		*id = t->spare[--t->n_spare];
+		if (*id < p->hdr->buffer_count)
+			return 1;
+		ck_pr_inc_64(&p->hdr->bad_available); /* untrusted entry: skip it */
+	}
+}
+
+static void acquire_buffer(struct rt_thread *t)
+{
+	struct retrace_fast *f = &retrace_fast_tls;
+	struct rt_trace_ctx *c = &t->ctx;
+	struct rt_pool *p = pool_or_retry();
+	struct rt_buffer_header *h;
+	uint32_t id;
+
+	if (p && p->hdr->buffer_size > t->discard_size) {
+		/* Grow the discard buffer to the pool's buffer size (once per thread). */
+		uint8_t *nb = realloc(t->discard, p->hdr->buffer_size);
+		if (nb) {
+			t->discard = nb;
+			t->discard_size = p->hdr->buffer_size;
+		}
+	}
+	if (!p || !take_buffer_id(t, p, &id)) {
+		use_discard(t, p);
+		return;
+	}
+	h = rt_pool_buffer(p, id);
+	h->magic = RT_BUF_MAGIC;
+	h->trace_hi = c->id.hi;
+	h->trace_lo = c->id.lo;
+	h->pid = c->writer_pid;
+	h->tid = c->writer_tid;
+	h->seq = c->next_seq++;
+	h->bytes = 0;
+	h->client_slot = rt_client.slot;
+	h->first_tick = retrace_ticks();
+	h->pool_generation = p->hdr->generation;
+	ck_pr_store_32(&h->flags, RT_BUF_INUSE);
+	c->pool = p;
+	c->buffer_id = id;
+	c->data = (uint8_t *)h + RT_BUF_HEADER_SIZE;
+	memset(c->data, 0, RETRACE_FRAME_TERM); /* a crash now still leaves a clean end */
+	f->cur = c->data;
+	f->end = (uint8_t *)h + p->hdr->buffer_size;
+	t->stats.buffers_used++;
+}
+
+/* ---------------------------------------------------- trace scope ---- */
+
+static void end_trace(struct rt_thread *t)
+{
+	seal_buffer(t, 1);
+	if (t->n_pending &&
+	    (retrace_ticks() - t->pending_first_tick > rt_client.flush_ticks))
+		flush_pending(t);
+	t->ctx.active = 0;
+	t->ctx.recorded = 0;
+	retrace_fast_tls.reserved = NULL;
+}
+
+static void push_head_trigger(struct rt_thread *t, retrace_trace_id id)
+{
+	if (rt_push_trigger_group(t, id, RETRACE_TRIGGER_HEAD_SAMPLED, NULL, 0) == RETRACE_OK)
+		t->ctx.fired = 1;
+}
+
+int retrace_begin(retrace_trace_id id)
+{
+	struct rt_thread *t = self();
+	struct rt_trace_ctx *c = &t->ctx;
+
+	if (__builtin_expect(c->active, 0))
+		end_trace(t);
+	if (__builtin_expect(ck_pr_load_ptr(&rt_client.pool) == NULL, 0))
+		pool_or_retry(); /* a client started before its agent */
+	c->id = id;
+	c->active = 1;
+	c->fired = 0;
+	c->span_id = 0;
+	c->next_seq = 0;
+	c->writer_pid = (uint32_t)getpid();
+	c->writer_tid = t->tid;
+	c->hops[0] = c->hops[1] = 0;
+	if (__builtin_expect(t->incoming.valid, 0)) {
+		if (t->incoming.id.lo == id.lo && t->incoming.id.hi == id.hi) {
+			c->hops[0] = t->incoming.hops[0];
+			c->hops[1] = t->incoming.hops[1];
+			c->fired = t->incoming.fired;
+		}
+		t->incoming.valid = 0;
+	}
+	if (!retrace_sampled(id, rt_client.cfg.sample_shift) || (id.lo == 0 && id.hi == 0)) {
+		c->recorded = 0;
+		t->stats.unsampled_traces++;
+		return 0;
+	}
+	c->recorded = 1;
+	if (rt_client.cfg.head_shift && !c->fired &&
+	    retrace_sampled(id, rt_client.cfg.head_shift))
+		push_head_trigger(t, id);
+	return 1;
+}
+
+void retrace_end(void)
+{
+	struct rt_thread *t = &rt_thread_tls;
+	if (t->ctx.active)
+		end_trace(t);
+}
+
+retrace_trace_id retrace_current(void)
+{
+	struct rt_thread *t = &rt_thread_tls;
+	retrace_trace_id none = {0, 0};
+	return t->ctx.active ? t->ctx.id : none;
+}
+
+void retrace_flush(void)
+{
+	struct rt_thread *t = self();
+	if (t->ctx.active && t->ctx.buffer_id != RT_BUFFER_NONE)
+		seal_buffer(t, 0);
+	flush_pending(t);
+}
+
+/* ------------------------------------------------------ slow writes ---- */
+
+#define MIN_SPLIT_ROOM 64 /* below this, start the record in a fresh buffer */
+
+static size_t room_in_buffer(size_t header)
+{
+	struct retrace_fast *f = &retrace_fast_tls;
+	size_t left = (size_t)(f->end - f->cur);
+	return left > header + RETRACE_FRAME_TERM ? left - header - RETRACE_FRAME_TERM : 0;
+}
+
+static void write_frame(const uint8_t *data, size_t len, uint32_t flags, uint64_t tick)
+{
+	struct retrace_fast *f = &retrace_fast_tls;
+	uint32_t word = ((uint32_t)len << 4) | RETRACE_FRAME_VALID | flags;
+	uint8_t *p = f->cur;
+	memcpy(p, &word, 4);
+	p += 4;
+	if (flags & RETRACE_FRAME_TS) {
+		memcpy(p, &tick, 8);
+		p += 8;
+	}
+	if (len)
+		memcpy(p, data, len);
+	p += len;
+	/* The end mark is cut when the frame ends exactly at the buffer's end. */
+	if ((size_t)(f->end - p) >= RETRACE_FRAME_TERM)
+		memset(p, 0, RETRACE_FRAME_TERM);
+	f->cur = p;
+}
+
+/* The next buffer of the trace: seal this one and take another. */
+static void next_buffer(struct rt_thread *t)
+{
+	seal_buffer(t, 0);
+	acquire_buffer(t);
+}
+
+static void write_split(struct rt_thread *t, const uint8_t *data, size_t len, int with_ts)
+{
+	struct retrace_fast *f = &retrace_fast_tls;
+	uint32_t cont = 0;
+	uint64_t tick = with_ts ? retrace_ticks() : 0;
+	size_t header, room;
+
+	t->stats.records++;
+	for (;;) {
+		if (t->ctx.buffer_id == RT_BUFFER_NONE)
+			acquire_buffer(t);
+		if (f->cur == NULL) /* no discard memory at all */
+			return;
+		header = RETRACE_FRAME_HDR + ((with_ts && !cont) ? 8 : 0);
+		room = room_in_buffer(header);
+		if (len <= room) {
+			write_frame(data, len, cont | ((with_ts && !cont) ? RETRACE_FRAME_TS : 0), tick);
+			return;
+		}
+		if (room < MIN_SPLIT_ROOM && f->cur != t->ctx.data) {
+			next_buffer(t);
+			continue;
+		}
+		/* Use the whole rest of the buffer: the end mark is not needed. */
+		room = (size_t)(f->end - f->cur) - header;
+		write_frame(data, room,
+			    cont | RETRACE_FRAME_CONT_NEXT | ((with_ts && !cont) ? RETRACE_FRAME_TS : 0),
+			    tick);
+		data += room;
+		len -= room;
+		cont = RETRACE_FRAME_CONT_PREV;
+		next_buffer(t);
+	}
+}
+
+void retrace_tracepoint_slow(const void *data, size_t len, int with_ts)
+{
+	struct rt_thread *t = self();
+	if (!t->ctx.active || !t->ctx.recorded)
+		return;
+	retrace_fast_tls.reserved = NULL; /* a write cancels an open reservation */
+	write_split(t, data, len, with_ts);
+}
+
+void *retrace_reserve_slow(size_t len)
+{
+	struct rt_thread *t = self();
+	struct retrace_fast *f = &retrace_fast_tls;
+	size_t max = (t->discard_size > RT_BUF_HEADER_SIZE + 8)
+			     ? t->discard_size - RT_BUF_HEADER_SIZE - 8
+			     : 0;
+	struct rt_pool *p = rt_client_pool();
+
+	if (p && p->hdr->buffer_size - RT_BUF_HEADER_SIZE - 8 < max)
+		max = p->hdr->buffer_size - RT_BUF_HEADER_SIZE - 8;
+	if (len > max)
+		return NULL;
+	if (!t->ctx.active || !t->ctx.recorded) {
+		/* Not tracing: a scratch area that commit will ignore. */
+		f->reserved = t->discard;
+		return t->discard + RETRACE_FRAME_HDR;
+	}
+	if (t->ctx.buffer_id != RT_BUFFER_NONE)
+		seal_buffer(t, 0);
+	acquire_buffer(t);
+	if (f->cur == NULL || len + 8 > (size_t)(f->end - f->cur)) {
+		f->reserved = t->discard;
+		return t->discard ? t->discard + RETRACE_FRAME_HDR : NULL;
+	}
+	f->reserved = f->cur;
+	return f->cur + RETRACE_FRAME_HDR;
+}
+
+void retrace_commit_slow(size_t used)
+{
+	struct retrace_fast *f = &retrace_fast_tls;
+	uint8_t *p = f->reserved;
+	f->reserved = NULL;
+	if (p == NULL || p != f->cur)
+		return; /* not tracing, or no reservation: nothing to record */
+	/* used exceeded the room of the reservation: clamp, the record is cut. */
+	if (used + 8 > (size_t)(f->end - p))
+		used = (size_t)(f->end - p) - 8;
+	write_frame(p + RETRACE_FRAME_HDR, used, 0, 0);
+}
+
+/* ---------------------------------------------------- detach/attach ---- */
+
+_Static_assert(sizeof(struct rt_trace_ctx) <= sizeof(retrace_context),
+	       "retrace_context too small for the trace context");
+
+void retrace_detach(retrace_context *out)
+{
+	struct rt_thread *t = self();
+	struct retrace_fast *f = &retrace_fast_tls;
+	struct rt_trace_ctx c;
+
+	/* The discard buffer is the thread's own: never hand it to another thread. */
+	if (t->ctx.buffer_id == RT_BUFFER_DISCARD)
+		seal_buffer(t, 0);
+	f->reserved = NULL;
+	c = t->ctx;
+	c.cur = f->cur;
+	c.end = f->end;
+	memset(out, 0, sizeof *out);
+	memcpy(out, &c, sizeof c);
+	t->ctx.active = 0;
+	t->ctx.recorded = 0;
+	t->ctx.buffer_id = RT_BUFFER_NONE;
+	f->cur = f->end = NULL;
+}
+
+void retrace_attach(const retrace_context *in)
+{
+	struct rt_thread *t = self();
+	struct retrace_fast *f = &retrace_fast_tls;
+	struct rt_trace_ctx c;
+
+	if (t->ctx.active)
+		end_trace(t);
+	memcpy(&c, in, sizeof c);
+	if (!c.active) {
+		t->ctx.active = 0;
+		return;
+	}
+	t->ctx = c;
+	f->cur = c.cur;
+	f->end = c.end;
+	f->reserved = NULL;
+	t->ctx.cur = t->ctx.end = NULL;
+}
+
+/* --------------------------------------------- triggers, breadcrumbs ---- */
+
+int rt_push_trigger_group(struct rt_thread *t, retrace_trace_id id, uint32_t trigger_id,
+			  const retrace_trace_id *lateral, size_t n_lateral)
+{
+	struct rt_trigger_entry group[RETRACE_MAX_LATERAL + 1];
+	struct rt_pool *p = rt_client_pool();
+	size_t i, n = n_lateral + 1;
+	int ok;
+
+	if (!p)
+		return RETRACE_E_NOPOOL;
+	for (i = 0; i < n; i++) {
+		retrace_trace_id tid = i == 0 ? id : lateral[i - 1];
+		group[i].trace_hi = tid.hi;
+		group[i].trace_lo = tid.lo;
+		group[i].trigger_id = trigger_id;
+		group[i].group_size = (uint16_t)n;
+		group[i].group_index = (uint16_t)i;
+	}
+	ok = rt_trigger_push_batch(p->ring[RT_Q_TRIGGER],
+				   RT_POOL_SLOTS(p, RT_Q_TRIGGER, rt_trigger_entry), group,
+				   (unsigned)n);
+	if (!ok) {
+		ck_pr_inc_64(&p->hdr->trigger_drops);
+		t->stats.triggers_dropped++;
+		return RETRACE_E_FULL;
+	}
+	return RETRACE_OK;
+}
+
+int retrace_trigger(retrace_trace_id id, uint32_t trigger_id,
+		    const retrace_trace_id *lateral, size_t n_lateral)
+{
+	struct rt_thread *t = &rt_thread_tls; /* no setup here: signal handlers */
+	int rc;
+
+	if ((id.lo == 0 && id.hi == 0) || n_lateral > RETRACE_MAX_LATERAL ||
+	    (n_lateral && !lateral))
+		return RETRACE_E_INVAL;
+	if (t->in_trigger) {
+		t->stats.triggers_dropped++;
+		return RETRACE_E_AGAIN;
+	}
+	t->in_trigger = 1;
+	/* Let the agent see this thread's sealed buffers with the trigger, unless the
+	 * signal landed inside one of our own ring operations. */
+	if (!t->in_ring_op && t->initialized)
+		flush_pending(t);
+	rc = rt_push_trigger_group(t, id, trigger_id, lateral, n_lateral);
+	if (t->ctx.active && t->ctx.id.lo == id.lo && t->ctx.id.hi == id.hi)
+		t->ctx.fired = 1;
+	t->in_trigger = 0;
+	return rc;
+}
+
+void rt_push_breadcrumb(struct rt_thread *t, uint64_t trace_lo, retrace_agent_id agent)
+{
+	struct rt_pool *p = pool_or_retry();
+	struct rt_breadcrumb_entry e = {.trace_lo = trace_lo, .agent_id = agent};
+	if (!p || agent == 0)
+		return;
+	t->in_ring_op = 1;
+	if (!rt_breadcrumb_push_batch(p->ring[RT_Q_BREADCRUMB],
+				      RT_POOL_SLOTS(p, RT_Q_BREADCRUMB, rt_breadcrumb_entry), &e, 1)) {
+		ck_pr_inc_64(&p->hdr->breadcrumb_drops);
+		t->stats.breadcrumbs_dropped++;
+	}
+	t->in_ring_op = 0;
+}
+
+int retrace_breadcrumb(retrace_agent_id agent)
+{
+	struct rt_thread *t = self();
+	if (!t->ctx.active)
+		return RETRACE_E_NOTRACE;
+	if (agent == 0)
+		return RETRACE_E_INVAL;
+	if (!t->ctx.recorded)
+		return RETRACE_OK;
+	rt_push_breadcrumb(t, t->ctx.id.lo, agent);
+	return RETRACE_OK;
+}
+
+void retrace_thread_stats(struct retrace_thread_stats *out)
+{
+	*out = self()->stats;
+}
+
+/* ------------------------------------------- exit, fork, shutdown ---- */
+
+static void thread_release(struct rt_thread *t)
+{
+	if (t->ctx.active)
+		end_trace(t);
+	flush_pending(t);
+	return_spares(t);
+}
+
+static void thread_exit(void *arg)
+{
+	struct rt_thread *t = arg;
+	thread_release(t);
+	free(t->discard);
+	t->discard = NULL;
+	t->discard_size = 0;
+	t->initialized = 0;
+}
+
+static void at_process_exit(void)
+{
+	struct rt_thread *t = &rt_thread_tls;
+	struct rt_pool *p = rt_client_pool();
+	if (t->initialized)
+		thread_release(t);
+	if (p)
+		registry_release(p, rt_client.slot);
+}
+
+static void at_fork_child(void)
+{
+	struct rt_thread *t = &rt_thread_tls;
+	struct retrace_fast *f = &retrace_fast_tls;
+	/* The parent's buffers, stash and pending entries stay the parent's. */
+	rt_client.fork_generation++;
+	rt_client.slot = UINT32_MAX;
+	pthread_mutex_init(&rt_client.attach_lock, NULL);
+	if (rt_client.pool)
+		rt_client.slot = registry_claim(rt_client.pool);
+	if (t->initialized) {
+		t->tid = (uint32_t)syscall(SYS_gettid);
+		t->ctx.active = 0;
+		t->ctx.recorded = 0;
+		t->ctx.buffer_id = RT_BUFFER_NONE;
+		t->n_spare = 0;
+		t->n_pending = 0;
+		t->incoming.valid = 0;
+		memset(&t->stats, 0, sizeof t->stats);
+	}
+	f->cur = f->end = f->reserved = NULL;
+}
+
+void retrace_shutdown(void)
+{
+	struct rt_thread *t = &rt_thread_tls;
+	struct rt_pool *p;
+	if (t->initialized)
+		thread_release(t);
+	pthread_mutex_lock(&rt_client.attach_lock);
+	p = rt_client.pool;
+	if (p) {
+		registry_release(p, rt_client.slot);
+		rt_client.slot = UINT32_MAX;
+		ck_pr_store_ptr(&rt_client.pool, NULL);
+		rt_pool_detach(p);
+	}
+	t->spare_pool = NULL;
+	t->ctx.pool = NULL;
+	rt_client.next_attach_ns = 0;
+	pthread_mutex_unlock(&rt_client.attach_lock);
+}

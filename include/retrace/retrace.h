@@ -1,0 +1,377 @@
+/*
+ * retrace.h — the client library that services link (libretrace).
+ *
+ * What it owns: the calling thread's trace context, the buffers it writes into,
+ * and the four shared-memory queues it talks to the host's agent through.
+ * What it promises:
+ *   - The hot path (retrace_tracepoint, retrace_reserve/commit, retrace_begin/end)
+ *     takes no lock, makes no system call and allocates nothing after a thread's
+ *     first use. A tracepoint is a bounds check and a copy into the thread's
+ *     current buffer; everything else happens on a rare slow path.
+ *   - The service is never blocked: with no pool, or with the pool exhausted, data
+ *     goes into a per-thread discard buffer and is counted.
+ *   - Records are length-framed; a record larger than the room left is split
+ *     across buffers with continuation marks and can be rebuilt byte-exact
+ *     (see shm/frame.h for the format).
+ *   - retrace_trigger() is async-signal-safe (see its comment).
+ *
+ * Thread model: every function acts on the calling thread's context. Hand a trace
+ * to another thread with retrace_detach()/retrace_attach().
+ */
+#ifndef RETRACE_RETRACE_H
+#define RETRACE_RETRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- ids ---- */
+
+/* A W3C trace id: 128 bits. The runtime indexes by `lo`. */
+typedef struct retrace_trace_id {
+	uint64_t hi;
+	uint64_t lo;
+} retrace_trace_id;
+
+/* Agent ids name per-host agents; 0 means "none/unknown". */
+typedef uint32_t retrace_agent_id;
+
+/* Reserved trigger ids (user trigger ids are 1 .. 0xFFFFFF00). */
+#define RETRACE_TRIGGER_HEAD_SAMPLED 0xFFFFFFF0u /* head sampling fired at begin */
+#define RETRACE_TRIGGER_UPSTREAM     0xFFFFFFF1u /* a previous hop had fired */
+#define RETRACE_TRIGGER_CRASH        0xFFFFFFF2u /* crash handler (triggers/) */
+
+/* Most lateral traces one trigger call may carry (the group fits one ring batch). */
+#define RETRACE_MAX_LATERAL 63
+
+/* ------------------------------------------------------------- errors ---- */
+
+enum retrace_error {
+	RETRACE_OK = 0,
+	RETRACE_E_NOPOOL = -1,    /* no shared-memory object with that name */
+	RETRACE_E_PERM = -2,      /* permission denied opening the pool */
+	RETRACE_E_VERSION = -3,   /* pool ABI version differs from this library */
+	RETRACE_E_GEOMETRY = -4,  /* geometry inconsistent or not the one expected */
+	RETRACE_E_CORRUPT = -5,   /* bad magic or header fields out of range */
+	RETRACE_E_NOTREADY = -6,  /* the agent has not finished creating the pool */
+	RETRACE_E_INVAL = -7,     /* a bad argument or malformed input */
+	RETRACE_E_FULL = -8,      /* a queue was full: the entry was dropped, counted */
+	RETRACE_E_NOTRACE = -9,   /* the calling thread is not in a trace */
+	RETRACE_E_AGAIN = -10,    /* re-entered from a signal handler; dropped, counted */
+	RETRACE_E_SYS = -11,      /* another system error; errno is kept */
+	RETRACE_E_EXISTS = -12,   /* the pool already exists (create) */
+};
+
+/* A static English sentence for an error code. */
+const char *retrace_strerror(int err);
+
+/* --------------------------------------------------------------- init ---- */
+
+struct retrace_config {
+	const char *pool_name;        /* shm name, default "/retrace" (RETRACE_POOL) */
+	uint32_t expect_buffer_size;  /* 0: accept the pool's (RETRACE_BUFFER_SIZE) */
+	uint32_t expect_buffer_count; /* 0: accept the pool's */
+	uint32_t sample_shift;        /* record 1 in 2^shift traces (RETRACE_SAMPLE_SHIFT) */
+	uint32_t head_shift;          /* head-trigger 1 in 2^shift; 0 = off (RETRACE_HEAD_SHIFT) */
+	uint32_t batch;               /* buffers taken/returned per queue op, 1..32, default 8
+	                                 (RETRACE_BATCH) */
+	int quiet;                    /* 1: no stderr message when the pool is missing
+	                                 (RETRACE_QUIET=1) */
+};
+
+/* Fill `cfg` with defaults overridden by the RETRACE_* environment variables. */
+void retrace_config_from_env(struct retrace_config *cfg);
+
+/*
+ * Attach this process to the pool. Returns RETRACE_OK, or an error code if the pool
+ * could not be used: the process keeps running and traces into the discard buffer
+ * (one message on stderr unless quiet). Calling it again re-tries the attach (a
+ * client started before the agent can poll). NULL means retrace_config_from_env().
+ * Without an explicit call, the first traced call of any thread does it from the
+ * environment.
+ */
+int retrace_init(const struct retrace_config *cfg);
+
+/* Detach from the pool and return this thread's spare buffers. */
+void retrace_shutdown(void);
+
+/* True if attached to a pool (else writes go to the discard buffer). */
+int retrace_attached(void);
+
+/* The agent id of the pool's owning agent (0 when not attached). */
+retrace_agent_id retrace_local_agent(void);
+
+/* -------------------------------------------------------- trace scope ---- */
+
+/*
+ * Start recording `id` on this thread. If the thread is already in a trace, that
+ * trace is ended first. Returns 1 if the trace is recorded on this host (its hash
+ * falls under the trace percentage), 0 if not (the calls below become no-ops).
+ * No buffer is taken until the first write.
+ */
+int retrace_begin(retrace_trace_id id);
+
+/* End the thread's trace: its last buffer is handed to the agent. */
+void retrace_end(void);
+
+/* The current trace id ({0,0} if none). */
+retrace_trace_id retrace_current(void);
+
+/* Seal the current buffer and push every pending complete entry now. */
+void retrace_flush(void);
+
+/* ---------------------------------------------------------- hot path ---- */
+
+/* Internal fast-path state, exposed for the inline functions only. */
+struct retrace_fast {
+	uint8_t *cur; /* next frame goes here */
+	uint8_t *end; /* end of the current buffer (cur == end: no buffer) */
+	uint8_t *reserved; /* non-NULL between retrace_reserve and retrace_commit */
+};
+extern __thread struct retrace_fast retrace_fast_tls
+	__attribute__((tls_model("initial-exec")));
+
+void retrace_tracepoint_slow(const void *data, size_t len, int with_ts);
+void *retrace_reserve_slow(size_t len);
+void retrace_commit_slow(size_t len);
+
+/* Frame header word: (len << 4) | flags; see shm/frame.h. */
+#define RETRACE_FRAME_VALID 0x1u
+#define RETRACE_FRAME_TS 0x2u
+#define RETRACE_FRAME_CONT_NEXT 0x4u
+#define RETRACE_FRAME_CONT_PREV 0x8u
+#define RETRACE_FRAME_HDR 4u   /* bytes of the frame header word */
+#define RETRACE_FRAME_TERM 4u  /* bytes of the zero end mark after the last frame */
+
+static inline uint64_t retrace_ticks(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	uint32_t lo, hi;
+	__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+	return ((uint64_t)hi << 32) | lo;
+#else
+	extern uint64_t retrace_ticks_fallback(void);
+	return retrace_ticks_fallback();
+#endif
+}
+
+/*
+ * Record `len` bytes as one record of the current trace. `len` must be the size
+ * of a real object (any size: large records are split across buffers).
+ */
+static inline void retrace_tracepoint(const void *data, size_t len)
+{
+	struct retrace_fast *f = &retrace_fast_tls;
+	uint8_t *p = f->cur;
+	if (__builtin_expect(len + RETRACE_FRAME_HDR + RETRACE_FRAME_TERM <=
+				     (size_t)(f->end - p),
+			     1)) {
+		uint32_t h = ((uint32_t)len << 4) | RETRACE_FRAME_VALID;
+		memcpy(p, &h, sizeof h);
+		memcpy(p + RETRACE_FRAME_HDR, data, len);
+		p += RETRACE_FRAME_HDR + len;
+		memset(p, 0, RETRACE_FRAME_TERM);
+		f->cur = p;
+		return;
+	}
+	retrace_tracepoint_slow(data, len, 0);
+}
+
+/* As retrace_tracepoint, with the TSC tick count stored before the payload. */
+static inline void retrace_tracepoint_ts(const void *data, size_t len)
+{
+	struct retrace_fast *f = &retrace_fast_tls;
+	uint8_t *p = f->cur;
+	if (__builtin_expect(len + RETRACE_FRAME_HDR + 8 + RETRACE_FRAME_TERM <=
+				     (size_t)(f->end - p),
+			     1)) {
+		uint32_t h = ((uint32_t)len << 4) | RETRACE_FRAME_VALID |
+			     RETRACE_FRAME_TS;
+		uint64_t t = retrace_ticks();
+		memcpy(p, &h, sizeof h);
+		memcpy(p + RETRACE_FRAME_HDR, &t, sizeof t);
+		memcpy(p + RETRACE_FRAME_HDR + 8, data, len);
+		p += RETRACE_FRAME_HDR + 8 + len;
+		memset(p, 0, RETRACE_FRAME_TERM);
+		f->cur = p;
+		return;
+	}
+	retrace_tracepoint_slow(data, len, 1);
+}
+
+/*
+ * Zero-copy: reserve room for a record of at most `len` bytes, write it in place,
+ * then retrace_commit(used) with used <= len. Never returns NULL for a len that fits
+ * one buffer: when not tracing or with no buffer available the pointer is into the
+ * thread's discard buffer. Returns NULL only if len exceeds one buffer's payload
+ * room (use retrace_tracepoint for those). No other write may come in between.
+ */
+static inline void *retrace_reserve(size_t len)
+{
+	struct retrace_fast *f = &retrace_fast_tls;
+	uint8_t *p = f->cur;
+	if (__builtin_expect(len + RETRACE_FRAME_HDR + RETRACE_FRAME_TERM <=
+				     (size_t)(f->end - p),
+			     1)) {
+		f->reserved = p;
+		return p + RETRACE_FRAME_HDR;
+	}
+	return retrace_reserve_slow(len);
+}
+
+static inline void retrace_commit(size_t used)
+{
+	struct retrace_fast *f = &retrace_fast_tls;
+	uint8_t *p = f->reserved;
+	if (__builtin_expect(p != NULL && p == f->cur, 1)) {
+		uint32_t h = ((uint32_t)used << 4) | RETRACE_FRAME_VALID;
+		memcpy(p, &h, sizeof h);
+		p += RETRACE_FRAME_HDR + used;
+		memset(p, 0, RETRACE_FRAME_TERM);
+		f->cur = p;
+		f->reserved = NULL;
+		return;
+	}
+	retrace_commit_slow(used);
+}
+
+/* ---------------------------------------------------- moving a trace ---- */
+
+/* A trace context in transit between threads. Treat as opaque. */
+typedef struct retrace_context {
+	uint64_t opaque[12];
+} retrace_context;
+
+/*
+ * Take the thread's trace (its id, current buffer and sequence) into `ctx`; the
+ * thread is then in no trace. The thread's own spare buffers stay with it.
+ */
+void retrace_detach(retrace_context *ctx);
+
+/* Continue the trace held in `ctx` on this thread (ending any current trace). */
+void retrace_attach(const retrace_context *ctx);
+
+/* ----------------------------------------------------------- triggers ---- */
+
+/*
+ * Ask the local agent to keep trace `id` (and `n_lateral` lateral traces, at most
+ * RETRACE_MAX_LATERAL) and to collect it from every host it visited. The entries
+ * reach the agent as one group (see shm/pool.h). Also marks the current trace as
+ * fired so that retrace_serialize tells the next hop.
+ *
+ * Async-signal-safe: it uses only atomic operations on shared memory, no locks, no
+ * allocation and no system call; it may be called from a SIGSEGV/SIGABRT handler.
+ * If the signal interrupted this same thread inside retrace_trigger (the only way
+ * it could wait on itself) the nested call returns RETRACE_E_AGAIN instead of
+ * waiting, and the drop is counted. Returns RETRACE_E_FULL if the trigger queue
+ * was full (counted in the pool header).
+ */
+int retrace_trigger(retrace_trace_id id, uint32_t trigger_id,
+		    const retrace_trace_id *lateral, size_t n_lateral);
+
+/* -------------------------------------------------------- propagation ---- */
+
+/*
+ * Record that the current trace came from the host whose agent is `agent`
+ * (pushes {trace id, agent} onto the breadcrumb queue). 0 is ignored.
+ */
+int retrace_breadcrumb(retrace_agent_id agent);
+
+/* Span id sent as the parent of the next hop (default: derived per begin). */
+void retrace_set_span_id(uint64_t span_id);
+uint64_t retrace_span_id(void);
+
+/* A parsed W3C Trace Context (traceparent + our tracestate member rt=). */
+struct retrace_wire_context {
+	retrace_trace_id trace_id;
+	uint64_t parent_span_id;
+	uint8_t trace_flags;          /* W3C flags; bit 0 = sampled */
+	retrace_agent_id hops[2];     /* agent ids of the last two hops, newest first */
+	int fired;                    /* a trigger already fired for this trace */
+	int state_rejected;           /* tracestate was malformed and ignored (W3C) */
+};
+
+#define RETRACE_TRACEPARENT_LEN 55 /* version 00, without the NUL */
+#define RETRACE_TRACESTATE_MAX 512
+#define RETRACE_BINARY_CONTEXT_LEN 34
+
+/*
+ * Write the current trace's `traceparent` (NUL-terminated, needs 56 bytes) and
+ * `tracestate`: our member `rt=` first, then the members of `incoming_state`
+ * (may be NULL) other than rt, within the W3C limits (32 members, 512 chars).
+ * The rt member carries this host's agent id and the previous hop's.
+ * Returns RETRACE_OK, RETRACE_E_NOTRACE, or RETRACE_E_INVAL (buffers too small).
+ */
+int retrace_serialize(char *traceparent, size_t tp_size, char *tracestate,
+		      size_t ts_size, const char *incoming_state);
+
+/*
+ * Parse `traceparent` and `tracestate` (may be NULL) strictly per W3C Trace
+ * Context level 1. On success fills `out`, deposits breadcrumbs for the hops
+ * named by rt=, and, if the previous hop had fired a trigger, pushes an
+ * RETRACE_TRIGGER_UPSTREAM trigger so this agent keeps its slice too. The caller
+ * then calls retrace_begin(out->trace_id). Deposits require the thread to be in a
+ * trace with that id or in none (the id of `out` is used).
+ * Returns RETRACE_OK or RETRACE_E_INVAL (nothing deposited).
+ */
+int retrace_deserialize(const char *traceparent, const char *tracestate,
+			struct retrace_wire_context *out);
+
+/* Parse only (no deposit): the pure validator used by retrace_deserialize. */
+int retrace_parse_context(const char *traceparent, const char *tracestate,
+			  struct retrace_wire_context *out);
+
+/* Compact binary form for non-HTTP transports (34 bytes, see docs/client.md). */
+int retrace_serialize_binary(uint8_t out[RETRACE_BINARY_CONTEXT_LEN]);
+int retrace_parse_binary(const uint8_t *in, size_t len,
+			 struct retrace_wire_context *out);
+/* Parse + deposit, as retrace_deserialize. */
+int retrace_deserialize_binary(const uint8_t *in, size_t len,
+			       struct retrace_wire_context *out);
+
+/* --------------------------------------------------- trace percentage ---- */
+
+/*
+ * The consistent hash every host uses to decide about a trace (a 64-bit mix of
+ * id.lo). A trace is recorded iff retrace_trace_hash(id) < 2^64 >> sample_shift.
+ */
+static inline uint64_t retrace_trace_hash(retrace_trace_id id)
+{
+	uint64_t z = id.lo + 0x9E3779B97F4A7C15ull;
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+static inline int retrace_sampled(retrace_trace_id id, uint32_t shift)
+{
+	if (shift == 0)
+		return 1;
+	if (shift >= 64)
+		return 0;
+	return retrace_trace_hash(id) < (UINT64_MAX >> shift) + 1;
+}
+
+/* ------------------------------------------------------------ counters ---- */
+
+struct retrace_thread_stats {
+	uint64_t buffers_used;      /* real buffers filled by this thread */
+	uint64_t discard_buffers;   /* times this thread fell back to the discard buffer */
+	uint64_t discarded_bytes;   /* bytes written into the discard buffer */
+	uint64_t records;           /* records written through the slow path split */
+	uint64_t triggers_dropped;  /* trigger queue full or re-entered */
+	uint64_t breadcrumbs_dropped;
+	uint64_t unsampled_traces;  /* begins not recorded (trace percentage) */
+};
+
+void retrace_thread_stats(struct retrace_thread_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,125 @@
+/*
+ * shm/drain.c — the reference drainer.
+ *
+ * Each queue is taken in batches of up to 64 entries. Complete entries are
+ * checked and recycled in one batch push to the available queue. Trigger entries
+ * are regrouped: an entry with group_index 0 opens a group of group_size; the
+ * following entries must continue it in order. Because a group was published by
+ * one batch enqueue, a group cut by our batch limit is completed by popping again.
+ */
+#include "drain.h"
+
+#include <string.h>
+
+#define DRAIN_BATCH 64
+
+static int complete_entry_ok(const struct rt_pool *p, const struct rt_complete_entry *e)
+{
+	const struct rt_buffer_header *h;
+	if (e->buffer_id >= p->hdr->buffer_count)
+		return 0;
+	if (e->bytes > rt_pool_payload_size(p))
+		return 0;
+	h = rt_pool_buffer(p, e->buffer_id);
+	return h->magic == RT_BUF_MAGIC && h->trace_lo == e->trace_lo &&
+	       e->trace_lo != 0;
+}
+
+static unsigned int drain_complete(struct rt_pool *p, const struct rt_drain_callbacks *cb,
+				   struct rt_drain_stats *st)
+{
+	struct rt_complete_entry in[DRAIN_BATCH];
+	struct rt_available_entry back[DRAIN_BATCH];
+	unsigned int n, i, nb = 0;
+
+	n = rt_complete_pop_batch(p->ring[RT_Q_COMPLETE],
+				  RT_POOL_SLOTS(p, RT_Q_COMPLETE, rt_complete_entry),
+				  in, DRAIN_BATCH);
+	for (i = 0; i < n; i++) {
+		if (!complete_entry_ok(p, &in[i])) {
+			st->bad_complete++;
+			continue;
+		}
+		st->buffers++;
+		st->bytes += in[i].bytes;
+		if (cb && cb->buffer)
+			cb->buffer(cb->arg, &in[i], rt_pool_buffer(p, in[i].buffer_id),
+				   rt_pool_buffer_data(p, in[i].buffer_id));
+		back[nb++].buffer_id = in[i].buffer_id;
+	}
+	if (nb && !(cb && cb->keep_buffers) &&
+	    !rt_available_push_batch(p->ring[RT_Q_AVAILABLE],
+				     RT_POOL_SLOTS(p, RT_Q_AVAILABLE, rt_available_entry),
+				     back, nb))
+		st->recycle_fail += nb;
+	return n;
+}
+
+static unsigned int drain_breadcrumbs(struct rt_pool *p, const struct rt_drain_callbacks *cb,
+				      struct rt_drain_stats *st)
+{
+	struct rt_breadcrumb_entry in[DRAIN_BATCH];
+	unsigned int n, i;
+
+	n = rt_breadcrumb_pop_batch(p->ring[RT_Q_BREADCRUMB],
+				    RT_POOL_SLOTS(p, RT_Q_BREADCRUMB, rt_breadcrumb_entry),
+				    in, DRAIN_BATCH);
+	for (i = 0; i < n; i++) {
+		st->breadcrumbs++;
+		if (cb && cb->breadcrumb)
+			cb->breadcrumb(cb->arg, &in[i]);
+	}
+	return n;
+}
+
+static int group_entry_ok(const struct rt_trigger_entry *first,
+			  const struct rt_trigger_entry *e, unsigned int index)
+{
+	return e->group_index == index && e->group_size == first->group_size &&
+	       e->trigger_id == first->trigger_id;
+}
+
+static unsigned int drain_triggers(struct rt_pool *p, const struct rt_drain_callbacks *cb,
+				   struct rt_drain_stats *st)
+{
+	struct rt_trigger_entry group[RETRACE_MAX_LATERAL + 1], e;
+	struct ck_ring *ring = p->ring[RT_Q_TRIGGER];
+	struct rt_trigger_entry *slots = RT_POOL_SLOTS(p, RT_Q_TRIGGER, rt_trigger_entry);
+	unsigned int handled = 0, have = 0;
+
+	while ((handled < DRAIN_BATCH || have > 0) && rt_trigger_pop(ring, slots, &e)) {
+		handled++;
+		if (have == 0) {
+			if (e.group_index != 0 || e.group_size == 0 ||
+			    e.group_size > RETRACE_MAX_LATERAL + 1) {
+				st->bad_triggers++;
+				continue;
+			}
+		} else if (!group_entry_ok(&group[0], &e, have)) {
+			st->bad_triggers += have;
+			have = 0;
+			if (e.group_index != 0) {
+				st->bad_triggers++;
+				continue;
+			}
+		}
+		group[have++] = e;
+		if (have == group[0].group_size) {
+			st->trigger_groups++;
+			st->triggers += have;
+			if (cb && cb->trigger)
+				cb->trigger(cb->arg, group, have);
+			have = 0;
+		}
+	}
+	/* A published group is never partial; anything left over was malformed. */
+	st->bad_triggers += have;
+	return handled;
+}
+
+unsigned int rt_drain_poll(struct rt_pool *p, const struct rt_drain_callbacks *cb,
+			   struct rt_drain_stats *st)
+{
+	return drain_complete(p, cb, st) + drain_breadcrumbs(p, cb, st) +
+	       drain_triggers(p, cb, st);
+}

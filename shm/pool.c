@@ -1,0 +1,481 @@
+/*
+ * shm/pool.c — create, attach and validate a pool object.
+ *
+ * Create computes the layout from the geometry (every region 64-byte aligned,
+ * buffers page-aligned), makes the POSIX shared-memory object with O_EXCL and the
+ * requested mode (fchmod so the umask cannot widen or narrow it), sizes it with
+ * ftruncate (pages stay unbacked until touched), writes the header with
+ * state = INITIALIZING, initialises the rings, optionally fills the available
+ * queue, and only then release-stores state = READY. Attach maps the header page
+ * alone first, validates every field against the object's real size, and maps the
+ * whole object only if all of it is consistent.
+ */
+#include "pool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "retrace/retrace.h"
+
+#define ALIGN_UP(x, a) (((x) + ((uint64_t)(a)-1)) & ~((uint64_t)(a)-1))
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+	if (err && errlen) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+static uint32_t round_pow2(uint32_t v)
+{
+	uint32_t p = 2;
+	while (p < v && p < (1u << 31))
+		p <<= 1;
+	return p;
+}
+
+void rt_pool_create_defaults(struct rt_pool_create_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->name = RT_POOL_DEFAULT_NAME;
+	o->buffer_size = RT_POOL_DEFAULT_BUFFER_SIZE;
+	o->buffer_count = RT_POOL_DEFAULT_BUFFER_COUNT;
+	o->breadcrumb_slots = RT_POOL_DEFAULT_BREADCRUMB_SLOTS;
+	o->trigger_slots = RT_POOL_DEFAULT_TRIGGER_SLOTS;
+	o->client_slots = RT_POOL_DEFAULT_CLIENT_SLOTS;
+	o->mode = 0600;
+	o->group = -1;
+	o->fill_available = 1;
+}
+
+/* Ring capacities: available and complete must each hold every buffer id. */
+static void ring_geometry(const struct rt_pool_create_opts *o,
+			  struct rt_ring_desc d[RT_Q_COUNT])
+{
+	uint32_t all = round_pow2(o->buffer_count + 1);
+	d[RT_Q_AVAILABLE].capacity = all;
+	d[RT_Q_AVAILABLE].entry_size = sizeof(struct rt_available_entry);
+	d[RT_Q_COMPLETE].capacity = all;
+	d[RT_Q_COMPLETE].entry_size = sizeof(struct rt_complete_entry);
+	d[RT_Q_BREADCRUMB].capacity = round_pow2(o->breadcrumb_slots);
+	d[RT_Q_BREADCRUMB].entry_size = sizeof(struct rt_breadcrumb_entry);
+	d[RT_Q_TRIGGER].capacity = round_pow2(o->trigger_slots);
+	d[RT_Q_TRIGGER].entry_size = sizeof(struct rt_trigger_entry);
+}
+
+/* Fill in every offset of a header for the geometry; returns the total size. */
+static uint64_t layout(const struct rt_pool_create_opts *o, struct rt_pool_header *h)
+{
+	uint64_t off = ALIGN_UP(sizeof(struct rt_pool_header), 64);
+	long pg = sysconf(_SC_PAGESIZE);
+	int q;
+
+	h->header_size = sizeof(struct rt_pool_header);
+	h->page_size = (uint32_t)pg;
+	h->registry_offset = off;
+	h->registry_slots = o->client_slots;
+	off += ALIGN_UP((uint64_t)o->client_slots * sizeof(struct rt_client_slot), 64);
+	ring_geometry(o, h->rings);
+	for (q = 0; q < RT_Q_COUNT; q++) {
+		h->rings[q].ring_offset = off;
+		off += ALIGN_UP(sizeof(struct ck_ring), 64);
+	}
+	for (q = 0; q < RT_Q_COUNT; q++) {
+		h->rings[q].slots_offset = off;
+		off += ALIGN_UP((uint64_t)h->rings[q].capacity * h->rings[q].entry_size, 64);
+	}
+	off = ALIGN_UP(off, (uint64_t)pg);
+	h->buffers_offset = off;
+	h->buffer_size = o->buffer_size;
+	h->buffer_count = o->buffer_count;
+	off += (uint64_t)o->buffer_size * o->buffer_count;
+	h->total_size = off;
+	return off;
+}
+
+uint64_t rt_pool_layout_size(const struct rt_pool_create_opts *o)
+{
+	struct rt_pool_header h;
+	memset(&h, 0, sizeof h);
+	return layout(o, &h);
+}
+
+static int check_create_opts(const struct rt_pool_create_opts *o, char *err,
+			     size_t errlen)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	if (!o->name || o->name[0] != '/' || strlen(o->name) >= 64 ||
+	    strchr(o->name + 1, '/'))
+		return fail(err, errlen, RETRACE_E_INVAL,
+			    "pool name must look like \"/name\" (one slash, under 64 chars)");
+	if (o->buffer_size < RT_POOL_MIN_BUFFER_SIZE ||
+	    o->buffer_size > RT_POOL_MAX_BUFFER_SIZE || o->buffer_size % pg)
+		return fail(err, errlen, RETRACE_E_GEOMETRY,
+			    "buffer size %u must be a multiple of the page size (%ld) between %u and %u",
+			    o->buffer_size, pg, RT_POOL_MIN_BUFFER_SIZE,
+			    RT_POOL_MAX_BUFFER_SIZE);
+	if (o->buffer_count < 1 || o->buffer_count > RT_POOL_MAX_BUFFER_COUNT)
+		return fail(err, errlen, RETRACE_E_GEOMETRY,
+			    "buffer count %u must be between 1 and %u",
+			    o->buffer_count, RT_POOL_MAX_BUFFER_COUNT);
+	if (o->client_slots < 1 || o->client_slots > 65536 ||
+	    o->breadcrumb_slots < 2 || o->breadcrumb_slots > (1u << 24) ||
+	    o->trigger_slots < 128 || o->trigger_slots > (1u << 24))
+		return fail(err, errlen, RETRACE_E_GEOMETRY,
+			    "queue or registry sizes out of range (clients 1..65536, breadcrumbs 2..2^24, triggers 128..2^24)");
+	return RETRACE_OK;
+}
+
+static int open_error(int e, const char *name, const char *what, char *err,
+		      size_t errlen)
+{
+	if (e == ENOENT)
+		return fail(err, errlen, RETRACE_E_NOPOOL,
+			    "no pool named %s (is retrace-agent running? /dev/shm%s is missing)",
+			    name, name);
+	if (e == EACCES || e == EPERM)
+		return fail(err, errlen, RETRACE_E_PERM,
+			    "permission denied to %s pool %s (check the owner and mode of /dev/shm%s)",
+			    what, name, name);
+	if (e == EEXIST)
+		return fail(err, errlen, RETRACE_E_EXISTS,
+			    "pool %s already exists (another agent may own it)", name);
+	errno = e;
+	return fail(err, errlen, RETRACE_E_SYS, "cannot %s pool %s: %s", what,
+		    name, strerror(e));
+}
+
+static void map_regions(struct rt_pool *p)
+{
+	int q;
+	p->hdr = (struct rt_pool_header *)p->base;
+	p->registry = (struct rt_client_slot *)(p->base + p->hdr->registry_offset);
+	for (q = 0; q < RT_Q_COUNT; q++) {
+		p->ring[q] = (struct ck_ring *)(p->base + p->hdr->rings[q].ring_offset);
+		p->slots[q] = p->base + p->hdr->rings[q].slots_offset;
+	}
+}
+
+static void fill_available(struct rt_pool *p)
+{
+	struct rt_available_entry batch[256];
+	uint32_t id = 0, n;
+	while (id < p->hdr->buffer_count) {
+		for (n = 0; n < 256 && id < p->hdr->buffer_count; n++, id++)
+			batch[n].buffer_id = id;
+		rt_available_push_batch(p->ring[RT_Q_AVAILABLE],
+					RT_POOL_SLOTS(p, RT_Q_AVAILABLE, rt_available_entry),
+					batch, n);
+	}
+}
+
+static int size_and_map(struct rt_pool *p, const struct rt_pool_create_opts *o,
+			const struct rt_pool_header *proto, char *err, size_t errlen)
+{
+	if (o->group >= 0 && fchown(p->fd, (uid_t)-1, (gid_t)o->group) != 0)
+		return open_error(errno, o->name, "chown", err, errlen);
+	if (fchmod(p->fd, o->mode) != 0)
+		return open_error(errno, o->name, "chmod", err, errlen);
+	if (ftruncate(p->fd, (off_t)proto->total_size) != 0)
+		return fail(err, errlen, RETRACE_E_SYS,
+			    "cannot size pool %s to %llu bytes: %s", o->name,
+			    (unsigned long long)proto->total_size, strerror(errno));
+	p->size = proto->total_size;
+	p->base = mmap(NULL, p->size, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, 0);
+	if (p->base == MAP_FAILED) {
+		p->base = NULL;
+		return fail(err, errlen, RETRACE_E_SYS, "cannot map pool %s: %s",
+			    o->name, strerror(errno));
+	}
+	return RETRACE_OK;
+}
+
+int rt_pool_create(const struct rt_pool_create_opts *o, struct rt_pool *p,
+		   char *err, size_t errlen)
+{
+	struct rt_pool_header proto;
+	int rc, q;
+
+	memset(p, 0, sizeof *p);
+	p->fd = -1;
+	if ((rc = check_create_opts(o, err, errlen)) != RETRACE_OK)
+		return rc;
+	memset(&proto, 0, sizeof proto);
+	layout(o, &proto);
+	if (o->replace)
+		shm_unlink(o->name);
+	p->fd = shm_open(o->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, o->mode);
+	if (p->fd < 0)
+		return open_error(errno, o->name, "create", err, errlen);
+	snprintf(p->name, sizeof p->name, "%s", o->name);
+	p->owner = 1;
+	if ((rc = size_and_map(p, o, &proto, err, errlen)) != RETRACE_OK) {
+		close(p->fd);
+		shm_unlink(o->name);
+		p->fd = -1;
+		return rc;
+	}
+	memcpy(p->base, &proto, sizeof proto);
+	map_regions(p);
+	p->hdr->magic = RT_POOL_MAGIC;
+	p->hdr->abi_version = RT_ABI_VERSION;
+	p->hdr->mode = o->mode;
+	p->hdr->agent_pid = (uint32_t)getpid();
+	p->hdr->agent_id = o->agent_id;
+	p->hdr->generation = 1;
+	p->hdr->agent_start_time = rt_process_start_time(getpid());
+	rt_tsc_calibrate(&p->hdr->tsc_hz, &p->hdr->tsc_ref_tick,
+			 &p->hdr->tsc_ref_unix_ns, 20);
+	for (q = 0; q < RT_Q_COUNT; q++)
+		ck_ring_init(p->ring[q], p->hdr->rings[q].capacity);
+	if (o->fill_available)
+		fill_available(p);
+	ck_pr_fence_store();
+	ck_pr_store_32(&p->hdr->state, RT_POOL_READY);
+	return RETRACE_OK;
+}
+
+static int bad(char *err, size_t errlen, const char *what, unsigned long long v)
+{
+	return fail(err, errlen, RETRACE_E_GEOMETRY,
+		    "pool header is inconsistent: %s (%llu)", what, v);
+}
+
+static int validate_rings(const struct rt_pool_header *h, char *err, size_t errlen)
+{
+	static const uint32_t sizes[RT_Q_COUNT] = {
+		sizeof(struct rt_available_entry), sizeof(struct rt_complete_entry),
+		sizeof(struct rt_breadcrumb_entry), sizeof(struct rt_trigger_entry)};
+	int q;
+	for (q = 0; q < RT_Q_COUNT; q++) {
+		const struct rt_ring_desc *d = &h->rings[q];
+		if (d->entry_size != sizes[q])
+			return bad(err, errlen, "queue entry size", d->entry_size);
+		if (d->capacity < 2 || (d->capacity & (d->capacity - 1)) ||
+		    d->capacity > (1u << 25))
+			return bad(err, errlen, "queue capacity", d->capacity);
+		if (d->ring_offset % 64 || d->ring_offset < h->header_size ||
+		    d->ring_offset + sizeof(struct ck_ring) > h->buffers_offset)
+			return bad(err, errlen, "queue offset", d->ring_offset);
+		if (d->slots_offset % 64 || d->slots_offset < h->header_size ||
+		    d->slots_offset + (uint64_t)d->capacity * d->entry_size >
+			    h->buffers_offset)
+			return bad(err, errlen, "queue slots offset", d->slots_offset);
+	}
+	if (h->rings[RT_Q_AVAILABLE].capacity <= h->buffer_count ||
+	    h->rings[RT_Q_COMPLETE].capacity <= h->buffer_count)
+		return bad(err, errlen, "queue too small for the buffer count",
+			   h->buffer_count);
+	return RETRACE_OK;
+}
+
+int rt_pool_validate(const struct rt_pool_header *h, size_t object_size,
+		     char *err, size_t errlen)
+{
+	if (object_size < sizeof *h)
+		return fail(err, errlen, RETRACE_E_NOTREADY,
+			    "pool object is %zu bytes, smaller than a header (still being created?)",
+			    object_size);
+	if (h->magic != RT_POOL_MAGIC)
+		return fail(err, errlen, RETRACE_E_CORRUPT,
+			    "not a retrace pool (bad magic %016llx)",
+			    (unsigned long long)h->magic);
+	if (h->abi_version != RT_ABI_VERSION)
+		return fail(err, errlen, RETRACE_E_VERSION,
+			    "pool ABI version %u, this library speaks %u: upgrade the older side",
+			    h->abi_version, RT_ABI_VERSION);
+	if (ck_pr_load_32(&h->state) != RT_POOL_READY)
+		return fail(err, errlen, RETRACE_E_NOTREADY,
+			    "pool is not ready (state %u)", h->state);
+	if (h->header_size != sizeof *h)
+		return bad(err, errlen, "header size", h->header_size);
+	if (h->total_size != object_size)
+		return fail(err, errlen, RETRACE_E_GEOMETRY,
+			    "pool header says %llu bytes but the object has %zu",
+			    (unsigned long long)h->total_size, object_size);
+	if (h->page_size < 4096 || (h->page_size & (h->page_size - 1)))
+		return bad(err, errlen, "page size", h->page_size);
+	if (h->buffer_size < RT_POOL_MIN_BUFFER_SIZE ||
+	    h->buffer_size > RT_POOL_MAX_BUFFER_SIZE || h->buffer_size % h->page_size)
+		return bad(err, errlen, "buffer size", h->buffer_size);
+	if (h->buffer_count < 1 || h->buffer_count > RT_POOL_MAX_BUFFER_COUNT)
+		return bad(err, errlen, "buffer count", h->buffer_count);
+	if (h->buffers_offset % h->page_size ||
+	    h->buffers_offset + (uint64_t)h->buffer_size * h->buffer_count !=
+		    h->total_size)
+		return bad(err, errlen, "buffer region", h->buffers_offset);
+	if (h->registry_slots < 1 || h->registry_slots > 65536 ||
+	    h->registry_offset < h->header_size ||
+	    h->registry_offset + (uint64_t)h->registry_slots *
+					   sizeof(struct rt_client_slot) >
+		    h->buffers_offset)
+		return bad(err, errlen, "client registry", h->registry_offset);
+	if (h->tsc_hz == 0)
+		return bad(err, errlen, "TSC calibration", 0);
+	return validate_rings(h, err, errlen);
+}
+
+static int check_expected(const struct rt_pool_attach_opts *o,
+			  const struct rt_pool_header *h, char *err, size_t errlen)
+{
+	if (o->expect_buffer_size && o->expect_buffer_size != h->buffer_size)
+		return fail(err, errlen, RETRACE_E_GEOMETRY,
+			    "pool %s has %u-byte buffers, %u were expected",
+			    o->name, h->buffer_size, o->expect_buffer_size);
+	if (o->expect_buffer_count && o->expect_buffer_count != h->buffer_count)
+		return fail(err, errlen, RETRACE_E_GEOMETRY,
+			    "pool %s has %u buffers, %u were expected", o->name,
+			    h->buffer_count, o->expect_buffer_count);
+	return RETRACE_OK;
+}
+
+int rt_pool_attach(const struct rt_pool_attach_opts *o, struct rt_pool *p,
+		   char *err, size_t errlen)
+{
+	const char *name = o->name ? o->name : RT_POOL_DEFAULT_NAME;
+	struct rt_pool_attach_opts opts = *o;
+	struct stat st;
+	void *head;
+	int rc;
+
+	opts.name = name;
+	memset(p, 0, sizeof *p);
+	p->fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+	if (p->fd < 0)
+		return open_error(errno, name, "open", err, errlen);
+	if (fstat(p->fd, &st) != 0) {
+		rc = open_error(errno, name, "stat", err, errlen);
+		goto out_close;
+	}
+	if ((size_t)st.st_size < sizeof(struct rt_pool_header)) {
+		rc = rt_pool_validate(NULL, (size_t)st.st_size, err, errlen);
+		goto out_close;
+	}
+	head = mmap(NULL, sizeof(struct rt_pool_header), PROT_READ, MAP_SHARED,
+		    p->fd, 0);
+	if (head == MAP_FAILED) {
+		rc = open_error(errno, name, "map", err, errlen);
+		goto out_close;
+	}
+	rc = rt_pool_validate(head, (size_t)st.st_size, err, errlen);
+	if (rc == RETRACE_OK)
+		rc = check_expected(&opts, head, err, errlen);
+	munmap(head, sizeof(struct rt_pool_header));
+	if (rc != RETRACE_OK)
+		goto out_close;
+	p->size = (size_t)st.st_size;
+	p->base = mmap(NULL, p->size, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, 0);
+	if (p->base == MAP_FAILED) {
+		p->base = NULL;
+		rc = open_error(errno, name, "map", err, errlen);
+		goto out_close;
+	}
+	/* The header may have changed between the two maps: check the live one. */
+	rc = rt_pool_validate((struct rt_pool_header *)p->base, p->size, err, errlen);
+	if (rc != RETRACE_OK) {
+		munmap(p->base, p->size);
+		p->base = NULL;
+		goto out_close;
+	}
+	snprintf(p->name, sizeof p->name, "%s", name);
+	map_regions(p);
+	return RETRACE_OK;
+out_close:
+	close(p->fd);
+	p->fd = -1;
+	return rc;
+}
+
+void rt_pool_detach(struct rt_pool *p)
+{
+	if (p->base)
+		munmap(p->base, p->size);
+	if (p->fd >= 0)
+		close(p->fd);
+	p->base = NULL;
+	p->hdr = NULL;
+	p->fd = -1;
+}
+
+int rt_pool_unlink(const char *name)
+{
+	return shm_unlink(name) == 0 ? RETRACE_OK : RETRACE_E_SYS;
+}
+
+uint64_t rt_pool_ticks_to_unix_ns(const struct rt_pool_header *h, uint64_t tick)
+{
+	__int128 d = (__int128)tick - (__int128)h->tsc_ref_tick;
+	__int128 ns = d * 1000000000 / (__int128)h->tsc_hz;
+	return (uint64_t)((__int128)h->tsc_ref_unix_ns + ns);
+}
+
+static uint64_t now_ns(clockid_t c)
+{
+	struct timespec ts;
+	clock_gettime(c, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void rt_tsc_calibrate(uint64_t *hz, uint64_t *ref_tick, uint64_t *ref_unix_ns,
+		      unsigned ms)
+{
+	uint64_t m0 = now_ns(CLOCK_MONOTONIC), t0 = retrace_ticks();
+	uint64_t r0 = now_ns(CLOCK_REALTIME);
+	struct timespec nap = {0, (long)ms * 1000000L};
+	uint64_t m1, t1;
+
+	nanosleep(&nap, NULL);
+	m1 = now_ns(CLOCK_MONOTONIC);
+	t1 = retrace_ticks();
+	if (m1 <= m0 || t1 <= t0)
+		*hz = 1000000000ull; /* ticks are nanoseconds (fallback clock) */
+	else
+		*hz = (uint64_t)((__int128)(t1 - t0) * 1000000000 / (m1 - m0));
+	if (*hz == 0)
+		*hz = 1;
+	*ref_tick = t0;
+	*ref_unix_ns = r0;
+}
+
+uint64_t rt_process_start_time(pid_t pid)
+{
+	char path[64], buf[1024];
+	unsigned long long start = 0;
+	ssize_t n;
+	char *p;
+	int fd, field;
+
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')'); /* the command name may hold spaces */
+	if (!p)
+		return 0;
+	/* After ") " comes field 3 (state); starttime is field 22. */
+	for (field = 2; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (p)
+		start = strtoull(p + 1, NULL, 10);
+	return start;
+}

@@ -1,0 +1,272 @@
+/*
+ * shm/pool.h — the shared-memory ABI between services (libretrace) and the agent.
+ *
+ * Owns: the layout of one pool object (header, client registry, four typed rings,
+ * page-aligned buffers each opening with a buffer header), and creating (agent
+ * side) and attaching (client side) with full validation. No policy lives here:
+ * who fills which queue and when is the client's and the agent's business.
+ *
+ * Promises:
+ *   - Every offset, size and count in the header is checked against the object's
+ *     real size before anything is dereferenced; a bad pool gives an error code
+ *     and a sentence, never a crash.
+ *   - Layout changes bump RT_ABI_VERSION; a mismatch is refused on attach.
+ *   - All structs here are fixed-size, little-endian host order, with explicit
+ *     padding, so 64-bit processes built by different compilers agree.
+ *
+ * Layout of the object (offsets stored in the header, all 64-byte aligned):
+ *   [ header | registry slots | 4 x (ck_ring) | 4 x slot arrays | pad to page |
+ *     buffer 0 | buffer 1 | ... ]
+ */
+#ifndef RETRACE_SHM_POOL_H
+#define RETRACE_SHM_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <ck_ring.h>
+
+#include "ring.h"
+
+#define RT_POOL_MAGIC 0x4C4F4F5045525452ull /* "RTREPOOL" little-endian */
+#define RT_ABI_VERSION 1u
+#define RT_BUF_MAGIC 0x46554252u            /* "RBUF" */
+
+#define RT_POOL_DEFAULT_NAME "/retrace"
+#define RT_POOL_DEFAULT_BUFFER_SIZE (32u * 1024u)
+#define RT_POOL_DEFAULT_BUFFER_COUNT 4096u
+#define RT_POOL_DEFAULT_BREADCRUMB_SLOTS 16384u
+#define RT_POOL_DEFAULT_TRIGGER_SLOTS 4096u
+#define RT_POOL_DEFAULT_CLIENT_SLOTS 256u
+#define RT_POOL_MIN_BUFFER_SIZE 4096u
+#define RT_POOL_MAX_BUFFER_SIZE (64u * 1024u * 1024u)
+#define RT_POOL_MAX_BUFFER_COUNT (1u << 24)
+
+/* Pool states (header.state). Clients only attach to READY pools. */
+enum rt_pool_state {
+	RT_POOL_INITIALIZING = 0,
+	RT_POOL_READY = 1,
+	RT_POOL_CLOSED = 2,
+};
+
+/* The four queues. */
+enum rt_queue {
+	RT_Q_AVAILABLE = 0,  /* agent -> clients: free buffer ids */
+	RT_Q_COMPLETE = 1,   /* clients -> agent: filled buffers */
+	RT_Q_BREADCRUMB = 2, /* clients -> agent: {trace, previous agent} */
+	RT_Q_TRIGGER = 3,    /* clients -> agent: trigger groups */
+	RT_Q_COUNT = 4,
+};
+
+/* ---- queue entry types (copied by value through the rings) ---- */
+
+struct rt_available_entry {
+	uint32_t buffer_id;
+};
+
+struct rt_complete_entry {
+	uint64_t trace_lo;
+	uint32_t buffer_id;
+	uint32_t bytes; /* payload bytes used after the buffer header */
+};
+
+struct rt_breadcrumb_entry {
+	uint64_t trace_lo;
+	uint32_t agent_id; /* the agent of the host the request came from */
+	uint32_t reserved;
+};
+
+/*
+ * A trigger group is group_size consecutive entries pushed by one batch enqueue
+ * (so they become visible together). Entry 0 names the triggered trace; entries
+ * 1..group_size-1 its lateral traces. All carry the same trigger_id and
+ * group_size; group_index says which one this is. A consumer that finds a group
+ * cut by its batch limit can take the rest at once: they are already published.
+ */
+struct rt_trigger_entry {
+	uint64_t trace_hi;
+	uint64_t trace_lo;
+	uint32_t trigger_id;
+	uint16_t group_size;  /* 1 + number of lateral traces, <= 64 */
+	uint16_t group_index; /* 0 = the triggered trace */
+};
+
+RT_RING_TYPED(available, rt_available_entry)
+RT_RING_TYPED(complete, rt_complete_entry)
+RT_RING_TYPED(breadcrumb, rt_breadcrumb_entry)
+RT_RING_TYPED(trigger, rt_trigger_entry)
+
+/* ---- buffer header: first 64 bytes of every buffer ---- */
+
+#define RT_BUF_INUSE 0x1u   /* handed to a writer */
+#define RT_BUF_SEALED 0x2u  /* writer is done; `bytes` is final */
+#define RT_BUF_LAST 0x4u    /* the trace ended in this buffer (for this writer) */
+
+struct rt_buffer_header {
+	uint32_t magic;       /* RT_BUF_MAGIC once a writer initialised it */
+	uint32_t flags;       /* RT_BUF_*; SEALED is stored with release order */
+	uint64_t trace_hi;
+	uint64_t trace_lo;
+	uint32_t pid;         /* writer process */
+	uint32_t tid;         /* writer thread (the thread that began the trace) */
+	uint32_t seq;         /* this buffer's number within the trace, per writer */
+	uint32_t bytes;       /* payload bytes used; final once SEALED */
+	uint32_t client_slot; /* registry slot of the writer, or UINT32_MAX */
+	uint32_t reserved;
+	uint64_t first_tick;  /* TSC when the writer took the buffer */
+	uint64_t pool_generation; /* header.generation when taken */
+};
+
+#define RT_BUF_HEADER_SIZE ((uint32_t)sizeof(struct rt_buffer_header))
+
+/* ---- client registry ---- */
+
+struct rt_client_slot {
+	uint32_t pid;          /* 0: free; claimed by CAS from 0 */
+	uint32_t reserved;
+	uint64_t start_time;   /* /proc/PID/stat starttime, to tell pid reuse */
+	uint64_t heartbeat_ns; /* CLOCK_MONOTONIC of the client's last slow path */
+	uint64_t null_buffers; /* this client's discard-buffer fallbacks */
+};
+
+/* ---- header ---- */
+
+struct rt_ring_desc {
+	uint64_t ring_offset;  /* struct ck_ring */
+	uint64_t slots_offset; /* capacity * entry_size bytes */
+	uint32_t capacity;     /* power of two; holds capacity - 1 entries */
+	uint32_t entry_size;
+};
+
+struct rt_pool_header {
+	/* identity and geometry (written once, before state becomes READY) */
+	uint64_t magic;
+	uint32_t abi_version;
+	uint32_t state; /* enum rt_pool_state, release-stored */
+	uint64_t total_size;
+	uint32_t header_size;
+	uint32_t page_size;
+	uint32_t buffer_size;
+	uint32_t buffer_count;
+	uint64_t buffers_offset;
+	uint64_t registry_offset;
+	uint32_t registry_slots;
+	uint32_t mode; /* permission bits the creator asked for */
+	struct rt_ring_desc rings[RT_Q_COUNT];
+
+	/* TSC calibration: unix_ns = ref_unix_ns + (tick - ref_tick) * 1e9 / tsc_hz */
+	uint64_t tsc_hz;
+	uint64_t tsc_ref_tick;
+	uint64_t tsc_ref_unix_ns;
+
+	/* owner */
+	uint32_t agent_pid;
+	uint32_t agent_id;
+	uint64_t generation; /* bumped each time an agent (re)takes the pool */
+	uint64_t agent_start_time;
+
+	/* counters, atomically incremented by clients (own cache line) */
+	_Alignas(64) uint64_t null_buffers;   /* writes that fell to a discard buffer */
+	uint64_t trigger_drops;    /* trigger queue full */
+	uint64_t breadcrumb_drops; /* breadcrumb queue full */
+	uint64_t complete_drops;   /* complete queue full (only if corrupt) */
+	uint64_t bad_available;    /* available entries naming no buffer */
+	uint64_t registry_full;    /* processes that found no registry slot */
+	uint64_t reserved_counters[2];
+};
+
+/* ---- a mapped pool, as seen by one process ---- */
+
+struct rt_pool {
+	struct rt_pool_header *hdr;
+	uint8_t *base;
+	size_t size;
+	int fd;
+	int owner; /* created by this process */
+	char name[64];
+	struct ck_ring *ring[RT_Q_COUNT];
+	void *slots[RT_Q_COUNT];
+	struct rt_client_slot *registry;
+};
+
+struct rt_pool_create_opts {
+	const char *name;           /* default RT_POOL_DEFAULT_NAME */
+	uint32_t buffer_size;       /* multiple of the page size */
+	uint32_t buffer_count;
+	uint32_t breadcrumb_slots;  /* rounded up to a power of two */
+	uint32_t trigger_slots;     /* rounded up to a power of two */
+	uint32_t client_slots;
+	uint32_t mode;              /* default 0600; 0660 when group is set */
+	long group;                 /* -1: none; else chown the object to this gid */
+	uint32_t agent_id;
+	int replace;                /* unlink an existing object first */
+	int fill_available;         /* push every buffer id onto the available queue */
+};
+
+struct rt_pool_attach_opts {
+	const char *name;
+	uint32_t expect_buffer_size;  /* 0: any */
+	uint32_t expect_buffer_count; /* 0: any */
+};
+
+/* Defaults for create options. */
+void rt_pool_create_defaults(struct rt_pool_create_opts *o);
+
+/*
+ * Create (agent side). On failure returns a RETRACE_E_* code and writes a
+ * sentence into err (errlen bytes).
+ */
+int rt_pool_create(const struct rt_pool_create_opts *o, struct rt_pool *pool,
+		   char *err, size_t errlen);
+
+/* Attach (client side, or a drainer): validate and map. */
+int rt_pool_attach(const struct rt_pool_attach_opts *o, struct rt_pool *pool,
+		   char *err, size_t errlen);
+
+/* Unmap; the creator may also unlink. */
+void rt_pool_detach(struct rt_pool *pool);
+int rt_pool_unlink(const char *name);
+
+/*
+ * Check a header against the size of the object it came from. Used by attach;
+ * exposed so tests and a restarting agent can validate a mapping.
+ */
+int rt_pool_validate(const struct rt_pool_header *h, size_t object_size,
+		     char *err, size_t errlen);
+
+/* Total object size for a geometry (0 if it does not fit in 64 bits). */
+uint64_t rt_pool_layout_size(const struct rt_pool_create_opts *o);
+
+static inline struct rt_buffer_header *rt_pool_buffer(const struct rt_pool *p,
+						      uint32_t id)
+{
+	return (struct rt_buffer_header *)(p->base + p->hdr->buffers_offset +
+					   (uint64_t)id * p->hdr->buffer_size);
+}
+
+static inline uint8_t *rt_pool_buffer_data(const struct rt_pool *p, uint32_t id)
+{
+	return (uint8_t *)rt_pool_buffer(p, id) + RT_BUF_HEADER_SIZE;
+}
+
+static inline uint32_t rt_pool_payload_size(const struct rt_pool *p)
+{
+	return p->hdr->buffer_size - RT_BUF_HEADER_SIZE;
+}
+
+/* Typed queue accessors. */
+#define RT_POOL_RING(p, q) ((p)->ring[(q)])
+#define RT_POOL_SLOTS(p, q, type) ((struct type *)(p)->slots[(q)])
+
+/* TSC ticks to Unix nanoseconds with the pool's calibration. */
+uint64_t rt_pool_ticks_to_unix_ns(const struct rt_pool_header *h, uint64_t tick);
+
+/* Measure the TSC rate against CLOCK_REALTIME over about `ms` milliseconds. */
+void rt_tsc_calibrate(uint64_t *hz, uint64_t *ref_tick, uint64_t *ref_unix_ns,
+		      unsigned ms);
+
+/* /proc/PID/stat starttime (clock ticks since boot), 0 if unknown. */
+uint64_t rt_process_start_time(pid_t pid);
+
+#endif

@@ -1,0 +1,220 @@
+/*
+ * Pool create/attach: every documented failure gives its error code and a
+ * sentence, never a crash: missing pool, wrong permissions, ABI version
+ * mismatch, bad magic, geometry mismatch (expected vs actual, header vs object
+ * size), a pool still initialising, bad create options.
+ */
+#include <check.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/testpool.h"
+#include "retrace/retrace.h"
+
+static int attach_named(const char *name, uint32_t bs, uint32_t bc, char *err, size_t n)
+{
+	struct rt_pool_attach_opts ao = {.name = name, .expect_buffer_size = bs,
+					 .expect_buffer_count = bc};
+	struct rt_pool p;
+	int rc = rt_pool_attach(&ao, &p, err, n);
+	if (rc == RETRACE_OK)
+		rt_pool_detach(&p);
+	return rc;
+}
+
+START_TEST(test_attach_ok_and_layout)
+{
+	struct rt_pool pool, c;
+	struct rt_pool_attach_opts ao = {0};
+	char name[64], err[256];
+	uint32_t i;
+	test_pool_name(name, sizeof name, "ok");
+	test_pool_create(&pool, name, 8192, 100);
+	ao.name = name;
+	ck_assert_int_eq(rt_pool_attach(&ao, &c, err, sizeof err), RETRACE_OK);
+	ck_assert_uint_eq(c.hdr->buffer_size, 8192);
+	ck_assert_uint_eq(c.hdr->buffer_count, 100);
+	ck_assert_uint_eq(c.hdr->agent_id, 42);
+	ck_assert_uint_eq(c.hdr->buffers_offset % 4096, 0);
+	ck_assert_uint_gt(c.hdr->tsc_hz, 1000000);
+	/* Every buffer id is on the available queue exactly once. */
+	ck_assert_uint_eq(rt_ring_count(c.ring[RT_Q_AVAILABLE]), 100);
+	for (i = 0; i < 100; i++) {
+		struct rt_available_entry e;
+		ck_assert(rt_available_pop(c.ring[RT_Q_AVAILABLE],
+					   RT_POOL_SLOTS(&c, RT_Q_AVAILABLE, rt_available_entry), &e));
+		ck_assert_uint_eq(e.buffer_id, i);
+	}
+	/* The buffers are writable through both mappings. */
+	rt_pool_buffer(&c, 99)->trace_lo = 77;
+	ck_assert_uint_eq(rt_pool_buffer(&pool, 99)->trace_lo, 77);
+	rt_pool_detach(&c);
+	test_pool_destroy(&pool);
+}
+END_TEST
+
+START_TEST(test_missing_pool)
+{
+	char err[256] = "";
+	ck_assert_int_eq(attach_named("/rt-test-does-not-exist", 0, 0, err, sizeof err),
+			 RETRACE_E_NOPOOL);
+	ck_assert_ptr_nonnull(strstr(err, "no pool named /rt-test-does-not-exist"));
+}
+END_TEST
+
+START_TEST(test_version_mismatch)
+{
+	struct rt_pool pool;
+	char name[64], err[256] = "";
+	test_pool_name(name, sizeof name, "ver");
+	test_pool_create(&pool, name, 4096, 8);
+	pool.hdr->abi_version = RT_ABI_VERSION + 1;
+	ck_assert_int_eq(attach_named(name, 0, 0, err, sizeof err), RETRACE_E_VERSION);
+	ck_assert_ptr_nonnull(strstr(err, "ABI version"));
+	pool.hdr->abi_version = RT_ABI_VERSION;
+	pool.hdr->magic ^= 1;
+	ck_assert_int_eq(attach_named(name, 0, 0, err, sizeof err), RETRACE_E_CORRUPT);
+	pool.hdr->magic ^= 1;
+	pool.hdr->state = RT_POOL_INITIALIZING;
+	ck_assert_int_eq(attach_named(name, 0, 0, err, sizeof err), RETRACE_E_NOTREADY);
+	pool.hdr->state = RT_POOL_READY;
+	ck_assert_int_eq(attach_named(name, 0, 0, err, sizeof err), RETRACE_OK);
+	test_pool_destroy(&pool);
+}
+END_TEST
+
+START_TEST(test_geometry_mismatch)
+{
+	struct rt_pool pool;
+	char name[64], err[256] = "";
+	int fd;
+	test_pool_name(name, sizeof name, "geo");
+	test_pool_create(&pool, name, 8192, 16);
+	ck_assert_int_eq(attach_named(name, 32768, 0, err, sizeof err), RETRACE_E_GEOMETRY);
+	ck_assert_ptr_nonnull(strstr(err, "8192-byte buffers, 32768 were expected"));
+	ck_assert_int_eq(attach_named(name, 8192, 17, err, sizeof err), RETRACE_E_GEOMETRY);
+	ck_assert_int_eq(attach_named(name, 8192, 16, err, sizeof err), RETRACE_OK);
+	/* A header that claims more buffers than the object holds. */
+	pool.hdr->buffer_count = 17;
+	ck_assert_int_eq(attach_named(name, 0, 0, err, sizeof err), RETRACE_E_GEOMETRY);
+	pool.hdr->buffer_count = 16;
+	/* Ring slots pointing past the buffer region. */
+	pool.hdr->rings[RT_Q_TRIGGER].slots_offset = pool.hdr->total_size;
+	ck_assert_int_eq(attach_named(name, 0, 0, err, sizeof err), RETRACE_E_GEOMETRY);
+	ck_assert_ptr_nonnull(strstr(err, "queue slots offset"));
+	pool.hdr->rings[RT_Q_TRIGGER].slots_offset = 0;
+	/* A truncated object: the header no longer matches the size. */
+	fd = shm_open(name, O_RDWR, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)pool.hdr->total_size - 8192), 0);
+	close(fd);
+	ck_assert_int_eq(attach_named(name, 0, 0, err, sizeof err), RETRACE_E_GEOMETRY);
+	test_pool_destroy(&pool);
+}
+END_TEST
+
+START_TEST(test_tiny_object_is_not_ready)
+{
+	char name[64], err[256] = "";
+	int fd;
+	test_pool_name(name, sizeof name, "tiny");
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 100), 0);
+	close(fd);
+	ck_assert_int_eq(attach_named(name, 0, 0, err, sizeof err), RETRACE_E_NOTREADY);
+	rt_pool_unlink(name);
+}
+END_TEST
+
+START_TEST(test_wrong_permissions)
+{
+	struct rt_pool pool;
+	char name[64];
+	int status;
+	pid_t pid;
+	test_pool_name(name, sizeof name, "perm");
+	test_pool_create(&pool, name, 4096, 8);
+	{
+		struct stat st;
+		char path[128];
+		snprintf(path, sizeof path, "/dev/shm%s", name);
+		ck_assert_int_eq(stat(path, &st), 0);
+		ck_assert_uint_eq(st.st_mode & 0777, 0600);
+	}
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		char err[256] = "";
+		int rc;
+		/* Root reads anything: drop to nobody. A non-root runner uses mode 000. */
+		if (getuid() == 0) {
+			if (setgid(65534) != 0 || setuid(65534) != 0)
+				_exit(3);
+		} else {
+			char path[128];
+			snprintf(path, sizeof path, "/dev/shm%s", name);
+			if (chmod(path, 0) != 0)
+				_exit(4);
+		}
+		rc = attach_named(name, 0, 0, err, sizeof err);
+		_exit(rc == RETRACE_E_PERM && strstr(err, "permission denied") ? 0 : 1);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status));
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+	test_pool_destroy(&pool);
+}
+END_TEST
+
+START_TEST(test_bad_create_options)
+{
+	struct rt_pool_create_opts o;
+	struct rt_pool p;
+	char err[256] = "";
+	rt_pool_create_defaults(&o);
+	o.name = "no-slash";
+	ck_assert_int_eq(rt_pool_create(&o, &p, err, sizeof err), RETRACE_E_INVAL);
+	o.name = "/rt-test-badopts";
+	o.buffer_size = 5000;
+	ck_assert_int_eq(rt_pool_create(&o, &p, err, sizeof err), RETRACE_E_GEOMETRY);
+	ck_assert_ptr_nonnull(strstr(err, "multiple of the page size"));
+	o.buffer_size = 4096;
+	o.buffer_count = 0;
+	ck_assert_int_eq(rt_pool_create(&o, &p, err, sizeof err), RETRACE_E_GEOMETRY);
+	/* A second create of the same name without replace is refused. */
+	o.buffer_count = 4;
+	ck_assert_int_eq(rt_pool_create(&o, &p, err, sizeof err), RETRACE_OK);
+	{
+		struct rt_pool q;
+		ck_assert_int_eq(rt_pool_create(&o, &q, err, sizeof err), RETRACE_E_EXISTS);
+	}
+	test_pool_destroy(&p);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("shm_pool");
+	TCase *tc = tcase_create("pool");
+	SRunner *sr;
+	int failed;
+	tcase_add_test(tc, test_attach_ok_and_layout);
+	tcase_add_test(tc, test_missing_pool);
+	tcase_add_test(tc, test_version_mismatch);
+	tcase_add_test(tc, test_geometry_mismatch);
+	tcase_add_test(tc, test_tiny_object_is_not_ready);
+	tcase_add_test(tc, test_wrong_permissions);
+	tcase_add_test(tc, test_bad_create_options);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

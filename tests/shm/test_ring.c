@@ -1,0 +1,164 @@
+/*
+ * Rings across processes: N producer and M consumer processes share a pool's
+ * complete queue (single and batch operations mixed); every entry must arrive
+ * exactly once. Also: a batch (trigger group) is seen whole or not at all, and a
+ * full ring refuses a batch without writing anything.
+ */
+#include <check.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/testpool.h"
+
+#define PRODUCERS 3
+#define CONSUMERS 2
+#define PER_PRODUCER 100000u
+
+static void produce(struct rt_pool *p, uint32_t who)
+{
+	struct ck_ring *r = p->ring[RT_Q_COMPLETE];
+	struct rt_complete_entry *s = RT_POOL_SLOTS(p, RT_Q_COMPLETE, rt_complete_entry);
+	struct rt_complete_entry batch[7];
+	uint32_t i = 0, k;
+	while (i < PER_PRODUCER) {
+		uint32_t n = (i % 3 == 0) ? 1 : 7;
+		if (n > PER_PRODUCER - i)
+			n = PER_PRODUCER - i;
+		for (k = 0; k < n; k++) {
+			batch[k].trace_lo = ((uint64_t)who << 32) | (i + k);
+			batch[k].buffer_id = who;
+			batch[k].bytes = i + k;
+		}
+		if (n == 1 ? rt_complete_push(r, s, &batch[0]) : rt_complete_push_batch(r, s, batch, n))
+			i += n;
+	}
+	_exit(0);
+}
+
+/* Each consumer writes what it got into its own region of a shared bitmap. */
+static void consume(struct rt_pool *p, uint8_t *seen, volatile uint64_t *done,
+		    uint64_t total)
+{
+	struct ck_ring *r = p->ring[RT_Q_COMPLETE];
+	struct rt_complete_entry *s = RT_POOL_SLOTS(p, RT_Q_COMPLETE, rt_complete_entry);
+	struct rt_complete_entry e[16];
+	for (;;) {
+		unsigned n = rt_complete_pop_batch(r, s, e, 1 + (unsigned)(rand() % 16)), k;
+		for (k = 0; k < n; k++) {
+			uint64_t idx = (uint64_t)e[k].buffer_id * PER_PRODUCER + e[k].bytes;
+			if (e[k].buffer_id >= PRODUCERS || e[k].bytes >= PER_PRODUCER ||
+			    (e[k].trace_lo & 0xffffffffu) != e[k].bytes)
+				__atomic_add_fetch(&seen[PRODUCERS * PER_PRODUCER], 1, __ATOMIC_RELAXED);
+			else
+				__atomic_add_fetch(&seen[idx], 1, __ATOMIC_RELAXED);
+		}
+		if (n)
+			__atomic_add_fetch(done, n, __ATOMIC_RELAXED);
+		else if (__atomic_load_n(done, __ATOMIC_RELAXED) >= total)
+			break;
+		else
+			sched_yield(); /* 5 processes on few cores: let producers run */
+	}
+	_exit(0);
+}
+
+START_TEST(test_mpmc_across_processes)
+{
+	struct rt_pool pool;
+	char name[64];
+	size_t seen_size = PRODUCERS * PER_PRODUCER + 1;
+	uint8_t *seen = mmap(NULL, seen_size + 64, PROT_READ | PROT_WRITE,
+			     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	volatile uint64_t *done = (volatile uint64_t *)(seen + ((seen_size + 7) & ~7ul));
+	uint64_t total = (uint64_t)PRODUCERS * PER_PRODUCER, i;
+	pid_t kids[PRODUCERS + CONSUMERS];
+	int k, status;
+
+	ck_assert_ptr_ne(seen, MAP_FAILED);
+	test_pool_name(name, sizeof name, "ring");
+	/* 255 buffers: complete ring of 256 slots, so producers often find it full. */
+	test_pool_create(&pool, name, 4096, 255);
+	for (k = 0; k < PRODUCERS + CONSUMERS; k++) {
+		kids[k] = fork();
+		ck_assert_int_ge(kids[k], 0);
+		if (kids[k] == 0) {
+			srand((unsigned)k);
+			if (k < PRODUCERS)
+				produce(&pool, (uint32_t)k);
+			consume(&pool, seen, done, total);
+		}
+	}
+	for (k = 0; k < PRODUCERS + CONSUMERS; k++) {
+		ck_assert_int_eq(waitpid(kids[k], &status, 0), kids[k]);
+		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	ck_assert_uint_eq(*done, total);
+	ck_assert_uint_eq(seen[PRODUCERS * PER_PRODUCER], 0); /* no torn entry */
+	for (i = 0; i < total; i++)
+		if (seen[i] != 1)
+			ck_abort_msg("entry %llu seen %u times", (unsigned long long)i, seen[i]);
+	ck_assert_uint_eq(rt_ring_count(pool.ring[RT_Q_COMPLETE]), 0);
+	test_pool_destroy(&pool);
+	munmap(seen, seen_size + 64);
+}
+END_TEST
+
+START_TEST(test_batch_all_or_nothing)
+{
+	struct rt_pool pool;
+	char name[64];
+	struct rt_trigger_entry g[100], out[200];
+	struct ck_ring *r;
+	struct rt_trigger_entry *s;
+	unsigned i, n, cap;
+
+	test_pool_name(name, sizeof name, "batch");
+	test_pool_create(&pool, name, 4096, 4);
+	r = pool.ring[RT_Q_TRIGGER];
+	s = RT_POOL_SLOTS(&pool, RT_Q_TRIGGER, rt_trigger_entry);
+	cap = pool.hdr->rings[RT_Q_TRIGGER].capacity;
+	memset(g, 0, sizeof g);
+	for (i = 0; i < 100; i++)
+		g[i].trace_lo = i + 1;
+	/* Fill to capacity - 1 - 50, then a batch of 60 must fail and leave no trace. */
+	for (i = 0; i < cap - 1 - 50; i++)
+		ck_assert(rt_trigger_push(r, s, &g[0]));
+	ck_assert(!rt_trigger_push_batch(r, s, g, 60));
+	ck_assert_uint_eq(rt_ring_count(r), cap - 1 - 50);
+	ck_assert(rt_trigger_push_batch(r, s, g, 50));
+	ck_assert_uint_eq(rt_ring_count(r), cap - 1);
+	ck_assert(!rt_trigger_push(r, s, &g[0]));
+	/* Drain the fillers one by one; then the group comes out whole, in order. */
+	for (i = 0; i < cap - 1 - 50; i++) {
+		ck_assert(rt_trigger_pop(r, s, &out[0]));
+		ck_assert_uint_eq(out[0].trace_lo, 1);
+	}
+	n = rt_trigger_pop_batch(r, s, out, 200);
+	ck_assert_uint_eq(n, 50);
+	for (i = 0; i < n; i++)
+		ck_assert_uint_eq(out[i].trace_lo, i + 1);
+	ck_assert_uint_eq(rt_trigger_pop_batch(r, s, out, 200), 0);
+	test_pool_destroy(&pool);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("shm_ring");
+	TCase *tc = tcase_create("ring");
+	SRunner *sr;
+	int failed;
+	tcase_set_timeout(tc, 100);
+	tcase_add_test(tc, test_mpmc_across_processes);
+	tcase_add_test(tc, test_batch_all_or_nothing);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
