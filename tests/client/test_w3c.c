@@ -1,0 +1,215 @@
+/*
+ * W3C Trace Context: a table of valid and malformed traceparent/tracestate
+ * inputs; malformed ones are rejected (or, for tracestate, discarded as the spec
+ * asks) without a crash. serialize/deserialize round trips through text and the
+ * binary form, and deserialize deposits breadcrumbs and the upstream trigger.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/collect.h"
+#include "common/testpool.h"
+#include "retrace/retrace.h"
+
+#define TP_OK "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+struct tp_case {
+	const char *tp;
+	int ok;
+	const char *why;
+};
+
+static const struct tp_case tp_cases[] = {
+	{TP_OK, 1, "valid"},
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", 1, "not sampled"},
+	{"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-the-future", 1,
+	 "future version with more fields"},
+	{"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", 1, "future version"},
+	{"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", 0, "version ff"},
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra", 0,
+	 "version 00 with extra fields"},
+	{"0g-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", 0, "bad hex version"},
+	{"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", 0, "uppercase hex"},
+	{"00-4bf92f3577b34da6a3ce929d0e0e47zz-00f067aa0ba902b7-01", 0, "bad hex trace id"},
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902bx-01", 0, "bad hex span id"},
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0x", 0, "bad hex flags"},
+	{"00-00000000000000000000000000000000-00f067aa0ba902b7-01", 0, "zero trace id"},
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", 0, "zero span id"},
+	{"00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01", 0, "short trace id"},
+	{"00-4bf92f3577b34da6a3ce929d0e0e47366-00f067aa0ba902b7-01", 0, "long trace id"},
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b-01", 0, "short span id"},
+	{"00_4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7_01", 0, "wrong separators"},
+	{"", 0, "empty"},
+	{"00", 0, "truncated"},
+	{" 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", 0, "leading space"},
+	{"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x", 0,
+	 "future version, junk not after a dash"},
+};
+
+START_TEST(test_traceparent_table)
+{
+	const struct tp_case *c = &tp_cases[_i];
+	struct retrace_wire_context w;
+	int rc = retrace_parse_context(c->tp, NULL, &w);
+	ck_assert_msg((rc == RETRACE_OK) == c->ok, "%s: %s -> %d", c->why, c->tp, rc);
+	if (c->ok) {
+		ck_assert_uint_eq(w.trace_id.hi, 0x4bf92f3577b34da6ull);
+		ck_assert_uint_eq(w.trace_id.lo, 0xa3ce929d0e0e4736ull);
+		ck_assert_uint_eq(w.parent_span_id, 0x00f067aa0ba902b7ull);
+	}
+}
+END_TEST
+
+START_TEST(test_traceparent_oversized)
+{
+	char big[4096];
+	struct retrace_wire_context w;
+	memset(big, 'a', sizeof big - 1);
+	big[sizeof big - 1] = 0;
+	memcpy(big, "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-", 56);
+	ck_assert_int_eq(retrace_parse_context(big, NULL, &w), RETRACE_E_INVAL);
+	ck_assert_int_eq(retrace_parse_context(NULL, NULL, &w), RETRACE_E_INVAL);
+}
+END_TEST
+
+struct ts_case {
+	const char *ts;
+	int rejected;
+	uint32_t hop0, hop1;
+	int fired;
+	const char *why;
+};
+
+static const struct ts_case ts_cases[] = {
+	{"rt=0000002a.00000007.1", 0, 42, 7, 1, "ours"},
+	{"congo=t61rcWkgMzE,rt=0000002a.00000000.0", 0, 42, 0, 0, "ours second"},
+	{" rt=0000002a.00000007.0 , ,vendor@tenant=x ", 0, 42, 7, 0, "OWS and empty members"},
+	{"congo=t61rcWkgMzE", 0, 0, 0, 0, "foreign only"},
+	{"rt=0000002a.00000007.1,rt=00000001.00000000.0", 1, 0, 0, 0, "duplicate rt"},
+	{"a=1,b=2,a=3", 1, 0, 0, 0, "duplicate key"},
+	{"rt=2a.7.1", 1, 0, 0, 0, "short rt value"},
+	{"rt=0000002A.00000007.1", 1, 0, 0, 0, "uppercase rt hex"},
+	{"rt=0000002a.00000007.2", 1, 0, 0, 0, "bad fired flag"},
+	{"Rt=0000002a.00000007.1", 1, 0, 0, 0, "uppercase key"},
+	{"rt", 1, 0, 0, 0, "no equals"},
+	{"=x", 1, 0, 0, 0, "empty key"},
+	{"k=", 1, 0, 0, 0, "empty value"},
+	{"k=a=b", 1, 0, 0, 0, "equals in value"},
+};
+
+START_TEST(test_tracestate_table)
+{
+	const struct ts_case *c = &ts_cases[_i];
+	struct retrace_wire_context w;
+	ck_assert_int_eq(retrace_parse_context(TP_OK, c->ts, &w), RETRACE_OK);
+	ck_assert_msg(w.state_rejected == c->rejected, "%s: %s", c->why, c->ts);
+	ck_assert_uint_eq(w.hops[0], c->hop0);
+	ck_assert_uint_eq(w.hops[1], c->hop1);
+	ck_assert_int_eq(w.fired, c->fired);
+}
+END_TEST
+
+START_TEST(test_tracestate_limits)
+{
+	char ts[2048];
+	struct retrace_wire_context w;
+	size_t i, n = 0;
+	/* 33 members: too many. */
+	for (i = 0; i < 33; i++)
+		n += (size_t)sprintf(ts + n, "%sk%zu=v", i ? "," : "", i);
+	ck_assert_int_eq(retrace_parse_context(TP_OK, ts, &w), RETRACE_OK);
+	ck_assert_int_eq(w.state_rejected, 1);
+	/* More than 512 characters. */
+	memset(ts, 'v', 600);
+	memcpy(ts, "k=", 2);
+	ts[600] = 0;
+	ck_assert_int_eq(retrace_parse_context(TP_OK, ts, &w), RETRACE_OK);
+	ck_assert_int_eq(w.state_rejected, 1);
+}
+END_TEST
+
+START_TEST(test_round_trip_and_deposit)
+{
+	struct rt_pool pool;
+	struct retrace_config cfg;
+	struct retrace_wire_context w, w2;
+	struct collection col = {0};
+	char name[64], tp[64], ts[600];
+	uint8_t bin[RETRACE_BINARY_CONTEXT_LEN];
+
+	test_pool_name(name, sizeof name, "w3c");
+	test_pool_create(&pool, name, 4096, 16); /* agent id 42 */
+	retrace_config_from_env(&cfg);
+	cfg.pool_name = name;
+	cfg.quiet = 1;
+	ck_assert_int_eq(retrace_init(&cfg), RETRACE_OK);
+	ck_assert_uint_eq(retrace_local_agent(), 42);
+
+	/* An incoming request from agent 7 (whose previous hop was 3), fired. */
+	ck_assert_int_eq(retrace_deserialize(TP_OK, "x=y,rt=00000007.00000003.1", &w), RETRACE_OK);
+	retrace_begin(w.trace_id);
+	retrace_set_span_id(0x1122334455667788ull);
+	ck_assert_int_eq(retrace_serialize(tp, sizeof tp, ts, sizeof ts, "x=y,rt=00000007.00000003.1"),
+			 RETRACE_OK);
+	ck_assert_str_eq(tp, "00-4bf92f3577b34da6a3ce929d0e0e4736-1122334455667788-01");
+	ck_assert_str_eq(ts, "rt=0000002a.00000007.1,x=y");
+	ck_assert_int_eq(retrace_parse_context(tp, ts, &w2), RETRACE_OK);
+	ck_assert_uint_eq(w2.hops[0], 42);
+	ck_assert_uint_eq(w2.hops[1], 7);
+	ck_assert_int_eq(w2.fired, 1);
+	ck_assert_int_eq(retrace_serialize(tp, 10, NULL, 0, NULL), RETRACE_E_INVAL);
+
+	ck_assert_int_eq(retrace_serialize_binary(bin), RETRACE_OK);
+	ck_assert_int_eq(retrace_parse_binary(bin, sizeof bin, &w2), RETRACE_OK);
+	ck_assert_uint_eq(w2.trace_id.lo, w.trace_id.lo);
+	ck_assert_uint_eq(w2.trace_id.hi, w.trace_id.hi);
+	ck_assert_uint_eq(w2.parent_span_id, 0x1122334455667788ull);
+	ck_assert_uint_eq(w2.hops[0], 42);
+	ck_assert_uint_eq(w2.hops[1], 7);
+	ck_assert_int_eq(w2.fired, 1);
+	ck_assert_int_eq(retrace_parse_binary(bin, sizeof bin - 1, &w2), RETRACE_E_INVAL);
+	bin[0] = 1;
+	ck_assert_int_eq(retrace_parse_binary(bin, sizeof bin, &w2), RETRACE_E_INVAL);
+	retrace_end();
+
+	/* Breadcrumbs for both hops and one upstream trigger were deposited. */
+	collect_all(&pool, &col);
+	ck_assert_uint_eq(col.n_crumbs, 2);
+	ck_assert_uint_eq(col.crumbs[0][0], w.trace_id.lo);
+	ck_assert_uint_eq(col.crumbs[0][1], 7);
+	ck_assert_uint_eq(col.crumbs[1][1], 3);
+	ck_assert_uint_eq(col.n_triggers, 1);
+	ck_assert_uint_eq(col.triggers[0][1], RETRACE_TRIGGER_UPSTREAM);
+	collection_free(&col);
+
+	/* A malformed context deposits nothing. */
+	ck_assert_int_eq(retrace_deserialize("00-zz", "rt=00000007.00000003.1", &w), RETRACE_E_INVAL);
+	collect_all(&pool, &col);
+	ck_assert_uint_eq(col.n_crumbs + col.n_triggers, 0);
+	collection_free(&col);
+	retrace_shutdown();
+	test_pool_destroy(&pool);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("client_w3c");
+	TCase *tc = tcase_create("w3c");
+	SRunner *sr;
+	int failed;
+	tcase_add_loop_test(tc, test_traceparent_table, 0,
+			    (int)(sizeof tp_cases / sizeof tp_cases[0]));
+	tcase_add_test(tc, test_traceparent_oversized);
+	tcase_add_loop_test(tc, test_tracestate_table, 0,
+			    (int)(sizeof ts_cases / sizeof ts_cases[0]));
+	tcase_add_test(tc, test_tracestate_limits);
+	tcase_add_test(tc, test_round_trip_and_deposit);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,214 @@
+/* test_selector.c — whole windows: exact budget, groups represented, alarms boosted,
+ * diversity, inclusion weights, incident budget scale-up, free-text mining. */
+#include "gen.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define NT 400
+static gen_trace G[NT];
+static rt_sel_trace T[NT];
+
+static const char *API[4] = {"/cart", "/pay", "/search", "/login"};
+
+/* Group g has 40·(g+1) traces; trace i uses pattern i % variety (child template). */
+static size_t build_window(int variety)
+{
+    size_t n = 0;
+    for (int g = 0; g < 4; g++)
+        for (int i = 0; i < 40 * (g + 1); i++, n++) {
+            gen_fanout(&G[n], n + 1, API[g], 1 + i % 3, 100 + (uint32_t)(i % variety));
+            T[n] = G[n].t;
+        }
+    return n;
+}
+
+static size_t group_of(const rt_sel_result *r, size_t i)
+{
+    for (size_t g = 0; g < 4; g++)
+        if (r->verdicts[i].group == rt_sel_op_key("frontend", API[g]))
+            return g;
+    ck_abort_msg("unknown group");
+    return 0;
+}
+
+START_TEST(budget_exact_and_every_group_represented)
+{
+    size_t n = build_window(7);
+    rt_selector *s = rt_sel_create(NULL);
+    rt_sel_result r;
+    ck_assert_int_eq(rt_sel_select_window(s, T, n, 40, NULL, 0, &r), 0);
+    ck_assert_uint_eq(r.n_traces, n);
+    ck_assert_uint_eq(r.n_groups, 4);
+    ck_assert_uint_eq(r.n_chosen, 40);
+    size_t per[4] = {0}, chosen = 0;
+    double weight[4] = {0};
+    for (size_t i = 0; i < n; i++) {
+        if (!r.verdicts[i].chosen)
+            continue;
+        chosen++;
+        per[group_of(&r, i)]++;
+        weight[group_of(&r, i)] += r.verdicts[i].weight;
+    }
+    ck_assert_uint_eq(chosen, 40);
+    for (size_t g = 0; g < 4; g++) {
+        ck_assert_uint_eq(per[g], 10); /* even split: every group over its quota */
+        /* inclusion weights add up to the group's collected traces */
+        ck_assert_double_eq_tol(weight[g], 40.0 * (double)(g + 1), 1e-9);
+    }
+    rt_sel_destroy(s);
+}
+END_TEST
+
+START_TEST(alarmed_group_is_boosted)
+{
+    size_t n = build_window(7);
+    rt_selector *s = rt_sel_create(NULL);
+    rt_sel_result r;
+    uint64_t alarm = rt_sel_op_key("frontend", "/cart");
+    ck_assert_int_eq(rt_sel_select_window(s, T, n, 40, &alarm, 1, &r), 0);
+    size_t per[4] = {0};
+    for (size_t i = 0; i < n; i++)
+        if (r.verdicts[i].chosen)
+            per[group_of(&r, i)]++;
+    ck_assert_uint_eq(r.n_chosen, 40);
+    /* average 10 → up to 30, capped at 20 (50 % of 40) */
+    ck_assert_uint_eq(per[0], 20);
+    for (size_t g = 1; g < 4; g++)
+        ck_assert(per[g] >= 6 && per[g] <= 7);
+    rt_sel_destroy(s);
+}
+END_TEST
+
+START_TEST(diverse_picks_inside_a_group)
+{
+    /* one group of 60 traces with 6 patterns (2 templates × 3 fan-outs are
+     * indistinguishable by fan-out, so patterns = templates): quota 4 < 6 */
+    size_t n = 0;
+    for (int i = 0; i < 60; i++, n++) {
+        gen_fanout(&G[n], n + 1, "/only", 1 + i % 3, 100 + (uint32_t)(i % 6));
+        T[n] = G[n].t;
+    }
+    rt_selector *s = rt_sel_create(NULL);
+    rt_sel_result r;
+    ck_assert_int_eq(rt_sel_select_window(s, T, n, 4, NULL, 0, &r), 0);
+    ck_assert_uint_eq(r.n_chosen, 4);
+    for (size_t a = 0; a < r.n_chosen; a++)
+        for (size_t b = a + 1; b < r.n_chosen; b++)
+            ck_assert_uint_ne(r.verdicts[r.chosen[a]].pattern, r.verdicts[r.chosen[b]].pattern);
+    /* quota 9 > 6 patterns: all 6 patterns first, then fill */
+    ck_assert_int_eq(rt_sel_select_window(s, T, n, 9, NULL, 0, &r), 0);
+    ck_assert_uint_eq(r.n_chosen, 9);
+    uint64_t pats[9];
+    size_t distinct = 0;
+    for (size_t a = 0; a < r.n_chosen; a++) {
+        uint64_t p = r.verdicts[r.chosen[a]].pattern;
+        bool seen = false;
+        for (size_t b = 0; b < distinct; b++)
+            seen |= pats[b] == p;
+        if (!seen)
+            pats[distinct++] = p;
+    }
+    ck_assert_uint_eq(distinct, 6);
+    ck_assert_uint_gt(rt_sel_simcache_size(rt_sel_selector_simcache(s)), 0);
+    rt_sel_destroy(s);
+}
+END_TEST
+
+START_TEST(anomalous_pattern_preferred)
+{
+    /* 30 identical normal traces and one with an ERROR log: quota 1 picks the error */
+    size_t n = 0;
+    for (int i = 0; i < 31; i++, n++) {
+        gen_fanout(&G[n], n + 1, "/only", 1, 100);
+        T[n] = G[n].t;
+    }
+    G[17].logs[1].level = RT_SEL_LOG_ERROR;
+    G[17].logs[1].template_id = 101;
+    rt_selector *s = rt_sel_create(NULL);
+    rt_sel_result r;
+    ck_assert_int_eq(rt_sel_select_window(s, T, n, 1, NULL, 0, &r), 0);
+    ck_assert_uint_eq(r.n_chosen, 1);
+    ck_assert_uint_eq(r.chosen[0], 17);
+    ck_assert_double_eq(r.verdicts[17].score, 2.0);
+    ck_assert_double_eq(r.verdicts[17].weight, 31.0);
+    rt_sel_destroy(s);
+}
+END_TEST
+
+START_TEST(keeps_everything_under_budget)
+{
+    size_t n = build_window(3);
+    rt_selector *s = rt_sel_create(NULL);
+    rt_sel_result r;
+    ck_assert_int_eq(rt_sel_select_window(s, T, n, 1000, NULL, 0, &r), 0);
+    ck_assert_uint_eq(r.n_chosen, n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_double_eq(r.verdicts[i].weight, 1.0);
+    rt_sel_destroy(s);
+}
+END_TEST
+
+START_TEST(budget_scales_up_when_traffic_drops_during_alarm)
+{
+    size_t n = build_window(5);
+    rt_selector *s = rt_sel_create(NULL);
+    rt_sel_result r;
+    uint64_t alarm = rt_sel_op_key("frontend", "/cart");
+    for (int w = 0; w < 5; w++) /* steady traffic of 400 per window */
+        ck_assert_int_eq(rt_sel_select_window(s, T, n, 20, NULL, 0, &r), 0);
+    ck_assert_uint_eq(r.budget, 20);
+    /* traffic drops to 100 without an alarm: no scale-up */
+    ck_assert_int_eq(rt_sel_select_window(s, T, 100, 20, NULL, 0, &r), 0);
+    ck_assert_uint_eq(r.budget, 20);
+    /* drop to 100 with an alarm: budget doubles (the scale limit) */
+    ck_assert_int_eq(rt_sel_select_window(s, T, 100, 20, &alarm, 1, &r), 0);
+    ck_assert_uint_eq(r.budget, 40);
+    ck_assert_uint_eq(r.n_chosen, 40);
+    rt_sel_destroy(s);
+}
+END_TEST
+
+START_TEST(free_text_logs_are_mined)
+{
+    char text[3][64];
+    size_t n = 0;
+    for (int i = 0; i < 3; i++, n++) {
+        gen_init(&G[n], n + 1);
+        gen_span(&G[n], "svc", "/x", -1, 0, 10);
+        snprintf(text[i], sizeof text[i], "order %d shipped to warehouse %d", 100 + i, i);
+        gen_log(&G[n], RT_SEL_LOG_INFO, 0, text[i]);
+        T[n] = G[n].t;
+    }
+    rt_selector *s = rt_sel_create(NULL);
+    rt_sel_result r;
+    ck_assert_int_eq(rt_sel_select_window(s, T, n, 3, NULL, 0, &r), 0);
+    uint32_t id = G[0].logs[0].template_id;
+    ck_assert(id & RT_SEL_MINED_TEMPLATE_BIT);
+    ck_assert_uint_eq(G[1].logs[0].template_id, id);
+    ck_assert_uint_eq(G[2].logs[0].template_id, id);
+    ck_assert_uint_eq(r.verdicts[0].pattern, r.verdicts[2].pattern);
+    rt_sel_destroy(s);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("select_selector");
+    TCase *tc = tcase_create("selector");
+    tcase_add_test(tc, budget_exact_and_every_group_represented);
+    tcase_add_test(tc, alarmed_group_is_boosted);
+    tcase_add_test(tc, diverse_picks_inside_a_group);
+    tcase_add_test(tc, anomalous_pattern_preferred);
+    tcase_add_test(tc, keeps_everything_under_budget);
+    tcase_add_test(tc, budget_scales_up_when_traffic_drops_during_alarm);
+    tcase_add_test(tc, free_text_logs_are_mined);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
