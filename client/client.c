@@ -262,6 +262,7 @@ void rt_thread_setup(struct rt_thread *t)
 	pthread_once(&process_once, process_setup);
 	memset(t, 0, sizeof *t);
 	t->tid = (uint32_t)syscall(SYS_gettid);
+	t->pid = (uint32_t)getpid();
 	t->fork_generation = rt_client.fork_generation;
 	t->ctx.buffer_id = RT_BUFFER_NONE;
 	t->discard_size = RT_POOL_DEFAULT_BUFFER_SIZE;
@@ -400,8 +401,9 @@ static void acquire_buffer(struct rt_thread *t)
 	struct rt_buffer_header *h;
 	uint32_t id;
 
-	if (p && p->hdr->buffer_size > t->discard_size) {
-		/* Grow the discard buffer to the pool's buffer size (once per thread). */
+	if (p && p->hdr->buffer_size != t->discard_size) {
+		/* Size the discard buffer like the pool's (once per thread), so that
+		 * discard counts compare with buffer counts. */
 		uint8_t *nb = realloc(t->discard, p->hdr->buffer_size);
 		if (nb) {
 			t->discard = nb;
@@ -466,7 +468,7 @@ int retrace_begin(retrace_trace_id id)
 	c->fired = 0;
 	c->span_id = 0;
 	c->next_seq = 0;
-	c->writer_pid = (uint32_t)getpid();
+	c->writer_pid = t->pid;
 	c->writer_tid = t->tid;
 	c->hops[0] = c->hops[1] = 0;
 	if (__builtin_expect(t->incoming.valid, 0)) {
@@ -812,6 +814,7 @@ static void at_fork_child(void)
 		rt_client.slot = registry_claim(rt_client.pool);
 	if (t->initialized) {
 		t->tid = (uint32_t)syscall(SYS_gettid);
+		t->pid = (uint32_t)getpid();
 		t->ctx.active = 0;
 		t->ctx.recorded = 0;
 		t->ctx.buffer_id = RT_BUFFER_NONE;

@@ -49,6 +49,7 @@ struct rt_thread {
 	uint8_t in_trigger;  /* re-entrancy guards for signal handlers */
 	uint8_t in_ring_op;
 	uint32_t tid;
+	uint32_t pid;        /* cached: getpid() is a system call on current glibc */
 	unsigned fork_generation;
 	struct rt_trace_ctx ctx;
 	struct rt_incoming incoming;

@@ -52,11 +52,11 @@ static void *pct_body(void *arg)
 	return NULL;
 }
 
-static void hammer_percentile(unsigned int shards)
+static void hammer_percentile(unsigned int shards, uint32_t batch)
 {
 	atomic_ulong delivered = 0;
 	struct retrace_percentile_config cfg = {
-		.trigger_id = 1, .percentile = 99.9, .shards = shards,
+		.trigger_id = 1, .percentile = 99.9, .shards = shards, .batch = batch,
 		.sink = {count_fire, &delivered}};
 	struct pct_worker w[THREADS] = {{retrace_percentile_create(&cfg), 1, 0},
 					{NULL, 2, 0}};
@@ -78,13 +78,19 @@ static void hammer_percentile(unsigned int shards)
 
 START_TEST(percentile_shared_window)
 {
-	hammer_percentile(1);
+	hammer_percentile(1, 0);
 }
 END_TEST
 
 START_TEST(percentile_sharded)
 {
-	hammer_percentile(2);
+	hammer_percentile(2, 0);
+}
+END_TEST
+
+START_TEST(percentile_batched)
+{
+	hammer_percentile(1, 64);
 }
 END_TEST
 
@@ -217,6 +223,7 @@ static Suite *concurrency_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, percentile_shared_window);
 	tcase_add_test(tc, percentile_sharded);
+	tcase_add_test(tc, percentile_batched);
 	tcase_add_test(tc, category_counts_exact);
 	tcase_add_test(tc, trigger_set_never_torn);
 	tcase_add_test(tc, rate_limit_exact_under_contention);

@@ -178,6 +178,31 @@ START_TEST(fires_for_tail_fraction_on_stationary_stream)
 }
 END_TEST
 
+/* Batch mode judges against a threshold up to `batch` samples old: same rate. */
+START_TEST(batched_fires_for_tail_fraction)
+{
+	struct recording_sink rec = {0};
+	struct retrace_percentile_config cfg = {
+		.trigger_id = 9, .percentile = 99.9, .batch = 32};
+	cfg.sink = recording(&rec);
+	struct retrace_percentile *p = retrace_percentile_create(&cfg);
+	ck_assert_ptr_nonnull(p);
+	uint64_t rng = 17;
+	double got = fire_fraction(p, &rng, 1e6, 4000, 400000);
+	ck_assert_msg(got > 0.00075 && got < 0.00125, "batched fired fraction %g", got);
+	struct retrace_trigger_stats st;
+	retrace_percentile_stats(p, &st);
+	ck_assert_uint_eq(st.samples, 404000);
+	ck_assert_uint_eq(st.fired, atomic_load(&rec.fired));
+	ck_assert_int_eq(retrace_percentile_selfcheck(p), 0);
+	/* After a flush the threshold matches the unbatched structure's bound. */
+	ck_assert_uint_lt(retrace_percentile_threshold(p), UINT64_MAX);
+	retrace_percentile_destroy(p);
+	cfg.batch = 1;
+	ck_assert_ptr_null(retrace_percentile_create(&cfg));
+}
+END_TEST
+
 START_TEST(adapts_after_level_shift)
 {
 	struct recording_sink rec = {0};
@@ -271,6 +296,7 @@ static Suite *percentile_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, threshold_matches_exact_order_statistic);
 	tcase_add_test(tc, fires_for_tail_fraction_on_stationary_stream);
+	tcase_add_test(tc, batched_fires_for_tail_fraction);
 	tcase_add_test(tc, adapts_after_level_shift);
 	tcase_add_test(tc, time_window_forgets_old_samples);
 	tcase_add_test(tc, fires_sink_with_trace_and_trigger_id);

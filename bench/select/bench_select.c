@@ -1,0 +1,108 @@
+/* bench_select.c — selection quality and runtime on the shared TrainTicket dataset.
+ *
+ * Loads the dataset once (a directory given as argv[1] or $RETRACE_SELECT_DATASET, else
+ * the tarball unpacked into a temporary directory), then for each rate replays it
+ * through the Gleaner selector and through random sampling at the same per-window
+ * budgets, in the same run, and prints one `bench select …` line per sampler plus a
+ * ratio line (gleaner / random).
+ */
+#include "select.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void print_line(double rate, const char *name, const rt_sel_metrics *m)
+{
+    printf("bench select rate=%g sampler=%s api_cov=%.3f path_cov=%.3f pattern_cov=%.4f "
+           "entropy=%.3f anomalous=%.3f rare=%.3f bcr=%.3f actual_rate=%.4f "
+           "us_per_trace=%.2f us_mining=%.2f error_traces=%.3f kept=%zu\n",
+           rate, name, m->api_coverage, m->path_coverage, m->pattern_coverage, m->entropy,
+           m->anomalous, m->rare, m->bcr, m->actual_rate, m->us_per_trace, m->us_mining, m->errors, m->kept);
+}
+
+static double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+
+static void print_ratio(double rate, const rt_sel_metrics *g, const rt_sel_metrics *r)
+{
+    printf("bench select rate=%g ratio=gleaner/random api_cov=%.2f path_cov=%.2f "
+           "pattern_cov=%.2f entropy=%.2f anomalous=%.2f rare=%.2f bcr=%.2f "
+           "error_traces=%.2f\n",
+           rate, ratio(g->api_coverage, r->api_coverage), ratio(g->path_coverage, r->path_coverage),
+           ratio(g->pattern_coverage, r->pattern_coverage), ratio(g->entropy, r->entropy),
+           ratio(g->anomalous, r->anomalous), ratio(g->rare, r->rare), ratio(g->bcr, r->bcr),
+           ratio(g->errors, r->errors));
+}
+
+/* Unpack the dataset tarball into a fresh temporary directory. */
+static int unpack(char *dir, size_t len)
+{
+    const char *tarball = RETRACE_SELECT_DATASET_TARBALL;
+    if (access(tarball, R_OK) != 0) {
+        fprintf(stderr, "bench_select: no dataset dir given and %s is not readable\n", tarball);
+        return -1;
+    }
+    snprintf(dir, len, "/tmp/retrace-bench-select-XXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("bench_select: mkdtemp");
+        return -1;
+    }
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "tar xzf '%s' -C '%s'", tarball, dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "bench_select: failed: %s\n", cmd);
+        return -1;
+    }
+    return 0;
+}
+
+static void cleanup(const char *dir)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "bench_select: could not remove %s\n", dir);
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = argc > 1 ? argv[1] : getenv("RETRACE_SELECT_DATASET");
+    char tmpdir[256] = "";
+    if (!dir || !*dir) {
+        if (unpack(tmpdir, sizeof tmpdir)) {
+            if (*tmpdir)
+                cleanup(tmpdir);
+            return 1;
+        }
+        dir = tmpdir;
+    }
+    char err[512] = "";
+    rt_sel_dataset *ds = rt_sel_dataset_read_nezha(dir, err, sizeof err);
+    if (*tmpdir)
+        cleanup(tmpdir);
+    if (!ds) {
+        fprintf(stderr, "bench_select: %s\n", err);
+        return 1;
+    }
+    printf("bench select dataset traces=%zu spans=%zu logs=%zu\n", rt_sel_dataset_count(ds),
+           rt_sel_dataset_spans(ds), rt_sel_dataset_logs(ds));
+    const double rates[] = {0.001, 0.01, 0.05, 0.10};
+    int rc = 0;
+    for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++) {
+        rt_sel_eval_options opt = {.rate = rates[i], .window_s = 60, .seed = 42,
+                                   .alarm_on_errors = true};
+        rt_sel_eval_report rep;
+        if (rt_sel_eval_run(ds, &opt, &rep, err, sizeof err)) {
+            fprintf(stderr, "bench_select: %s\n", err);
+            rc = 1;
+            break;
+        }
+        print_line(rates[i], "gleaner", &rep.gleaner);
+        print_line(rates[i], "random", &rep.random);
+        print_ratio(rates[i], &rep.gleaner, &rep.random);
+        fflush(stdout);
+    }
+    rt_sel_dataset_free(ds);
+    return rc;
+}

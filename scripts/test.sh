@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Every test: install what is missing, build with -Werror, run the Check suites,
+# then build again with AddressSanitizer + UndefinedBehaviorSanitizer and run them
+# once more.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+BUILD_DIR=build bash scripts/build.sh
+ctest --test-dir build --output-on-failure -j2
+BUILD_DIR=build-asan bash scripts/build.sh -DRETRACE_SANITIZE=ON -DRETRACE_BUILD_BENCH=OFF
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j2
+# The benchmarks must at least run (figures are not asserted: see bench/).
+if [ -x build/bench/client/bench_client ]; then
+  RETRACE_BENCH_QUICK=1 ./build/bench/client/bench_client > build/bench-client.txt
+  echo "bench_client: $(wc -l < build/bench-client.txt) lines"
+fi

@@ -1,0 +1,316 @@
+/* encode.c — trace → event-pair set, Jaccard, pattern ids, anomaly score.
+ *
+ * Every span contributes its canonical event sequence
+ *   [start, log templates in time order, error?, slow?, end]
+ * and we emit a 64-bit hash for each consecutive pair, plus (parent end, child start)
+ * for every parent/child edge. Event ids are derived from the (service, operation)
+ * key, or from the template id for logs. The hashes are sorted and deduplicated, so
+ * parallel fan-out duplicates collapse, the Jaccard similarity of two traces is a
+ * linear merge, and the pattern id is a hash of the whole sorted set.
+ */
+#include "internal.h"
+#include "select.h"
+
+#include <stdlib.h>
+
+enum event_kind { EV_START = 1, EV_END, EV_ERROR, EV_SLOW, EV_LOG };
+
+int rt_sel_grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t ncap = *cap ? *cap : 16;
+    while (ncap < need)
+        ncap *= 2;
+    void *p = realloc(*arr, ncap * elem);
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
+uint64_t rt_sel_op_key(const char *service, const char *operation)
+{
+    return rt_sel_hash_str(operation, rt_sel_hash_str(service, 0x5e41));
+}
+
+uint64_t rt_sel_span_key(const rt_sel_span *span)
+{
+    return span->op_key ? span->op_key : rt_sel_op_key(span->service, span->operation);
+}
+
+void rt_sel_trace_fill_keys(rt_sel_trace *t)
+{
+    for (uint32_t i = 0; i < t->n_spans; i++)
+        if (!t->spans[i].op_key)
+            t->spans[i].op_key = rt_sel_op_key(t->spans[i].service, t->spans[i].operation);
+}
+
+int32_t rt_sel_trace_root(const rt_sel_trace *t)
+{
+    int32_t best = -1;
+    for (uint32_t i = 0; i < t->n_spans; i++) {
+        const rt_sel_span *s = &t->spans[i];
+        bool is_root = s->parent < 0 || (uint32_t)s->parent >= t->n_spans;
+        if (is_root && (best < 0 || s->start_ns < t->spans[best].start_ns))
+            best = (int32_t)i;
+    }
+    if (best < 0 && t->n_spans > 0)
+        best = 0; /* every span has a parent (a cycle or a cut trace): take the first */
+    return best;
+}
+
+int32_t rt_sel_trace_entry(const rt_sel_trace *t)
+{
+    int32_t root = rt_sel_trace_root(t);
+    if (root < 0)
+        return root;
+    const rt_sel_span *r = &t->spans[root];
+    if (!r->operation || !strchr(r->operation, '*'))
+        return root;
+    /* A wildcard route (a gateway's catch-all route) is not an API: use the first hop into
+     * another service, which names the API actually called. */
+    int32_t best = -1;
+    for (uint32_t i = 0; i < t->n_spans; i++) {
+        const rt_sel_span *s = &t->spans[i];
+        if (s->service && r->service && strcmp(s->service, r->service) == 0)
+            continue;
+        if (best < 0 || s->start_ns < t->spans[best].start_ns)
+            best = (int32_t)i;
+    }
+    return best < 0 ? root : best;
+}
+
+uint64_t rt_sel_trace_group(const rt_sel_trace *t)
+{
+    int32_t e = rt_sel_trace_entry(t);
+    if (e < 0)
+        return 0;
+    return rt_sel_span_key(&t->spans[e]);
+}
+
+uint64_t rt_sel_trace_duration(const rt_sel_trace *t)
+{
+    if (t->n_spans == 0)
+        return 0;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (uint32_t i = 0; i < t->n_spans; i++) {
+        if (t->spans[i].start_ns < lo)
+            lo = t->spans[i].start_ns;
+        if (t->spans[i].end_ns > hi)
+            hi = t->spans[i].end_ns;
+    }
+    return hi > lo ? hi - lo : 0;
+}
+
+void rt_sel_pairs_free(rt_sel_pairs *p)
+{
+    free(p->v);
+    p->v = NULL;
+    p->n = p->cap = 0;
+}
+
+double rt_sel_jaccard(const uint64_t *a, size_t na, const uint64_t *b, size_t nb)
+{
+    if (na == 0 && nb == 0)
+        return 1.0;
+    size_t i = 0, j = 0, inter = 0;
+    while (i < na && j < nb) {
+        if (a[i] < b[j])
+            i++;
+        else if (a[i] > b[j])
+            j++;
+        else {
+            inter++;
+            i++;
+            j++;
+        }
+    }
+    return (double)inter / (double)(na + nb - inter);
+}
+
+uint64_t rt_sel_pattern_id(const uint64_t *v, size_t n)
+{
+    uint64_t h = rt_sel_mix64(n ^ 0x7a77e3ull);
+    for (size_t i = 0; i < n; i++)
+        h = rt_sel_combine(h, v[i]);
+    return h;
+}
+
+static uint64_t span_event(uint64_t op, enum event_kind kind)
+{
+    return rt_sel_combine(op, (uint64_t)kind);
+}
+
+static uint64_t log_event(uint32_t template_id)
+{
+    return rt_sel_combine(((uint64_t)template_id << 8) | EV_LOG, 0x106ull);
+}
+
+static int push(rt_sel_pairs *out, uint64_t a, uint64_t b)
+{
+    if (rt_sel_grow((void **)&out->v, &out->cap, out->n + 1, sizeof *out->v))
+        return -1;
+    out->v[out->n++] = rt_sel_combine(a * 0x9e3779b97f4a7c15ull, b);
+    return 0;
+}
+
+/* In-place quicksort of 64-bit keys with inline comparisons (qsort's callback per
+ * comparison dominated encoding time); insertion sort below 16 elements. */
+static void sort_u64(uint64_t *v, size_t n)
+{
+    while (n > 16) {
+        uint64_t a = v[0], b = v[n / 2], c = v[n - 1];
+        uint64_t pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        size_t i = 0, j = n - 1;
+        for (;;) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i >= j)
+                break;
+            uint64_t t = v[i];
+            v[i] = v[j];
+            v[j] = t;
+            i++;
+            j--;
+        }
+        /* recurse into the smaller half, loop on the larger: O(log n) stack */
+        if (j + 1 < n - j - 1) {
+            sort_u64(v, j + 1);
+            v += j + 1;
+            n -= j + 1;
+        } else {
+            sort_u64(v + j + 1, n - j - 1);
+            n = j + 1;
+        }
+    }
+    for (size_t i = 1; i < n; i++) {
+        uint64_t x = v[i];
+        size_t k = i;
+        for (; k > 0 && v[k - 1] > x; k--)
+            v[k] = v[k - 1];
+        v[k] = x;
+    }
+}
+
+static bool span_is_slow(const rt_sel_span *s, uint64_t op, const rt_sel_quantiles *p90,
+                         double slow_factor)
+{
+    if (!p90)
+        return false;
+    double q = rt_sel_quantiles_get(p90, op);
+    if (q < 0)
+        return false;
+    double d = s->end_ns > s->start_ns ? (double)(s->end_ns - s->start_ns) : 0.0;
+    return d > slow_factor * q;
+}
+
+/* Emit the consecutive pairs of one span's canonical event sequence. */
+static int encode_span(const rt_sel_trace *t, const rt_sel_span *s, const rt_sel_quantiles *p90,
+                       double slow_factor, rt_sel_pairs *out)
+{
+    uint64_t op = rt_sel_span_key(s);
+    uint64_t prev = span_event(op, EV_START);
+    uint32_t end = s->first_log + s->n_logs;
+    for (uint32_t l = s->first_log; l < end && l < t->n_logs; l++) {
+        uint64_t ev = log_event(t->logs[l].template_id);
+        if (push(out, prev, ev))
+            return -1;
+        prev = ev;
+    }
+    if (s->error) {
+        uint64_t ev = span_event(op, EV_ERROR);
+        if (push(out, prev, ev))
+            return -1;
+        prev = ev;
+    }
+    if (span_is_slow(s, op, p90, slow_factor)) {
+        uint64_t ev = span_event(op, EV_SLOW);
+        if (push(out, prev, ev))
+            return -1;
+        prev = ev;
+    }
+    return push(out, prev, span_event(op, EV_END));
+}
+
+/* Drop repeated hashes before sorting: fan-out makes many pairs identical, and a
+ * small open-addressing set is O(n) while the sort is O(n log n). */
+static size_t dedupe_unsorted(uint64_t *v, size_t n)
+{
+    uint64_t local[1024];
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap <<= 1;
+    uint64_t *set = cap <= 1024 ? local : calloc(cap, sizeof *set);
+    if (!set)
+        return n; /* out of memory: the sort-and-skip pass still deduplicates */
+    if (set == local)
+        memset(local, 0, cap * sizeof *local);
+    size_t w = 0;
+    bool zero_seen = false;
+    for (size_t r = 0; r < n; r++) {
+        uint64_t x = v[r];
+        if (x == 0) { /* 0 marks empty slots */
+            if (!zero_seen)
+                v[w++] = 0;
+            zero_seen = true;
+            continue;
+        }
+        size_t i = rt_sel_mix64(x) & (cap - 1);
+        while (set[i] && set[i] != x)
+            i = (i + 1) & (cap - 1);
+        if (set[i])
+            continue;
+        set[i] = x;
+        v[w++] = x;
+    }
+    if (set != local)
+        free(set);
+    return w;
+}
+
+int rt_sel_encode(const rt_sel_trace *t, const rt_sel_quantiles *span_p90, double slow_factor,
+                  rt_sel_pairs *out)
+{
+    out->n = 0;
+    for (uint32_t i = 0; i < t->n_spans; i++) {
+        const rt_sel_span *s = &t->spans[i];
+        if (encode_span(t, s, span_p90, slow_factor, out))
+            return -1;
+        if (s->parent >= 0 && (uint32_t)s->parent < t->n_spans && (uint32_t)s->parent != i) {
+            const rt_sel_span *p = &t->spans[s->parent];
+            uint64_t pend = span_event(rt_sel_span_key(p), EV_END);
+            uint64_t cstart = span_event(rt_sel_span_key(s), EV_START);
+            if (push(out, pend, cstart))
+                return -1;
+        }
+    }
+    out->n = dedupe_unsorted(out->v, out->n);
+    sort_u64(out->v, out->n);
+    size_t w = 0;
+    for (size_t r = 0; r < out->n; r++)
+        if (w == 0 || out->v[w - 1] != out->v[r])
+            out->v[w++] = out->v[r];
+    out->n = w;
+    return 0;
+}
+
+double rt_sel_anomaly_score(const rt_sel_trace *t, const rt_sel_weights *w, double group_p90)
+{
+    double a = 0.0;
+    for (uint32_t i = 0; i < t->n_spans; i++)
+        if (t->spans[i].error)
+            a += w->error_span;
+    for (uint32_t l = 0; l < t->n_logs; l++) {
+        if (t->logs[l].level == RT_SEL_LOG_WARN)
+            a += w->warn_log;
+        else if (t->logs[l].level >= RT_SEL_LOG_ERROR)
+            a += w->error_log;
+    }
+    if (group_p90 > 0 && (double)rt_sel_trace_duration(t) > w->slow_factor * group_p90)
+        a += w->latency;
+    return a;
+}

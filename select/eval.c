@@ -1,0 +1,390 @@
+/* eval.c — replay a dataset through the selector and a random baseline; metrics.
+ *
+ * Traces (already sorted by start) are cut into windows of window_s seconds of trace
+ * time. Each window earns rate × traces of budget credit; the integer part is the
+ * window's budget (the fraction carries over), so the kept share tracks the rate even
+ * when a window is worth less than one trace. The Gleaner selector and a uniform
+ * random sampler get the same budget (the selector's effective budget, which may be
+ * scaled up during an incident) in the same run. Pattern, score and group of every
+ * trace come from the selector, so both samplers are judged on the same labels.
+ */
+#include "internal.h"
+#include "select.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+typedef struct labels {
+    uint64_t *pattern, *group, *path;
+    double *score;
+    bool *has_error, *kept_g, *kept_r;
+} labels;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---------------------------------------------------------------- call paths */
+
+/* Hash of the call tree under span i, siblings deduplicated (parallel fan-out). */
+static uint64_t path_hash(const rt_sel_trace *t, uint32_t i, const uint32_t *kids,
+                          const uint32_t *kid_start, uint64_t *scratch, unsigned depth)
+{
+    const rt_sel_span *s = &t->spans[i];
+    uint64_t h = rt_sel_span_key(s);
+    uint32_t a = kid_start[i], b = kid_start[i + 1];
+    if (depth > 256 || a == b)
+        return h;
+    for (uint32_t k = a; k < b; k++)
+        scratch[k] = path_hash(t, kids[k], kids, kid_start, scratch, depth + 1);
+    /* order-free, duplicate-free combination: sort then skip repeats */
+    for (uint32_t x = a + 1; x < b; x++)
+        for (uint32_t y = x; y > a && scratch[y - 1] > scratch[y]; y--) {
+            uint64_t tmp = scratch[y];
+            scratch[y] = scratch[y - 1];
+            scratch[y - 1] = tmp;
+        }
+    for (uint32_t k = a; k < b; k++)
+        if (k == a || scratch[k] != scratch[k - 1])
+            h = rt_sel_combine(h, scratch[k]);
+    return h;
+}
+
+static uint64_t trace_path(const rt_sel_trace *t)
+{
+    uint32_t n = t->n_spans;
+    if (n == 0)
+        return 0;
+    uint32_t *kid_start = calloc(n + 2, sizeof *kid_start);
+    uint32_t *kids = malloc(n * sizeof *kids);
+    uint64_t *scratch = malloc(n * sizeof *scratch);
+    uint64_t h = 0;
+    if (kid_start && kids && scratch) {
+        for (uint32_t i = 0; i < n; i++)
+            if (t->spans[i].parent >= 0 && (uint32_t)t->spans[i].parent < n)
+                kid_start[t->spans[i].parent + 2]++;
+        for (uint32_t i = 0; i < n; i++)
+            kid_start[i + 2] += kid_start[i + 1];
+        for (uint32_t i = 0; i < n; i++)
+            if (t->spans[i].parent >= 0 && (uint32_t)t->spans[i].parent < n)
+                kids[kid_start[t->spans[i].parent + 1]++] = i;
+        int32_t root = rt_sel_trace_root(t);
+        h = path_hash(t, (uint32_t)root, kids, kid_start, scratch, 0);
+    }
+    free(kid_start);
+    free(kids);
+    free(scratch);
+    return h;
+}
+
+/* ---------------------------------------------------------------- metrics */
+
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* Distinct values of v[i] over i where mask[i] (or all if mask NULL). */
+static size_t distinct(const uint64_t *v, const bool *mask, size_t n, uint64_t *tmp)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!mask || mask[i])
+            tmp[k++] = v[i];
+    qsort(tmp, k, sizeof *tmp, cmp_u64);
+    size_t d = 0;
+    for (size_t i = 0; i < k; i++)
+        d += i == 0 || tmp[i] != tmp[i - 1];
+    return d;
+}
+
+static double entropy_bits(const uint64_t *v, const bool *mask, size_t n, uint64_t *tmp)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (mask[i])
+            tmp[k++] = v[i];
+    qsort(tmp, k, sizeof *tmp, cmp_u64);
+    double h = 0.0;
+    for (size_t i = 0; i < k;) {
+        size_t j = i;
+        while (j < k && tmp[j] == tmp[i])
+            j++;
+        double p = (double)(j - i) / (double)k;
+        h -= p * log2(p);
+        i = j;
+    }
+    return h;
+}
+
+/* Frequency of each trace's pattern over the whole dataset. */
+static void pattern_frequency(const uint64_t *pattern, size_t n, size_t *freq, uint64_t *tmp)
+{
+    memcpy(tmp, pattern, n * sizeof *tmp);
+    qsort(tmp, n, sizeof *tmp, cmp_u64);
+    for (size_t i = 0; i < n; i++) {
+        size_t lo = 0, hi = n;
+        while (lo < hi) { /* first index of pattern[i] */
+            size_t mid = (lo + hi) / 2;
+            if (tmp[mid] < pattern[i])
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        size_t e = lo;
+        while (e < n && tmp[e] == pattern[i])
+            e++;
+        freq[i] = e - lo;
+    }
+}
+
+static int cmp_size(const void *x, const void *y)
+{
+    size_t a = *(const size_t *)x, b = *(const size_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* Rare = pattern frequency at or below the 5th percentile of per-trace frequency. */
+static size_t rare_threshold(const size_t *freq, size_t n)
+{
+    size_t *s = malloc(n * sizeof *s);
+    if (!s)
+        return 0;
+    memcpy(s, freq, n * sizeof *s);
+    qsort(s, n, sizeof *s, cmp_size);
+    size_t t = s[(size_t)floor(0.05 * (double)(n - 1))];
+    free(s);
+    return t;
+}
+
+static void compute_metrics(const labels *lb, const bool *kept, size_t n, const size_t *freq,
+                            size_t rare_max, uint64_t *tmp, rt_sel_metrics *m)
+{
+    size_t k = 0, anomalous = 0, errors = 0, rare = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!kept[i])
+            continue;
+        k++;
+        anomalous += lb->score[i] > 0;
+        errors += lb->has_error[i];
+        rare += freq[i] <= rare_max;
+    }
+    m->kept = k;
+    m->total = n;
+    size_t pat_all = distinct(lb->pattern, NULL, n, tmp);
+    size_t pat_kept = distinct(lb->pattern, kept, n, tmp);
+    m->api_coverage = (double)distinct(lb->group, kept, n, tmp) / (double)distinct(lb->group, NULL, n, tmp);
+    m->path_coverage = (double)distinct(lb->path, kept, n, tmp) / (double)distinct(lb->path, NULL, n, tmp);
+    m->pattern_coverage = (double)pat_kept / (double)pat_all;
+    m->entropy = k ? entropy_bits(lb->pattern, kept, n, tmp) : 0.0;
+    m->anomalous = k ? (double)anomalous / (double)k : 0.0;
+    m->errors = k ? (double)errors / (double)k : 0.0;
+    m->rare = k ? (double)rare / (double)k : 0.0;
+    m->bcr = k ? (double)pat_kept / (double)k : 0.0;
+    m->actual_rate = (double)k / (double)n;
+}
+
+/* ---------------------------------------------------------------- replay */
+
+static bool trace_has_error(const rt_sel_trace *t)
+{
+    for (uint32_t i = 0; i < t->n_spans; i++)
+        if (t->spans[i].error)
+            return true;
+    for (uint32_t l = 0; l < t->n_logs; l++)
+        if (t->logs[l].level >= RT_SEL_LOG_ERROR)
+            return true;
+    return false;
+}
+
+static uint64_t trace_start(const rt_sel_trace *t)
+{
+    int32_t r = rt_sel_trace_root(t);
+    return r < 0 ? 0 : t->spans[r].start_ns;
+}
+
+/* Groups with an error in the window stand in for fired exception triggers. */
+static size_t error_alarms(rt_sel_trace *w, size_t n, uint64_t *out)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!trace_has_error(&w[i]))
+            continue;
+        uint64_t g = rt_sel_trace_group(&w[i]);
+        bool seen = false;
+        for (size_t j = 0; j < k && !seen; j++)
+            seen = out[j] == g;
+        if (!seen)
+            out[k++] = g;
+    }
+    return k;
+}
+
+static void random_pick(size_t n, size_t budget, uint64_t *rng, uint32_t *idx, bool *kept)
+{
+    for (size_t i = 0; i < n; i++)
+        idx[i] = (uint32_t)i;
+    if (budget > n)
+        budget = n;
+    for (size_t i = 0; i < budget; i++) {
+        size_t j = i + rt_sel_rand(rng) % (n - i);
+        uint32_t t = idx[i];
+        idx[i] = idx[j];
+        idx[j] = t;
+        kept[idx[i]] = true;
+    }
+}
+
+static void free_labels(labels *lb)
+{
+    free(lb->pattern);
+    free(lb->group);
+    free(lb->path);
+    free(lb->score);
+    free(lb->has_error);
+    free(lb->kept_g);
+    free(lb->kept_r);
+}
+
+static int alloc_labels(labels *lb, size_t n)
+{
+    lb->pattern = calloc(n, sizeof *lb->pattern);
+    lb->group = calloc(n, sizeof *lb->group);
+    lb->path = calloc(n, sizeof *lb->path);
+    lb->score = calloc(n, sizeof *lb->score);
+    lb->has_error = calloc(n, sizeof *lb->has_error);
+    lb->kept_g = calloc(n, sizeof *lb->kept_g);
+    lb->kept_r = calloc(n, sizeof *lb->kept_r);
+    return lb->pattern && lb->group && lb->path && lb->score && lb->has_error && lb->kept_g &&
+                   lb->kept_r
+               ? 0
+               : -1;
+}
+
+typedef struct replay {
+    rt_selector *sel;
+    uint64_t rng;
+    uint64_t *alarms;
+    uint32_t *idx;
+    double t_gleaner, t_random, t_mining;
+    double credit;
+} replay;
+
+static int replay_window(replay *r, const rt_sel_eval_options *opt, rt_sel_trace *w, size_t off,
+                         size_t n, labels *lb)
+{
+    r->credit += opt->rate * (double)n;
+    size_t budget = (size_t)floor(r->credit + 1e-9);
+    r->credit -= (double)budget;
+    size_t n_alarms = opt->alarm_on_errors ? error_alarms(w, n, r->alarms) : 0;
+    rt_sel_result res;
+    double t0 = now_s();
+    rt_sel_mine_templates(r->sel, w, n); /* timed apart: tracer-API logs skip it */
+    double tm = now_s();
+    if (rt_sel_select_window(r->sel, w, n, budget, r->alarms, n_alarms, &res))
+        return -1;
+    double t1 = now_s();
+    r->t_mining += tm - t0;
+    for (size_t i = 0; i < n; i++) {
+        lb->pattern[off + i] = res.verdicts[i].pattern;
+        lb->group[off + i] = res.verdicts[i].group;
+        lb->score[off + i] = res.verdicts[i].score;
+        lb->kept_g[off + i] = res.verdicts[i].chosen;
+    }
+    double t2 = now_s();
+    random_pick(n, res.budget, &r->rng, r->idx, lb->kept_r + off);
+    double t3 = now_s();
+    r->t_gleaner += t1 - t0;
+    r->t_random += t3 - t2;
+    return 0;
+}
+
+static void reset_templates(rt_sel_dataset *ds)
+{
+    for (size_t i = 0; i < rt_sel_dataset_count(ds); i++) {
+        rt_sel_trace *t = rt_sel_dataset_trace(ds, i);
+        for (uint32_t l = 0; l < t->n_logs; l++)
+            if (t->logs[l].text)
+                t->logs[l].template_id = 0;
+    }
+}
+
+static int replay_all(replay *r, rt_sel_dataset *ds, const rt_sel_eval_options *opt, labels *lb,
+                      size_t *windows)
+{
+    size_t n = rt_sel_dataset_count(ds);
+    rt_sel_trace *all = rt_sel_dataset_trace(ds, 0);
+    uint64_t width = (uint64_t)(opt->window_s * 1e9);
+    if (width == 0)
+        width = 1;
+    for (size_t i = 0; i < n;) {
+        uint64_t end = trace_start(&all[i]) + width;
+        size_t j = i + 1;
+        while (j < n && trace_start(&all[j]) < end)
+            j++;
+        if (replay_window(r, opt, &all[i], i, j - i, lb))
+            return -1;
+        ++*windows;
+        if (opt->progress && (*windows % 16 == 0 || j == n))
+            fprintf(stderr, "\rselect-eval: %zu/%zu traces, %zu windows", j, n, *windows);
+        i = j;
+    }
+    if (opt->progress)
+        fputc('\n', stderr);
+    return 0;
+}
+
+int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt, rt_sel_eval_report *rep,
+                    char *err, size_t errlen)
+{
+    size_t n = rt_sel_dataset_count(ds);
+    *rep = (rt_sel_eval_report){0};
+    if (n == 0 || !(opt->rate > 0) || opt->rate > 1) {
+        snprintf(err, errlen, n == 0 ? "empty dataset" : "rate must be in (0, 1]");
+        return -1;
+    }
+    reset_templates(ds);
+    labels lb = {0};
+    replay r = {.rng = opt->seed ? opt->seed : 0x5eed};
+    uint64_t *tmp = malloc(n * sizeof *tmp);
+    size_t *freq = malloc(n * sizeof *freq);
+    r.alarms = malloc(n * sizeof *r.alarms);
+    r.idx = malloc(n * sizeof *r.idx);
+    r.sel = rt_sel_create(opt->config);
+    int rc = -1;
+    if (!tmp || !freq || !r.alarms || !r.idx || !r.sel || alloc_labels(&lb, n)) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    if (replay_all(&r, ds, opt, &lb, &rep->windows)) {
+        snprintf(err, errlen, "selection failed (out of memory)");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        rt_sel_trace *t = rt_sel_dataset_trace(ds, i);
+        lb.path[i] = trace_path(t);
+        lb.has_error[i] = trace_has_error(t);
+    }
+    pattern_frequency(lb.pattern, n, freq, tmp);
+    size_t rare_max = rare_threshold(freq, n);
+    compute_metrics(&lb, lb.kept_g, n, freq, rare_max, tmp, &rep->gleaner);
+    compute_metrics(&lb, lb.kept_r, n, freq, rare_max, tmp, &rep->random);
+    rep->gleaner.us_per_trace = r.t_gleaner * 1e6 / (double)n;
+    rep->random.us_per_trace = r.t_random * 1e6 / (double)n;
+    rep->gleaner.us_mining = r.t_mining * 1e6 / (double)n;
+    rc = 0;
+out:
+    rt_sel_destroy(r.sel);
+    free(tmp);
+    free(freq);
+    free(r.alarms);
+    free(r.idx);
+    free_labels(&lb);
+    return rc;
+}

@@ -1,0 +1,296 @@
+/* select.h — Gleaner-style trace selection, a pure C library (libc + libm only).
+ *
+ * Owns: the in-memory trace model that the coordinator (or a dataset reader) fills;
+ * the event-pair encoding of a trace into sorted unique 64-bit pair hashes, Jaccard
+ * similarity and pattern ids; the anomaly score with streaming p90 estimates; the
+ * Drain log-template miner; grouping by entry API; alarm-driven quota allocation;
+ * fast greedy DPP MAP selection with a cross-window LRU similarity cache; inclusion
+ * weights; and the evaluation metrics + dataset readers used by `retrace select-eval`
+ * and bench/select.
+ *
+ * Promises: no global state (everything lives in objects the caller creates and
+ * destroys); bounded memory for log templates and the similarity cache; never an N×N
+ * matrix (kernel rows are computed on demand); deterministic output for a given input
+ * order; the quota sum equals the window budget exactly when there are enough traces.
+ * Not thread-safe per object: one selector per thread.
+ */
+#ifndef RETRACE_SELECT_H
+#define RETRACE_SELECT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ trace model */
+
+enum rt_sel_level { RT_SEL_LOG_DEBUG = 0, RT_SEL_LOG_INFO, RT_SEL_LOG_WARN, RT_SEL_LOG_ERROR };
+
+/* Template ids: ids given by the tracer API are < RT_SEL_MINED_TEMPLATE_BIT; ids mined
+ * by Drain have that bit set, so the two id spaces never collide. 0 means "none". */
+#define RT_SEL_MINED_TEMPLATE_BIT 0x80000000u
+
+typedef struct rt_sel_log {
+    uint64_t ts_ns;
+    const char *text;     /* free text, mined with Drain when template_id == 0 */
+    uint32_t template_id; /* 0 = not templated yet (selection fills it in) */
+    uint8_t level;        /* enum rt_sel_level */
+} rt_sel_log;
+
+typedef struct rt_sel_span {
+    const char *service;
+    const char *operation;
+    int32_t parent;     /* index into the trace's spans, -1 for a root */
+    uint64_t start_ns;
+    uint64_t end_ns;
+    uint32_t first_log; /* this span's logs: trace->logs[first_log, first_log+n_logs) */
+    uint32_t n_logs;    /* in time order */
+    bool error;         /* the span itself reported a failure status */
+    uint64_t op_key;    /* cache of rt_sel_op_key(service, operation); 0 = not yet */
+} rt_sel_span;
+
+typedef struct rt_sel_trace {
+    uint64_t id_hi, id_lo;
+    rt_sel_span *spans;
+    uint32_t n_spans;
+    rt_sel_log *logs;
+    uint32_t n_logs;
+} rt_sel_trace;
+
+/* 64-bit key of a (service, operation) pair; also the key of a root group. */
+uint64_t rt_sel_op_key(const char *service, const char *operation);
+/* The span's op key: span->op_key if set, else computed from the names. */
+uint64_t rt_sel_span_key(const rt_sel_span *span);
+/* Fill op_key of every span (the selector does this once per trace). */
+void rt_sel_trace_fill_keys(rt_sel_trace *t);
+/* Index of the root span (parent -1, earliest start), or -1 for an empty trace. */
+int32_t rt_sel_trace_root(const rt_sel_trace *t);
+/* The entry API span: the root, unless the root's operation is a wildcard route
+ * (contains '*', e.g. a gateway's catch-all route): then the earliest span of another service. */
+int32_t rt_sel_trace_entry(const rt_sel_trace *t);
+/* Group key = op key of the entry span. */
+uint64_t rt_sel_trace_group(const rt_sel_trace *t);
+uint64_t rt_sel_trace_duration(const rt_sel_trace *t);
+
+/* ------------------------------------------------------------------ Drain miner */
+
+typedef struct rt_sel_drain_config {
+    unsigned depth;         /* parse-tree depth incl. root and leaf: 4 */
+    double sim_threshold;   /* 0.4 */
+    unsigned max_children;  /* per internal node: 100 */
+    size_t max_clusters;    /* bounded; least recently used evicted first */
+    unsigned max_tokens;    /* longer lines are truncated */
+} rt_sel_drain_config;
+
+typedef struct rt_sel_drain rt_sel_drain;
+
+void rt_sel_drain_config_default(rt_sel_drain_config *cfg);
+rt_sel_drain *rt_sel_drain_create(const rt_sel_drain_config *cfg);
+void rt_sel_drain_destroy(rt_sel_drain *d);
+/* Template id of a line (creating or generalising a cluster). Ids are stable: a
+ * cluster keeps its id as its template generalises; ids are never reused. */
+uint32_t rt_sel_drain_add(rt_sel_drain *d, const char *line);
+/* Current template text of a live id (tokens joined by ' ', variables as "<*>"),
+ * written into buf; returns false if the id is unknown or evicted. */
+bool rt_sel_drain_template(const rt_sel_drain *d, uint32_t id, char *buf, size_t len);
+size_t rt_sel_drain_cluster_count(const rt_sel_drain *d);
+size_t rt_sel_drain_bytes(const rt_sel_drain *d); /* heap bytes held, accounted */
+/* Masking used before mining: every alphanumeric run containing a digit becomes
+ * "<*>" (numbers, hex ids, UUID parts, timestamps). Exposed for tests. */
+void rt_sel_mask_line(const char *in, char *out, size_t len);
+
+/* ------------------------------------------------------------------ encoding */
+
+typedef struct rt_sel_pairs {
+    uint64_t *v; /* sorted, unique */
+    size_t n, cap;
+} rt_sel_pairs;
+
+void rt_sel_pairs_free(rt_sel_pairs *p);
+double rt_sel_jaccard(const uint64_t *a, size_t na, const uint64_t *b, size_t nb);
+uint64_t rt_sel_pattern_id(const uint64_t *v, size_t n);
+
+/* Streaming p90 per key (P² algorithm, 5 markers per key, table grows). */
+typedef struct rt_sel_quantiles rt_sel_quantiles;
+rt_sel_quantiles *rt_sel_quantiles_create(double q);
+void rt_sel_quantiles_destroy(rt_sel_quantiles *qs);
+void rt_sel_quantiles_add(rt_sel_quantiles *qs, uint64_t key, double x);
+/* Current estimate, or a negative value when fewer than 5 samples were seen. */
+double rt_sel_quantiles_get(const rt_sel_quantiles *qs, uint64_t key);
+
+/* Encode a trace into its event-pair set. span_p90 may be NULL (no slow markers).
+ * All logs must already carry a template id. Returns 0 or -1 (out of memory). */
+int rt_sel_encode(const rt_sel_trace *t, const rt_sel_quantiles *span_p90,
+                  double slow_factor, rt_sel_pairs *out);
+
+/* ------------------------------------------------------------------ anomaly score */
+
+typedef struct rt_sel_weights {
+    double error_span; /* 5: per failed span */
+    double warn_log;   /* 1: per WARN log */
+    double error_log;  /* 2: per ERROR log */
+    double latency;    /* 2: once, when the trace is slower than slow_factor × group p90 */
+    double slow_factor; /* 1.2 */
+} rt_sel_weights;
+
+/* group_p90 < 0 means "unknown yet": no latency term. */
+double rt_sel_anomaly_score(const rt_sel_trace *t, const rt_sel_weights *w, double group_p90);
+
+/* ------------------------------------------------------------------ quota */
+
+/* Split budget across groups. sizes[g] = traces in group g, alarmed may be NULL.
+ * Rules: keep everything when the total fits; otherwise even split, at least 1 per
+ * non-empty group (rare groups first when the budget is smaller than the number of
+ * groups), surplus of small groups flows to the others; alarmed groups get up to
+ * boost × the average quota, all alarmed together at most cap × budget (unless no
+ * other group can use the remainder). sum(quota) == min(budget, sum(sizes)). */
+void rt_sel_quota(const size_t *sizes, const bool *alarmed, size_t n_groups, size_t budget,
+                  double boost, double cap, size_t *quota);
+/* Same, but when the budget is smaller than the number of groups the groups with the
+ * lowest priority value go first (ties: rarest first). The selector passes how many
+ * traces each group had kept recently, so tiny budgets rotate across groups. */
+void rt_sel_quota_prio(const size_t *sizes, const bool *alarmed, const double *priority,
+                       size_t n_groups, size_t budget, double boost, double cap,
+                       size_t *quota);
+
+/* ------------------------------------------------------------------ DPP */
+
+/* Similarity of items i, j in [0,1] (a PSD kernel, e.g. Jaccard). */
+typedef double (*rt_sel_sim_fn)(void *ctx, size_t i, size_t j);
+
+/* Fast greedy MAP for the DPP with L_ij = q_i q_j sim(i,j) (Chen, Zhang, Zhou 2018):
+ * incremental Cholesky, O(n·k) work and memory, kernel rows on demand. Stops after k
+ * picks or when the best marginal gain d_j² falls below eps. Writes the picks in
+ * order to picked[] and returns how many. Returns (size_t)-1 when out of memory. */
+size_t rt_sel_dpp_greedy(size_t n, const double *quality, rt_sel_sim_fn sim, void *ctx,
+                         size_t k, double eps, size_t *picked);
+
+/* ------------------------------------------------------------------ similarity cache */
+
+typedef struct rt_sel_simcache rt_sel_simcache;
+rt_sel_simcache *rt_sel_simcache_create(size_t capacity);
+void rt_sel_simcache_destroy(rt_sel_simcache *c);
+bool rt_sel_simcache_get(rt_sel_simcache *c, uint64_t pa, uint64_t pb, float *sim);
+void rt_sel_simcache_put(rt_sel_simcache *c, uint64_t pa, uint64_t pb, float sim);
+size_t rt_sel_simcache_size(const rt_sel_simcache *c);
+uint64_t rt_sel_simcache_hits(const rt_sel_simcache *c);
+uint64_t rt_sel_simcache_misses(const rt_sel_simcache *c);
+
+/* ------------------------------------------------------------------ selector */
+
+typedef struct rt_sel_config {
+    rt_sel_weights weights;
+    double quality_gain;      /* DPP quality r = 1 + quality_gain × score: 1.0 */
+    double seen_penalty;      /* r × this for a pattern kept in an earlier window: 0.25 */
+    size_t seen_capacity;     /* remembered kept patterns (direct-mapped): 1 << 16 */
+    double group_memory;      /* decay per window of a group's recent kept count: 0.9 */
+    double dpp_eps;           /* 1e-6 */
+    size_t simcache_capacity; /* pattern pairs kept across windows: 1 << 16 */
+    double alarm_boost;       /* alarmed group quota up to boost × average: 3 */
+    double alarm_cap;         /* alarmed groups together at most cap × budget: 0.5 */
+    double drop_ratio;        /* traffic below drop_ratio × recent average = sharp drop: 0.5 */
+    double max_budget_scale;  /* budget scale-up limit during an incident: 2 */
+    double traffic_smoothing; /* EWMA weight of the newest window: 0.2 */
+    rt_sel_drain_config drain;
+} rt_sel_config;
+
+typedef struct rt_sel_verdict {
+    uint64_t pattern;
+    uint64_t group;
+    double score;
+    double weight; /* inclusion weight when chosen: group traces / group picks */
+    bool chosen;
+} rt_sel_verdict;
+
+typedef struct rt_sel_result {
+    size_t n_traces;
+    size_t budget; /* effective budget after any incident scale-up */
+    size_t n_chosen;
+    size_t n_groups;
+    rt_sel_verdict *verdicts; /* one per input trace, owned by the selector */
+    uint32_t *chosen;         /* n_chosen indices into the input, owned by the selector */
+} rt_sel_result;
+
+typedef struct rt_selector rt_selector;
+
+void rt_sel_config_default(rt_sel_config *cfg);
+rt_selector *rt_sel_create(const rt_sel_config *cfg);
+void rt_sel_destroy(rt_selector *s);
+rt_sel_drain *rt_sel_selector_drain(rt_selector *s);
+const rt_sel_simcache *rt_sel_selector_simcache(const rt_selector *s);
+
+/* Give every free-text log of the traces a Drain template id (done by
+ * rt_sel_select_window too; exposed so callers can time or pre-run mining). */
+void rt_sel_mine_templates(rt_selector *s, rt_sel_trace *traces, size_t n);
+
+/* Run one window. Fills missing log template ids in traces (Drain), updates the
+ * streaming percentiles, encodes and scores every trace, groups, allocates quotas
+ * (alarmed_groups = group keys under alarm) and picks with the DPP. The result stays
+ * valid until the next call. Returns 0, or -1 when out of memory. */
+int rt_sel_select_window(rt_selector *s, rt_sel_trace *traces, size_t n, size_t budget,
+                         const uint64_t *alarmed_groups, size_t n_alarmed,
+                         rt_sel_result *out);
+
+/* ------------------------------------------------------------------ datasets */
+
+typedef struct rt_sel_dataset rt_sel_dataset;
+
+/* Nezha / TrainTicket CSV layout: DIR/trace/HH_MM_trace.csv and DIR/log/HH_MM_log.csv.
+ * On failure returns NULL and writes a message into err. Traces are sorted by start. */
+rt_sel_dataset *rt_sel_dataset_read_nezha(const char *dir, char *err, size_t errlen);
+/* OTLP-JSON (ExportTraceServiceRequest files under DIR). Not implemented yet:
+ * returns NULL with an explanatory message in err. */
+rt_sel_dataset *rt_sel_dataset_read_otlp_json(const char *dir, char *err, size_t errlen);
+void rt_sel_dataset_free(rt_sel_dataset *ds);
+size_t rt_sel_dataset_count(const rt_sel_dataset *ds);
+rt_sel_trace *rt_sel_dataset_trace(rt_sel_dataset *ds, size_t i);
+size_t rt_sel_dataset_spans(const rt_sel_dataset *ds);
+size_t rt_sel_dataset_logs(const rt_sel_dataset *ds);
+
+/* ------------------------------------------------------------------ evaluation */
+
+enum rt_sel_sampler { RT_SEL_SAMPLER_GLEANER = 0, RT_SEL_SAMPLER_RANDOM };
+
+typedef struct rt_sel_eval_options {
+    double rate;           /* fraction of traces to keep */
+    double window_s;       /* selection window in trace time: 60 */
+    uint64_t seed;         /* random baseline seed */
+    bool alarm_on_errors;  /* a group with an ERROR log / failed span in the window is
+                              alarmed (stands in for an exception trigger) */
+    bool progress;         /* progress line on stderr */
+    const rt_sel_config *config; /* NULL = defaults */
+} rt_sel_eval_options;
+
+typedef struct rt_sel_metrics {
+    size_t kept, total;
+    double api_coverage;     /* entry APIs kept / entry APIs seen */
+    double path_coverage;    /* call paths kept / seen (parallel duplicates removed) */
+    double pattern_coverage; /* patterns kept / patterns seen */
+    double entropy;          /* Shannon entropy (bits) over patterns of kept traces */
+    double anomalous;        /* kept traces with score > 0 */
+    double errors;           /* kept traces with an ERROR log or failed span */
+    double rare;             /* kept traces whose pattern is in the rarest 5 % */
+    double bcr;              /* unique patterns kept / traces kept */
+    double actual_rate;      /* kept / total */
+    double us_per_trace;     /* sampler runtime per input trace, all stages */
+    double us_mining;        /* of which Drain template mining of free-text logs */
+} rt_sel_metrics;
+
+typedef struct rt_sel_eval_report {
+    rt_sel_metrics gleaner;
+    rt_sel_metrics random;
+    size_t windows;
+} rt_sel_eval_report;
+
+/* Replay the dataset in time order, through the Gleaner selector and a random
+ * sampler at the same per-window budgets, and compute both metric sets. */
+int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt,
+                    rt_sel_eval_report *rep, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

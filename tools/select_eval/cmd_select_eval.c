@@ -1,0 +1,220 @@
+/* cmd_select_eval.c — argument parsing and reporting for `retrace select-eval`.
+ *
+ * Parses flags by hand (getopt_long would keep global state between calls from the
+ * dispatcher), loads the dataset with the select/ readers, runs rt_sel_eval_run, which
+ * replays the chosen sampler and random sampling at the same per-window budgets in one
+ * run, and prints one metrics row per sampler plus the ratio.
+ */
+#include "cmd_select_eval.h"
+
+#include "select.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct args {
+    const char *input;
+    const char *format;
+    double rate;
+    enum rt_sel_sampler sampler;
+    double window_s;
+    unsigned long long seed;
+    bool alarm_on_errors;
+    bool quiet;
+    bool help;
+} args;
+
+static void usage(FILE *out)
+{
+    fputs("usage: retrace select-eval --input DIR --rate R [options]\n"
+          "\n"
+          "Replay a trace dataset in time order through a sampler and print selection\n"
+          "quality for that sampler and for random sampling at the same budget.\n"
+          "\n"
+          "  --input DIR            dataset directory (nezha-csv: DIR/trace/*.csv, DIR/log/*.csv)\n"
+          "  --format FMT           nezha-csv (default) or otlp-json\n"
+          "  --rate R               share of traces to keep, 0 < R <= 1 (\"0.01\" or \"1%\")\n"
+          "  --sampler S            gleaner (default) or random\n"
+          "  --window SECONDS       selection window in trace time (default 60)\n"
+          "  --alarms MODE          errors (default: a root API with an ERROR log in the\n"
+          "                         window is alarmed, like a fired exception trigger) or none\n"
+          "  --seed N               seed of the random baseline (default 42)\n"
+          "  --quiet                no progress line on stderr\n"
+          "  --help                 this text\n"
+          "\n"
+          "Metrics: api_cov, path_cov, pattern_cov (share of entry APIs / call paths /\n"
+          "patterns of the dataset that were kept), entropy (bits, over kept patterns),\n"
+          "anomalous (kept with score > 0), rare (kept whose pattern is among the rarest\n"
+          "5 %), bcr (unique patterns / kept), actual_rate, us_per_trace (sampler runtime\n"
+          "per input trace; us_mining = of which log-template mining).\n",
+          out);
+}
+
+static int bad(const char *fmt, const char *what)
+{
+    fputs("retrace select-eval: ", stderr);
+    fprintf(stderr, fmt, what);
+    fputs("\n(try --help)\n", stderr);
+    return 2;
+}
+
+static bool parse_double(const char *s, double *out, bool allow_percent)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno)
+        return false;
+    if (allow_percent && *end == '%') {
+        v /= 100.0;
+        end++;
+    }
+    if (*end || !isfinite(v))
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Value of a flag given as "--flag value" or "--flag=value". */
+static const char *flag_value(int argc, char **argv, int *i, const char *name)
+{
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0)
+        return NULL;
+    if (argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (argv[*i][n] != '\0')
+        return NULL;
+    if (*i + 1 >= argc)
+        return "";
+    return argv[++*i];
+}
+
+static int parse_one(int argc, char **argv, int *i, args *a)
+{
+    const char *v;
+    if (!strcmp(argv[*i], "--help") || !strcmp(argv[*i], "-h"))
+        a->help = true;
+    else if (!strcmp(argv[*i], "--quiet"))
+        a->quiet = true;
+    else if ((v = flag_value(argc, argv, i, "--input")))
+        a->input = v;
+    else if ((v = flag_value(argc, argv, i, "--format"))) {
+        if (strcmp(v, "nezha-csv") && strcmp(v, "otlp-json"))
+            return bad("unknown --format '%s' (nezha-csv or otlp-json)", v);
+        a->format = v;
+    } else if ((v = flag_value(argc, argv, i, "--rate"))) {
+        if (!parse_double(v, &a->rate, true) || !(a->rate > 0) || a->rate > 1)
+            return bad("--rate '%s' must be a number in (0, 1] or a percentage", v);
+    } else if ((v = flag_value(argc, argv, i, "--sampler"))) {
+        if (!strcmp(v, "gleaner"))
+            a->sampler = RT_SEL_SAMPLER_GLEANER;
+        else if (!strcmp(v, "random"))
+            a->sampler = RT_SEL_SAMPLER_RANDOM;
+        else
+            return bad("unknown --sampler '%s' (gleaner or random)", v);
+    } else if ((v = flag_value(argc, argv, i, "--window"))) {
+        if (!parse_double(v, &a->window_s, false) || !(a->window_s > 0) || a->window_s > 1e9)
+            return bad("--window '%s' must be a positive number of seconds", v);
+    } else if ((v = flag_value(argc, argv, i, "--alarms"))) {
+        if (strcmp(v, "errors") && strcmp(v, "none"))
+            return bad("unknown --alarms '%s' (errors or none)", v);
+        a->alarm_on_errors = !strcmp(v, "errors");
+    } else if ((v = flag_value(argc, argv, i, "--seed"))) {
+        char *end;
+        errno = 0;
+        a->seed = strtoull(v, &end, 10);
+        if (!*v || *end || errno)
+            return bad("--seed '%s' must be an unsigned integer", v);
+    } else
+        return bad("unknown argument '%s'", argv[*i]);
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, args *a)
+{
+    *a = (args){.format = "nezha-csv", .rate = -1, .window_s = 60, .seed = 42,
+                .alarm_on_errors = true};
+    for (int i = 1; i < argc; i++) {
+        int rc = parse_one(argc, argv, &i, a);
+        if (rc)
+            return rc;
+    }
+    if (a->help)
+        return 0;
+    if (!a->input || !*a->input)
+        return bad("%s", "--input DIR is required");
+    if (a->rate < 0)
+        return bad("%s", "--rate R is required");
+    struct stat st;
+    if (stat(a->input, &st) != 0 || !S_ISDIR(st.st_mode))
+        return bad("--input '%s' is not a readable directory", a->input);
+    return 0;
+}
+
+static void print_row(const char *name, const rt_sel_metrics *m)
+{
+    printf("%-8s %7.3f %8.3f %11.4f %7.3f %9.3f %6.3f %6.3f %11.4f %12.2f %9.2f %6zu\n", name,
+           m->api_coverage, m->path_coverage, m->pattern_coverage, m->entropy, m->anomalous,
+           m->rare, m->bcr, m->actual_rate, m->us_per_trace, m->us_mining, m->kept);
+}
+
+static double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+
+static void print_report(const args *a, rt_sel_dataset *ds, const rt_sel_eval_report *rep)
+{
+    printf("select-eval input=%s format=%s traces=%zu spans=%zu logs=%zu rate=%g window=%gs "
+           "windows=%zu alarms=%s\n",
+           a->input, a->format, rt_sel_dataset_count(ds), rt_sel_dataset_spans(ds),
+           rt_sel_dataset_logs(ds), a->rate, a->window_s, rep->windows,
+           a->alarm_on_errors ? "errors" : "none");
+    printf("%-8s %7s %8s %11s %7s %9s %6s %6s %11s %12s %9s %6s\n", "sampler", "api_cov",
+           "path_cov", "pattern_cov", "entropy", "anomalous", "rare", "bcr", "actual_rate",
+           "us_per_trace", "us_mining", "kept");
+    const rt_sel_metrics *chosen = a->sampler == RT_SEL_SAMPLER_GLEANER ? &rep->gleaner : &rep->random;
+    const rt_sel_metrics *other = a->sampler == RT_SEL_SAMPLER_GLEANER ? &rep->random : &rep->gleaner;
+    print_row(a->sampler == RT_SEL_SAMPLER_GLEANER ? "gleaner" : "random", chosen);
+    print_row(a->sampler == RT_SEL_SAMPLER_GLEANER ? "random" : "gleaner", other);
+    const rt_sel_metrics *g = &rep->gleaner, *r = &rep->random;
+    printf("%-8s %7.2f %8.2f %11.2f %7.2f %9.2f %6.2f %6.2f   (gleaner / random)\n", "ratio",
+           ratio(g->api_coverage, r->api_coverage), ratio(g->path_coverage, r->path_coverage),
+           ratio(g->pattern_coverage, r->pattern_coverage), ratio(g->entropy, r->entropy),
+           ratio(g->anomalous, r->anomalous), ratio(g->rare, r->rare), ratio(g->bcr, r->bcr));
+}
+
+int retrace_cmd_select_eval(int argc, char **argv)
+{
+    args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc;
+    if (a.help) {
+        usage(stdout);
+        return 0;
+    }
+    char err[512] = "";
+    if (!a.quiet)
+        fprintf(stderr, "select-eval: reading %s (%s)\n", a.input, a.format);
+    rt_sel_dataset *ds = !strcmp(a.format, "otlp-json")
+                             ? rt_sel_dataset_read_otlp_json(a.input, err, sizeof err)
+                             : rt_sel_dataset_read_nezha(a.input, err, sizeof err);
+    if (!ds) {
+        fprintf(stderr, "retrace select-eval: %s\n", err);
+        return 1;
+    }
+    rt_sel_eval_options opt = {.rate = a.rate, .window_s = a.window_s, .seed = a.seed,
+                               .alarm_on_errors = a.alarm_on_errors, .progress = !a.quiet};
+    rt_sel_eval_report rep;
+    if (rt_sel_eval_run(ds, &opt, &rep, err, sizeof err)) {
+        fprintf(stderr, "retrace select-eval: %s\n", err);
+        rt_sel_dataset_free(ds);
+        return 1;
+    }
+    print_report(&a, ds, &rep);
+    rt_sel_dataset_free(ds);
+    return 0;
+}

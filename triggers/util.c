@@ -1,0 +1,50 @@
+/*
+ * util.c — helpers shared by the triggers: thread slots and clocks.
+ *
+ * Thread slots: the first time a thread asks, it takes the next value of a
+ * process-wide counter (documented global of this module) and keeps it in a
+ * thread-local; sharded triggers use slot % shards, so a thread always feeds the
+ * same shard and threads spread round-robin over the shards.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+static atomic_uint next_thread_slot;
+_Thread_local unsigned int rtt_thread_slot_plus_one
+	__attribute__((tls_model("initial-exec")));
+
+unsigned int rtt_thread_slot_assign(void)
+{
+	rtt_thread_slot_plus_one =
+		atomic_fetch_add_explicit(&next_thread_slot, 1, memory_order_relaxed) + 1;
+	return rtt_thread_slot_plus_one - 1;
+}
+
+static uint64_t clock_ns(clockid_t clock)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t rtt_coarse_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC_COARSE);
+}
+
+uint64_t rtt_mono_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
+}
+
+void *rtt_zalloc_aligned(size_t size)
+{
+	size_t rounded = (size + RTT_CACHE_LINE - 1) & ~(size_t)(RTT_CACHE_LINE - 1);
+	void *p = aligned_alloc(RTT_CACHE_LINE, rounded);
+	if (p)
+		memset(p, 0, rounded);
+	return p;
+}
