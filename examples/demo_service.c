@@ -6,7 +6,10 @@
  * pass each request to "backend" threads through an in-process queue carrying
  * the W3C traceparent/tracestate, exactly as an HTTP hop would. Backends record
  * their part; a configurable share of requests fail and fire a trigger that
- * names the previous few requests as lateral traces. Run it beside an agent
+ * names the previous few requests as lateral traces; a failed "payment" goes
+ * through the one-line exception trigger; a percentile autotrigger fires for
+ * backend calls slower than the p99 of recent ones; a crash handler is installed.
+ * Run it beside an agent
  * (or retrace-drain) that owns the pool; without one it still runs, discarding.
  */
 #include <getopt.h>
@@ -17,8 +20,11 @@
 #include <time.h>
 
 #include "retrace/retrace.h"
+#include "retrace/triggers.h"
 
 #define DEMO_TRIGGER_ERROR 100
+#define DEMO_TRIGGER_SLOW 101
+#define DEMO_TRIGGER_EXCEPTION 102
 #define QUEUE_CAP 1024
 #define LATERALS 4
 
@@ -40,7 +46,8 @@ struct demo {
 	double error_rate;
 	struct hop_queue q;
 	unsigned next_request;
-	unsigned long traced, triggers, trigger_failures, discards;
+	unsigned long traced, triggers, trigger_failures, discards, exceptions;
+	struct retrace_percentile *slow;
 	pthread_mutex_t stats_lock;
 };
 
@@ -120,7 +127,7 @@ static void *backend(void *arg)
 	struct demo *d = arg;
 	unsigned seed = (unsigned)(uintptr_t)&seed;
 	retrace_trace_id recent[LATERALS];
-	unsigned n_recent = 0, traced = 0, triggers = 0, failures = 0;
+	unsigned n_recent = 0, traced = 0, triggers = 0, failures = 0, exceptions = 0;
 	struct retrace_thread_stats st;
 	struct hop h;
 	char payload[600];
@@ -136,6 +143,15 @@ static void *backend(void *arg)
 		n = snprintf(line, sizeof line, "backend: SELECT * FROM orders WHERE id=%u", h.request_no);
 		retrace_tracepoint_ts(line, (size_t)n);
 		retrace_tracepoint(payload, 100 + (size_t)(rand_r(&seed) % 500));
+		uint64_t t0 = retrace_ticks();
+		if (rand_r(&seed) % 100 == 0) /* a slow query now and then */
+			for (volatile int spin = 0; spin < 20000; spin++)
+				;
+		if (RETRACE_FAIL_IF(rand_r(&seed) % 500 == 0, DEMO_TRIGGER_EXCEPTION)) {
+			retrace_tracepoint_ts("backend: payment declined", 25);
+			exceptions++;
+		}
+		retrace_percentile_add(d->slow, in.trace_id, retrace_ticks() - t0);
 		if ((double)rand_r(&seed) / RAND_MAX < d->error_rate) {
 			retrace_tracepoint_ts("backend: ERROR deadlock detected", 32);
 			if (retrace_trigger(in.trace_id, DEMO_TRIGGER_ERROR, recent, n_recent) == RETRACE_OK)
@@ -152,6 +168,7 @@ static void *backend(void *arg)
 	d->triggers += triggers;
 	d->trigger_failures += failures;
 	d->discards += st.discard_buffers;
+	d->exceptions += exceptions;
 	pthread_mutex_unlock(&d->stats_lock);
 	return NULL;
 }
@@ -190,6 +207,17 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	rc = retrace_init(NULL);
+	retrace_crash_handler_install(0); /* a crash fires RETRACE_TRIGGER_CRASH */
+	{
+		struct retrace_percentile_config pc = {.trigger_id = DEMO_TRIGGER_SLOW,
+						       .percentile = 99.0,
+						       .shards = d.backends};
+		d.slow = retrace_percentile_create(&pc);
+		if (!d.slow) {
+			fprintf(stderr, "demo-service: cannot create the percentile trigger\n");
+			return 1;
+		}
+	}
 	printf("demo-service: %s (agent id %u)\n",
 	       rc == RETRACE_OK ? "attached to the pool" : retrace_strerror(rc), retrace_local_agent());
 	pthread_mutex_init(&d.q.lock, NULL);
@@ -208,8 +236,15 @@ int main(int argc, char **argv)
 	pthread_mutex_unlock(&d.q.lock);
 	for (i = 0; i < d.backends; i++)
 		pthread_join(th[i], NULL);
-	printf("demo requests=%u traced=%lu triggers=%lu trigger_failures=%lu discard_buffers=%lu\n",
-	       d.requests, d.traced, d.triggers, d.trigger_failures, d.discards);
+	{
+		struct retrace_trigger_stats ps;
+		retrace_percentile_stats(d.slow, &ps);
+		printf("demo requests=%u traced=%lu error_triggers=%lu exception_triggers=%lu "
+		       "p99_triggers=%llu trigger_failures=%lu discard_buffers=%lu\n",
+		       d.requests, d.traced, d.triggers, d.exceptions,
+		       (unsigned long long)ps.fired, d.trigger_failures, d.discards);
+	}
+	retrace_percentile_destroy(d.slow);
 	retrace_shutdown();
 	return 0;
 }

@@ -56,7 +56,7 @@ static inline void baseline_copy(const void *d, size_t len)
 	__asm__ __volatile__("" ::: "memory");
 }
 
-enum op { OP_BASE_COPY, OP_TP, OP_TP_TS, OP_RESERVE, OP_BEGIN_END, OP_BASE_BEGIN_END,
+enum op { OP_TICKS, OP_BASE_COPY, OP_TP, OP_TP_TS, OP_RESERVE, OP_BEGIN_END, OP_BASE_BEGIN_END,
 	  OP_BEGIN_TP_END };
 
 struct job {
@@ -76,6 +76,11 @@ static void run_op(struct job *j)
 	for (i = 0; i < j->n; i++) {
 		switch (j->op) {
 		case OP_BASE_COPY: baseline_copy(data, j->size); break;
+		case OP_TICKS: {
+			uint64_t t = retrace_ticks();
+			__asm__ __volatile__("" : : "r"(t));
+			break;
+		}
 		case OP_TP: retrace_tracepoint(data, j->size); break;
 		case OP_TP_TS: retrace_tracepoint_ts(data, j->size); break;
 		case OP_RESERVE: {
@@ -218,6 +223,9 @@ int main(void)
 		return 1;
 	}
 	pthread_create(&dr, NULL, drainer, NULL);
+	/* What a timestamp alone costs here (rdtsc; virtual machines differ). */
+	line("ticks", "", 1, measure(OP_TICKS, 0, 1, iterations), "memcpy8",
+	     measure(OP_BASE_COPY, 8, 1, iterations));
 	bench_tracepoints(1);
 	bench_begin_end(1);
 	bench_throughput();

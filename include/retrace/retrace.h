@@ -118,7 +118,8 @@ int retrace_begin(retrace_trace_id id);
 /* End the thread's trace: its last buffer is handed to the agent. */
 void retrace_end(void);
 
-/* The current trace id ({0,0} if none). */
+/* The current trace id ({0,0} if none). Async-signal-safe: it reads only
+ * initial-exec thread-local state, so a crash handler may call it. */
 retrace_trace_id retrace_current(void);
 
 /* Seal the current buffer and push every pending complete entry now. */

@@ -121,7 +121,8 @@ static void collect_all(struct rt_pool *p, struct collection *c)
 	size_t i;
 	while (rt_drain_poll(p, &cb, &c->st) > 0)
 		;
-	qsort(c->bufs, c->n_bufs, sizeof *c->bufs, cmp_buffers);
+	if (c->n_bufs)
+		qsort(c->bufs, c->n_bufs, sizeof *c->bufs, cmp_buffers);
 	rt_reasm_init(&ra);
 	for (i = 0; i < c->n_bufs; i++) {
 		const struct collected_buffer *b = &c->bufs[i];
