@@ -14,16 +14,6 @@
 #include "common/testpool.h"
 #include "retrace/retrace.h"
 
-static void init_client(const char *name)
-{
-	struct retrace_config cfg;
-	retrace_config_from_env(&cfg);
-	cfg.pool_name = name;
-	cfg.batch = 4;
-	cfg.quiet = 1;
-	ck_assert_int_eq(retrace_init(&cfg), RETRACE_OK);
-}
-
 static retrace_context handoff;
 
 static void *second_thread(void *arg)
@@ -49,7 +39,7 @@ START_TEST(test_detach_attach_across_threads)
 
 	test_pool_name(name, sizeof name, "ctx");
 	test_pool_create(&pool, name, 8192, 64);
-	init_client(name);
+	test_client_init(name, 4);
 	retrace_begin((retrace_trace_id){5, 77});
 	retrace_tracepoint("one", 3);
 	retrace_detach(&handoff);
@@ -83,7 +73,7 @@ START_TEST(test_fork_child_fresh_state)
 
 	test_pool_name(name, sizeof name, "fork");
 	test_pool_create(&pool, name, 4096, 64);
-	init_client(name);
+	test_client_init(name, 4);
 	retrace_begin((retrace_trace_id){0, 1000});
 	retrace_tracepoint("parent-1", 8); /* the parent holds a buffer and spares */
 	pid = fork();
@@ -136,7 +126,7 @@ START_TEST(test_trigger_group_and_breadcrumbs)
 
 	test_pool_name(name, sizeof name, "trig");
 	test_pool_create(&pool, name, 4096, 16);
-	init_client(name);
+	test_client_init(name, 4);
 	retrace_begin((retrace_trace_id){0, 10});
 	retrace_tracepoint("x", 1);
 	ck_assert_int_eq(retrace_breadcrumb(9), RETRACE_OK);
@@ -171,15 +161,9 @@ int main(void)
 {
 	Suite *s = suite_create("client_context");
 	TCase *tc = tcase_create("context");
-	SRunner *sr;
-	int failed;
 	tcase_add_test(tc, test_detach_attach_across_threads);
 	tcase_add_test(tc, test_fork_child_fresh_state);
 	tcase_add_test(tc, test_trigger_group_and_breadcrumbs);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return test_run_suite(s);
 }

@@ -15,16 +15,6 @@
 #include "common/testpool.h"
 #include "retrace/retrace.h"
 
-static void init_client(const char *name, uint32_t batch)
-{
-	struct retrace_config cfg;
-	retrace_config_from_env(&cfg);
-	cfg.pool_name = name;
-	cfg.batch = batch;
-	cfg.quiet = 1;
-	ck_assert_int_eq(retrace_init(&cfg), RETRACE_OK);
-}
-
 START_TEST(test_discard_when_exhausted)
 {
 	struct rt_pool pool;
@@ -36,7 +26,7 @@ START_TEST(test_discard_when_exhausted)
 	alarm(20); /* blocking would be a failure, not a hang */
 	test_pool_name(name, sizeof name, "exh");
 	test_pool_create(&pool, name, 4096, 4);
-	init_client(name, 2);
+	test_client_init(name, 2);
 	memset(rec, 'x', sizeof rec);
 	/* 20 traces of ~8 KiB each need ~40 buffers; only 4 exist. */
 	for (i = 1; i <= 20; i++) {
@@ -90,7 +80,7 @@ START_TEST(test_gap_is_visible)
 	int k;
 	test_pool_name(name, sizeof name, "gap");
 	test_pool_create(&pool, name, 4096, 1);
-	init_client(name, 1);
+	test_client_init(name, 1);
 	memset(rec, 'y', sizeof rec);
 	retrace_begin((retrace_trace_id){0, 5});
 	retrace_tracepoint(rec, sizeof rec); /* buffer seq 0 */
@@ -147,15 +137,9 @@ int main(void)
 {
 	Suite *s = suite_create("client_exhausted");
 	TCase *tc = tcase_create("exhausted");
-	SRunner *sr;
-	int failed;
 	tcase_add_test(tc, test_discard_when_exhausted);
 	tcase_add_test(tc, test_gap_is_visible);
 	tcase_add_test(tc, test_missing_pool_keeps_running);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return test_run_suite(s);
 }

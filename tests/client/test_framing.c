@@ -26,16 +26,6 @@ static void fill_random(uint8_t *d, size_t n, unsigned *seed)
 		d[i] = (uint8_t)rand_r(seed);
 }
 
-static void init_client(const char *name, uint32_t batch)
-{
-	struct retrace_config cfg;
-	retrace_config_from_env(&cfg);
-	cfg.pool_name = name;
-	cfg.batch = batch;
-	cfg.quiet = 1;
-	ck_assert_int_eq(retrace_init(&cfg), RETRACE_OK);
-}
-
 START_TEST(test_round_trip_random_sizes)
 {
 	struct rt_pool pool;
@@ -48,7 +38,7 @@ START_TEST(test_round_trip_random_sizes)
 
 	test_pool_name(name, sizeof name, "frame");
 	test_pool_create(&pool, name, BUF_SIZE, 2048);
-	init_client(name, (uint32_t)(1 + _i * 7));
+	test_client_init(name, (uint32_t)(1 + _i * 7));
 	ex = calloc(n, sizeof *ex);
 	ck_assert_int_eq(retrace_begin(id), 1);
 	for (i = 0; i < n; i++) {
@@ -112,7 +102,7 @@ START_TEST(test_no_trace_no_data)
 	void *p;
 	test_pool_name(name, sizeof name, "notrace");
 	test_pool_create(&pool, name, BUF_SIZE, 16);
-	init_client(name, 4);
+	test_client_init(name, 4);
 	/* Outside a trace every write is a no-op and reserve still gives memory. */
 	retrace_tracepoint("abc", 3);
 	p = retrace_reserve(100);
@@ -144,7 +134,7 @@ START_TEST(test_many_traces_many_threads_shape)
 	size_t i;
 	test_pool_name(name, sizeof name, "many");
 	test_pool_create(&pool, name, BUF_SIZE, 256);
-	init_client(name, 8);
+	test_client_init(name, 8);
 	for (i = 1; i <= 100; i++) {
 		uint64_t v = i;
 		retrace_begin((retrace_trace_id){0, i});
@@ -171,16 +161,10 @@ int main(void)
 {
 	Suite *s = suite_create("client_framing");
 	TCase *tc = tcase_create("framing");
-	SRunner *sr;
-	int failed;
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_round_trip_random_sizes, 0, 4);
 	tcase_add_test(tc, test_no_trace_no_data);
 	tcase_add_test(tc, test_many_traces_many_threads_shape);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return test_run_suite(s);
 }

@@ -126,16 +126,10 @@ int main(void)
 {
 	Suite *s = suite_create("client_sampling");
 	TCase *tc = tcase_create("sampling");
-	SRunner *sr;
-	int failed;
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_two_processes_agree, 0, 4);
 	tcase_add_test(tc, test_zero_shift_records_all);
 	tcase_add_test(tc, test_head_sampling_triggers);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return test_run_suite(s);
 }

@@ -197,8 +197,6 @@ int main(void)
 {
 	Suite *s = suite_create("client_w3c");
 	TCase *tc = tcase_create("w3c");
-	SRunner *sr;
-	int failed;
 	tcase_add_loop_test(tc, test_traceparent_table, 0,
 			    (int)(sizeof tp_cases / sizeof tp_cases[0]));
 	tcase_add_test(tc, test_traceparent_oversized);
@@ -207,9 +205,5 @@ int main(void)
 	tcase_add_test(tc, test_tracestate_limits);
 	tcase_add_test(tc, test_round_trip_and_deposit);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return test_run_suite(s);
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "retrace/retrace.h"
 #include "shm/pool.h"
 
 static inline void test_pool_name(char *out, size_t n, const char *tag)
@@ -39,6 +40,28 @@ static inline void test_pool_destroy(struct rt_pool *p)
 	snprintf(name, sizeof name, "%s", p->name);
 	rt_pool_detach(p);
 	rt_pool_unlink(name);
+}
+
+/* Attach this process's client to pool `name`, quietly, with a given batch. */
+static inline void test_client_init(const char *name, uint32_t batch)
+{
+	struct retrace_config cfg;
+	retrace_config_from_env(&cfg);
+	cfg.pool_name = name;
+	cfg.batch = batch;
+	cfg.quiet = 1;
+	ck_assert_int_eq(retrace_init(&cfg), RETRACE_OK);
+}
+
+/* Run a suite; the process exit status says whether everything passed. */
+static inline int test_run_suite(Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+	int failed;
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
 }
 
 #endif

@@ -4,6 +4,8 @@
  * records cut by a gap are all told apart, and nothing reads out of bounds.
  */
 #include <check.h>
+
+#include "common/testpool.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,14 +103,8 @@ int main(void)
 {
 	Suite *s = suite_create("shm_frame");
 	TCase *tc = tcase_create("frame");
-	SRunner *sr;
-	int failed;
 	tcase_add_test(tc, test_decode_clean_and_corrupt);
 	tcase_add_test(tc, test_reassemble_split_and_gaps);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return test_run_suite(s);
 }

@@ -202,8 +202,6 @@ int main(void)
 {
 	Suite *s = suite_create("shm_pool");
 	TCase *tc = tcase_create("pool");
-	SRunner *sr;
-	int failed;
 	tcase_add_test(tc, test_attach_ok_and_layout);
 	tcase_add_test(tc, test_missing_pool);
 	tcase_add_test(tc, test_version_mismatch);
@@ -212,9 +210,5 @@ int main(void)
 	tcase_add_test(tc, test_wrong_permissions);
 	tcase_add_test(tc, test_bad_create_options);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return test_run_suite(s);
 }

@@ -150,15 +150,9 @@ int main(void)
 {
 	Suite *s = suite_create("shm_ring");
 	TCase *tc = tcase_create("ring");
-	SRunner *sr;
-	int failed;
 	tcase_set_timeout(tc, 100);
 	tcase_add_test(tc, test_mpmc_across_processes);
 	tcase_add_test(tc, test_batch_all_or_nothing);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return test_run_suite(s);
 }
