@@ -159,22 +159,10 @@ static unsigned char char_class(unsigned char c)
     return C_OTHER;
 }
 
-/* Hash of a token, 8 bytes at a time. */
+/* Hash of a token (the shared byte hash of select/internal.h). */
 static uint64_t hash_token(const char *s, size_t n)
 {
-    uint64_t h = n * 0x9e3779b97f4a7c15ull;
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
-        h ^= h >> 31;
-        s += 8;
-        n -= 8;
-    }
-    uint64_t w = 0;
-    memcpy(&w, s, n);
-    h = (h ^ w) * 0x94d049bb133111ebull;
-    return h ^ (h >> 29);
+    return rt_sel_hash_bytes(s, n, 0);
 }
 
 /* One pass over the line: mask alphanumeric runs containing a digit and split on
