@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "common/suite.h"
 #include "retrace/retrace.h"
 #include "shm/pool.h"
 
@@ -51,17 +52,6 @@ static inline void test_client_init(const char *name, uint32_t batch)
 	cfg.batch = batch;
 	cfg.quiet = 1;
 	ck_assert_int_eq(retrace_init(&cfg), RETRACE_OK);
-}
-
-/* Run a suite; the process exit status says whether everything passed. */
-static inline int test_run_suite(Suite *s)
-{
-	SRunner *sr = srunner_create(s);
-	int failed;
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
 }
 
 #endif

@@ -2,6 +2,8 @@
 #include "select.h"
 
 #include <check.h>
+
+#include "common/suite.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,9 +169,5 @@ int main(void)
     tcase_add_test(tc, identical_items_are_never_picked_twice);
     tcase_add_test(tc, quota_limits_picks);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

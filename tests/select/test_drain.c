@@ -2,6 +2,8 @@
 #include "select.h"
 
 #include <check.h>
+
+#include "common/suite.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,9 +170,5 @@ int main(void)
     tcase_add_test(tc, memory_bounded_with_a_million_distinct_lines);
     tcase_add_test(tc, lru_keeps_recently_used_clusters);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

@@ -2,6 +2,8 @@
 #include "gen.h"
 
 #include <check.h>
+
+#include "common/suite.h"
 #include <stdlib.h>
 
 static void encode(const rt_sel_trace *t, rt_sel_pairs *p)
@@ -167,9 +169,5 @@ int main(void)
     tcase_add_test(tc, anomaly_score_weights);
     tcase_add_test(tc, entry_api_skips_wildcard_gateway);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

@@ -2,6 +2,8 @@
 #include "select.h"
 
 #include <check.h>
+
+#include "common/suite.h"
 #include <stdlib.h>
 
 START_TEST(simcache_lru)
@@ -69,9 +71,5 @@ int main(void)
     tcase_add_test(tc, simcache_many_keys_stay_bounded);
     tcase_add_test(tc, p2_estimates_p90);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

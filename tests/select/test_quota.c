@@ -2,6 +2,8 @@
 #include "select.h"
 
 #include <check.h>
+
+#include "common/suite.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -156,9 +158,5 @@ int main(void)
     tcase_add_test(tc, surplus_returns_to_alarmed_when_nobody_else_can_use_it);
     tcase_add_test(tc, random_invariants);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

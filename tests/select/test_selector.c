@@ -3,6 +3,8 @@
 #include "gen.h"
 
 #include <check.h>
+
+#include "common/suite.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,9 +208,5 @@ int main(void)
     tcase_add_test(tc, budget_scales_up_when_traffic_drops_during_alarm);
     tcase_add_test(tc, free_text_logs_are_mined);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

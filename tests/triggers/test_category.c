@@ -4,6 +4,8 @@
  * many distinct labels.
  */
 #include <check.h>
+
+#include "common/suite.h"
 #include <stdlib.h>
 
 #include "test_util.h"
@@ -134,9 +136,5 @@ static Suite *category_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(category_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return test_run_suite(category_suite());
 }

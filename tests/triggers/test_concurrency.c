@@ -4,6 +4,8 @@
  * delivered once, internal invariants intact, no half-written trace id.
  */
 #include <check.h>
+
+#include "common/suite.h"
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -233,9 +235,5 @@ static Suite *concurrency_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(concurrency_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return test_run_suite(concurrency_suite());
 }

@@ -5,6 +5,8 @@
  * the child died.
  */
 #include <check.h>
+
+#include "common/suite.h"
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -214,9 +216,5 @@ static Suite *crash_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(crash_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return test_run_suite(crash_suite());
 }

@@ -4,6 +4,8 @@
  * rate limit, and firing through a sink.
  */
 #include <check.h>
+
+#include "common/suite.h"
 #include <stdlib.h>
 
 #include "test_util.h"
@@ -198,9 +200,5 @@ static Suite *filter_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(filter_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return test_run_suite(filter_suite());
 }

@@ -4,6 +4,8 @@
  * adaptation after level shifts, the time window, and the sink call.
  */
 #include <check.h>
+
+#include "common/suite.h"
 #include <stdlib.h>
 #include <time.h>
 
@@ -307,9 +309,5 @@ static Suite *percentile_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(percentile_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return test_run_suite(percentile_suite());
 }

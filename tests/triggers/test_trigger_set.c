@@ -4,6 +4,8 @@
  * Queue trigger collects the requests dequeued ahead of a slow one.
  */
 #include <check.h>
+
+#include "common/suite.h"
 #include <stdlib.h>
 
 #include "pool_fixture.h"
@@ -171,9 +173,5 @@ static Suite *set_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(set_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return test_run_suite(set_suite());
 }
