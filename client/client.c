@@ -363,6 +363,23 @@ static void use_discard(struct rt_thread *t, struct rt_pool *p)
 	f->end = t->discard + t->discard_size;
 }
 
+/*
+ * Mark a stashed buffer as ours, so that an agent rebuilding its state (after its
+ * own restart, or after this process dies) can tell a held buffer from a lost one.
+ */
+static void stamp_stashed(struct rt_thread *t, struct rt_pool *p, uint32_t id)
+{
+	struct rt_buffer_header *h;
+	if (id >= p->hdr->buffer_count)
+		return;
+	h = rt_pool_buffer(p, id);
+	h->magic = RT_BUF_MAGIC;
+	h->trace_hi = h->trace_lo = 0;
+	h->pid = t->pid;
+	h->client_slot = rt_client.slot;
+	ck_pr_store_32(&h->flags, RT_BUF_STASHED);
+}
+
 /* Take a buffer id from the stash, refilling it with one batch pop. */
 static int take_buffer_id(struct rt_thread *t, struct rt_pool *p, uint32_t *id)
 {
@@ -381,8 +398,10 @@ static int take_buffer_id(struct rt_thread *t, struct rt_pool *p, uint32_t *id)
 			t->in_ring_op = 0;
 			if (n == 0)
 				return 0;
-			for (i = 0; i < n; i++)
+			for (i = 0; i < n; i++) {
 				t->spare[n - 1 - i] = in[i].buffer_id;
+				stamp_stashed(t, p, in[i].buffer_id);
+			}
 			t->n_spare = n;
 			heartbeat(p);
 		}

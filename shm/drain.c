@@ -13,16 +13,20 @@
 
 #define DRAIN_BATCH 64
 
-static int complete_entry_ok(const struct rt_pool *p, const struct rt_complete_entry *e)
+int rt_complete_entry_check(const struct rt_pool *p, const struct rt_complete_entry *e)
 {
 	const struct rt_buffer_header *h;
 	if (e->buffer_id >= p->hdr->buffer_count)
-		return 0;
+		return RT_CE_RANGE;
 	if (e->bytes > rt_pool_payload_size(p))
-		return 0;
+		return RT_CE_BYTES;
+	if (e->trace_lo == 0)
+		return RT_CE_ZERO_TRACE;
 	h = rt_pool_buffer(p, e->buffer_id);
-	return h->magic == RT_BUF_MAGIC && h->trace_lo == e->trace_lo &&
-	       e->trace_lo != 0;
+	if (h->magic != RT_BUF_MAGIC || h->trace_lo != e->trace_lo ||
+	    !(ck_pr_load_32(&h->flags) & RT_BUF_SEALED) || h->bytes != e->bytes)
+		return RT_CE_HEADER;
+	return RT_CE_OK;
 }
 
 static unsigned int drain_complete(struct rt_pool *p, const struct rt_drain_callbacks *cb,
@@ -36,7 +40,7 @@ static unsigned int drain_complete(struct rt_pool *p, const struct rt_drain_call
 				  RT_POOL_SLOTS(p, RT_Q_COMPLETE, rt_complete_entry),
 				  in, DRAIN_BATCH);
 	for (i = 0; i < n; i++) {
-		if (!complete_entry_ok(p, &in[i])) {
+		if (rt_complete_entry_check(p, &in[i]) != RT_CE_OK) {
 			st->bad_complete++;
 			continue;
 		}
@@ -55,8 +59,8 @@ static unsigned int drain_complete(struct rt_pool *p, const struct rt_drain_call
 	return n;
 }
 
-static unsigned int drain_breadcrumbs(struct rt_pool *p, const struct rt_drain_callbacks *cb,
-				      struct rt_drain_stats *st)
+unsigned int rt_drain_breadcrumbs(struct rt_pool *p, const struct rt_drain_callbacks *cb,
+				  struct rt_drain_stats *st)
 {
 	struct rt_breadcrumb_entry in[DRAIN_BATCH];
 	unsigned int n, i;
@@ -79,8 +83,8 @@ static int group_entry_ok(const struct rt_trigger_entry *first,
 	       e->trigger_id == first->trigger_id;
 }
 
-static unsigned int drain_triggers(struct rt_pool *p, const struct rt_drain_callbacks *cb,
-				   struct rt_drain_stats *st)
+unsigned int rt_drain_triggers(struct rt_pool *p, const struct rt_drain_callbacks *cb,
+			       struct rt_drain_stats *st)
 {
 	struct rt_trigger_entry group[RETRACE_MAX_LATERAL + 1], e;
 	struct ck_ring *ring = p->ring[RT_Q_TRIGGER];
@@ -120,6 +124,6 @@ static unsigned int drain_triggers(struct rt_pool *p, const struct rt_drain_call
 unsigned int rt_drain_poll(struct rt_pool *p, const struct rt_drain_callbacks *cb,
 			   struct rt_drain_stats *st)
 {
-	return drain_complete(p, cb, st) + drain_breadcrumbs(p, cb, st) +
-	       drain_triggers(p, cb, st);
+	return drain_complete(p, cb, st) + rt_drain_breadcrumbs(p, cb, st) +
+	       rt_drain_triggers(p, cb, st);
 }

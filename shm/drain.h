@@ -41,4 +41,25 @@ struct rt_drain_callbacks {
 unsigned int rt_drain_poll(struct rt_pool *p, const struct rt_drain_callbacks *cb,
 			   struct rt_drain_stats *st);
 
+/* Why a complete entry was refused. */
+enum rt_complete_check {
+	RT_CE_OK = 0,
+	RT_CE_RANGE,      /* buffer id out of range */
+	RT_CE_BYTES,      /* byte count larger than a payload */
+	RT_CE_ZERO_TRACE, /* trace id 0 */
+	RT_CE_HEADER,     /* buffer header disagrees (magic, trace, not sealed, bytes) */
+};
+
+/* Validate an untrusted complete entry against the pool and the buffer header. */
+int rt_complete_entry_check(const struct rt_pool *p, const struct rt_complete_entry *e);
+
+/*
+ * The breadcrumb and trigger passes alone (up to 64 entries; a trigger group is
+ * always taken whole), for an agent that handles complete entries itself.
+ */
+unsigned int rt_drain_breadcrumbs(struct rt_pool *p, const struct rt_drain_callbacks *cb,
+				  struct rt_drain_stats *st);
+unsigned int rt_drain_triggers(struct rt_pool *p, const struct rt_drain_callbacks *cb,
+			       struct rt_drain_stats *st);
+
 #endif

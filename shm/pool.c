@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -230,6 +231,11 @@ int rt_pool_create(const struct rt_pool_create_opts *o, struct rt_pool *p,
 		p->fd = -1;
 		return rc;
 	}
+	if (o->owner_lock && (rc = rt_pool_lock_owner(p, err, errlen)) != RETRACE_OK) {
+		rt_pool_detach(p);
+		shm_unlink(o->name);
+		return rc;
+	}
 	memcpy(p->base, &proto, sizeof proto);
 	map_regions(p);
 	p->hdr->magic = RT_POOL_MAGIC;
@@ -399,6 +405,37 @@ out_close:
 	close(p->fd);
 	p->fd = -1;
 	return rc;
+}
+
+int rt_pool_lock_owner(struct rt_pool *p, char *err, size_t errlen)
+{
+	if (flock(p->fd, LOCK_EX | LOCK_NB) == 0)
+		return RETRACE_OK;
+	if (errno == EWOULDBLOCK)
+		return fail(err, errlen, RETRACE_E_EXISTS,
+			    "pool %s is owned by a running agent (pid %u)", p->name,
+			    p->hdr ? p->hdr->agent_pid : 0u);
+	return open_error(errno, p->name, "lock", err, errlen);
+}
+
+int rt_pool_takeover(const char *name, uint32_t agent_id, struct rt_pool *p,
+		     char *err, size_t errlen)
+{
+	struct rt_pool_attach_opts ao = { .name = name };
+	int rc = rt_pool_attach(&ao, p, err, errlen);
+	if (rc != RETRACE_OK)
+		return rc;
+	if ((rc = rt_pool_lock_owner(p, err, errlen)) != RETRACE_OK) {
+		rt_pool_detach(p);
+		return rc;
+	}
+	p->owner = 1;
+	ck_pr_store_32(&p->hdr->agent_pid, (uint32_t)getpid());
+	p->hdr->agent_id = agent_id;
+	p->hdr->agent_start_time = rt_process_start_time(getpid());
+	ck_pr_fence_store();
+	ck_pr_inc_64(&p->hdr->generation);
+	return RETRACE_OK;
 }
 
 void rt_pool_detach(struct rt_pool *p)

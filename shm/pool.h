@@ -102,6 +102,8 @@ RT_RING_TYPED(trigger, rt_trigger_entry)
 #define RT_BUF_INUSE 0x1u   /* handed to a writer */
 #define RT_BUF_SEALED 0x2u  /* writer is done; `bytes` is final */
 #define RT_BUF_LAST 0x4u    /* the trace ended in this buffer (for this writer) */
+#define RT_BUF_STASHED 0x8u /* popped into a writer's stash, not yet written:
+			     * `pid` says which process holds it */
 
 struct rt_buffer_header {
 	uint32_t magic;       /* RT_BUF_MAGIC once a writer initialised it */
@@ -202,6 +204,7 @@ struct rt_pool_create_opts {
 	uint32_t agent_id;
 	int replace;                /* unlink an existing object first */
 	int fill_available;         /* push every buffer id onto the available queue */
+	int owner_lock;             /* take the owner lock (flock) before READY */
 };
 
 struct rt_pool_attach_opts {
@@ -223,6 +226,22 @@ int rt_pool_create(const struct rt_pool_create_opts *o, struct rt_pool *pool,
 /* Attach (client side, or a drainer): validate and map. */
 int rt_pool_attach(const struct rt_pool_attach_opts *o, struct rt_pool *pool,
 		   char *err, size_t errlen);
+
+/*
+ * The owner lock: an exclusive flock on the pool object, held by the agent that
+ * owns it (the kernel drops it when that process dies, however it dies). Clients
+ * never take it. Returns RETRACE_OK, or RETRACE_E_EXISTS if another process holds
+ * it (err names the recorded owner pid).
+ */
+int rt_pool_lock_owner(struct rt_pool *pool, char *err, size_t errlen);
+
+/*
+ * Take over an existing pool after its agent died: attach, take the owner lock,
+ * then record this process as the owner and bump the generation. The caller
+ * rebuilds its own state from the buffer headers and queues.
+ */
+int rt_pool_takeover(const char *name, uint32_t agent_id, struct rt_pool *pool,
+		     char *err, size_t errlen);
 
 /* Unmap; the creator may also unlink. */
 void rt_pool_detach(struct rt_pool *pool);

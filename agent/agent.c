@@ -1,0 +1,591 @@
+/*
+ * agent/agent.c — how the agent keeps the pool's books.
+ *
+ * One thread calls rt_agent_poll in a loop. A pass:
+ *   1. pops complete entries in batches of 256, validates each against the pool
+ *      and its buffer header (rt_complete_entry_check), and indexes it;
+ *   2. pops breadcrumbs and trigger groups (through shm/drain.c's passes) and
+ *      records crumbs / pins traces;
+ *   3. evicts least-recently-seen untriggered traces while occupancy (buffers not
+ *      in the available queue) is above the threshold, and abandons the oldest
+ *      pins while pinned buffers are above their share;
+ *   4. every liveness interval, checks each registry slot's process (pid plus
+ *      start time, so pid reuse is caught) and salvages a dead client's buffers;
+ *   5. pushes every freed buffer back to the available queue in one batch, its
+ *      header cleared first: a header that still said SEALED would look like data
+ *      to the next agent that rebuilds from headers.
+ *
+ * Buffer states are read from headers only where the queues cannot tell: at a
+ * takeover, and for dead clients. A header is classified as
+ *   SEALED           data; indexed ("recovered": its queue entry may still come,
+ *                    and is then an echo, not a duplicate);
+ *   INUSE, unsealed  a writer's current buffer: left alone while the writer lives,
+ *                    indexed with the bytes its frames cover once it is dead;
+ *   STASHED          in a writer's stash: left alone, or freed if it is dead;
+ *   otherwise        free if found in the available queue, else "lost": looked at
+ *                    again after a grace second (a client may have popped it and
+ *                    not stamped it yet) and freed if still blank.
+ */
+#include "agent.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "retrace/retrace.h"
+#include "shm/drain.h"
+#include "shm/frame.h"
+
+#define COMPLETE_BATCH 256u
+#define LOST_GRACE_NS 1000000000ull
+
+uint64_t rt_agent_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t unix_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint32_t rt_agent_queue_depth(const struct rt_agent *a, int q)
+{
+	struct ck_ring *r = a->pool.ring[q];
+	return ck_pr_load_uint(&r->p_tail) - ck_pr_load_uint(&r->c_head);
+}
+
+uint32_t rt_agent_free_buffers(const struct rt_agent *a)
+{
+	return rt_agent_queue_depth(a, RT_Q_AVAILABLE) + a->nrecycle;
+}
+
+uint32_t rt_agent_clients_attached(const struct rt_agent *a)
+{
+	uint32_t i, n = 0;
+	for (i = 0; i < a->pool.hdr->registry_slots; i++)
+		if (ck_pr_load_32(&a->pool.registry[i].pid) != 0)
+			n++;
+	return n;
+}
+
+/* ------------------------------------------------------------ recycling ---- */
+
+static void recycle_flush(struct rt_agent *a)
+{
+	struct rt_available_entry batch[256];
+	uint32_t done = 0;
+	while (done < a->nrecycle) {
+		uint32_t n = a->nrecycle - done, i;
+		if (n > 256)
+			n = 256;
+		for (i = 0; i < n; i++)
+			batch[i].buffer_id = a->recycle[done + i];
+		if (!rt_available_push_batch(a->pool.ring[RT_Q_AVAILABLE],
+					     RT_POOL_SLOTS(&a->pool, RT_Q_AVAILABLE, rt_available_entry),
+					     batch, n))
+			a->st.recycle_fail += n; /* only if the ring is corrupt: leak, never reuse twice */
+		done += n;
+	}
+	a->nrecycle = 0;
+}
+
+/* Blank the header, then queue the id; flushed at the end of the pass. */
+static void recycle_buffer(struct rt_agent *a, uint32_t id)
+{
+	struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
+	ck_pr_store_32(&h->flags, 0);
+	h->magic = 0;
+	h->trace_lo = h->trace_hi = 0;
+	h->pid = 0;
+	if (a->nrecycle == a->recycle_cap)
+		recycle_flush(a);
+	a->recycle[a->nrecycle++] = id;
+}
+
+/* ------------------------------------------------------------- removal ---- */
+
+static uint64_t data_age_us(const struct rt_agent *a, const struct rt_trace_entry *e)
+{
+	uint64_t now = unix_now_ns(), then;
+	if (e->first_tick == 0)
+		return 0;
+	then = rt_pool_ticks_to_unix_ns(a->pool.hdr, e->first_tick);
+	return now > then ? (now - then) / 1000 : 0;
+}
+
+static void remove_trace(struct rt_agent *a, uint32_t t, int evicted)
+{
+	uint32_t n, i;
+	uint64_t age = evicted ? data_age_us(a, rt_index_trace(&a->ix, t)) : 0;
+	n = rt_index_remove(&a->ix, t, a->scratch, evicted, age);
+	for (i = 0; i < n; i++)
+		recycle_buffer(a, a->scratch[i]);
+}
+
+static int evict_oldest(struct rt_agent *a)
+{
+	uint32_t t = rt_index_lru_oldest(&a->ix);
+	if (t == RT_INDEX_NONE)
+		return 0;
+	remove_trace(a, t, 1);
+	return 1;
+}
+
+static uint64_t occupancy(const struct rt_agent *a)
+{
+	uint32_t free_now = rt_agent_free_buffers(a);
+	uint32_t total = a->pool.hdr->buffer_count;
+	return free_now >= total ? 0 : total - free_now;
+}
+
+static void enforce_limits(struct rt_agent *a)
+{
+	while (occupancy(a) > a->evict_limit && evict_oldest(a))
+		;
+	while (a->ix.st.pinned_buffers > a->pinned_limit) {
+		uint32_t t = rt_index_pinned_oldest(&a->ix);
+		if (t == RT_INDEX_NONE)
+			break;
+		a->st.abandoned_traces++;
+		a->st.abandoned_buffers += rt_index_trace(&a->ix, t)->nbuffers;
+		remove_trace(a, t, 0);
+	}
+}
+
+/* A trace entry for lo, evicting the oldest untriggered trace if the table is full. */
+static uint32_t trace_for(struct rt_agent *a, uint64_t lo, uint64_t now)
+{
+	uint32_t t = rt_index_get(&a->ix, lo, now);
+	while (t == RT_INDEX_NONE && evict_oldest(a))
+		t = rt_index_get(&a->ix, lo, now);
+	if (t == RT_INDEX_NONE)
+		a->st.index_full++;
+	return t;
+}
+
+/* ------------------------------------------------------------ indexing ---- */
+
+/* Index buffer `id` of trace (hi, lo); `recovered` when found from its header. */
+static int index_buffer(struct rt_agent *a, uint32_t id, uint32_t bytes, int recovered,
+			uint64_t now)
+{
+	const struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
+	uint32_t t = trace_for(a, h->trace_lo, now);
+	if (t == RT_INDEX_NONE)
+		return -1;
+	if (a->ix.traces[t].hi == 0)
+		a->ix.traces[t].hi = h->trace_hi;
+	if (rt_index_add_buffer(&a->ix, t, id, bytes, h->first_tick, now) != RT_INDEX_ADDED)
+		return -1;
+	a->ix.buf_recovered[id] = (uint8_t)recovered;
+	a->st.buffers_indexed++;
+	a->st.bytes_indexed += bytes;
+	return 0;
+}
+
+static void handle_complete(struct rt_agent *a, const struct rt_complete_entry *e,
+			    uint64_t now)
+{
+	uint32_t owner;
+	switch (rt_complete_entry_check(&a->pool, e)) {
+	case RT_CE_RANGE: a->st.bad_range++; return;
+	case RT_CE_BYTES: a->st.bad_bytes++; return;
+	case RT_CE_ZERO_TRACE: a->st.bad_zero_trace++; return;
+	case RT_CE_HEADER: a->st.bad_header++; return;
+	default: break;
+	}
+	owner = a->ix.buf_trace[e->buffer_id];
+	if (owner != RT_INDEX_NONE) {
+		if (a->ix.buf_recovered[e->buffer_id] && a->ix.traces[owner].lo == e->trace_lo) {
+			a->ix.buf_recovered[e->buffer_id] = 0;
+			a->st.recovered_echoes++;
+		} else {
+			a->st.bad_duplicate++;
+		}
+		return;
+	}
+	index_buffer(a, e->buffer_id, e->bytes, 0, now);
+}
+
+static unsigned int poll_complete(struct rt_agent *a, uint64_t now)
+{
+	struct rt_complete_entry in[COMPLETE_BATCH];
+	unsigned int n, i;
+	n = rt_complete_pop_batch(a->pool.ring[RT_Q_COMPLETE],
+				  RT_POOL_SLOTS(&a->pool, RT_Q_COMPLETE, rt_complete_entry),
+				  in, COMPLETE_BATCH);
+	a->st.complete_entries += n;
+	for (i = 0; i < n; i++)
+		handle_complete(a, &in[i], now);
+	return n;
+}
+
+static void on_breadcrumb(void *arg, const struct rt_breadcrumb_entry *e)
+{
+	struct rt_agent *a = arg;
+	uint32_t t;
+	if (e->trace_lo == 0 || e->agent_id == 0) {
+		a->st.bad_breadcrumbs++;
+		return;
+	}
+	a->st.breadcrumbs++;
+	t = trace_for(a, e->trace_lo, rt_agent_now_ns());
+	if (t != RT_INDEX_NONE)
+		rt_index_add_crumb(&a->ix, t, e->agent_id, rt_agent_now_ns());
+}
+
+static void on_trigger(void *arg, const struct rt_trigger_entry *g, unsigned int n)
+{
+	struct rt_agent *a = arg;
+	uint64_t now = rt_agent_now_ns();
+	unsigned int i;
+	a->st.trigger_groups++;
+	for (i = 0; i < n; i++) {
+		uint32_t t;
+		if (g[i].trace_lo == 0) {
+			a->st.bad_triggers++;
+			continue;
+		}
+		t = trace_for(a, g[i].trace_lo, now);
+		if (t == RT_INDEX_NONE)
+			continue;
+		if (a->ix.traces[t].hi == 0)
+			a->ix.traces[t].hi = g[i].trace_hi;
+		rt_index_pin(&a->ix, t, g[i].trigger_id);
+		a->st.triggered_traces++;
+	}
+}
+
+/* --------------------------------------------------- headers and frames ---- */
+
+/* Bytes covered by whole frames in a buffer nobody sealed (writer died). */
+static uint32_t unsealed_bytes(struct rt_agent *a, uint32_t id)
+{
+	const uint8_t *data = rt_pool_buffer_data(&a->pool, id);
+	uint32_t size = rt_pool_payload_size(&a->pool), pos = 0, good = 0;
+	struct rt_frame f;
+	int rc;
+	while ((rc = rt_frame_next(data, size, &pos, &f)) == RT_FRAME_OK)
+		good = pos;
+	if (rc == RT_FRAME_CORRUPT)
+		a->st.corrupt_frames++;
+	return good;
+}
+
+/* Sealed or (dead writer) unsealed: index it as recovered. 1 if indexed. */
+static int salvage_buffer(struct rt_agent *a, uint32_t id, uint32_t flags, uint64_t now)
+{
+	const struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
+	uint32_t bytes;
+	if (h->trace_lo == 0)
+		return 0;
+	if (flags & RT_BUF_SEALED) {
+		bytes = h->bytes;
+		if (bytes > rt_pool_payload_size(&a->pool))
+			bytes = unsealed_bytes(a, id);
+	} else {
+		bytes = unsealed_bytes(a, id);
+	}
+	return index_buffer(a, id, bytes, 1, now) == 0;
+}
+
+static int slot_process_alive(const struct rt_client_slot *s)
+{
+	uint32_t pid = ck_pr_load_32(&s->pid);
+	uint64_t start;
+	if (pid == 0)
+		return 0;
+	if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+		return 0;
+	start = rt_process_start_time((pid_t)pid);
+	return start == 0 || s->start_time == 0 || start == s->start_time;
+}
+
+/* Is the writer that stamped this header alive? Unknown writers count as alive. */
+static int writer_alive(const struct rt_agent *a, const struct rt_buffer_header *h)
+{
+	uint32_t slot = h->client_slot;
+	if (slot < a->pool.hdr->registry_slots &&
+	    ck_pr_load_32(&a->pool.registry[slot].pid) == h->pid)
+		return slot_process_alive(&a->pool.registry[slot]);
+	return h->pid == 0 || kill((pid_t)h->pid, 0) == 0 || errno != ESRCH;
+}
+
+/* A registry slot's process died: keep its data, free its stash and its slot. */
+static void reap_client(struct rt_agent *a, uint32_t slot, uint32_t pid, uint64_t now)
+{
+	uint32_t id, n = a->pool.hdr->buffer_count;
+	for (id = 0; id < n; id++) {
+		struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
+		uint32_t flags;
+		if (h->magic != RT_BUF_MAGIC || h->pid != pid || h->client_slot != slot ||
+		    a->ix.buf_trace[id] != RT_INDEX_NONE)
+			continue;
+		flags = ck_pr_load_32(&h->flags);
+		if (flags & RT_BUF_STASHED) {
+			recycle_buffer(a, id);
+			a->st.dead_buffers_freed++;
+		} else if ((flags & RT_BUF_INUSE) && salvage_buffer(a, id, flags, now)) {
+			a->st.dead_buffers_indexed++;
+		}
+	}
+	a->st.clients_died++;
+	rt_log(RT_LOG_INFO, "client pid %u (slot %u) died; its buffers were salvaged", pid, slot);
+	ck_pr_cas_32(&a->pool.registry[slot].pid, pid, 0);
+}
+
+static void check_liveness(struct rt_agent *a, uint64_t now)
+{
+	uint32_t i;
+	for (i = 0; i < a->pool.hdr->registry_slots; i++) {
+		struct rt_client_slot *s = &a->pool.registry[i];
+		uint32_t pid = ck_pr_load_32(&s->pid);
+		if (pid != 0 && !slot_process_alive(s)) {
+			/* Its last complete entries may still be queued: take them first. */
+			while (poll_complete(a, now) > 0)
+				;
+			reap_client(a, i, pid, now);
+		}
+	}
+}
+
+/* ------------------------------------------------------------ takeover ---- */
+
+/* Pop every free id (clients briefly see an empty queue), mark them, push back. */
+static uint8_t *snapshot_available(struct rt_agent *a)
+{
+	uint8_t *in_queue = calloc(a->pool.hdr->buffer_count, 1);
+	struct rt_available_entry batch[256];
+	unsigned int n, i;
+	if (!in_queue)
+		return NULL;
+	while ((n = rt_available_pop_batch(a->pool.ring[RT_Q_AVAILABLE],
+					   RT_POOL_SLOTS(&a->pool, RT_Q_AVAILABLE, rt_available_entry),
+					   batch, 256)) > 0) {
+		for (i = 0; i < n; i++) {
+			uint32_t id = batch[i].buffer_id;
+			if (id >= a->pool.hdr->buffer_count || in_queue[id]) {
+				a->st.bad_range++; /* a corrupt or doubled id: drop it */
+				continue;
+			}
+			in_queue[id] = 1;
+			a->recycle[a->nrecycle++] = id; /* goes straight back, header untouched */
+			if (a->nrecycle == a->recycle_cap)
+				recycle_flush(a);
+		}
+	}
+	recycle_flush(a);
+	return in_queue;
+}
+
+static int cmp_first_tick(const void *x, const void *y, void *arg)
+{
+	const struct rt_index *ix = arg;
+	uint64_t a = ix->traces[*(const uint32_t *)x].first_tick;
+	uint64_t b = ix->traces[*(const uint32_t *)y].first_tick;
+	return a < b ? -1 : a > b;
+}
+
+/* Recovered traces enter the LRU in the order their data was written. */
+static void order_recovered(struct rt_agent *a)
+{
+	uint32_t n = 0, t, i;
+	uint64_t now = rt_agent_now_ns();
+	for (t = a->ix.lru_head; t != RT_INDEX_NONE; t = a->ix.traces[t].lru_next)
+		a->scratch[n++] = t;
+	qsort_r(a->scratch, n, sizeof *a->scratch, cmp_first_tick, &a->ix);
+	for (i = 0; i < n; i++) {
+		rt_index_pin(&a->ix, a->scratch[i], 0);
+		rt_index_unpin(&a->ix, a->scratch[i], now);
+	}
+}
+
+static void rebuild_from_headers(struct rt_agent *a)
+{
+	uint32_t id, n = a->pool.hdr->buffer_count;
+	uint64_t now = rt_agent_now_ns();
+	uint8_t *in_queue;
+
+	while (poll_complete(a, now) > 0)
+		;
+	in_queue = snapshot_available(a);
+	for (id = 0; id < n; id++) {
+		struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
+		uint32_t flags = ck_pr_load_32(&h->flags);
+		if ((in_queue && in_queue[id]) || a->ix.buf_trace[id] != RT_INDEX_NONE)
+			continue;
+		if (h->magic == RT_BUF_MAGIC && (flags & RT_BUF_SEALED)) {
+			if (salvage_buffer(a, id, flags, now))
+				a->st.recovered_buffers++;
+		} else if (h->magic == RT_BUF_MAGIC && (flags & (RT_BUF_INUSE | RT_BUF_STASHED))) {
+			if (writer_alive(a, h))
+				continue;
+			if (flags & RT_BUF_STASHED)
+				recycle_buffer(a, id);
+			else if (salvage_buffer(a, id, flags, now))
+				a->st.recovered_buffers++;
+		} else if (in_queue) {
+			a->lost[a->nlost++] = id;
+		}
+	}
+	free(in_queue);
+	a->st.recovered_traces = a->ix.st.traces;
+	order_recovered(a);
+	a->lost_check_ns = now + LOST_GRACE_NS;
+	recycle_flush(a);
+	rt_log(RT_LOG_INFO, "took over pool %s: %llu traces, %llu buffers recovered, "
+	       "%u buffers unaccounted for (checked again in 1 s)", a->pool.name,
+	       (unsigned long long)a->st.recovered_traces,
+	       (unsigned long long)a->st.recovered_buffers, a->nlost);
+}
+
+/* Lost ids still blank and unowned after the grace time go back to the pool. */
+static void reclaim_lost(struct rt_agent *a)
+{
+	uint32_t i;
+	for (i = 0; i < a->nlost; i++) {
+		uint32_t id = a->lost[i];
+		struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
+		uint32_t flags = ck_pr_load_32(&h->flags);
+		if (a->ix.buf_trace[id] != RT_INDEX_NONE || (h->magic == RT_BUF_MAGIC && flags))
+			continue;
+		recycle_buffer(a, id);
+		a->st.lost_buffers_reclaimed++;
+	}
+	a->nlost = 0;
+}
+
+/* ---------------------------------------------------------- open/close ---- */
+
+static int alloc_state(struct rt_agent *a, char *err, size_t errlen)
+{
+	uint32_t n = a->pool.hdr->buffer_count;
+	uint32_t cap = a->cfg.trace_capacity ? a->cfg.trace_capacity : 2 * n;
+	a->recycle_cap = 1024;
+	a->scratch = malloc((size_t)n * sizeof *a->scratch);
+	a->recycle = malloc((size_t)a->recycle_cap * sizeof *a->recycle);
+	a->lost = malloc((size_t)n * sizeof *a->lost);
+	if (!a->scratch || !a->recycle || !a->lost || rt_index_init(&a->ix, cap, n) != 0) {
+		snprintf(err, errlen, "out of memory for an index of %u traces and %u buffers",
+			 cap, n);
+		return RETRACE_E_SYS;
+	}
+	a->evict_limit = (uint64_t)(a->cfg.evict_threshold * n);
+	a->pinned_limit = (uint64_t)(a->cfg.pinned_share * n);
+	return RETRACE_OK;
+}
+
+static int create_or_take_over(struct rt_agent *a, char *err, size_t errlen)
+{
+	struct rt_pool_create_opts o;
+	int rc;
+	rt_pool_create_defaults(&o);
+	o.name = a->cfg.pool;
+	o.buffer_size = a->cfg.buffer_size;
+	o.buffer_count = a->cfg.buffer_count;
+	o.breadcrumb_slots = a->cfg.breadcrumb_slots;
+	o.trigger_slots = a->cfg.trigger_slots;
+	o.client_slots = a->cfg.client_slots;
+	o.group = a->cfg.group;
+	if (o.group >= 0)
+		o.mode = 0660;
+	o.agent_id = a->cfg.agent_id;
+	o.fill_available = 1;
+	o.owner_lock = 1;
+	rc = rt_pool_create(&o, &a->pool, err, errlen);
+	if (rc != RETRACE_E_EXISTS)
+		return rc;
+	rc = rt_pool_takeover(a->cfg.pool, a->cfg.agent_id, &a->pool, err, errlen);
+	if (rc == RETRACE_OK) {
+		a->took_over = 1;
+		return rc;
+	}
+	if (rc == RETRACE_E_EXISTS || !a->cfg.replace)
+		return rc;
+	rt_log(RT_LOG_WARN, "replacing pool %s that cannot be taken over: %s", a->cfg.pool, err);
+	o.replace = 1;
+	return rt_pool_create(&o, &a->pool, err, errlen);
+}
+
+int rt_agent_open(struct rt_agent *a, const struct rt_agent_config *cfg, char *err,
+		  size_t errlen)
+{
+	int rc;
+	memset(a, 0, sizeof *a);
+	a->cfg = *cfg;
+	a->pool.fd = -1;
+	rc = create_or_take_over(a, err, errlen);
+	if (rc != RETRACE_OK)
+		return rc;
+	if ((rc = alloc_state(a, err, errlen)) != RETRACE_OK) {
+		rt_agent_close(a);
+		return rc;
+	}
+	a->start_ns = rt_agent_now_ns();
+	a->start_unix_ns = unix_now_ns();
+	if (a->took_over)
+		rebuild_from_headers(a);
+	ck_pr_store_32(&a->pool.hdr->state, RT_POOL_READY);
+	return RETRACE_OK;
+}
+
+void rt_agent_close(struct rt_agent *a)
+{
+	if (a->pool.base) {
+		recycle_flush(a);
+		if (a->cfg.unlink_at_exit) {
+			ck_pr_store_32(&a->pool.hdr->state, RT_POOL_CLOSED);
+			rt_pool_unlink(a->pool.name);
+		} else {
+			ck_pr_store_32(&a->pool.hdr->agent_pid, 0);
+		}
+	}
+	rt_pool_detach(&a->pool);
+	rt_index_free(&a->ix);
+	free(a->scratch);
+	free(a->recycle);
+	free(a->lost);
+	a->scratch = a->recycle = a->lost = NULL;
+}
+
+/* ---------------------------------------------------------------- poll ---- */
+
+unsigned int rt_agent_poll(struct rt_agent *a)
+{
+	static const struct rt_drain_callbacks no_cb;
+	struct rt_drain_callbacks cb = no_cb;
+	struct rt_drain_stats ds;
+	uint64_t now = rt_agent_now_ns();
+	unsigned int n;
+
+	cb.breadcrumb = on_breadcrumb;
+	cb.trigger = on_trigger;
+	cb.arg = a;
+	memset(&ds, 0, sizeof ds);
+	n = poll_complete(a, now);
+	n += rt_drain_breadcrumbs(&a->pool, &cb, &ds);
+	n += rt_drain_triggers(&a->pool, &cb, &ds);
+	a->st.bad_triggers += ds.bad_triggers;
+	enforce_limits(a);
+	if (now >= a->next_liveness_ns) {
+		check_liveness(a, now);
+		a->next_liveness_ns = now + (uint64_t)(a->cfg.liveness_interval * 1e9);
+	}
+	if (a->nlost && now >= a->lost_check_ns)
+		reclaim_lost(a);
+	recycle_flush(a);
+	a->st.polls++;
+	if (n == 0)
+		a->st.idle_polls++;
+	return n;
+}

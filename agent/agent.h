@@ -1,0 +1,105 @@
+/*
+ * agent/agent.h — retrace-agent's core: one pool, its index, its clients.
+ *
+ * Owns: the pool of one host (created, or taken over after an agent died), the
+ * trace index over it, eviction, client liveness, and the figures `retrace
+ * status` shows. It moves metadata only and never reads trace payloads, except
+ * to find how many bytes a crashed writer left in a buffer it never sealed.
+ *
+ * Promises:
+ *   - Every queue entry is untrusted: a bad one is counted and skipped, and never
+ *     changes a trace it does not belong to.
+ *   - Eviction takes whole untriggered traces, least recently seen first, when
+ *     the pool's occupancy passes the threshold; pinned traces are never evicted
+ *     (they may be abandoned, counted, when they pass their own share).
+ *   - A dead client's unsealed buffers are indexed with the bytes they hold, its
+ *     stashed buffers go back to the pool and its registry slot is freed.
+ *   - After a takeover the index is rebuilt from buffer headers and queues.
+ *   - All state belongs to the thread calling rt_agent_poll; the control thread
+ *     only hands it requests (agent/control.h).
+ */
+#ifndef RETRACE_AGENT_AGENT_H
+#define RETRACE_AGENT_AGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "index.h"
+#include "shm/pool.h"
+
+struct rt_agent_stats {
+	uint64_t polls, idle_polls;
+	uint64_t complete_entries;  /* popped from the complete queue */
+	uint64_t buffers_indexed;
+	uint64_t bytes_indexed;
+	uint64_t bad_range;         /* buffer id out of range */
+	uint64_t bad_bytes;         /* byte count larger than a payload */
+	uint64_t bad_zero_trace;    /* trace id 0 */
+	uint64_t bad_header;        /* header disagrees with the entry */
+	uint64_t bad_duplicate;     /* buffer already owned by the index */
+	uint64_t recovered_echoes;  /* queue entries for buffers recovered from headers */
+	uint64_t breadcrumbs;
+	uint64_t bad_breadcrumbs;   /* trace id 0 or agent id 0 */
+	uint64_t trigger_groups;
+	uint64_t triggered_traces;  /* traces named by accepted groups */
+	uint64_t bad_triggers;      /* entries not forming a valid group */
+	uint64_t abandoned_traces;  /* pinned traces dropped past the pinned share */
+	uint64_t abandoned_buffers;
+	uint64_t index_full;        /* entries that found the trace table full */
+	uint64_t recycle_fail;      /* the available queue refused a buffer */
+	uint64_t clients_died;
+	uint64_t dead_buffers_indexed;  /* a dead client's buffers kept */
+	uint64_t dead_buffers_freed;    /* a dead client's stashed buffers freed */
+	uint64_t recovered_buffers;     /* indexed from headers at takeover */
+	uint64_t recovered_traces;
+	uint64_t lost_buffers_reclaimed; /* in no queue and no hand at takeover */
+	uint64_t corrupt_frames;    /* unsealed buffers whose frames stopped making sense */
+};
+
+struct rt_agent {
+	struct rt_agent_config cfg;
+	struct rt_pool pool;
+	struct rt_index ix;
+	struct rt_agent_stats st;
+	int took_over;              /* the pool existed: state was rebuilt */
+	uint64_t start_ns;          /* CLOCK_MONOTONIC at open */
+	uint64_t start_unix_ns;
+	uint64_t next_liveness_ns;
+	uint64_t evict_limit;       /* occupancy (buffers) above which we evict */
+	uint64_t pinned_limit;      /* pinned buffers above which we abandon */
+	uint32_t *scratch;          /* buffer_count ids, for removals */
+	uint32_t *recycle;          /* buffers waiting to go back to the available queue */
+	uint32_t nrecycle, recycle_cap;
+	uint32_t *lost;             /* takeover: buffers nobody accounted for */
+	uint32_t nlost;
+	uint64_t lost_check_ns;     /* when to look at them again */
+};
+
+/*
+ * Create the pool, or take it over if it exists and its agent is gone. Fails
+ * with RETRACE_E_EXISTS when a live agent owns it. On failure err holds a
+ * sentence. The pool's own geometry wins over the configured one on takeover.
+ */
+int rt_agent_open(struct rt_agent *a, const struct rt_agent_config *cfg,
+		  char *err, size_t errlen);
+
+/* One pass over every queue plus due housekeeping; returns entries handled. */
+unsigned int rt_agent_poll(struct rt_agent *a);
+
+/* Release everything; unlink the pool if cfg.unlink_at_exit. */
+void rt_agent_close(struct rt_agent *a);
+
+/* Helpers shared with the status page and tests. */
+uint64_t rt_agent_now_ns(void);
+uint32_t rt_agent_free_buffers(const struct rt_agent *a);
+uint32_t rt_agent_clients_attached(const struct rt_agent *a);
+uint32_t rt_agent_queue_depth(const struct rt_agent *a, int queue);
+
+/*
+ * Figures for `retrace status`, rendered as JSON (json != 0) or text into out
+ * (returns the length, truncated to outlen - 1).
+ */
+size_t rt_agent_status(const struct rt_agent *a, int json, char *out, size_t outlen);
+
+#endif

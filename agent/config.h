@@ -1,0 +1,61 @@
+/*
+ * agent/config.h — retrace-agent's settings: defaults, command-line flags and the
+ * config file, from one table.
+ *
+ * Owns: struct rt_agent_config and the table that names every setting once (long
+ * flag = config key, type, default, help line). The config file is `key = value`
+ * lines with `#` comments; an unknown key or a bad value is refused with the file
+ * name and line number. Flags given on the command line win over the file.
+ */
+#ifndef RETRACE_AGENT_CONFIG_H
+#define RETRACE_AGENT_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define RT_AGENT_ADDR_MAX 256
+
+enum rt_log_level { RT_LOG_ERROR = 0, RT_LOG_WARN, RT_LOG_INFO, RT_LOG_DEBUG };
+
+struct rt_agent_config {
+	char pool[64];
+	uint32_t buffer_size;
+	uint32_t buffer_count;
+	uint32_t breadcrumb_slots;
+	uint32_t trigger_slots;
+	uint32_t client_slots;
+	uint32_t trace_capacity;    /* 0: twice the buffer count */
+	double evict_threshold;     /* occupancy share that starts eviction */
+	double pinned_share;        /* pinned share past which pins are abandoned */
+	uint32_t agent_id;
+	long group;                 /* -1: none */
+	char listen[RT_AGENT_ADDR_MAX];      /* nng URL for the coordinator */
+	char status_addr[RT_AGENT_ADDR_MAX]; /* local nng URL for `retrace status` */
+	char coordinator[RT_AGENT_ADDR_MAX]; /* empty: none */
+	int log_level;
+	double liveness_interval;   /* seconds between client liveness scans */
+	int unlink_at_exit;         /* remove the pool at a clean exit */
+	int replace;                /* unlink an incompatible pool and start afresh */
+	char ready_file[256];       /* touched once ready (scripts, tests) */
+};
+
+/* Fill the defaults (they work for the demo on one host). */
+void rt_agent_config_defaults(struct rt_agent_config *c);
+
+/*
+ * Parse argv (after the defaults; a --config file is read first, then the flags
+ * override it). Returns 0 to run, 1 when --help was printed, -1 on error (a
+ * sentence was printed to err).
+ */
+int rt_agent_config_parse(struct rt_agent_config *c, int argc, char **argv, FILE *err);
+
+/* Read one config file into c; -1 with "file:line: why" on err. */
+int rt_agent_config_load(struct rt_agent_config *c, const char *path, FILE *err);
+
+/* The status address derived from the pool name when none is given. */
+void rt_agent_default_status_addr(const char *pool, char *out, size_t outlen);
+
+void rt_agent_usage(FILE *out);
+
+#endif

@@ -1,0 +1,127 @@
+/*
+ * agent/control.c — the REP endpoint's thread.
+ *
+ * The thread blocks in nng_recv with a 200 ms timeout (to notice stop), puts the
+ * request in the mailbox, raises `pending` with release order, and waits on the
+ * condition variable until the poll thread has written the reply; then it sends
+ * the reply. REP sockets answer requests in order, one at a time, which is all a
+ * status query or a coordinator's remote trigger needs.
+ */
+#include "control.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/protocol/reqrep0/rep.h>
+
+static void *control_main(void *arg)
+{
+	struct rt_control *c = arg;
+	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+		void *buf = NULL;
+		size_t sz = 0;
+		int rv = nng_recv(c->sock, &buf, &sz, NNG_FLAG_ALLOC);
+		if (rv == NNG_ETIMEDOUT)
+			continue;
+		if (rv != 0)
+			break;
+		pthread_mutex_lock(&c->mu);
+		c->req = buf;
+		c->req_len = sz;
+		c->answered = 0;
+		__atomic_store_n(&c->pending, 1, __ATOMIC_RELEASE);
+		while (!c->answered && !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE))
+			pthread_cond_wait(&c->cv, &c->mu);
+		pthread_mutex_unlock(&c->mu);
+		nng_free(buf, sz);
+		if (c->answered)
+			nng_send(c->sock, c->reply, c->reply_len, 0);
+	}
+	return NULL;
+}
+
+static int listen_one(struct rt_control *c, const char *url, char *err, size_t errlen)
+{
+	nng_listener l;
+	nng_sockaddr sa;
+	int rv = nng_listen(c->sock, url, &l, 0);
+	if (rv != 0) {
+		snprintf(err, errlen, "cannot listen on %s: %s", url, nng_strerror(rv));
+		return -1;
+	}
+	snprintf(c->bound[c->nbound], sizeof c->bound[0], "%s", url);
+	if (nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) == 0 && sa.s_family == NNG_AF_INET) {
+		/* Port 0 asks for any free port: say which one we got. */
+		const uint8_t *ip = (const uint8_t *)&sa.s_in.sa_addr;
+		snprintf(c->bound[c->nbound], sizeof c->bound[0], "tcp://%u.%u.%u.%u:%u",
+			 ip[0], ip[1], ip[2], ip[3],
+			 (unsigned)ntohs(sa.s_in.sa_port));
+	}
+	c->nbound++;
+	return 0;
+}
+
+int rt_control_start(struct rt_control *c, const char *const *urls, int nurls,
+		     char *err, size_t errlen)
+{
+	int i, rv;
+	memset(c, 0, sizeof *c);
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	c->reply = malloc(RT_CONTROL_REPLY_MAX);
+	if (!c->reply) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if ((rv = nng_rep0_open(&c->sock)) != 0) {
+		snprintf(err, errlen, "cannot open a reply socket: %s", nng_strerror(rv));
+		free(c->reply);
+		c->reply = NULL;
+		return -1;
+	}
+	nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, 200);
+	nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, 64u << 20);
+	for (i = 0; i < nurls && c->nbound < RT_CONTROL_MAX_ADDRS; i++)
+		if (urls[i] && urls[i][0] && listen_one(c, urls[i], err, errlen) != 0)
+			goto fail;
+	if (pthread_create(&c->thread, NULL, control_main, c) != 0) {
+		snprintf(err, errlen, "cannot start the control thread");
+		goto fail;
+	}
+	c->running = 1;
+	return 0;
+fail:
+	nng_close(c->sock);
+	free(c->reply);
+	c->reply = NULL;
+	return -1;
+}
+
+void rt_control_serve(struct rt_control *c, rt_control_handler handler, void *arg)
+{
+	pthread_mutex_lock(&c->mu);
+	if (c->pending) {
+		c->reply_len = handler(arg, c->req, c->req_len, c->reply, RT_CONTROL_REPLY_MAX);
+		c->answered = 1;
+		__atomic_store_n(&c->pending, 0, __ATOMIC_RELEASE);
+		pthread_cond_signal(&c->cv);
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
+void rt_control_stop(struct rt_control *c)
+{
+	if (!c->running)
+		return;
+	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&c->mu);
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	pthread_join(c->thread, NULL);
+	nng_close(c->sock);
+	free(c->reply);
+	c->reply = NULL;
+	c->running = 0;
+}

@@ -1,0 +1,59 @@
+/*
+ * agent/control.h — the agent's request/reply endpoint (nng REP), served by a
+ * thread of its own that hands each request to the poll thread.
+ *
+ * Owns: one REP socket listening on every address it is given (a local ipc
+ * address for `retrace status`, the network address for the coordinator), and
+ * a one-slot mailbox. The control thread only moves bytes: it never touches the
+ * agent's state. The poll thread checks rt_control_pending (one atomic load)
+ * each pass and answers through rt_control_serve, so all state stays with one
+ * thread and a request waits at most one idle sleep (~1 ms).
+ */
+#ifndef RETRACE_AGENT_CONTROL_H
+#define RETRACE_AGENT_CONTROL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nng/nng.h>
+
+#define RT_CONTROL_MAX_ADDRS 4
+#define RT_CONTROL_REPLY_MAX (1u << 20)
+
+/* Writes a reply for req into out (cap bytes); returns its length. */
+typedef size_t (*rt_control_handler)(void *arg, const uint8_t *req, size_t len,
+				     uint8_t *out, size_t cap);
+
+struct rt_control {
+	nng_socket sock;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int pending;         /* a request waits (atomic) */
+	int answered;
+	int stop;
+	int running;
+	uint8_t *req;        /* owned by nng while pending */
+	size_t req_len;
+	uint8_t *reply;
+	size_t reply_len;
+	char bound[RT_CONTROL_MAX_ADDRS][128]; /* addresses actually bound */
+	int nbound;
+};
+
+/* Listen on each non-empty URL and start the thread. -1 with a sentence in err. */
+int rt_control_start(struct rt_control *c, const char *const *urls, int nurls,
+		     char *err, size_t errlen);
+
+static inline int rt_control_pending(struct rt_control *c)
+{
+	return __atomic_load_n(&c->pending, __ATOMIC_ACQUIRE);
+}
+
+/* Poll thread: answer the waiting request with handler. */
+void rt_control_serve(struct rt_control *c, rt_control_handler handler, void *arg);
+
+void rt_control_stop(struct rt_control *c);
+
+#endif

@@ -1,0 +1,111 @@
+/*
+ * cmd_status.c — `retrace status`: ask a running agent for its figures.
+ *
+ * One nng request/reply round trip to the agent's local status address (derived
+ * from the pool name, as the agent derives it), with a timeout. The agent renders
+ * both the text and the JSON form, so this command parses nothing.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "cmd.h"
+#include "config.h"
+#include "shm/pool.h"
+
+static void status_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: retrace status [--pool NAME | --agent URL] [--json] [--timeout MS]\n"
+		"Ask a running retrace-agent for its figures: buffers, traces, event horizon,\n"
+		"evictions, malformed entries, clients, queue depths.\n\n"
+		"  -p, --pool NAME     the agent's pool (default /retrace, or $RETRACE_POOL)\n"
+		"  -a, --agent URL     the agent's status address (default ipc:///tmp/retrace-POOL.status)\n"
+		"  -j, --json          print JSON instead of text\n"
+		"  -t, --timeout MS    give up after MS milliseconds (default 2000)\n"
+		"  -h, --help          this text\n");
+}
+
+/* One request, one reply; the reply is printed as is. */
+int retrace_request(const char *url, const char *req, int timeout_ms, char **reply,
+		    size_t *reply_len, char *err, size_t errlen)
+{
+	nng_socket s;
+	int rv;
+	if ((rv = nng_req0_open(&s)) != 0) {
+		snprintf(err, errlen, "cannot open a request socket: %s", nng_strerror(rv));
+		return -1;
+	}
+	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, timeout_ms);
+	nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, timeout_ms);
+	if ((rv = nng_dial(s, url, NULL, 0)) != 0) {
+		snprintf(err, errlen, "no agent answers at %s (%s); is retrace-agent running "
+			 "on that pool?", url, nng_strerror(rv));
+		nng_close(s);
+		return -1;
+	}
+	if ((rv = nng_send(s, (void *)req, strlen(req) + 1, 0)) != 0 ||
+	    (rv = nng_recv(s, reply, reply_len, NNG_FLAG_ALLOC)) != 0) {
+		snprintf(err, errlen, "the agent at %s did not answer: %s", url, nng_strerror(rv));
+		nng_close(s);
+		return -1;
+	}
+	nng_close(s);
+	return 0;
+}
+
+int retrace_cmd_status(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "pool", required_argument, NULL, 'p' },
+		{ "agent", required_argument, NULL, 'a' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	const char *pool = getenv("RETRACE_POOL") ? getenv("RETRACE_POOL") : RT_POOL_DEFAULT_NAME;
+	char url[256] = "", err[512];
+	char *reply = NULL;
+	size_t len = 0;
+	int json = 0, timeout = 2000, ch;
+	char *end;
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "p:a:jt:h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'p': pool = optarg; break;
+		case 'a': snprintf(url, sizeof url, "%s", optarg); break;
+		case 'j': json = 1; break;
+		case 't':
+			errno = 0;
+			timeout = (int)strtol(optarg, &end, 10);
+			if (errno || *end || timeout <= 0) {
+				fprintf(stderr, "retrace status: --timeout wants milliseconds, got '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'h': status_usage(stdout); return 0;
+		default: status_usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "retrace status: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	if (!url[0])
+		rt_agent_default_status_addr(pool, url, sizeof url);
+	if (retrace_request(url, json ? "status json" : "status", timeout, &reply, &len,
+			    err, sizeof err) != 0) {
+		fprintf(stderr, "retrace status: %s\n", err);
+		return 1;
+	}
+	fwrite(reply, 1, len && reply[len - 1] == 0 ? len - 1 : len, stdout);
+	nng_free(reply, len);
+	return 0;
+}

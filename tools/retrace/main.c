@@ -1,0 +1,49 @@
+/*
+ * retrace — the command line. `retrace COMMAND [options]`; each command lives in
+ * its own cmd_*.c and is listed once in the table below, which also makes the
+ * help text.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+#ifdef RETRACE_HAVE_SELECT_EVAL
+#include "cmd_select_eval.h"
+#endif
+
+struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *help;
+};
+
+static const struct command commands[] = {
+	{ "status", retrace_cmd_status, "figures of a running agent (buffers, traces, horizon, ...)" },
+#ifdef RETRACE_HAVE_SELECT_EVAL
+	{ "select-eval", retrace_cmd_select_eval, "evaluate trace selection offline on a dataset" },
+#endif
+};
+
+static void usage(FILE *out)
+{
+	size_t i;
+	fprintf(out, "usage: retrace COMMAND [options]   (retrace COMMAND --help for more)\n\n");
+	for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
+		fprintf(out, "  %-14s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv)
+{
+	size_t i;
+	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
+	    !strcmp(argv[1], "help")) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].run(argc - 1, argv + 1);
+	fprintf(stderr, "retrace: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}
