@@ -114,13 +114,12 @@ static void recycle_buffer(struct rt_agent *a, uint32_t id)
 
 /* ------------------------------------------------------------- removal ---- */
 
+/* Age of a trace's oldest data, from TSC ticks (no 128-bit division per eviction). */
 static uint64_t data_age_us(const struct rt_agent *a, const struct rt_trace_entry *e)
 {
-	uint64_t now = unix_now_ns(), then;
-	if (e->first_tick == 0)
+	if (e->first_tick == 0 || e->first_tick > a->pass_tick)
 		return 0;
-	then = rt_pool_ticks_to_unix_ns(a->pool.hdr, e->first_tick);
-	return now > then ? (now - then) / 1000 : 0;
+	return (uint64_t)((double)(a->pass_tick - e->first_tick) * a->ns_per_tick / 1000.0);
 }
 
 static void remove_trace(struct rt_agent *a, uint32_t t, int evicted)
@@ -132,13 +131,15 @@ static void remove_trace(struct rt_agent *a, uint32_t t, int evicted)
 		recycle_buffer(a, a->scratch[i]);
 }
 
-static int evict_oldest(struct rt_agent *a)
+/* Evict the least recently seen untriggered trace; its buffer count, 0 if none. */
+static uint32_t evict_oldest(struct rt_agent *a)
 {
-	uint32_t t = rt_index_lru_oldest(&a->ix);
+	uint32_t t = rt_index_lru_oldest(&a->ix), n;
 	if (t == RT_INDEX_NONE)
 		return 0;
+	n = rt_index_trace(&a->ix, t)->nbuffers;
 	remove_trace(a, t, 1);
-	return 1;
+	return n ? n : 1;
 }
 
 static uint64_t occupancy(const struct rt_agent *a)
@@ -148,10 +149,19 @@ static uint64_t occupancy(const struct rt_agent *a)
 	return free_now >= total ? 0 : total - free_now;
 }
 
+/*
+ * Occupancy is read once: the available queue's counters are written by every
+ * client, so reading them per eviction would bounce their cache line. Buffers
+ * freed here count as free at once (they sit in the recycle batch).
+ */
 static void enforce_limits(struct rt_agent *a)
 {
-	while (occupancy(a) > a->evict_limit && evict_oldest(a))
-		;
+	uint64_t occ = occupancy(a), freed = 0, n;
+	if (occ > a->evict_limit) {
+		uint64_t want = occ - a->evict_limit;
+		while (freed < want && (n = evict_oldest(a)) > 0)
+			freed += n;
+	}
 	while (a->ix.st.pinned_buffers > a->pinned_limit) {
 		uint32_t t = rt_index_pinned_oldest(&a->ix);
 		if (t == RT_INDEX_NONE)
@@ -239,15 +249,15 @@ static void on_breadcrumb(void *arg, const struct rt_breadcrumb_entry *e)
 		return;
 	}
 	a->st.breadcrumbs++;
-	t = trace_for(a, e->trace_lo, rt_agent_now_ns());
+	t = trace_for(a, e->trace_lo, a->pass_now_ns);
 	if (t != RT_INDEX_NONE)
-		rt_index_add_crumb(&a->ix, t, e->agent_id, rt_agent_now_ns());
+		rt_index_add_crumb(&a->ix, t, e->agent_id, a->pass_now_ns);
 }
 
 static void on_trigger(void *arg, const struct rt_trigger_entry *g, unsigned int n)
 {
 	struct rt_agent *a = arg;
-	uint64_t now = rt_agent_now_ns();
+	uint64_t now = a->pass_now_ns;
 	unsigned int i;
 	a->st.trigger_groups++;
 	for (i = 0; i < n; i++) {
@@ -465,6 +475,29 @@ static void reclaim_lost(struct rt_agent *a)
 	a->nlost = 0;
 }
 
+/*
+ * The pass's clocks, from the TSC: clock_gettime costs several times an rdtsc
+ * here and a busy agent runs millions of passes. The TSC is re-anchored to the
+ * real clocks at every liveness check, so drift never exceeds one interval's.
+ */
+static void pass_clock(struct rt_agent *a)
+{
+	uint64_t tick = retrace_ticks();
+	uint64_t dt = (uint64_t)((double)(tick - a->anchor_tick) * a->ns_per_tick);
+	a->pass_tick = tick;
+	a->pass_now_ns = a->anchor_mono_ns + dt;
+	a->pass_unix_ns = a->anchor_unix_ns + dt;
+}
+
+static void anchor_clock(struct rt_agent *a)
+{
+	a->anchor_tick = a->pass_tick = retrace_ticks();
+	a->anchor_mono_ns = rt_agent_now_ns();
+	a->anchor_unix_ns = unix_now_ns();
+	a->pass_now_ns = a->anchor_mono_ns;
+	a->pass_unix_ns = a->anchor_unix_ns;
+}
+
 /* ---------------------------------------------------------- open/close ---- */
 
 static int alloc_state(struct rt_agent *a, char *err, size_t errlen)
@@ -533,6 +566,8 @@ int rt_agent_open(struct rt_agent *a, const struct rt_agent_config *cfg, char *e
 	}
 	a->start_ns = rt_agent_now_ns();
 	a->start_unix_ns = unix_now_ns();
+	a->ns_per_tick = a->pool.hdr->tsc_hz ? 1e9 / (double)a->pool.hdr->tsc_hz : 1.0;
+	anchor_clock(a);
 	if (a->took_over)
 		rebuild_from_headers(a);
 	ck_pr_store_32(&a->pool.hdr->state, RT_POOL_READY);
@@ -565,23 +600,24 @@ unsigned int rt_agent_poll(struct rt_agent *a)
 	static const struct rt_drain_callbacks no_cb;
 	struct rt_drain_callbacks cb = no_cb;
 	struct rt_drain_stats ds;
-	uint64_t now = rt_agent_now_ns();
 	unsigned int n;
 
 	cb.breadcrumb = on_breadcrumb;
 	cb.trigger = on_trigger;
 	cb.arg = a;
 	memset(&ds, 0, sizeof ds);
-	n = poll_complete(a, now);
+	pass_clock(a);
+	n = poll_complete(a, a->pass_now_ns);
 	n += rt_drain_breadcrumbs(&a->pool, &cb, &ds);
 	n += rt_drain_triggers(&a->pool, &cb, &ds);
 	a->st.bad_triggers += ds.bad_triggers;
 	enforce_limits(a);
-	if (now >= a->next_liveness_ns) {
-		check_liveness(a, now);
-		a->next_liveness_ns = now + (uint64_t)(a->cfg.liveness_interval * 1e9);
+	if (a->pass_now_ns >= a->next_liveness_ns) {
+		anchor_clock(a);
+		check_liveness(a, a->pass_now_ns);
+		a->next_liveness_ns = a->pass_now_ns + (uint64_t)(a->cfg.liveness_interval * 1e9);
 	}
-	if (a->nlost && now >= a->lost_check_ns)
+	if (a->nlost && a->pass_now_ns >= a->lost_check_ns)
 		reclaim_lost(a);
 	recycle_flush(a);
 	a->st.polls++;

@@ -66,6 +66,11 @@ struct rt_agent {
 	uint64_t start_ns;          /* CLOCK_MONOTONIC at open */
 	uint64_t start_unix_ns;
 	uint64_t next_liveness_ns;
+	uint64_t pass_now_ns;       /* CLOCK_MONOTONIC at the start of this pass */
+	uint64_t pass_unix_ns;      /* CLOCK_REALTIME at the start of this pass */
+	uint64_t pass_tick;         /* TSC at the start of this pass */
+	uint64_t anchor_tick, anchor_mono_ns, anchor_unix_ns; /* TSC <-> clocks */
+	double ns_per_tick;
 	uint64_t evict_limit;       /* occupancy (buffers) above which we evict */
 	uint64_t pinned_limit;      /* pinned buffers above which we abandon */
 	uint32_t *scratch;          /* buffer_count ids, for removals */

@@ -15,3 +15,7 @@ if [ -x build/bench/client/bench_client ]; then
   RETRACE_BENCH_QUICK=1 ./build/bench/client/bench_client > build/bench-client.txt
   echo "bench_client: $(wc -l < build/bench-client.txt) lines"
 fi
+if [ -x build/bench/agent/bench_agent ]; then
+  RETRACE_BENCH_QUICK=1 ./build/bench/agent/bench_agent > build/bench-agent.txt
+  echo "bench_agent: $(wc -l < build/bench-agent.txt) lines"
+fi
