@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent_internal.h"
 #include "log.h"
 #include "retrace/retrace.h"
 #include "shm/drain.h"
@@ -100,7 +101,7 @@ static void recycle_flush(struct rt_agent *a)
 }
 
 /* Blank the header, then queue the id; flushed at the end of the pass. */
-static void recycle_buffer(struct rt_agent *a, uint32_t id)
+void rt_agent_recycle(struct rt_agent *a, uint32_t id)
 {
 	struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
 	ck_pr_store_32(&h->flags, 0);
@@ -122,13 +123,14 @@ static uint64_t data_age_us(const struct rt_agent *a, const struct rt_trace_entr
 	return (uint64_t)((double)(a->pass_tick - e->first_tick) * a->ns_per_tick / 1000.0);
 }
 
-static void remove_trace(struct rt_agent *a, uint32_t t, int evicted)
+void rt_agent_remove_trace(struct rt_agent *a, uint32_t t, int evicted)
 {
 	uint32_t n, i;
 	uint64_t age = evicted ? data_age_us(a, rt_index_trace(&a->ix, t)) : 0;
+	rt_report_dequeue(&a->rep, &a->ix, t);
 	n = rt_index_remove(&a->ix, t, a->scratch, evicted, age);
 	for (i = 0; i < n; i++)
-		recycle_buffer(a, a->scratch[i]);
+		rt_agent_recycle(a, a->scratch[i]);
 }
 
 /* Evict the least recently seen untriggered trace; its buffer count, 0 if none. */
@@ -138,7 +140,7 @@ static uint32_t evict_oldest(struct rt_agent *a)
 	if (t == RT_INDEX_NONE)
 		return 0;
 	n = rt_index_trace(&a->ix, t)->nbuffers;
-	remove_trace(a, t, 1);
+	rt_agent_remove_trace(a, t, 1);
 	return n ? n : 1;
 }
 
@@ -162,18 +164,11 @@ static void enforce_limits(struct rt_agent *a)
 		while (freed < want && (n = evict_oldest(a)) > 0)
 			freed += n;
 	}
-	while (a->ix.st.pinned_buffers > a->pinned_limit) {
-		uint32_t t = rt_index_pinned_oldest(&a->ix);
-		if (t == RT_INDEX_NONE)
-			break;
-		a->st.abandoned_traces++;
-		a->st.abandoned_buffers += rt_index_trace(&a->ix, t)->nbuffers;
-		remove_trace(a, t, 0);
-	}
+	rt_agent_abandon_overload(a);
 }
 
 /* A trace entry for lo, evicting the oldest untriggered trace if the table is full. */
-static uint32_t trace_for(struct rt_agent *a, uint64_t lo, uint64_t now)
+uint32_t rt_agent_trace_for(struct rt_agent *a, uint64_t lo, uint64_t now)
 {
 	uint32_t t = rt_index_get(&a->ix, lo, now);
 	while (t == RT_INDEX_NONE && evict_oldest(a))
@@ -190,7 +185,7 @@ static int index_buffer(struct rt_agent *a, uint32_t id, uint32_t bytes, int rec
 			uint64_t now)
 {
 	const struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
-	uint32_t t = trace_for(a, h->trace_lo, now);
+	uint32_t t = rt_agent_trace_for(a, h->trace_lo, now);
 	if (t == RT_INDEX_NONE)
 		return -1;
 	if (a->ix.traces[t].hi == 0)
@@ -198,6 +193,8 @@ static int index_buffer(struct rt_agent *a, uint32_t id, uint32_t bytes, int rec
 	if (rt_index_add_buffer(&a->ix, t, id, bytes, h->first_tick, now) != RT_INDEX_ADDED)
 		return -1;
 	a->ix.buf_recovered[id] = (uint8_t)recovered;
+	if (a->ix.traces[t].state != RT_TRACE_UNTRIGGERED)
+		rt_agent_queue_pinned(a, t, 1);
 	a->st.buffers_indexed++;
 	a->st.bytes_indexed += bytes;
 	return 0;
@@ -216,7 +213,8 @@ static void handle_complete(struct rt_agent *a, const struct rt_complete_entry *
 	}
 	owner = a->ix.buf_trace[e->buffer_id];
 	if (owner != RT_INDEX_NONE) {
-		if (a->ix.buf_recovered[e->buffer_id] && a->ix.traces[owner].lo == e->trace_lo) {
+		if (owner != RT_INDEX_INFLIGHT && a->ix.buf_recovered[e->buffer_id] &&
+		    a->ix.traces[owner].lo == e->trace_lo) {
 			a->ix.buf_recovered[e->buffer_id] = 0;
 			a->st.recovered_echoes++;
 		} else {
@@ -249,7 +247,7 @@ static void on_breadcrumb(void *arg, const struct rt_breadcrumb_entry *e)
 		return;
 	}
 	a->st.breadcrumbs++;
-	t = trace_for(a, e->trace_lo, a->pass_now_ns);
+	t = rt_agent_trace_for(a, e->trace_lo, a->pass_now_ns);
 	if (t != RT_INDEX_NONE)
 		rt_index_add_crumb(&a->ix, t, e->agent_id, a->pass_now_ns);
 }
@@ -257,23 +255,8 @@ static void on_breadcrumb(void *arg, const struct rt_breadcrumb_entry *e)
 static void on_trigger(void *arg, const struct rt_trigger_entry *g, unsigned int n)
 {
 	struct rt_agent *a = arg;
-	uint64_t now = a->pass_now_ns;
-	unsigned int i;
 	a->st.trigger_groups++;
-	for (i = 0; i < n; i++) {
-		uint32_t t;
-		if (g[i].trace_lo == 0) {
-			a->st.bad_triggers++;
-			continue;
-		}
-		t = trace_for(a, g[i].trace_lo, now);
-		if (t == RT_INDEX_NONE)
-			continue;
-		if (a->ix.traces[t].hi == 0)
-			a->ix.traces[t].hi = g[i].trace_hi;
-		rt_index_pin(&a->ix, t, g[i].trigger_id);
-		a->st.triggered_traces++;
-	}
+	rt_agent_local_trigger(a, g, n);
 }
 
 /* --------------------------------------------------- headers and frames ---- */
@@ -343,7 +326,7 @@ static void reap_client(struct rt_agent *a, uint32_t slot, uint32_t pid, uint64_
 			continue;
 		flags = ck_pr_load_32(&h->flags);
 		if (flags & RT_BUF_STASHED) {
-			recycle_buffer(a, id);
+			rt_agent_recycle(a, id);
 			a->st.dead_buffers_freed++;
 		} else if ((flags & RT_BUF_INUSE) && salvage_buffer(a, id, flags, now)) {
 			a->st.dead_buffers_indexed++;
@@ -441,7 +424,7 @@ static void rebuild_from_headers(struct rt_agent *a)
 			if (writer_alive(a, h))
 				continue;
 			if (flags & RT_BUF_STASHED)
-				recycle_buffer(a, id);
+				rt_agent_recycle(a, id);
 			else if (salvage_buffer(a, id, flags, now))
 				a->st.recovered_buffers++;
 		} else if (in_queue) {
@@ -469,7 +452,7 @@ static void reclaim_lost(struct rt_agent *a)
 		uint32_t flags = ck_pr_load_32(&h->flags);
 		if (a->ix.buf_trace[id] != RT_INDEX_NONE || (h->magic == RT_BUF_MAGIC && flags))
 			continue;
-		recycle_buffer(a, id);
+		rt_agent_recycle(a, id);
 		a->st.lost_buffers_reclaimed++;
 	}
 	a->nlost = 0;
@@ -564,6 +547,10 @@ int rt_agent_open(struct rt_agent *a, const struct rt_agent_config *cfg, char *e
 		rt_agent_close(a);
 		return rc;
 	}
+	if (rt_agent_reporting_open(a, err, errlen) != 0) {
+		rt_agent_close(a);
+		return RETRACE_E_INVAL;
+	}
 	a->start_ns = rt_agent_now_ns();
 	a->start_unix_ns = unix_now_ns();
 	a->ns_per_tick = a->pool.hdr->tsc_hz ? 1e9 / (double)a->pool.hdr->tsc_hz : 1.0;
@@ -585,6 +572,7 @@ void rt_agent_close(struct rt_agent *a)
 			ck_pr_store_32(&a->pool.hdr->agent_pid, 0);
 		}
 	}
+	rt_agent_reporting_close(a);
 	rt_pool_detach(&a->pool);
 	rt_index_free(&a->ix);
 	free(a->scratch);
@@ -615,10 +603,12 @@ unsigned int rt_agent_poll(struct rt_agent *a)
 	if (a->pass_now_ns >= a->next_liveness_ns) {
 		anchor_clock(a);
 		check_liveness(a, a->pass_now_ns);
+		rt_agent_expire_triggered(a);
 		a->next_liveness_ns = a->pass_now_ns + (uint64_t)(a->cfg.liveness_interval * 1e9);
 	}
 	if (a->nlost && a->pass_now_ns >= a->lost_check_ns)
 		reclaim_lost(a);
+	rt_agent_report_pump(a);
 	recycle_flush(a);
 	a->st.polls++;
 	if (n == 0)

@@ -26,6 +26,8 @@
 
 #include "config.h"
 #include "index.h"
+#include "report.h"
+#include "uplink.h"
 #include "shm/pool.h"
 
 struct rt_agent_stats {
@@ -55,7 +57,16 @@ struct rt_agent_stats {
 	uint64_t recovered_traces;
 	uint64_t lost_buffers_reclaimed; /* in no queue and no hand at takeover */
 	uint64_t corrupt_frames;    /* unsealed buffers whose frames stopped making sense */
+	uint64_t rate_limited;      /* local trigger groups refused by their rate limit */
+	uint64_t remote_triggers;   /* remote trigger requests answered */
+	uint64_t bad_requests;      /* control requests that failed to decode */
+	uint64_t triggered_expired; /* quiet triggered traces dropped after their TTL */
+	uint64_t slices_sent, slices_acked, slices_failed, slices_spooled, spool_sent;
+	uint64_t slice_bytes_acked;
+	uint64_t spool_full;        /* slices neither sent nor spooled (spool full) */
 };
+
+struct rt_spool;
 
 struct rt_agent {
 	struct rt_agent_config cfg;
@@ -76,6 +87,15 @@ struct rt_agent {
 	uint32_t *scratch;          /* buffer_count ids, for removals */
 	uint32_t *recycle;          /* buffers waiting to go back to the available queue */
 	uint32_t nrecycle, recycle_cap;
+	struct rt_report rep;
+	struct rt_uplink up;
+	struct rt_spool *spool;     /* NULL: no spool */
+	int collector_down;         /* last round trip failed: spool until a probe succeeds */
+	uint64_t next_probe_ns;
+	uint64_t slice_seq, trigger_seq;
+	struct rt_wire_buf msg;     /* encoding scratch */
+	struct rt_wire_slice_buffer *slicebufs; /* encoding scratch, one per buffer */
+	struct rt_uplink_slot spool_slot; /* a slice cut straight into the spool */
 	uint32_t *lost;             /* takeover: buffers nobody accounted for */
 	uint32_t nlost;
 	uint64_t lost_check_ns;     /* when to look at them again */
@@ -89,11 +109,25 @@ struct rt_agent {
 int rt_agent_open(struct rt_agent *a, const struct rt_agent_config *cfg,
 		  char *err, size_t errlen);
 
+/*
+ * Dial the collector and coordinator named in the config and register with the
+ * coordinator as reachable at control_addr (the address actually bound).
+ */
+int rt_agent_connect(struct rt_agent *a, const char *control_addr, char *err, size_t errlen);
+
 /* One pass over every queue plus due housekeeping; returns entries handled. */
 unsigned int rt_agent_poll(struct rt_agent *a);
 
 /* Release everything; unlink the pool if cfg.unlink_at_exit. */
 void rt_agent_close(struct rt_agent *a);
+
+/*
+ * A control request from the coordinator (a wire message: REMOTE_TRIGGER) or a
+ * text command ("status", "status json", "ping"). Writes the reply; returns its
+ * length.
+ */
+size_t rt_agent_handle_request(struct rt_agent *a, const uint8_t *req, size_t len,
+			       uint8_t *out, size_t cap);
 
 /* Helpers shared with the status page and tests. */
 uint64_t rt_agent_now_ns(void);

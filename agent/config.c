@@ -17,7 +17,7 @@
 
 #include "shm/pool.h"
 
-enum opt_type { T_U32, T_SHARE, T_SECONDS, T_STR, T_LONG, T_FLAG, T_LEVEL, T_CONFIG };
+enum opt_type { T_U32, T_SHARE, T_SECONDS, T_STR, T_LONG, T_FLAG, T_LEVEL, T_CONFIG, T_RATE, T_U64 };
 
 struct opt_row {
 	const char *name;
@@ -53,6 +53,19 @@ static const struct opt_row rows[] = {
 	{ "unlink", 0, T_FLAG, F(unlink_at_exit), 0, NULL, "remove the pool at a clean exit (default: keep it for the next agent)" },
 	{ "replace", 0, T_FLAG, F(replace), 0, NULL, "replace a pool that cannot be taken over (other ABI, corrupt)" },
 	{ "ready-file", 0, T_STR, F(ready_file), S(ready_file), "PATH", "create PATH once the agent is ready" },
+	{ "collector", 'R', T_STR, F(collector), S(collector), "URL", "collector URL slices are reported to (default: none)" },
+	{ "host", 0, T_STR, F(host), S(host), "NAME", "host name sent at registration (default: hostname)" },
+	{ "trigger-rate", 0, T_RATE, F(trigger_rate), 0, "PER_S", "local triggers accepted per second per trigger id (default 1000; 0 = no limit)" },
+	{ "trigger-burst", 0, T_RATE, F(trigger_burst), 0, "N", "rate-limit burst per trigger id (default 2000)" },
+	{ "bandwidth", 0, T_RATE, F(bandwidth), 0, "BYTES_S", "reporting bytes per second, all triggers (default 0 = unlimited)" },
+	{ "trigger-bandwidth", 0, T_RATE, F(trigger_bandwidth), 0, "BYTES_S", "reporting bytes per second per trigger id (default 0 = unlimited)" },
+	{ "trigger-weights", 0, T_STR, F(trigger_weights), S(trigger_weights), "ID:W,...", "fair-share weights of trigger ids (default 1 each)" },
+	{ "report-timeout", 0, T_U32, F(report_timeout_ms), 0, "MS", "collector/coordinator round-trip timeout (default 5000)" },
+	{ "outbox", 0, T_U32, F(outbox), 0, "N", "triggers kept while the coordinator is away (default 4096)" },
+	{ "triggered-ttl", 0, T_SECONDS, F(triggered_ttl), 0, "SEC", "keep a quiet, reported triggered trace this long (default 60)" },
+	{ "max-slice", 0, T_U32, F(max_slice_bytes), 0, "BYTES", "payload bytes per slice message (default 4194304)" },
+	{ "spool-dir", 0, T_STR, F(spool_dir), S(spool_dir), "DIR", "spool slices here while the collector is away (default: none)" },
+	{ "spool-max", 0, T_U64, F(spool_max), 0, "BYTES", "spool size limit (default 1073741824)" },
 };
 
 #define NROWS (sizeof rows / sizeof rows[0])
@@ -81,6 +94,13 @@ void rt_agent_config_defaults(struct rt_agent_config *c)
 	snprintf(c->listen, sizeof c->listen, "tcp://127.0.0.1:7710");
 	c->log_level = RT_LOG_INFO;
 	c->liveness_interval = 0.25;
+	c->trigger_rate = 1000;
+	c->trigger_burst = 2000;
+	c->report_timeout_ms = 5000;
+	c->outbox = 4096;
+	c->triggered_ttl = 60;
+	c->max_slice_bytes = 4u << 20;
+	c->spool_max = 1ull << 30;
 }
 
 void rt_agent_usage(FILE *out)
@@ -136,6 +156,20 @@ static int parse_value(const struct opt_row *r, const char *v, struct rt_agent_c
 		*(double *)field = x;
 		return 0;
 	}
+	case T_RATE: {
+		double x = strtod(v, &end);
+		if (errno || end == v || *end || !(x >= 0.0 && x < 1e15))
+			goto bad;
+		*(double *)field = x;
+		return 0;
+	}
+	case T_U64: {
+		unsigned long long x = strtoull(v, &end, 0);
+		if (errno || end == v || *end || v[0] == '-')
+			goto bad;
+		*(uint64_t *)field = x;
+		return 0;
+	}
 	case T_SECONDS: {
 		double x = strtod(v, &end);
 		if (errno || end == v || *end || !(x > 0.0 && x < 3600.0) || isnan(x))
@@ -176,6 +210,8 @@ bad:
 	case T_SECONDS: snprintf(why, whylen, "wants seconds in (0, 3600)"); break;
 	case T_STR: snprintf(why, whylen, "wants a non-empty value shorter than %zu bytes", r->size); break;
 	case T_FLAG: snprintf(why, whylen, "wants true or false"); break;
+	case T_RATE: snprintf(why, whylen, "wants a non-negative number"); break;
+	case T_U64: snprintf(why, whylen, "wants an unsigned integer"); break;
 	case T_LEVEL: snprintf(why, whylen, "wants error, warn, info or debug"); break;
 	case T_CONFIG: break;
 	}

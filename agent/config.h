@@ -38,6 +38,20 @@ struct rt_agent_config {
 	int unlink_at_exit;         /* remove the pool at a clean exit */
 	int replace;                /* unlink an incompatible pool and start afresh */
 	char ready_file[256];       /* touched once ready (scripts, tests) */
+	/* reporting (agent/report.h, agent/uplink.h) */
+	char collector[RT_AGENT_ADDR_MAX];   /* nng URL of the collector; empty: none */
+	char host[64];              /* host name sent at registration (default: hostname) */
+	double trigger_rate;        /* local trigger groups per second per trigger id */
+	double trigger_burst;
+	double bandwidth;           /* reporting bytes/s, all triggers; 0 = unlimited */
+	double trigger_bandwidth;   /* reporting bytes/s per trigger id; 0 = unlimited */
+	char trigger_weights[256];  /* "ID:W,ID:W" */
+	uint32_t report_timeout_ms;
+	uint32_t outbox;            /* triggers kept while the coordinator is away */
+	double triggered_ttl;       /* seconds a reported, quiet triggered trace is kept */
+	uint32_t max_slice_bytes;   /* payload bytes per slice message */
+	char spool_dir[256];        /* empty: no spool */
+	uint64_t spool_max;         /* bytes */
 };
 
 /* Fill the defaults (they work for the demo on one host). */

@@ -306,3 +306,42 @@ uint64_t rt_index_horizon_percentile(const struct rt_index *ix, double q)
 	}
 	return 1ull << (RT_INDEX_HORIZON_BUCKETS - 1);
 }
+
+uint32_t rt_index_take_buffers(struct rt_index *ix, uint32_t t, uint32_t *out,
+			       uint64_t max_bytes)
+{
+	struct rt_trace_entry *e = &ix->traces[t];
+	uint32_t b = e->first_buf, n = 0;
+	uint64_t bytes = 0;
+	while (b != RT_INDEX_NONE && (n == 0 || bytes + ix->buf_bytes[b] <= max_bytes)) {
+		uint32_t next = ix->buf_next[b];
+		out[n++] = b;
+		bytes += ix->buf_bytes[b];
+		ix->buf_trace[b] = RT_INDEX_INFLIGHT;
+		ix->buf_next[b] = RT_INDEX_NONE;
+		ix->buf_recovered[b] = 0;
+		b = next;
+	}
+	e->first_buf = b;
+	if (b == RT_INDEX_NONE)
+		e->last_buf = RT_INDEX_NONE;
+	if (e->state != RT_TRACE_UNTRIGGERED)
+		ix->st.pinned_buffers -= n;
+	ix->st.buffers -= n;
+	ix->st.bytes -= bytes;
+	ix->st.inflight_buffers += n;
+	e->nbuffers -= n;
+	e->bytes -= bytes;
+	e->inflight += n;
+	return n;
+}
+
+void rt_index_release_inflight(struct rt_index *ix, uint32_t buffer_id, uint32_t t)
+{
+	if (buffer_id >= ix->buffer_count || ix->buf_trace[buffer_id] != RT_INDEX_INFLIGHT)
+		return;
+	ix->buf_trace[buffer_id] = RT_INDEX_NONE;
+	ix->st.inflight_buffers--;
+	if (t < ix->capacity && ix->traces[t].in_use && ix->traces[t].inflight)
+		ix->traces[t].inflight--;
+}

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #define RT_INDEX_NONE UINT32_MAX
+#define RT_INDEX_INFLIGHT (UINT32_MAX - 1) /* buf_trace: taken for reporting */
 #define RT_INDEX_MAX_CRUMBS 16       /* distinct upstream agents kept per trace */
 #define RT_INDEX_HORIZON_BUCKETS 40  /* log2 buckets of microseconds */
 
@@ -42,6 +43,7 @@ struct rt_trace_entry {
 	uint64_t first_tick;     /* earliest buffer first_tick seen (0: none) */
 	uint64_t last_seen_ns;   /* CLOCK_MONOTONIC of the last buffer or crumb */
 	uint32_t trigger_id;     /* the first trigger that pinned it */
+	uint32_t inflight;       /* its buffers taken for reporting, not yet released */
 	uint8_t state;           /* enum rt_trace_state */
 	uint8_t ncrumbs;
 	uint8_t in_use;
@@ -55,6 +57,7 @@ struct rt_index_stats {
 	uint64_t bytes;
 	uint64_t pinned_traces;
 	uint64_t pinned_buffers;
+	uint64_t inflight_buffers; /* taken out of their trace for reporting */
 	uint64_t crumbs;          /* distinct (trace, agent) pairs held */
 	uint64_t crumbs_dropped;  /* a trace already had RT_INDEX_MAX_CRUMBS agents */
 	uint64_t table_full;      /* a new trace found no free entry */
@@ -123,6 +126,21 @@ void rt_index_unpin(struct rt_index *ix, uint32_t t, uint64_t now_ns);
  */
 uint32_t rt_index_remove(struct rt_index *ix, uint32_t t, uint32_t *out,
 			 int evicted, uint64_t age_us);
+
+/*
+ * Take buffers of trace t, oldest first, out of it for reporting, up to
+ * max_bytes (at least one): written to out (room for nbuffers), marked in flight (still owned: a queue entry naming one is a
+ * duplicate); the trace keeps its entry, state, crumbs and any buffers left.
+ * Returns the count.
+ */
+uint32_t rt_index_take_buffers(struct rt_index *ix, uint32_t t, uint32_t *out,
+			       uint64_t max_bytes);
+
+/*
+ * A buffer taken for reporting is done with (acknowledged or spooled). `t` is
+ * its trace if that still exists (NONE otherwise), for its in-flight count.
+ */
+void rt_index_release_inflight(struct rt_index *ix, uint32_t buffer_id, uint32_t t);
 
 /* The least recently seen untriggered trace, or NONE. */
 static inline uint32_t rt_index_lru_oldest(const struct rt_index *ix)

@@ -28,24 +28,10 @@ static void on_signal(int sig)
 	stop_requested = 1;
 }
 
-static int starts_with(const uint8_t *req, size_t len, const char *word)
-{
-	size_t n = strlen(word);
-	return len >= n && memcmp(req, word, n) == 0 && (len == n || req[n] == ' ' || req[n] == 0);
-}
-
-/* Requests: "status", "status json", "ping". */
 static size_t handle_request(void *arg, const uint8_t *req, size_t len, uint8_t *out,
 			     size_t cap)
 {
-	struct rt_agent *a = arg;
-	if (starts_with(req, len, "status")) {
-		int json = len >= 11 && memcmp(req + 7, "json", 4) == 0;
-		return rt_agent_status(a, json, (char *)out, cap) + 1;
-	}
-	if (starts_with(req, len, "ping"))
-		return (size_t)snprintf((char *)out, cap, "pong %u", a->cfg.agent_id) + 1;
-	return (size_t)snprintf((char *)out, cap, "error: unknown request (try status, status json, ping)") + 1;
+	return rt_agent_handle_request(arg, req, len, out, cap);
 }
 
 static void install_signals(void)
@@ -114,6 +100,14 @@ int main(int argc, char **argv)
 	urls[1] = cfg.listen;
 	if (rt_control_start(&ctl, urls, 2, err, sizeof err) != 0) {
 		fprintf(stderr, "retrace-agent: %s\n", err);
+		rt_agent_close(&agent);
+		return 1;
+	}
+	if (ctl.nbound > 1)
+		snprintf(agent.cfg.listen, sizeof agent.cfg.listen, "%s", ctl.bound[1]);
+	if (rt_agent_connect(&agent, ctl.nbound > 1 ? ctl.bound[1] : "", err, sizeof err) != 0) {
+		fprintf(stderr, "retrace-agent: %s\n", err);
+		rt_control_stop(&ctl);
 		rt_agent_close(&agent);
 		return 1;
 	}

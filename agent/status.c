@@ -5,6 +5,7 @@
  * as a JSON member or as an aligned text line, so both forms always agree.
  */
 #include "agent.h"
+#include "spool.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -184,6 +185,77 @@ static void client_section(struct fig_writer *w, const struct rt_agent *a)
 	fig_u64(w, "lost_buffers_reclaimed", a->st.lost_buffers_reclaimed);
 }
 
+static void reporting_section(struct fig_writer *w, const struct rt_agent *a)
+{
+	section(w, "reporting");
+	fig_str(w, "collector", a->cfg.collector[0] ? a->cfg.collector : "none");
+	fig_u64(w, "collector_down", (uint64_t)a->collector_down);
+	fig_u64(w, "slices_in_flight", rt_uplink_inflight(&a->up));
+	fig_u64(w, "buffers_in_flight", a->ix.st.inflight_buffers);
+	fig_u64(w, "queued_buffers", a->rep.queued_buffers);
+	fig_u64(w, "slices_sent", a->st.slices_sent);
+	fig_u64(w, "slices_acked", a->st.slices_acked);
+	fig_u64(w, "slice_bytes_acked", a->st.slice_bytes_acked);
+	fig_u64(w, "slices_failed", a->st.slices_failed);
+	fig_u64(w, "rate_limited", a->st.rate_limited);
+	fig_u64(w, "remote_triggers", a->st.remote_triggers);
+	fig_u64(w, "bad_requests", a->st.bad_requests);
+	fig_u64(w, "triggered_expired", a->st.triggered_expired);
+	fig_u64(w, "coordinator_triggers_waiting", a->up.out_len);
+	fig_u64(w, "coordinator_sent", a->up.st.coord_sent);
+	fig_u64(w, "coordinator_acked", a->up.st.coord_acked);
+	fig_u64(w, "coordinator_failed", a->up.st.coord_failed);
+	fig_u64(w, "coordinator_dropped", a->up.st.coord_dropped);
+	fig_u64(w, "registrations", a->up.st.registrations);
+	fig_str(w, "spool", a->spool ? a->cfg.spool_dir : "none");
+	fig_u64(w, "slices_spooled", a->st.slices_spooled);
+	fig_u64(w, "spool_sent", a->st.spool_sent);
+	fig_u64(w, "spool_full", a->st.spool_full);
+	if (a->spool) {
+		struct rt_spool_stats ss;
+		rt_spool_stats(a->spool, &ss);
+		fig_u64(w, "spool_pending", ss.records_pending);
+		fig_u64(w, "spool_pending_bytes", ss.bytes_pending);
+		fig_u64(w, "spool_torn_skipped", ss.torn_skipped);
+		fig_u64(w, "spool_corrupt_skipped", ss.corrupt_skipped);
+		fig_u64(w, "spool_io_errors", ss.io_errors);
+		fig_u64(w, "spool_uring", ss.uring);
+		fig_u64(w, "spool_fallback_writes", ss.fallback_writes);
+	}
+}
+
+/* One section per trigger id seen: trigger.<id>. */
+static void trigger_sections(struct fig_writer *w, const struct rt_agent *a)
+{
+	uint32_t i;
+	for (i = 0; i <= RT_REPORT_MAX_CLASSES; i++) {
+		const struct rt_report_class *c = &a->rep.classes[i];
+		char name[32];
+		if (!c->used || (i == RT_REPORT_MAX_CLASSES && c->triggers + c->remote == 0))
+			continue;
+		if (i == RT_REPORT_MAX_CLASSES)
+			snprintf(name, sizeof name, "trigger.other");
+		else
+			snprintf(name, sizeof name, "trigger.%u", c->trigger_id);
+		section(w, name);
+		fig_f(w, "weight", c->weight);
+		fig_u64(w, "triggers", c->triggers);
+		fig_u64(w, "rate_limited", c->rate_limited);
+		fig_u64(w, "remote", c->remote);
+		fig_u64(w, "traces_pinned", c->traces_pinned);
+		fig_u64(w, "queued_traces", c->queued);
+		fig_u64(w, "queued_buffers", c->queued_buffers);
+		fig_u64(w, "slices_sent", c->slices_sent);
+		fig_u64(w, "slice_bytes_sent", c->slice_bytes_sent);
+		fig_u64(w, "slices_acked", c->slices_acked);
+		fig_u64(w, "bytes_acked", c->bytes_acked);
+		fig_u64(w, "slices_spooled", c->slices_spooled);
+		fig_u64(w, "bytes_spooled", c->bytes_spooled);
+		fig_u64(w, "abandoned_traces", c->abandoned_traces);
+		fig_u64(w, "abandoned_buffers", c->abandoned_buffers);
+	}
+}
+
 size_t rt_agent_status(const struct rt_agent *a, int json, char *out, size_t outlen)
 {
 	struct fig_writer w = { .out = out, .cap = outlen, .json = json };
@@ -196,6 +268,8 @@ size_t rt_agent_status(const struct rt_agent *a, int json, char *out, size_t out
 	queue_section(&w, a);
 	malformed_section(&w, a);
 	client_section(&w, a);
+	reporting_section(&w, a);
+	trigger_sections(&w, a);
 	if (json)
 		put(&w, "}}\n");
 	return w.len;

@@ -1,0 +1,30 @@
+/*
+ * agent/agent_internal.h — the seams between agent.c (index keeping) and
+ * reporting.c (triggers, slices, acks, spool). Not for use outside agent/.
+ */
+#ifndef RETRACE_AGENT_INTERNAL_H
+#define RETRACE_AGENT_INTERNAL_H
+
+#include "agent.h"
+
+/* agent.c */
+void rt_agent_recycle(struct rt_agent *a, uint32_t buffer_id);
+void rt_agent_remove_trace(struct rt_agent *a, uint32_t t, int evicted);
+uint32_t rt_agent_trace_for(struct rt_agent *a, uint64_t lo, uint64_t now);
+
+/* reporting.c */
+int rt_agent_reporting_open(struct rt_agent *a, char *err, size_t errlen);
+void rt_agent_reporting_close(struct rt_agent *a);
+/* A local trigger group from the trigger queue (rate-limited). */
+void rt_agent_local_trigger(struct rt_agent *a, const struct rt_trigger_entry *g,
+			    unsigned int n);
+/* Trace t is pinned and has n new unsent buffers: make sure it is queued. */
+void rt_agent_queue_pinned(struct rt_agent *a, uint32_t t, uint32_t n);
+/* Abandon whole triggered traces while unsent pinned data is over its share. */
+void rt_agent_abandon_overload(struct rt_agent *a);
+/* Finish round trips, send what the schedule allows, drain the spool. */
+void rt_agent_report_pump(struct rt_agent *a);
+/* Drop quiet triggered traces past their TTL. */
+void rt_agent_expire_triggered(struct rt_agent *a);
+
+#endif

@@ -1,0 +1,308 @@
+/*
+ * agent/report.c — trigger classes, reporting queues, fair sharing.
+ *
+ * Classes live in a fixed table searched linearly by trigger id (a host sees a
+ * handful of trigger ids; past RT_REPORT_MAX_CLASSES they share the OTHER class).
+ * A class's queue is an array of trace indices kept sorted by ascending
+ * priority: the next to send is at the end, the next to abandon at the front.
+ * Insertion is a binary search and a memmove; queues hold at most the traces
+ * the index holds, and a memmove of a few thousand words is cheaper than the
+ * slice it schedules.
+ *
+ * Fairness is deficit round robin over classes with queued traces: a class whose
+ * turn it is gains quantum x weight bytes of deficit per visit and may send its
+ * top trace once its deficit covers it. Bandwidth is two token buckets (global,
+ * per class) in bytes; a slice may go when the bucket is positive and is charged
+ * in full, so a slice larger than a second's budget still goes, then waits.
+ */
+#include "report.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OTHER_INDEX RT_REPORT_MAX_CLASSES
+
+uint64_t rt_report_priority(uint64_t lo)
+{
+	uint64_t x = lo ^ 0x9e3779b97f4a7c15ull;
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x;
+}
+
+static int parse_weights(struct rt_report *r, char *err, size_t errlen)
+{
+	const char *s = r->cfg.weights;
+	while (*s) {
+		char *end;
+		unsigned long id;
+		double w;
+		errno = 0;
+		id = strtoul(s, &end, 0);
+		if (errno || end == s || *end != ':' || id > UINT32_MAX)
+			goto bad;
+		s = end + 1;
+		w = strtod(s, &end);
+		if (end == s || !(w > 0 && w <= 1e6) || (*end && *end != ','))
+			goto bad;
+		rt_report_class_of(r, (uint32_t)id)->weight = w;
+		s = *end ? end + 1 : end;
+	}
+	return 0;
+bad:
+	snprintf(err, errlen, "trigger weights must look like ID:WEIGHT,ID:WEIGHT, got '%s'",
+		 r->cfg.weights);
+	return -1;
+}
+
+int rt_report_init(struct rt_report *r, const struct rt_report_config *cfg,
+		   uint32_t trace_capacity, char *err, size_t errlen)
+{
+	memset(r, 0, sizeof *r);
+	r->cfg = *cfg;
+	if (r->cfg.quantum == 0)
+		r->cfg.quantum = 256 * 1024;
+	r->trace_capacity = trace_capacity;
+	r->trace_class = calloc(trace_capacity, sizeof *r->trace_class);
+	if (!r->trace_class) {
+		snprintf(err, errlen, "out of memory for %u trace classes", trace_capacity);
+		return -1;
+	}
+	r->classes[OTHER_INDEX].trigger_id = RT_REPORT_OTHER_CLASS;
+	r->classes[OTHER_INDEX].used = 1;
+	r->classes[OTHER_INDEX].weight = 1.0;
+	r->global_tokens = cfg->bandwidth;
+	if (parse_weights(r, err, errlen) != 0) {
+		rt_report_free(r);
+		return -1;
+	}
+	return 0;
+}
+
+void rt_report_free(struct rt_report *r)
+{
+	uint32_t i;
+	for (i = 0; i <= OTHER_INDEX; i++)
+		free(r->classes[i].queue);
+	free(r->trace_class);
+	memset(r, 0, sizeof *r);
+}
+
+struct rt_report_class *rt_report_class_of(struct rt_report *r, uint32_t trigger_id)
+{
+	uint32_t i;
+	for (i = 0; i < OTHER_INDEX; i++) {
+		struct rt_report_class *c = &r->classes[i];
+		if (c->used && c->trigger_id == trigger_id)
+			return c;
+		if (!c->used) {
+			c->used = 1;
+			c->trigger_id = trigger_id;
+			c->weight = 1.0;
+			c->trig_tokens = r->cfg.trigger_burst;
+			c->byte_tokens = r->cfg.class_bandwidth;
+			return c;
+		}
+	}
+	return &r->classes[OTHER_INDEX];
+}
+
+static double refill(double tokens, double rate, double cap, double secs)
+{
+	tokens += rate * secs;
+	return tokens > cap ? cap : tokens;
+}
+
+void rt_report_refill(struct rt_report *r, uint64_t now_ns)
+{
+	double secs;
+	uint32_t i;
+	if (r->last_refill_ns == 0 || now_ns <= r->last_refill_ns) {
+		r->last_refill_ns = r->last_refill_ns ? r->last_refill_ns : now_ns;
+		return;
+	}
+	secs = (double)(now_ns - r->last_refill_ns) / 1e9;
+	r->last_refill_ns = now_ns;
+	if (r->cfg.bandwidth > 0)
+		r->global_tokens = refill(r->global_tokens, r->cfg.bandwidth, r->cfg.bandwidth, secs);
+	for (i = 0; i <= OTHER_INDEX; i++) {
+		struct rt_report_class *c = &r->classes[i];
+		if (!c->used)
+			continue;
+		c->trig_tokens = refill(c->trig_tokens, r->cfg.trigger_rate, r->cfg.trigger_burst, secs);
+		if (r->cfg.class_bandwidth > 0)
+			c->byte_tokens = refill(c->byte_tokens, r->cfg.class_bandwidth,
+						r->cfg.class_bandwidth, secs);
+	}
+}
+
+int rt_report_admit(struct rt_report *r, struct rt_report_class *c)
+{
+	c->triggers++;
+	if (r->cfg.trigger_rate <= 0 || c->trig_tokens >= 1.0) {
+		c->trig_tokens -= r->cfg.trigger_rate > 0 ? 1.0 : 0.0;
+		return 1;
+	}
+	c->rate_limited++;
+	return 0;
+}
+
+static uint32_t class_index(const struct rt_report *r, const struct rt_report_class *c)
+{
+	return (uint32_t)(c - r->classes);
+}
+
+/* Sort key: priority, then the id itself so that equal priorities still order. */
+static int before(const struct rt_index *ix, uint32_t a, uint32_t b)
+{
+	uint64_t pa = rt_report_priority(ix->traces[a].lo), pb = rt_report_priority(ix->traces[b].lo);
+	return pa != pb ? pa < pb : ix->traces[a].lo < ix->traces[b].lo;
+}
+
+/* Position of trace t in c's queue, or of the first entry not before it. */
+static uint32_t lower_bound(const struct rt_report_class *c, const struct rt_index *ix,
+			    uint32_t t)
+{
+	uint32_t lo = 0, hi = c->queued;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (before(ix, c->queue[mid], t))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+void rt_report_enqueue(struct rt_report *r, struct rt_report_class *c,
+		       const struct rt_index *ix, uint32_t t)
+{
+	uint32_t pos;
+	if (t >= r->trace_capacity || r->trace_class[t])
+		return;
+	if (c->queued == c->queue_cap) {
+		uint32_t cap = c->queue_cap ? c->queue_cap * 2 : 64;
+		uint32_t *q = realloc(c->queue, (size_t)cap * sizeof *q);
+		if (!q)
+			return; /* stays unqueued: pinned until abandoned or evicted */
+		c->queue = q;
+		c->queue_cap = cap;
+	}
+	pos = lower_bound(c, ix, t);
+	memmove(&c->queue[pos + 1], &c->queue[pos], (size_t)(c->queued - pos) * sizeof *c->queue);
+	c->queue[pos] = t;
+	c->queued++;
+	c->queued_buffers += ix->traces[t].nbuffers;
+	r->queued_buffers += ix->traces[t].nbuffers;
+	r->trace_class[t] = class_index(r, c) + 1;
+}
+
+void rt_report_add_buffers(struct rt_report *r, const struct rt_index *ix, uint32_t t,
+			   uint32_t n)
+{
+	struct rt_report_class *c;
+	(void)ix;
+	if (t >= r->trace_capacity || !r->trace_class[t])
+		return;
+	c = &r->classes[r->trace_class[t] - 1];
+	c->queued_buffers += n;
+	r->queued_buffers += n;
+}
+
+void rt_report_dequeue(struct rt_report *r, const struct rt_index *ix, uint32_t t)
+{
+	struct rt_report_class *c;
+	uint32_t pos, nb;
+	if (t >= r->trace_capacity || !r->trace_class[t])
+		return;
+	c = &r->classes[r->trace_class[t] - 1];
+	pos = lower_bound(c, ix, t);
+	if (pos < c->queued && c->queue[pos] == t) {
+		memmove(&c->queue[pos], &c->queue[pos + 1],
+			(size_t)(c->queued - pos - 1) * sizeof *c->queue);
+		c->queued--;
+	}
+	nb = ix->traces[t].nbuffers;
+	c->queued_buffers -= nb <= c->queued_buffers ? nb : c->queued_buffers;
+	r->queued_buffers -= nb <= r->queued_buffers ? nb : r->queued_buffers;
+	r->trace_class[t] = 0;
+	if (c->queued == 0) {
+		c->queued_buffers = 0;
+		c->deficit = 0;
+	}
+}
+
+static int budget_allows(const struct rt_report *r, const struct rt_report_class *c)
+{
+	if (r->cfg.bandwidth > 0 && r->global_tokens <= 0)
+		return 0;
+	if (r->cfg.class_bandwidth > 0 && c->byte_tokens <= 0)
+		return 0;
+	return 1;
+}
+
+uint32_t rt_report_next(struct rt_report *r, const struct rt_index *ix,
+			struct rt_report_class **cls)
+{
+	uint32_t visits, n = OTHER_INDEX + 1, busy = 0, i;
+	for (i = 0; i < n; i++)
+		if (r->classes[i].queued)
+			busy++;
+	if (busy == 0 || (r->cfg.bandwidth > 0 && r->global_tokens <= 0))
+		return RT_INDEX_NONE;
+	/* Enough visits for the largest slice to earn its deficit at weight >= 1/64. */
+	for (visits = 0; visits < n * 4096; visits++) {
+		struct rt_report_class *c = &r->classes[r->rr];
+		if (c->queued && budget_allows(r, c)) {
+			uint32_t t = c->queue[c->queued - 1];
+			int64_t size = (int64_t)ix->traces[t].bytes;
+			if (c->deficit >= size) {
+				*cls = c;
+				return t;
+			}
+			c->deficit += (int64_t)((double)r->cfg.quantum * c->weight);
+		}
+		r->rr = (r->rr + 1) % n;
+	}
+	return RT_INDEX_NONE;
+}
+
+void rt_report_charge(struct rt_report *r, struct rt_report_class *c, uint64_t bytes)
+{
+	c->deficit -= (int64_t)bytes;
+	if (r->cfg.bandwidth > 0)
+		r->global_tokens -= (double)bytes;
+	if (r->cfg.class_bandwidth > 0)
+		c->byte_tokens -= (double)bytes;
+	c->slices_sent++;
+	c->slice_bytes_sent += bytes;
+}
+
+uint32_t rt_report_victim(struct rt_report *r, const struct rt_index *ix,
+			  struct rt_report_class **cls)
+{
+	struct rt_report_class *worst = NULL;
+	double worst_share = -1;
+	uint32_t i;
+	(void)ix;
+	for (i = 0; i <= OTHER_INDEX; i++) {
+		struct rt_report_class *c = &r->classes[i];
+		double share;
+		if (!c->queued)
+			continue;
+		share = (double)c->queued_buffers / c->weight;
+		if (share > worst_share) {
+			worst_share = share;
+			worst = c;
+		}
+	}
+	if (!worst)
+		return RT_INDEX_NONE;
+	*cls = worst;
+	return worst->queue[0];
+}

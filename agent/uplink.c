@@ -1,0 +1,316 @@
+/*
+ * agent/uplink.c — REQ contexts driven by aio callbacks.
+ *
+ * A slice slot goes FREE -> SENDING (nng_ctx_send) -> RECEIVING (nng_ctx_recv)
+ * -> DONE. The callback runs the middle step and sets DONE with `ok` when the
+ * reply is an ACK with status 0 naming the slot's slice_seq; any error or the
+ * timeout sets DONE without ok. The poll thread sees DONE, acts, and resets the
+ * slot to FREE. A REQ socket dialled with NNG_FLAG_NONBLOCK keeps reconnecting
+ * in the background, so a request sent while the peer is away waits for it (up
+ * to the timeout) instead of failing at once.
+ *
+ * The coordinator link is a single context: the outbox is a ring of encoded
+ * messages; its head is sent, and popped only when acknowledged. A failure
+ * backs off one second and sends the head again (the coordinator dedups by
+ * agent id and trigger_seq). REGISTER goes first and again every 5 s.
+ */
+#include "uplink.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/protocol/reqrep0/req.h>
+
+#define REGISTER_EVERY_NS 5000000000ull
+#define COORD_RETRY_NS 1000000000ull
+
+/* 1 if msg is an ACK with status 0 that names seq (or names nothing when seq is 0). */
+static int ack_names(nng_msg *m, uint64_t seq)
+{
+	struct rt_wire_msg w;
+	uint32_t i;
+	int ok = 0;
+	if (rt_wire_decode(nng_msg_body(m), nng_msg_len(m), &w) != 0)
+		return 0;
+	if (w.type == RT_WIRE_ACK && w.ack.status == 0) {
+		if (seq == 0)
+			ok = 1;
+		for (i = 0; i < w.ack.seq_count && !ok; i++)
+			ok = w.ack.seqs[i] == seq;
+	}
+	rt_wire_msg_free(&w);
+	return ok;
+}
+
+static void slot_cb(void *arg)
+{
+	struct rt_uplink_slot *s = arg;
+	int rv = nng_aio_result(s->aio);
+	int state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+
+	if (state == RT_SLOT_SENDING) {
+		if (rv != 0) {
+			nng_msg_free(nng_aio_get_msg(s->aio));
+			s->ok = 0;
+			__atomic_store_n(&s->state, RT_SLOT_DONE, __ATOMIC_RELEASE);
+			return;
+		}
+		__atomic_store_n(&s->state, RT_SLOT_RECEIVING, __ATOMIC_RELEASE);
+		nng_ctx_recv(s->ctx, s->aio);
+		return;
+	}
+	if (state == RT_SLOT_RECEIVING) {
+		s->ok = 0;
+		if (rv == 0) {
+			nng_msg *m = nng_aio_get_msg(s->aio);
+			s->ok = ack_names(m, s->seq);
+			nng_msg_free(m);
+		}
+		__atomic_store_n(&s->state, RT_SLOT_DONE, __ATOMIC_RELEASE);
+	}
+}
+
+static void coord_cb(void *arg)
+{
+	struct rt_uplink *u = arg;
+	int rv = nng_aio_result(u->coord_aio);
+	int state = __atomic_load_n(&u->coord_state, __ATOMIC_ACQUIRE);
+	if (state == RT_SLOT_SENDING) {
+		if (rv != 0) {
+			nng_msg_free(nng_aio_get_msg(u->coord_aio));
+			u->coord_ok = 0;
+			__atomic_store_n(&u->coord_state, RT_SLOT_DONE, __ATOMIC_RELEASE);
+			return;
+		}
+		__atomic_store_n(&u->coord_state, RT_SLOT_RECEIVING, __ATOMIC_RELEASE);
+		nng_ctx_recv(u->coord_ctx, u->coord_aio);
+		return;
+	}
+	if (state == RT_SLOT_RECEIVING) {
+		u->coord_ok = 0;
+		if (rv == 0) {
+			nng_msg *m = nng_aio_get_msg(u->coord_aio);
+			u->coord_ok = ack_names(m, 0);
+			nng_msg_free(m);
+		}
+		__atomic_store_n(&u->coord_state, RT_SLOT_DONE, __ATOMIC_RELEASE);
+	}
+}
+
+static int dial(nng_socket *s, const char *url, char *err, size_t errlen)
+{
+	int rv = nng_req0_open(s);
+	if (rv == 0)
+		rv = nng_dial(*s, url, NULL, NNG_FLAG_NONBLOCK);
+	if (rv != 0) {
+		snprintf(err, errlen, "cannot dial %s: %s", url, nng_strerror(rv));
+		return -1;
+	}
+	nng_socket_set_ms(*s, NNG_OPT_RECONNMINT, 50);
+	nng_socket_set_ms(*s, NNG_OPT_RECONNMAXT, 1000);
+	return 0;
+}
+
+static int open_slots(struct rt_uplink *u, uint32_t buffer_count, char *err, size_t errlen)
+{
+	int i;
+	for (i = 0; i < RT_UPLINK_SLOTS; i++) {
+		struct rt_uplink_slot *s = &u->slots[i];
+		s->up = u;
+		s->bufs = malloc((size_t)buffer_count * sizeof *s->bufs);
+		if (!s->bufs || nng_ctx_open(&s->ctx, u->coll) != 0 ||
+		    nng_aio_alloc(&s->aio, slot_cb, s) != 0) {
+			snprintf(err, errlen, "cannot set up collector contexts");
+			return -1;
+		}
+		nng_aio_set_timeout(s->aio, u->timeout_ms);
+	}
+	return 0;
+}
+
+int rt_uplink_open(struct rt_uplink *u, const char *collector, const char *coordinator,
+		   uint32_t buffer_count, uint32_t outbox_cap, int timeout_ms,
+		   const struct rt_wire_buf *register_msg, char *err, size_t errlen)
+{
+	memset(u, 0, sizeof *u);
+	u->timeout_ms = timeout_ms > 0 ? timeout_ms : 5000;
+	if (collector && collector[0]) {
+		if (dial(&u->coll, collector, err, errlen) != 0)
+			return -1;
+		u->coll_open = 1;
+		if (open_slots(u, buffer_count, err, errlen) != 0) {
+			rt_uplink_close(u);
+			return -1;
+		}
+	}
+	if (coordinator && coordinator[0]) {
+		if (dial(&u->coord, coordinator, err, errlen) != 0) {
+			rt_uplink_close(u);
+			return -1;
+		}
+		u->coord_open = 1;
+		u->out_cap = outbox_cap ? outbox_cap : 1024;
+		u->outbox = calloc(u->out_cap, sizeof *u->outbox);
+		if (!u->outbox || nng_ctx_open(&u->coord_ctx, u->coord) != 0 ||
+		    nng_aio_alloc(&u->coord_aio, coord_cb, u) != 0) {
+			snprintf(err, errlen, "cannot set up the coordinator link");
+			rt_uplink_close(u);
+			return -1;
+		}
+		nng_aio_set_timeout(u->coord_aio, u->timeout_ms);
+		if (register_msg && register_msg->len &&
+		    rt_wire_buf_reserve(&u->register_msg, register_msg->len) == 0) {
+			memcpy(u->register_msg.data, register_msg->data, register_msg->len);
+			u->register_msg.len = register_msg->len;
+		}
+	}
+	return 0;
+}
+
+void rt_uplink_close(struct rt_uplink *u)
+{
+	int i;
+	uint32_t k;
+	for (i = 0; i < RT_UPLINK_SLOTS; i++) {
+		if (u->slots[i].aio) {
+			nng_aio_stop(u->slots[i].aio);
+			nng_aio_free(u->slots[i].aio);
+		}
+		free(u->slots[i].bufs);
+	}
+	if (u->coord_aio) {
+		nng_aio_stop(u->coord_aio);
+		nng_aio_free(u->coord_aio);
+	}
+	if (u->coll_open)
+		nng_close(u->coll);
+	if (u->coord_open)
+		nng_close(u->coord);
+	for (k = 0; u->outbox && k < u->out_cap; k++)
+		rt_wire_buf_free(&u->outbox[k]);
+	free(u->outbox);
+	rt_wire_buf_free(&u->register_msg);
+	memset(u, 0, sizeof *u);
+}
+
+struct rt_uplink_slot *rt_uplink_free_slot(struct rt_uplink *u)
+{
+	int i;
+	if (!u->coll_open)
+		return NULL;
+	for (i = 0; i < RT_UPLINK_SLOTS; i++)
+		if (__atomic_load_n(&u->slots[i].state, __ATOMIC_ACQUIRE) == RT_SLOT_FREE)
+			return &u->slots[i];
+	return NULL;
+}
+
+uint32_t rt_uplink_inflight(const struct rt_uplink *u)
+{
+	uint32_t n = 0;
+	int i;
+	for (i = 0; i < RT_UPLINK_SLOTS; i++)
+		if (__atomic_load_n(&u->slots[i].state, __ATOMIC_ACQUIRE) != RT_SLOT_FREE)
+			n++;
+	return n;
+}
+
+static int start_send(nng_ctx ctx, nng_aio *aio, int *state, const void *msg, size_t len)
+{
+	nng_msg *m;
+	if (nng_msg_alloc(&m, 0) != 0)
+		return -1;
+	if (nng_msg_append(m, msg, len) != 0) {
+		nng_msg_free(m);
+		return -1;
+	}
+	nng_aio_set_msg(aio, m);
+	__atomic_store_n(state, RT_SLOT_SENDING, __ATOMIC_RELEASE);
+	nng_ctx_send(ctx, aio);
+	return 0;
+}
+
+int rt_uplink_send_slice(struct rt_uplink *u, struct rt_uplink_slot *s, const void *msg,
+			 size_t len)
+{
+	if (start_send(s->ctx, s->aio, &s->state, msg, len) != 0)
+		return -1;
+	u->st.slices_sent++;
+	return 0;
+}
+
+void rt_uplink_slot_reset(struct rt_uplink_slot *s)
+{
+	if (s->ok)
+		s->up->st.slices_acked++;
+	else
+		s->up->st.slices_failed++;
+	s->ok = 0;
+	s->from_spool = 0;
+	s->nbuf = 0;
+	s->bytes = 0;
+	__atomic_store_n(&s->state, RT_SLOT_FREE, __ATOMIC_RELEASE);
+}
+
+int rt_uplink_post(struct rt_uplink *u, const struct rt_wire_buf *msg)
+{
+	struct rt_wire_buf *b;
+	if (!u->coord_open)
+		return -1;
+	if (u->out_len == u->out_cap) {
+		u->st.coord_dropped++;
+		return -1;
+	}
+	b = &u->outbox[(u->out_head + u->out_len) % u->out_cap];
+	b->len = 0;
+	if (rt_wire_buf_reserve(b, msg->len) != 0) {
+		u->st.coord_dropped++;
+		return -1;
+	}
+	memcpy(b->data, msg->data, msg->len);
+	b->len = msg->len;
+	u->out_len++;
+	return 0;
+}
+
+void rt_uplink_pump_coordinator(struct rt_uplink *u, uint64_t now_ns)
+{
+	int state;
+	if (!u->coord_open)
+		return;
+	state = __atomic_load_n(&u->coord_state, __ATOMIC_ACQUIRE);
+	if (state == RT_SLOT_DONE) {
+		if (u->coord_ok) {
+			u->st.coord_acked++;
+			if (u->coord_is_register)
+				u->st.registrations++;
+			else if (u->out_len) {
+				u->out_head = (u->out_head + 1) % u->out_cap;
+				u->out_len--;
+			}
+		} else {
+			u->st.coord_failed++;
+			u->coord_retry_ns = now_ns + COORD_RETRY_NS;
+			if (u->coord_is_register)
+				u->next_register_ns = now_ns; /* register again first */
+		}
+		__atomic_store_n(&u->coord_state, RT_SLOT_FREE, __ATOMIC_RELEASE);
+		state = RT_SLOT_FREE;
+	}
+	if (state != RT_SLOT_FREE || now_ns < u->coord_retry_ns)
+		return;
+	if (u->register_msg.len && now_ns >= u->next_register_ns) {
+		u->coord_is_register = 1;
+		u->next_register_ns = now_ns + REGISTER_EVERY_NS;
+		if (start_send(u->coord_ctx, u->coord_aio, &u->coord_state, u->register_msg.data,
+			       u->register_msg.len) == 0)
+			u->st.coord_sent++;
+		return;
+	}
+	if (u->out_len) {
+		struct rt_wire_buf *b = &u->outbox[u->out_head];
+		u->coord_is_register = 0;
+		if (start_send(u->coord_ctx, u->coord_aio, &u->coord_state, b->data, b->len) == 0)
+			u->st.coord_sent++;
+	}
+}

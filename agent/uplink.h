@@ -1,0 +1,115 @@
+/*
+ * agent/uplink.h — the agent's outgoing links: slices to the collector, triggers
+ * and registrations to the coordinator.
+ *
+ * Owns: two nng REQ sockets (each dialled in the background, so a peer may come
+ * and go), a fixed set of in-flight slice slots (one nng context + aio each, so
+ * several slices travel at once), and a bounded outbox of encoded coordinator
+ * messages sent one at a time in order and kept until acknowledged.
+ *
+ * Promises: callbacks run on nng's threads and only move a slot to DONE (with
+ * release order); every decision — what to send, what an ack frees, what to
+ * spool — is taken by the poll thread that calls rt_uplink_* . Nothing here
+ * reads shared memory or the index.
+ */
+#ifndef RETRACE_AGENT_UPLINK_H
+#define RETRACE_AGENT_UPLINK_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nng/nng.h>
+
+#include "wire.h"
+
+#define RT_UPLINK_SLOTS 8
+
+enum rt_slot_state {
+	RT_SLOT_FREE = 0,
+	RT_SLOT_SENDING,
+	RT_SLOT_RECEIVING,
+	RT_SLOT_DONE,
+};
+
+struct rt_uplink_slot {
+	struct rt_uplink *up;
+	nng_ctx ctx;
+	nng_aio *aio;
+	int state;               /* enum rt_slot_state (atomic) */
+	int ok;                  /* DONE: 1 if acknowledged */
+	int from_spool;          /* the bytes came from the spool */
+	uint64_t spool_id;
+	uint64_t seq;            /* slice_seq */
+	/* owner's bookkeeping, untouched here */
+	uint64_t trace_hi, trace_lo;
+	uint32_t trace;
+	uint32_t cls;
+	uint32_t nbuf;
+	uint32_t *bufs;          /* buffer ids (capacity: pool buffer count) */
+	uint64_t bytes;
+	uint64_t sent_ns;
+};
+
+struct rt_uplink_stats {
+	uint64_t slices_sent, slices_acked, slices_failed;
+	uint64_t coord_sent, coord_acked, coord_failed, coord_dropped;
+	uint64_t registrations;
+};
+
+struct rt_uplink {
+	nng_socket coll;
+	int coll_open;
+	struct rt_uplink_slot slots[RT_UPLINK_SLOTS];
+	int timeout_ms;
+	/* coordinator */
+	nng_socket coord;
+	int coord_open;
+	nng_ctx coord_ctx;
+	nng_aio *coord_aio;
+	int coord_state;         /* enum rt_slot_state */
+	int coord_ok;
+	int coord_is_register;
+	struct rt_wire_buf *outbox; /* ring of encoded messages */
+	uint32_t out_head, out_len, out_cap;
+	struct rt_wire_buf register_msg;
+	uint64_t next_register_ns;
+	uint64_t coord_retry_ns;
+	uint64_t coord_acked_seq;
+	struct rt_uplink_stats st;
+};
+
+/*
+ * Dial the collector and the coordinator (either may be empty: not used).
+ * `register_msg` (encoded REGISTER) is sent first and then every few seconds.
+ * -1 with a sentence in err.
+ */
+int rt_uplink_open(struct rt_uplink *u, const char *collector, const char *coordinator,
+		   uint32_t buffer_count, uint32_t outbox_cap, int timeout_ms,
+		   const struct rt_wire_buf *register_msg, char *err, size_t errlen);
+void rt_uplink_close(struct rt_uplink *u);
+
+/* A free slice slot, or NULL (all in flight, or no collector). */
+struct rt_uplink_slot *rt_uplink_free_slot(struct rt_uplink *u);
+
+/* Send encoded slice bytes in slot s (its bookkeeping already filled). 0 or -1. */
+int rt_uplink_send_slice(struct rt_uplink *u, struct rt_uplink_slot *s,
+			 const void *msg, size_t len);
+
+/* Slots whose round trip ended; the caller reads ok and calls rt_uplink_slot_reset. */
+static inline int rt_uplink_slot_done(const struct rt_uplink_slot *s)
+{
+	return __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == RT_SLOT_DONE;
+}
+void rt_uplink_slot_reset(struct rt_uplink_slot *s);
+
+/* Slots in flight (not FREE). */
+uint32_t rt_uplink_inflight(const struct rt_uplink *u);
+
+/* Queue an encoded coordinator message (copied). 0, or -1 if the outbox is full (counted). */
+int rt_uplink_post(struct rt_uplink *u, const struct rt_wire_buf *msg);
+
+/* Drive the coordinator link: finish, retry, send the next message, re-register. */
+void rt_uplink_pump_coordinator(struct rt_uplink *u, uint64_t now_ns);
+
+#endif
