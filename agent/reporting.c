@@ -263,7 +263,7 @@ static int spool_slot(struct rt_agent *a, struct rt_uplink_slot *s)
 
 static void finish_slot(struct rt_agent *a, struct rt_uplink_slot *s)
 {
-	if (s->ok) {
+	if (s->x.ok) {
 		a->collector_down = 0;
 		if (s->from_spool) {
 			rt_spool_consume(a->spool, s->spool_id);
@@ -358,7 +358,7 @@ static void drain_spool(struct rt_agent *a)
 	if (!a->spool || !a->up.coll_open || spool_pending(a) == 0)
 		return;
 	for (i = 0; i < RT_UPLINK_SLOTS; i++)
-		if (a->up.slots[i].state != RT_SLOT_FREE && a->up.slots[i].from_spool)
+		if (a->up.slots[i].x.state != RT_SLOT_FREE && a->up.slots[i].from_spool)
 			return;
 	if (a->collector_down && a->pass_now_ns < a->next_probe_ns)
 		return;

@@ -43,59 +43,49 @@ static int ack_names(nng_msg *m, uint64_t seq)
 	return ok;
 }
 
-static void slot_cb(void *arg)
+static void exchange_cb(void *arg)
 {
-	struct rt_uplink_slot *s = arg;
-	int rv = nng_aio_result(s->aio);
-	int state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+	struct rt_exchange *x = arg;
+	int rv = nng_aio_result(x->aio);
+	int state = __atomic_load_n(&x->state, __ATOMIC_ACQUIRE);
 
 	if (state == RT_SLOT_SENDING) {
 		if (rv != 0) {
-			nng_msg_free(nng_aio_get_msg(s->aio));
-			s->ok = 0;
-			__atomic_store_n(&s->state, RT_SLOT_DONE, __ATOMIC_RELEASE);
+			nng_msg_free(nng_aio_get_msg(x->aio));
+			x->ok = 0;
+			__atomic_store_n(&x->state, RT_SLOT_DONE, __ATOMIC_RELEASE);
 			return;
 		}
-		__atomic_store_n(&s->state, RT_SLOT_RECEIVING, __ATOMIC_RELEASE);
-		nng_ctx_recv(s->ctx, s->aio);
+		__atomic_store_n(&x->state, RT_SLOT_RECEIVING, __ATOMIC_RELEASE);
+		nng_ctx_recv(x->ctx, x->aio);
 		return;
 	}
 	if (state == RT_SLOT_RECEIVING) {
-		s->ok = 0;
+		x->ok = 0;
 		if (rv == 0) {
-			nng_msg *m = nng_aio_get_msg(s->aio);
-			s->ok = ack_names(m, s->seq);
+			nng_msg *m = nng_aio_get_msg(x->aio);
+			x->ok = ack_names(m, x->seq);
 			nng_msg_free(m);
 		}
-		__atomic_store_n(&s->state, RT_SLOT_DONE, __ATOMIC_RELEASE);
+		__atomic_store_n(&x->state, RT_SLOT_DONE, __ATOMIC_RELEASE);
 	}
 }
 
-static void coord_cb(void *arg)
+static int exchange_open(struct rt_exchange *x, nng_socket s, int timeout_ms)
 {
-	struct rt_uplink *u = arg;
-	int rv = nng_aio_result(u->coord_aio);
-	int state = __atomic_load_n(&u->coord_state, __ATOMIC_ACQUIRE);
-	if (state == RT_SLOT_SENDING) {
-		if (rv != 0) {
-			nng_msg_free(nng_aio_get_msg(u->coord_aio));
-			u->coord_ok = 0;
-			__atomic_store_n(&u->coord_state, RT_SLOT_DONE, __ATOMIC_RELEASE);
-			return;
-		}
-		__atomic_store_n(&u->coord_state, RT_SLOT_RECEIVING, __ATOMIC_RELEASE);
-		nng_ctx_recv(u->coord_ctx, u->coord_aio);
+	if (nng_ctx_open(&x->ctx, s) != 0 || nng_aio_alloc(&x->aio, exchange_cb, x) != 0)
+		return -1;
+	nng_aio_set_timeout(x->aio, timeout_ms);
+	return 0;
+}
+
+static void exchange_close(struct rt_exchange *x)
+{
+	if (!x->aio)
 		return;
-	}
-	if (state == RT_SLOT_RECEIVING) {
-		u->coord_ok = 0;
-		if (rv == 0) {
-			nng_msg *m = nng_aio_get_msg(u->coord_aio);
-			u->coord_ok = ack_names(m, 0);
-			nng_msg_free(m);
-		}
-		__atomic_store_n(&u->coord_state, RT_SLOT_DONE, __ATOMIC_RELEASE);
-	}
+	nng_aio_stop(x->aio);
+	nng_aio_free(x->aio);
+	x->aio = NULL;
 }
 
 static int dial(nng_socket *s, const char *url, char *err, size_t errlen)
@@ -119,12 +109,10 @@ static int open_slots(struct rt_uplink *u, uint32_t buffer_count, char *err, siz
 		struct rt_uplink_slot *s = &u->slots[i];
 		s->up = u;
 		s->bufs = malloc((size_t)buffer_count * sizeof *s->bufs);
-		if (!s->bufs || nng_ctx_open(&s->ctx, u->coll) != 0 ||
-		    nng_aio_alloc(&s->aio, slot_cb, s) != 0) {
+		if (!s->bufs || exchange_open(&s->x, u->coll, u->timeout_ms) != 0) {
 			snprintf(err, errlen, "cannot set up collector contexts");
 			return -1;
 		}
-		nng_aio_set_timeout(s->aio, u->timeout_ms);
 	}
 	return 0;
 }
@@ -152,13 +140,11 @@ int rt_uplink_open(struct rt_uplink *u, const char *collector, const char *coord
 		u->coord_open = 1;
 		u->out_cap = outbox_cap ? outbox_cap : 1024;
 		u->outbox = calloc(u->out_cap, sizeof *u->outbox);
-		if (!u->outbox || nng_ctx_open(&u->coord_ctx, u->coord) != 0 ||
-		    nng_aio_alloc(&u->coord_aio, coord_cb, u) != 0) {
+		if (!u->outbox || exchange_open(&u->coord_x, u->coord, u->timeout_ms) != 0) {
 			snprintf(err, errlen, "cannot set up the coordinator link");
 			rt_uplink_close(u);
 			return -1;
 		}
-		nng_aio_set_timeout(u->coord_aio, u->timeout_ms);
 		if (register_msg && register_msg->len &&
 		    rt_wire_buf_reserve(&u->register_msg, register_msg->len) == 0) {
 			memcpy(u->register_msg.data, register_msg->data, register_msg->len);
@@ -173,16 +159,10 @@ void rt_uplink_close(struct rt_uplink *u)
 	int i;
 	uint32_t k;
 	for (i = 0; i < RT_UPLINK_SLOTS; i++) {
-		if (u->slots[i].aio) {
-			nng_aio_stop(u->slots[i].aio);
-			nng_aio_free(u->slots[i].aio);
-		}
+		exchange_close(&u->slots[i].x);
 		free(u->slots[i].bufs);
 	}
-	if (u->coord_aio) {
-		nng_aio_stop(u->coord_aio);
-		nng_aio_free(u->coord_aio);
-	}
+	exchange_close(&u->coord_x);
 	if (u->coll_open)
 		nng_close(u->coll);
 	if (u->coord_open)
@@ -200,7 +180,7 @@ struct rt_uplink_slot *rt_uplink_free_slot(struct rt_uplink *u)
 	if (!u->coll_open)
 		return NULL;
 	for (i = 0; i < RT_UPLINK_SLOTS; i++)
-		if (__atomic_load_n(&u->slots[i].state, __ATOMIC_ACQUIRE) == RT_SLOT_FREE)
+		if (__atomic_load_n(&u->slots[i].x.state, __ATOMIC_ACQUIRE) == RT_SLOT_FREE)
 			return &u->slots[i];
 	return NULL;
 }
@@ -210,12 +190,12 @@ uint32_t rt_uplink_inflight(const struct rt_uplink *u)
 	uint32_t n = 0;
 	int i;
 	for (i = 0; i < RT_UPLINK_SLOTS; i++)
-		if (__atomic_load_n(&u->slots[i].state, __ATOMIC_ACQUIRE) != RT_SLOT_FREE)
+		if (__atomic_load_n(&u->slots[i].x.state, __ATOMIC_ACQUIRE) != RT_SLOT_FREE)
 			n++;
 	return n;
 }
 
-static int start_send(nng_ctx ctx, nng_aio *aio, int *state, const void *msg, size_t len)
+static int start_send(struct rt_exchange *x, uint64_t seq, const void *msg, size_t len)
 {
 	nng_msg *m;
 	if (nng_msg_alloc(&m, 0) != 0)
@@ -224,16 +204,18 @@ static int start_send(nng_ctx ctx, nng_aio *aio, int *state, const void *msg, si
 		nng_msg_free(m);
 		return -1;
 	}
-	nng_aio_set_msg(aio, m);
-	__atomic_store_n(state, RT_SLOT_SENDING, __ATOMIC_RELEASE);
-	nng_ctx_send(ctx, aio);
+	x->seq = seq;
+	x->ok = 0;
+	nng_aio_set_msg(x->aio, m);
+	__atomic_store_n(&x->state, RT_SLOT_SENDING, __ATOMIC_RELEASE);
+	nng_ctx_send(x->ctx, x->aio);
 	return 0;
 }
 
 int rt_uplink_send_slice(struct rt_uplink *u, struct rt_uplink_slot *s, const void *msg,
 			 size_t len)
 {
-	if (start_send(s->ctx, s->aio, &s->state, msg, len) != 0)
+	if (start_send(&s->x, s->seq, msg, len) != 0)
 		return -1;
 	u->st.slices_sent++;
 	return 0;
@@ -241,15 +223,15 @@ int rt_uplink_send_slice(struct rt_uplink *u, struct rt_uplink_slot *s, const vo
 
 void rt_uplink_slot_reset(struct rt_uplink_slot *s)
 {
-	if (s->ok)
+	if (s->x.ok)
 		s->up->st.slices_acked++;
 	else
 		s->up->st.slices_failed++;
-	s->ok = 0;
+	s->x.ok = 0;
 	s->from_spool = 0;
 	s->nbuf = 0;
 	s->bytes = 0;
-	__atomic_store_n(&s->state, RT_SLOT_FREE, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->x.state, RT_SLOT_FREE, __ATOMIC_RELEASE);
 }
 
 int rt_uplink_post(struct rt_uplink *u, const struct rt_wire_buf *msg)
@@ -278,9 +260,9 @@ void rt_uplink_pump_coordinator(struct rt_uplink *u, uint64_t now_ns)
 	int state;
 	if (!u->coord_open)
 		return;
-	state = __atomic_load_n(&u->coord_state, __ATOMIC_ACQUIRE);
+	state = __atomic_load_n(&u->coord_x.state, __ATOMIC_ACQUIRE);
 	if (state == RT_SLOT_DONE) {
-		if (u->coord_ok) {
+		if (u->coord_x.ok) {
 			u->st.coord_acked++;
 			if (u->coord_is_register)
 				u->st.registrations++;
@@ -294,7 +276,7 @@ void rt_uplink_pump_coordinator(struct rt_uplink *u, uint64_t now_ns)
 			if (u->coord_is_register)
 				u->next_register_ns = now_ns; /* register again first */
 		}
-		__atomic_store_n(&u->coord_state, RT_SLOT_FREE, __ATOMIC_RELEASE);
+		__atomic_store_n(&u->coord_x.state, RT_SLOT_FREE, __ATOMIC_RELEASE);
 		state = RT_SLOT_FREE;
 	}
 	if (state != RT_SLOT_FREE || now_ns < u->coord_retry_ns)
@@ -302,15 +284,14 @@ void rt_uplink_pump_coordinator(struct rt_uplink *u, uint64_t now_ns)
 	if (u->register_msg.len && now_ns >= u->next_register_ns) {
 		u->coord_is_register = 1;
 		u->next_register_ns = now_ns + REGISTER_EVERY_NS;
-		if (start_send(u->coord_ctx, u->coord_aio, &u->coord_state, u->register_msg.data,
-			       u->register_msg.len) == 0)
+		if (start_send(&u->coord_x, 0, u->register_msg.data, u->register_msg.len) == 0)
 			u->st.coord_sent++;
 		return;
 	}
 	if (u->out_len) {
 		struct rt_wire_buf *b = &u->outbox[u->out_head];
 		u->coord_is_register = 0;
-		if (start_send(u->coord_ctx, u->coord_aio, &u->coord_state, b->data, b->len) == 0)
+		if (start_send(&u->coord_x, 0, b->data, b->len) == 0)
 			u->st.coord_sent++;
 	}
 }

@@ -32,15 +32,25 @@ enum rt_slot_state {
 	RT_SLOT_DONE,
 };
 
-struct rt_uplink_slot {
-	struct rt_uplink *up;
+/*
+ * One request/reply round trip on an nng context: the callback moves it from
+ * SENDING to RECEIVING to DONE and sets ok when the reply is an ACK with status
+ * 0 naming `seq` (any ACK with status 0 when seq is 0).
+ */
+struct rt_exchange {
 	nng_ctx ctx;
 	nng_aio *aio;
 	int state;               /* enum rt_slot_state (atomic) */
 	int ok;                  /* DONE: 1 if acknowledged */
+	uint64_t seq;
+};
+
+struct rt_uplink_slot {
+	struct rt_uplink *up;
+	struct rt_exchange x;
 	int from_spool;          /* the bytes came from the spool */
 	uint64_t spool_id;
-	uint64_t seq;            /* slice_seq */
+	uint64_t seq;            /* slice_seq (copied into x.seq when sent) */
 	/* owner's bookkeeping, untouched here */
 	uint64_t trace_hi, trace_lo;
 	uint32_t trace;
@@ -65,10 +75,7 @@ struct rt_uplink {
 	/* coordinator */
 	nng_socket coord;
 	int coord_open;
-	nng_ctx coord_ctx;
-	nng_aio *coord_aio;
-	int coord_state;         /* enum rt_slot_state */
-	int coord_ok;
+	struct rt_exchange coord_x;
 	int coord_is_register;
 	struct rt_wire_buf *outbox; /* ring of encoded messages */
 	uint32_t out_head, out_len, out_cap;
@@ -99,7 +106,7 @@ int rt_uplink_send_slice(struct rt_uplink *u, struct rt_uplink_slot *s,
 /* Slots whose round trip ended; the caller reads ok and calls rt_uplink_slot_reset. */
 static inline int rt_uplink_slot_done(const struct rt_uplink_slot *s)
 {
-	return __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == RT_SLOT_DONE;
+	return __atomic_load_n(&s->x.state, __ATOMIC_ACQUIRE) == RT_SLOT_DONE;
 }
 void rt_uplink_slot_reset(struct rt_uplink_slot *s);
 
