@@ -222,7 +222,8 @@ static void handle_complete(struct rt_agent *a, const struct rt_complete_entry *
 		}
 		return;
 	}
-	index_buffer(a, e->buffer_id, e->bytes, 0, now);
+	if (index_buffer(a, e->buffer_id, e->bytes, 0, now) != 0)
+		rt_agent_recycle(a, e->buffer_id); /* no room in the table: data dropped, counted */
 }
 
 static unsigned int poll_complete(struct rt_agent *a, uint64_t now)
@@ -280,8 +281,11 @@ static int salvage_buffer(struct rt_agent *a, uint32_t id, uint32_t flags, uint6
 {
 	const struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
 	uint32_t bytes;
-	if (h->trace_lo == 0)
+	if (h->trace_lo == 0) {
+		a->st.bad_zero_trace++;
+		rt_agent_recycle(a, id);
 		return 0;
+	}
 	if (flags & RT_BUF_SEALED) {
 		bytes = h->bytes;
 		if (bytes > rt_pool_payload_size(&a->pool))
@@ -289,7 +293,10 @@ static int salvage_buffer(struct rt_agent *a, uint32_t id, uint32_t flags, uint6
 	} else {
 		bytes = unsealed_bytes(a, id);
 	}
-	return index_buffer(a, id, bytes, 1, now) == 0;
+	if (index_buffer(a, id, bytes, 1, now) == 0)
+		return 1;
+	rt_agent_recycle(a, id); /* no room in the table: counted in index_full */
+	return 0;
 }
 
 static int slot_process_alive(const struct rt_client_slot *s)
@@ -354,12 +361,15 @@ static void check_liveness(struct rt_agent *a, uint64_t now)
 
 /* ------------------------------------------------------------ takeover ---- */
 
-/* Pop every free id (clients briefly see an empty queue), mark them, push back. */
+/*
+ * Pop every free id (clients briefly see an empty queue), mark them, then push
+ * them all back: pushing while popping would hand us our own ids again.
+ */
 static uint8_t *snapshot_available(struct rt_agent *a)
 {
-	uint8_t *in_queue = calloc(a->pool.hdr->buffer_count, 1);
+	uint32_t total = a->pool.hdr->buffer_count, n, i;
+	uint8_t *in_queue = calloc(total, 1);
 	struct rt_available_entry batch[256];
-	unsigned int n, i;
 	if (!in_queue)
 		return NULL;
 	while ((n = rt_available_pop_batch(a->pool.ring[RT_Q_AVAILABLE],
@@ -367,16 +377,20 @@ static uint8_t *snapshot_available(struct rt_agent *a)
 					   batch, 256)) > 0) {
 		for (i = 0; i < n; i++) {
 			uint32_t id = batch[i].buffer_id;
-			if (id >= a->pool.hdr->buffer_count || in_queue[id]) {
+			if (id >= total || in_queue[id]) {
 				a->st.bad_range++; /* a corrupt or doubled id: drop it */
 				continue;
 			}
 			in_queue[id] = 1;
-			a->recycle[a->nrecycle++] = id; /* goes straight back, header untouched */
-			if (a->nrecycle == a->recycle_cap)
-				recycle_flush(a);
+			a->scratch[a->nscratch++] = id;
 		}
 	}
+	for (i = 0; i < a->nscratch; i++) {
+		if (a->nrecycle == a->recycle_cap)
+			recycle_flush(a);
+		a->recycle[a->nrecycle++] = a->scratch[i]; /* header untouched: it is free */
+	}
+	a->nscratch = 0;
 	recycle_flush(a);
 	return in_queue;
 }

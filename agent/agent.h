@@ -84,7 +84,8 @@ struct rt_agent {
 	double ns_per_tick;
 	uint64_t evict_limit;       /* occupancy (buffers) above which we evict */
 	uint64_t pinned_limit;      /* pinned buffers above which we abandon */
-	uint32_t *scratch;          /* buffer_count ids, for removals */
+	uint32_t *scratch;          /* buffer_count ids, for removals and snapshots */
+	uint32_t nscratch;
 	uint32_t *recycle;          /* buffers waiting to go back to the available queue */
 	uint32_t nrecycle, recycle_cap;
 	struct rt_report rep;

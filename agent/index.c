@@ -31,7 +31,9 @@ int rt_index_init(struct rt_index *ix, uint32_t capacity, uint32_t buffer_count)
 	uint32_t buckets = 1, i;
 
 	memset(ix, 0, sizeof *ix);
-	if (capacity == 0 || buffer_count == 0)
+	/* Past 2^30 entries the bucket count (a power of two >= 2 x capacity) would
+	 * not fit in 32 bits; no pool geometry comes near it (buffers <= 2^24). */
+	if (capacity == 0 || buffer_count == 0 || capacity > (1u << 30))
 		return -1;
 	while (buckets < 2 * capacity)
 		buckets <<= 1;
