@@ -568,6 +568,10 @@ int rt_agent_open(struct rt_agent *a, const struct rt_agent_config *cfg, char *e
 	a->start_ns = rt_agent_now_ns();
 	a->start_unix_ns = unix_now_ns();
 	a->ns_per_tick = a->pool.hdr->tsc_hz ? 1e9 / (double)a->pool.hdr->tsc_hz : 1.0;
+	/* Sequence numbers start at the start time, so that those of an agent that
+	 * restarted never repeat its predecessor's (the collector and coordinator
+	 * dedup by agent id and sequence; spooled slices keep their old ones). */
+	a->slice_seq = a->trigger_seq = a->start_unix_ns;
 	anchor_clock(a);
 	if (a->took_over)
 		rebuild_from_headers(a);
