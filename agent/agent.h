@@ -64,6 +64,7 @@ struct rt_agent_stats {
 	uint64_t slices_sent, slices_acked, slices_failed, slices_spooled, spool_sent;
 	uint64_t slice_bytes_acked;
 	uint64_t spool_full;        /* slices neither sent nor spooled (spool full) */
+	uint64_t spool_errors;      /* spool appends or reads that failed with an I/O error */
 };
 
 struct rt_spool;

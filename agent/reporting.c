@@ -246,13 +246,20 @@ static struct rt_report_class *slot_class(struct rt_agent *a, const struct rt_up
 static int spool_slot(struct rt_agent *a, struct rt_uplink_slot *s)
 {
 	uint64_t id;
+	int rc;
 	if (!a->spool)
 		return -1;
 	if (encode_slice(a, s->trace_hi, s->trace_lo, slot_class(a, s)->trigger_id, s->seq,
 			 s->bufs, s->nbuf) != 0)
 		return -1;
-	if (rt_spool_append(a->spool, a->msg.data, a->msg.len, &id) != 0) {
+	rc = rt_spool_append(a->spool, a->msg.data, a->msg.len, &id);
+	if (rc == RT_SPOOL_FULL || rc == RT_SPOOL_TOO_BIG) {
 		a->st.spool_full++;
+		return -1;
+	}
+	if (rc != 0) {
+		a->st.spool_errors++;
+		rt_log(RT_LOG_ERROR, "spool %s: %s", a->cfg.spool_dir, rt_spool_strerror(rc));
 		return -1;
 	}
 	slot_class(a, s)->slices_spooled++;
@@ -355,6 +362,7 @@ static void drain_spool(struct rt_agent *a)
 	uint64_t id;
 	struct rt_uplink_slot *s;
 	uint32_t i;
+	int rc;
 	if (!a->spool || !a->up.coll_open || spool_pending(a) == 0)
 		return;
 	for (i = 0; i < RT_UPLINK_SLOTS; i++)
@@ -362,8 +370,17 @@ static void drain_spool(struct rt_agent *a)
 			return;
 	if (a->collector_down && a->pass_now_ns < a->next_probe_ns)
 		return;
-	if (!(s = rt_uplink_free_slot(&a->up)) || rt_spool_peek(a->spool, &rec, &len, &id) != 0)
+	if (!(s = rt_uplink_free_slot(&a->up)))
 		return;
+	if ((rc = rt_spool_peek(a->spool, &rec, &len, &id)) != 0) {
+		if (rc < 0) {
+			a->st.spool_errors++;
+			rt_log(RT_LOG_ERROR, "spool %s: cannot read the oldest slice: %s",
+			       a->cfg.spool_dir, rt_spool_strerror(rc));
+			a->next_probe_ns = a->pass_now_ns + PROBE_EVERY_NS;
+		}
+		return;
+	}
 	{
 		struct rt_wire_msg m;
 		if (rt_wire_decode(rec, len, &m) != 0 || m.type != RT_WIRE_SLICE) {

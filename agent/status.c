@@ -211,6 +211,7 @@ static void reporting_section(struct fig_writer *w, const struct rt_agent *a)
 	fig_u64(w, "slices_spooled", a->st.slices_spooled);
 	fig_u64(w, "spool_sent", a->st.spool_sent);
 	fig_u64(w, "spool_full", a->st.spool_full);
+	fig_u64(w, "spool_errors", a->st.spool_errors);
 	if (a->spool) {
 		struct rt_spool_stats ss;
 		rt_spool_stats(a->spool, &ss);
