@@ -108,6 +108,9 @@ void rt_agent_recycle(struct rt_agent *a, uint32_t id)
 	h->magic = 0;
 	h->trace_lo = h->trace_hi = 0;
 	h->pid = 0;
+	h->pin_trigger = 0;
+	if (a->nlost)
+		a->lost_flag[id] = 0; /* accounted for: not a lost buffer any more */
 	if (a->nrecycle == a->recycle_cap)
 		recycle_flush(a);
 	a->recycle[a->nrecycle++] = id;
@@ -193,8 +196,10 @@ static int index_buffer(struct rt_agent *a, uint32_t id, uint32_t bytes, int rec
 	if (rt_index_add_buffer(&a->ix, t, id, bytes, h->first_tick, now) != RT_INDEX_ADDED)
 		return -1;
 	a->ix.buf_recovered[id] = (uint8_t)recovered;
-	if (a->ix.traces[t].state != RT_TRACE_UNTRIGGERED)
+	if (a->ix.traces[t].state != RT_TRACE_UNTRIGGERED) {
+		rt_agent_mark_pinned(a, id, a->ix.traces[t].trigger_id);
 		rt_agent_queue_pinned(a, t, 1);
+	}
 	a->st.buffers_indexed++;
 	a->st.bytes_indexed += bytes;
 	return 0;
@@ -299,13 +304,29 @@ static int salvage_buffer(struct rt_agent *a, uint32_t id, uint32_t flags, uint6
 	return 0;
 }
 
+/* A zombie (killed, not yet waited for) still answers kill(pid, 0). */
+static int is_zombie(uint32_t pid)
+{
+	char path[64], buf[512], *p;
+	FILE *f;
+	size_t n;
+	snprintf(path, sizeof path, "/proc/%u/stat", pid);
+	if (!(f = fopen(path, "r")))
+		return 0;
+	n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')'); /* the command name may hold spaces and parens */
+	return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
 static int slot_process_alive(const struct rt_client_slot *s)
 {
 	uint32_t pid = ck_pr_load_32(&s->pid);
 	uint64_t start;
 	if (pid == 0)
 		return 0;
-	if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+	if ((kill((pid_t)pid, 0) != 0 && errno == ESRCH) || is_zombie(pid))
 		return 0;
 	start = rt_process_start_time((pid_t)pid);
 	return start == 0 || s->start_time == 0 || start == s->start_time;
@@ -432,8 +453,11 @@ static void rebuild_from_headers(struct rt_agent *a)
 		if ((in_queue && in_queue[id]) || a->ix.buf_trace[id] != RT_INDEX_NONE)
 			continue;
 		if (h->magic == RT_BUF_MAGIC && (flags & RT_BUF_SEALED)) {
-			if (salvage_buffer(a, id, flags, now))
+			if (salvage_buffer(a, id, flags, now)) {
 				a->st.recovered_buffers++;
+				if (flags & RT_BUF_PINNED)
+					rt_agent_pin(a, a->ix.buf_trace[id], h->pin_trigger);
+			}
 		} else if (h->magic == RT_BUF_MAGIC && (flags & (RT_BUF_INUSE | RT_BUF_STASHED))) {
 			if (writer_alive(a, h))
 				continue;
@@ -443,6 +467,7 @@ static void rebuild_from_headers(struct rt_agent *a)
 				a->st.recovered_buffers++;
 		} else if (in_queue) {
 			a->lost[a->nlost++] = id;
+			a->lost_flag[id] = 1;
 		}
 	}
 	free(in_queue);
@@ -464,8 +489,10 @@ static void reclaim_lost(struct rt_agent *a)
 		uint32_t id = a->lost[i];
 		struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
 		uint32_t flags = ck_pr_load_32(&h->flags);
-		if (a->ix.buf_trace[id] != RT_INDEX_NONE || (h->magic == RT_BUF_MAGIC && flags))
-			continue;
+		if (!a->lost_flag[id] || a->ix.buf_trace[id] != RT_INDEX_NONE ||
+		    (h->magic == RT_BUF_MAGIC && flags))
+			continue; /* used and returned meanwhile, or held: not lost */
+		a->lost_flag[id] = 0;
 		rt_agent_recycle(a, id);
 		a->st.lost_buffers_reclaimed++;
 	}
@@ -505,7 +532,8 @@ static int alloc_state(struct rt_agent *a, char *err, size_t errlen)
 	a->scratch = malloc((size_t)n * sizeof *a->scratch);
 	a->recycle = malloc((size_t)a->recycle_cap * sizeof *a->recycle);
 	a->lost = malloc((size_t)n * sizeof *a->lost);
-	if (!a->scratch || !a->recycle || !a->lost || rt_index_init(&a->ix, cap, n) != 0) {
+	a->lost_flag = calloc(n, 1);
+	if (!a->scratch || !a->recycle || !a->lost || !a->lost_flag || rt_index_init(&a->ix, cap, n) != 0) {
 		snprintf(err, errlen, "out of memory for an index of %u traces and %u buffers",
 			 cap, n);
 		return RETRACE_E_SYS;
@@ -557,11 +585,14 @@ int rt_agent_open(struct rt_agent *a, const struct rt_agent_config *cfg, char *e
 	rc = create_or_take_over(a, err, errlen);
 	if (rc != RETRACE_OK)
 		return rc;
+	/* A failed start must never remove a pool clients may be writing into. */
 	if ((rc = alloc_state(a, err, errlen)) != RETRACE_OK) {
+		a->cfg.unlink_at_exit = 0;
 		rt_agent_close(a);
 		return rc;
 	}
 	if (rt_agent_reporting_open(a, err, errlen) != 0) {
+		a->cfg.unlink_at_exit = 0;
 		rt_agent_close(a);
 		return RETRACE_E_INVAL;
 	}
@@ -596,6 +627,8 @@ void rt_agent_close(struct rt_agent *a)
 	free(a->scratch);
 	free(a->recycle);
 	free(a->lost);
+	free(a->lost_flag);
+	a->lost_flag = NULL;
 	a->scratch = a->recycle = a->lost = NULL;
 }
 

@@ -99,6 +99,7 @@ struct rt_agent {
 	struct rt_wire_slice_buffer *slicebufs; /* encoding scratch, one per buffer */
 	struct rt_uplink_slot spool_slot; /* a slice cut straight into the spool */
 	uint32_t *lost;             /* takeover: buffers nobody accounted for */
+	uint8_t *lost_flag;         /* per buffer: still on the lost list */
 	uint32_t nlost;
 	uint64_t lost_check_ns;     /* when to look at them again */
 };

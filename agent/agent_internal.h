@@ -20,6 +20,10 @@ void rt_agent_local_trigger(struct rt_agent *a, const struct rt_trigger_entry *g
 			    unsigned int n);
 /* Trace t is pinned and has n new unsent buffers: make sure it is queued. */
 void rt_agent_queue_pinned(struct rt_agent *a, uint32_t t, uint32_t n);
+/* Pin trace t for trigger_id (marking its buffers) and queue it for reporting. */
+void rt_agent_pin(struct rt_agent *a, uint32_t t, uint32_t trigger_id);
+/* Mark a sealed buffer of a pinned trace in its header, for a restarted agent. */
+void rt_agent_mark_pinned(struct rt_agent *a, uint32_t buffer_id, uint32_t trigger_id);
 /* Abandon whole triggered traces while unsent pinned data is over its share. */
 void rt_agent_abandon_overload(struct rt_agent *a);
 /* Finish round trips, send what the schedule allows, drain the spool. */

@@ -100,6 +100,7 @@ int main(int argc, char **argv)
 	urls[1] = cfg.listen;
 	if (rt_control_start(&ctl, urls, 2, err, sizeof err) != 0) {
 		fprintf(stderr, "retrace-agent: %s\n", err);
+		agent.cfg.unlink_at_exit = 0; /* clients may be writing into it */
 		rt_agent_close(&agent);
 		return 1;
 	}
@@ -108,6 +109,7 @@ int main(int argc, char **argv)
 	if (rt_agent_connect(&agent, ctl.nbound > 1 ? ctl.bound[1] : "", err, sizeof err) != 0) {
 		fprintf(stderr, "retrace-agent: %s\n", err);
 		rt_control_stop(&ctl);
+		agent.cfg.unlink_at_exit = 0;
 		rt_agent_close(&agent);
 		return 1;
 	}

@@ -39,6 +39,27 @@ static uint64_t spool_pending(const struct rt_agent *a)
 
 /* ------------------------------------------------------------ pinning ---- */
 
+void rt_agent_mark_pinned(struct rt_agent *a, uint32_t id, uint32_t trigger_id)
+{
+	struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
+	h->pin_trigger = trigger_id;
+	ck_pr_store_32(&h->flags, ck_pr_load_32(&h->flags) | RT_BUF_PINNED);
+}
+
+void rt_agent_pin(struct rt_agent *a, uint32_t t, uint32_t trigger_id)
+{
+	uint32_t b;
+	if (t >= a->ix.capacity || a->ix.traces[t].state != RT_TRACE_UNTRIGGERED)
+		return;
+	rt_index_pin(&a->ix, t, trigger_id);
+	rt_report_class_of(&a->rep, trigger_id)->traces_pinned++;
+	a->st.triggered_traces++;
+	for (b = a->ix.traces[t].first_buf; b != RT_INDEX_NONE; b = a->ix.buf_next[b])
+		rt_agent_mark_pinned(a, b, trigger_id);
+	if (a->ix.traces[t].nbuffers)
+		rt_agent_queue_pinned(a, t, 0);
+}
+
 static uint32_t pin_trace(struct rt_agent *a, struct rt_report_class *c, uint64_t hi,
 			  uint64_t lo, uint32_t trigger_id)
 {
@@ -52,14 +73,9 @@ static uint32_t pin_trace(struct rt_agent *a, struct rt_report_class *c, uint64_
 		return t;
 	if (a->ix.traces[t].hi == 0)
 		a->ix.traces[t].hi = hi;
-	if (a->ix.traces[t].state == RT_TRACE_UNTRIGGERED) {
-		rt_index_pin(&a->ix, t, trigger_id);
-		c->traces_pinned++;
-		a->st.triggered_traces++;
-	}
+	(void)c;
+	rt_agent_pin(a, t, trigger_id);
 	a->ix.traces[t].last_seen_ns = a->pass_now_ns;
-	if (a->ix.traces[t].nbuffers)
-		rt_agent_queue_pinned(a, t, 0);
 	return t;
 }
 

@@ -104,6 +104,9 @@ RT_RING_TYPED(trigger, rt_trigger_entry)
 #define RT_BUF_LAST 0x4u    /* the trace ended in this buffer (for this writer) */
 #define RT_BUF_STASHED 0x8u /* popped into a writer's stash, not yet written:
 			     * `pid` says which process holds it */
+#define RT_BUF_PINNED 0x10u /* set by the agent on a sealed buffer of a triggered
+			     * trace (pin_trigger says which trigger), so that a
+			     * restarted agent keeps the pin */
 
 struct rt_buffer_header {
 	uint32_t magic;       /* RT_BUF_MAGIC once a writer initialised it */
@@ -115,7 +118,7 @@ struct rt_buffer_header {
 	uint32_t seq;         /* this buffer's number within the trace, per writer */
 	uint32_t bytes;       /* payload bytes used; final once SEALED */
 	uint32_t client_slot; /* registry slot of the writer, or UINT32_MAX */
-	uint32_t reserved;
+	uint32_t pin_trigger; /* with RT_BUF_PINNED: the trigger id that pinned it */
 	uint64_t first_tick;  /* TSC when the writer took the buffer */
 	uint64_t pool_generation; /* header.generation when taken */
 };
