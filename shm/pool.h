@@ -30,7 +30,7 @@
 #include "ring.h"
 
 #define RT_POOL_MAGIC 0x4C4F4F5045525452ull /* "RTREPOOL" little-endian */
-#define RT_ABI_VERSION 1u
+#define RT_ABI_VERSION 2u /* 2: STASHED/PINNED flags, pin_trigger */
 #define RT_BUF_MAGIC 0x46554252u            /* "RBUF" */
 
 #define RT_POOL_DEFAULT_NAME "/retrace"
