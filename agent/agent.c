@@ -639,7 +639,7 @@ unsigned int rt_agent_poll(struct rt_agent *a)
 	static const struct rt_drain_callbacks no_cb;
 	struct rt_drain_callbacks cb = no_cb;
 	struct rt_drain_stats ds;
-	unsigned int n;
+	unsigned int n, k;
 
 	cb.breadcrumb = on_breadcrumb;
 	cb.trigger = on_trigger;
@@ -647,7 +647,10 @@ unsigned int rt_agent_poll(struct rt_agent *a)
 	memset(&ds, 0, sizeof ds);
 	pass_clock(a);
 	n = poll_complete(a, a->pass_now_ns);
-	n += rt_drain_breadcrumbs(&a->pool, &cb, &ds);
+	/* Every breadcrumb already queued goes before any trigger, so a trigger
+	 * never reaches the coordinator without the hops deposited before it. */
+	while ((k = rt_drain_breadcrumbs(&a->pool, &cb, &ds)) > 0)
+		n += k;
 	n += rt_drain_triggers(&a->pool, &cb, &ds);
 	a->st.bad_triggers += ds.bad_triggers;
 	enforce_limits(a);

@@ -94,6 +94,7 @@ struct rt_agent {
 	struct rt_spool *spool;     /* NULL: no spool */
 	int collector_down;         /* last round trip failed: spool until a probe succeeds */
 	uint64_t next_probe_ns;
+	uint64_t spool_retry_ns;    /* the spool was full: try again after this */
 	uint64_t slice_seq, trigger_seq;
 	struct rt_wire_buf msg;     /* encoding scratch */
 	struct rt_wire_slice_buffer *slicebufs; /* encoding scratch, one per buffer */

@@ -265,12 +265,13 @@ static int spool_slot(struct rt_agent *a, struct rt_uplink_slot *s)
 	int rc;
 	if (!a->spool)
 		return -1;
-	if (encode_slice(a, s->trace_hi, s->trace_lo, slot_class(a, s)->trigger_id, s->seq,
-			 s->bufs, s->nbuf) != 0)
+	if (encode_slice(a, s->trace_hi, s->trace_lo, s->trigger_id, s->seq, s->bufs,
+			 s->nbuf) != 0)
 		return -1;
 	rc = rt_spool_append(a->spool, a->msg.data, a->msg.len, &id);
 	if (rc == RT_SPOOL_FULL || rc == RT_SPOOL_TOO_BIG) {
 		a->st.spool_full++;
+		a->spool_retry_ns = a->pass_now_ns + PROBE_EVERY_NS; /* room comes with time */
 		return -1;
 	}
 	if (rc != 0) {
@@ -325,6 +326,7 @@ static int cut_slice(struct rt_agent *a, uint32_t t, struct rt_report_class *c,
 	s->trace = t;
 	s->trace_lo = e->lo;
 	s->trace_hi = e->hi;
+	s->trigger_id = e->trigger_id; /* the trace's own id, also in the shared OTHER class */
 	s->cls = (uint32_t)(c - a->rep.classes);
 	s->seq = ++a->slice_seq;
 	s->nbuf = rt_index_take_buffers(&a->ix, t, s->bufs, a->cfg.max_slice_bytes);
@@ -342,10 +344,15 @@ static void send_new_slices(struct rt_agent *a)
 {
 	struct rt_report_class *c;
 	uint32_t t;
-	int via_spool = a->collector_down || (a->spool && spool_pending(a) > 0) ||
-			!a->up.coll_open;
-	if (via_spool && !a->spool)
-		return; /* nowhere to put them: they wait, pinned, under the overload policy */
+	int via_spool = a->spool && (a->collector_down || spool_pending(a) > 0 ||
+				     !a->up.coll_open);
+	if (via_spool && a->pass_now_ns < a->spool_retry_ns)
+		return;
+	if (!a->spool && (!a->up.coll_open ||
+			  (a->collector_down && a->pass_now_ns < a->next_probe_ns)))
+		return; /* nowhere to put them yet: they wait, pinned, under the overload policy */
+	if (!a->spool && a->collector_down)
+		a->next_probe_ns = a->pass_now_ns + PROBE_EVERY_NS; /* this pass probes */
 	while ((t = rt_report_next(&a->rep, &a->ix, &c)) != RT_INDEX_NONE) {
 		struct rt_uplink_slot *s = via_spool ? &a->spool_slot : rt_uplink_free_slot(&a->up);
 		if (!s)
@@ -361,7 +368,7 @@ static void send_new_slices(struct rt_agent *a)
 			}
 			continue;
 		}
-		if (encode_slice(a, s->trace_hi, s->trace_lo, c->trigger_id, s->seq, s->bufs,
+		if (encode_slice(a, s->trace_hi, s->trace_lo, s->trigger_id, s->seq, s->bufs,
 				 s->nbuf) != 0 ||
 		    rt_uplink_send_slice(&a->up, s, a->msg.data, a->msg.len) != 0) {
 			return_slice_buffers(a, s);
@@ -531,8 +538,11 @@ int rt_agent_reporting_open(struct rt_agent *a, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory for slice scratch");
 		return -1;
 	}
+	/* A slice's message must fit the wire's limit, with room for its framing. */
 	if (a->cfg.max_slice_bytes == 0)
 		a->cfg.max_slice_bytes = 4u << 20;
+	if (a->cfg.max_slice_bytes > RT_WIRE_MAX_MESSAGE - (4u << 20))
+		a->cfg.max_slice_bytes = RT_WIRE_MAX_MESSAGE - (4u << 20);
 	if (a->cfg.spool_dir[0]) {
 		struct rt_spool_opts so;
 		memset(&so, 0, sizeof so);

@@ -53,6 +53,7 @@ struct rt_uplink_slot {
 	uint64_t seq;            /* slice_seq (copied into x.seq when sent) */
 	/* owner's bookkeeping, untouched here */
 	uint64_t trace_hi, trace_lo;
+	uint32_t trigger_id;
 	uint32_t trace;
 	uint32_t cls;
 	uint32_t nbuf;
