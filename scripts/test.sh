@@ -19,3 +19,7 @@ if [ -x build/bench/agent/bench_agent ]; then
   RETRACE_BENCH_QUICK=1 ./build/bench/agent/bench_agent > build/bench-agent.txt
   echo "bench_agent: $(wc -l < build/bench-agent.txt) lines"
 fi
+if [ -x build/bench/report/bench_report ]; then
+  RETRACE_BENCH_QUICK=1 ./build/bench/report/bench_report > build/bench-report.txt
+  echo "bench_report: $(wc -l < build/bench-report.txt) lines"
+fi
