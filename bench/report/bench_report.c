@@ -15,7 +15,9 @@
  * slice of the same size to the same collector: the transport plus collector
  * cost without the agent and the client.
  *
- * RETRACE_BENCH_QUICK=1 shortens the phases for CI.
+ * RETRACE_BENCH_QUICK=1 shortens the phases for CI; RETRACE_BENCH_TRACE=1 prints
+ * the acknowledged and produced bytes every 250 ms of each agent phase;
+ * RETRACE_BENCH_DEBUG=1 prints the agent's status at the end.
  */
 #include <arpa/inet.h>
 #include <pthread.h>
@@ -256,8 +258,9 @@ static void *producer(void *arg)
 	(void)arg;
 	memset(rec, 0x5a, sizeof rec);
 	while (!producer_stop) {
-		if (produced - __atomic_load_n(&acked_pub, __ATOMIC_ACQUIRE) >=
-		    (uint64_t)window * nrec * (RECORD + 4)) {
+		uint64_t acked = __atomic_load_n(&acked_pub, __ATOMIC_ACQUIRE);
+		/* acked may pass produced: a record split across buffers has two frame headers */
+		if (produced > acked && produced - acked >= (uint64_t)window * nrec * (RECORD + 4)) {
 			struct timespec ts = { 0, 20000 };
 			nanosleep(&ts, NULL);
 			continue;
@@ -300,6 +303,15 @@ static void agent_phase(uint32_t bytes, double secs, struct result *r)
 	t0 = now_s();
 	c0 = thread_cpu_s();
 	while (now_s() - t0 < secs) {
+		static double next_trace;
+		if (getenv("RETRACE_BENCH_TRACE") && now_s() >= next_trace) {
+			next_trace = now_s() + 0.25;
+			fprintf(stderr, "  t=%.2f acked_mb=%.1f produced_mb=%.1f inflight=%u queued=%llu\n",
+				now_s() - t0, (double)(agent.st.slice_bytes_acked - b0) / 1e6,
+				(double)__atomic_load_n(&produced, __ATOMIC_ACQUIRE) / 1e6,
+				rt_uplink_inflight(&agent.up),
+				(unsigned long long)agent.rep.queued_buffers);
+		}
 		if (rt_agent_poll(&agent) == 0) {
 			struct timespec ts = { 0, 2000 };
 			nanosleep(&ts, NULL);

@@ -294,7 +294,10 @@ static uint32_t fill_full(struct rt_pool *p, uint32_t id, uint64_t lo, uint32_t 
  * _i == 0: --max-slice 128 MB and a 70 MB trace of 1 MiB buffers (a slice must
  *          still fit a wire message: 64 MiB);
  * _i == 1: the default --max-slice and one full buffer of the largest size the
- *          pool allows (64 MiB).
+ *          pool allows (64 MiB);
+ * _i == 2: a trace of more small buffers (one 96-byte record each, as frequent
+ *          flushes leave them) than a slice message may carry (65536), under a
+ *          --max-slice of 32 MiB in bytes.
  * Either way the trace's data must reach the collector.
  */
 START_TEST(test_too_big)
@@ -304,7 +307,10 @@ START_TEST(test_too_big)
 	struct rt_agent_config cfg;
 	char pool[64], err[256];
 	const uint64_t lo = 0xB16000000000001ull;
-	uint32_t size = _i ? 64u << 20 : 1u << 20, count = _i ? 2 : 72, nb = _i ? 1 : 70, i;
+	static const uint32_t sizes[] = { 1u << 20, 64u << 20, 4096 };
+	static const uint32_t counts[] = { 72, 2, RT_WIRE_MAX_SLICE_BUFFERS + 4096 };
+	static const uint32_t nbs[] = { 70, 1, RT_WIRE_MAX_SLICE_BUFFERS + 1024 };
+	uint32_t size = sizes[_i], count = counts[_i], nb = nbs[_i], i;
 	uint64_t bytes = 0, got = 0;
 	struct rt_trigger_entry t = ag_trig(lo, 11, 1, 0);
 	size_t k;
@@ -316,21 +322,27 @@ START_TEST(test_too_big)
 	ck_assert_msg(tc_start(&c, "tcp://127.0.0.1:0", err, sizeof err) == 0, "%s", err);
 	rp_config(&cfg, pool, count, size, S_AGENT, c.url);
 	cfg.evict_threshold = 1.0;
-	if (!_i)
+	if (_i == 0)
 		cfg.max_slice_bytes = 128u << 20;
+	if (_i == 2)
+		cfg.max_slice_bytes = 32u << 20; /* within the clamp: the trace (6.6 MB) fits in bytes */
 	rp_open(&a, &cfg);
 	for (i = 0; i < nb; i++) {
 		uint32_t id = ag_take_buffer(&a.pool);
-		uint32_t n = fill_full(&a.pool, id, lo, i);
+		uint32_t n = _i == 2 ? ag_fill_buffer(&a.pool, id, 0x7e, lo, i, 0, 1, 1)
+				     : fill_full(&a.pool, id, lo, i);
 		ag_push_complete(&a.pool, lo, id, n);
 		bytes += n;
+		if (i % 1024 == 1023)
+			ag_drain(&a); /* the complete queue is not that deep */
 	}
 	ag_push_triggers(&a.pool, &t, 1);
 	RP_UNTIL(ok, &a, 8, (tc_lock(&c), got = c.slice_bytes, tc_unlock(&c), got >= bytes));
 	ck_assert_msg(ok,
 		      "%llu of %llu bytes arrived in %zu slices (slices sent %llu, failed %llu; "
-		      "queued buffers %llu): a slice over the wire's 64 MiB message limit is cut, "
-		      "refused by the encoder, put back and cut again, forever",
+		      "queued buffers %llu): a slice over the wire's limits (64 MiB a message, 65536 "
+		      "buffers a slice) is cut, refused by the encoder, put back and cut again, "
+		      "forever",
 		      (unsigned long long)got, (unsigned long long)bytes, tc_nslices(&c),
 		      (unsigned long long)a.st.slices_sent, (unsigned long long)a.st.slices_failed,
 		      (unsigned long long)a.rep.queued_buffers);
@@ -356,7 +368,7 @@ static Suite *slice_suite(void)
 	suite_add_tcase(s, t);
 	t = tcase_create("too_big");
 	tcase_set_timeout(t, 90);
-	tcase_add_loop_test(t, test_too_big, 0, 2);
+	tcase_add_loop_test(t, test_too_big, 0, 3);
 	suite_add_tcase(s, t);
 	return s;
 }
