@@ -247,6 +247,20 @@ static size_t cap_by_input(uint32_t declared, size_t bytes_left, size_t min_size
 	return declared < fit ? declared : fit;
 }
 
+/*
+ * The array for a list of `declared` elements, sized by what the remaining input
+ * could really hold (at least one), owned by out->mem. Sets *cap.
+ */
+static void *alloc_list(struct cur *c, struct rt_wire_msg *out, uint32_t declared,
+			size_t min_size, size_t elem_size, size_t *cap)
+{
+	*cap = cap_by_input(declared, left(c), min_size);
+	if (!*cap)
+		*cap = 1;
+	out->mem = malloc(*cap * elem_size);
+	return out->mem;
+}
+
 /* Traces of TRIGGER / REMOTE_TRIGGER / BREADCRUMB_REPLY. */
 static int rd_traces(struct cur *c, struct rt_wire_msg *out, int type, uint32_t min,
 		     const struct rt_wire_trace **traces, uint32_t *count)
@@ -366,11 +380,7 @@ static int rd_slice(struct cur *c, struct rt_wire_msg *out)
 	TRY(rd_array(c, RT_WIRE_MAX_SLICE_BUFFERS, &n));
 	if (!n)
 		return 0;
-	cap = cap_by_input(n, left(c), MIN_SLICE_BUFFER);
-	if (!cap)
-		cap = 1;
-	out->mem = b = malloc(cap * sizeof *b);
-	if (!b)
+	if (!(b = alloc_list(c, out, n, MIN_SLICE_BUFFER, sizeof *b, &cap)))
 		return RT_WIRE_E_NOMEM;
 	for (uint32_t i = 0; i < n; i++) {
 		struct rt_wire_slice_buffer x = {0};
@@ -403,11 +413,7 @@ static int rd_ack(struct cur *c, struct rt_wire_msg *out)
 	TRY(rd_array(c, RT_WIRE_MAX_ACK_SEQS, &n));
 	if (!n)
 		return 0;
-	cap = cap_by_input(n, left(c), MIN_SCALAR);
-	if (!cap)
-		cap = 1;
-	out->mem = seqs = malloc(cap * sizeof *seqs);
-	if (!seqs)
+	if (!(seqs = alloc_list(c, out, n, MIN_SCALAR, sizeof *seqs, &cap)))
 		return RT_WIRE_E_NOMEM;
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t v;
