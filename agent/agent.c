@@ -639,7 +639,7 @@ unsigned int rt_agent_poll(struct rt_agent *a)
 	static const struct rt_drain_callbacks no_cb;
 	struct rt_drain_callbacks cb = no_cb;
 	struct rt_drain_stats ds;
-	unsigned int n, k;
+	unsigned int n, k, depth;
 
 	cb.breadcrumb = on_breadcrumb;
 	cb.trigger = on_trigger;
@@ -647,10 +647,17 @@ unsigned int rt_agent_poll(struct rt_agent *a)
 	memset(&ds, 0, sizeof ds);
 	pass_clock(a);
 	n = poll_complete(a, a->pass_now_ns);
-	/* Every breadcrumb already queued goes before any trigger, so a trigger
-	 * never reaches the coordinator without the hops deposited before it. */
-	while ((k = rt_drain_breadcrumbs(&a->pool, &cb, &ds)) > 0)
-		n += k;
+	/* Every breadcrumb queued when the pass began goes before any trigger, so a
+	 * trigger never reaches the coordinator without the hops deposited before
+	 * it; bounded by that depth, so a flood of crumbs cannot hold the pass. */
+	depth = rt_agent_queue_depth(a, RT_Q_BREADCRUMB);
+	for (k = 0; k < depth;) {
+		unsigned int got = rt_drain_breadcrumbs(&a->pool, &cb, &ds);
+		if (got == 0)
+			break;
+		k += got;
+	}
+	n += k;
 	n += rt_drain_triggers(&a->pool, &cb, &ds);
 	a->st.bad_triggers += ds.bad_triggers;
 	enforce_limits(a);
