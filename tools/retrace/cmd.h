@@ -9,6 +9,8 @@
 #include <stddef.h>
 
 int retrace_cmd_status(int argc, char **argv);
+int retrace_cmd_traces(int argc, char **argv);
+int retrace_cmd_show(int argc, char **argv);
 
 /* A request/reply round trip to a daemon's control address (nng REQ). */
 int retrace_request(const char *url, const char *req, int timeout_ms, char **reply,

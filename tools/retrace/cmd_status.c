@@ -21,11 +21,16 @@
 static void status_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: retrace status [--pool NAME | --agent URL] [--json] [--timeout MS]\n"
-		"Ask a running retrace-agent for its figures: buffers, traces, event horizon,\n"
-		"evictions, malformed entries, clients, queue depths.\n\n"
+		"usage: retrace status [--pool NAME | --agent URL] [--coordinator URL] [--json]\n"
+		"                      [--timeout MS]\n"
+		"Ask a running retrace-agent for its figures (buffers, traces, event horizon,\n"
+		"evictions, malformed entries, clients, queues, reporting) and/or the\n"
+		"coordinator for its own (agents, triggers in flight, traversal latency,\n"
+		"coherent/incoherent traces, store). With only --coordinator, only the\n"
+		"coordinator is asked.\n\n"
 		"  -p, --pool NAME     the agent's pool (default /retrace, or $RETRACE_POOL)\n"
 		"  -a, --agent URL     the agent's status address (default ipc:///tmp/retrace-POOL.status)\n"
+		"  -C, --coordinator URL  the coordinator's address (or $RETRACE_COORDINATOR)\n"
 		"  -j, --json          print JSON instead of text\n"
 		"  -t, --timeout MS    give up after MS milliseconds (default 2000)\n"
 		"  -h, --help          this text\n");
@@ -44,18 +49,34 @@ int retrace_request(const char *url, const char *req, int timeout_ms, char **rep
 	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, timeout_ms);
 	nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, timeout_ms);
 	if ((rv = nng_dial(s, url, NULL, 0)) != 0) {
-		snprintf(err, errlen, "no agent answers at %s (%s); is retrace-agent running "
-			 "on that pool?", url, nng_strerror(rv));
+		snprintf(err, errlen, "nothing answers at %s (%s); is the daemon running?", url, nng_strerror(rv));
 		nng_close(s);
 		return -1;
 	}
 	if ((rv = nng_send(s, (void *)req, strlen(req) + 1, 0)) != 0 ||
 	    (rv = nng_recv(s, reply, reply_len, NNG_FLAG_ALLOC)) != 0) {
-		snprintf(err, errlen, "the agent at %s did not answer: %s", url, nng_strerror(rv));
+		snprintf(err, errlen, "%s did not answer: %s", url, nng_strerror(rv));
 		nng_close(s);
 		return -1;
 	}
 	nng_close(s);
+	return 0;
+}
+
+/* Print one daemon's figures (it renders them; we parse nothing). 0 or 1. */
+static int ask(const char *url, const char *what, int json, int timeout)
+{
+	char err[512], *reply = NULL;
+	size_t len = 0;
+	if (retrace_request(url, json ? "status json" : "status", timeout, &reply, &len,
+			    err, sizeof err) != 0) {
+		fprintf(stderr, "retrace status: %s: %s\n", what, err);
+		return 1;
+	}
+	fwrite(reply, 1, len && reply[len - 1] == 0 ? len - 1 : len, stdout);
+	if (json)
+		fputc('\n', stdout);
+	nng_free(reply, len);
 	return 0;
 }
 
@@ -65,22 +86,24 @@ int retrace_cmd_status(int argc, char **argv)
 		{ "pool", required_argument, NULL, 'p' },
 		{ "agent", required_argument, NULL, 'a' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "coordinator", required_argument, NULL, 'C' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0, 0, 0, 0 },
 	};
 	const char *pool = getenv("RETRACE_POOL") ? getenv("RETRACE_POOL") : RT_POOL_DEFAULT_NAME;
-	char url[256] = "", err[512];
-	char *reply = NULL;
-	size_t len = 0;
+	const char *coord = getenv("RETRACE_COORDINATOR");
+	char url[256] = "";
+	int agent_asked = 0, coord_asked = 0, rc = 0;
 	int json = 0, timeout = 2000, ch;
 	char *end;
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "p:a:jt:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "p:a:C:jt:h", longopts, NULL)) != -1) {
 		switch (ch) {
-		case 'p': pool = optarg; break;
-		case 'a': snprintf(url, sizeof url, "%s", optarg); break;
+		case 'p': pool = optarg; agent_asked = 1; break;
+		case 'a': snprintf(url, sizeof url, "%s", optarg); agent_asked = 1; break;
+		case 'C': coord = optarg; coord_asked = 1; break;
 		case 'j': json = 1; break;
 		case 't':
 			errno = 0;
@@ -98,14 +121,17 @@ int retrace_cmd_status(int argc, char **argv)
 		fprintf(stderr, "retrace status: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
+	if (coord && !*coord)
+		coord = NULL;
+	if (coord_asked && !agent_asked)
+		return ask(coord, "coordinator", json, timeout);
 	if (!url[0])
 		rt_agent_default_status_addr(pool, url, sizeof url);
-	if (retrace_request(url, json ? "status json" : "status", timeout, &reply, &len,
-			    err, sizeof err) != 0) {
-		fprintf(stderr, "retrace status: %s\n", err);
-		return 1;
+	rc = ask(url, "agent", json, timeout);
+	if (coord) {
+		if (!json)
+			printf("\n");
+		rc |= ask(coord, "coordinator", json, timeout);
 	}
-	fwrite(reply, 1, len && reply[len - 1] == 0 ? len - 1 : len, stdout);
-	nng_free(reply, len);
-	return 0;
+	return rc;
 }

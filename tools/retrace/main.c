@@ -18,7 +18,11 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{ "status", retrace_cmd_status, "figures of a running agent (buffers, traces, horizon, ...)" },
+	{ "status", retrace_cmd_status, "figures of a running agent and/or coordinator" },
+#ifdef RETRACE_HAVE_COORDINATOR
+	{ "traces", retrace_cmd_traces, "list the traces the coordinator collected" },
+	{ "show", retrace_cmd_show, "one collected trace: its slices by agent, its records" },
+#endif
 #ifdef RETRACE_HAVE_SELECT_EVAL
 	{ "select-eval", retrace_cmd_select_eval, "evaluate trace selection offline on a dataset" },
 #endif

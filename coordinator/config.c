@@ -1,0 +1,229 @@
+/*
+ * coordinator/config.c — retrace-coordinator's settings from one table.
+ *
+ * Each row names a setting once: its long flag (also its config-file key), its
+ * type, where it lives in struct rt_coord_config and its help line; the
+ * getopt_long table, the `--config FILE` parser and --help come from the rows.
+ * Values are parsed strictly (the whole string, in range).
+ */
+#include "coordinator.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+
+enum opt_type { T_STR, T_SECONDS, T_U32, T_U64, T_FLAG, T_LEVEL, T_CONFIG };
+
+struct opt_row {
+	const char *name;
+	enum opt_type type;
+	size_t off;
+	const char *arg;
+	const char *help;
+};
+
+#define F(field) offsetof(struct rt_coord_config, field)
+
+static const struct opt_row rows[] = {
+	{ "config", T_CONFIG, 0, "FILE", "read settings from FILE (key = value lines)" },
+	{ "listen", T_STR, F(listen), "URL", "where agents register and send triggers, and `retrace status` asks (default tcp://127.0.0.1:7700)" },
+	{ "collector", T_STR, F(collector), "URL", "where agents send slices (default tcp://127.0.0.1:7701)" },
+	{ "store", T_STR, F(store), "PATH", "SQLite store file (default ./retrace.db)" },
+	{ "sync-full", T_FLAG, F(sync_full), NULL, "fsync every commit: acknowledged slices survive a power cut, not just a crash" },
+	{ "settle", T_SECONDS, F(settle), "SEC", "quiet time after the last slice before a trace closes (default 1)" },
+	{ "collect-timeout", T_SECONDS, F(collect_timeout), "SEC", "close a trace this long after its trigger regardless (default 10)" },
+	{ "state-ttl", T_SECONDS, F(state_ttl), "SEC", "remember closed traces this long for late slices (default 60)" },
+	{ "agent-timeout", T_SECONDS, F(agent_timeout), "SEC", "one remote trigger's round-trip timeout (default 1)" },
+	{ "agent-retries", T_U32, F(agent_retries), "N", "retries after a remote trigger timed out (default 2)" },
+	{ "agent-ttl", T_SECONDS, F(agent_ttl), "SEC", "forget an agent silent this long (default 60; 0 = never)" },
+	{ "retain-age", T_SECONDS, F(retain_age), "SEC", "delete traces older than this (default 0 = keep)" },
+	{ "retain-bytes", T_U64, F(retain_bytes), "BYTES", "delete the oldest traces above this much slice data (default 0 = no limit)" },
+	{ "max-groups", T_U32, F(max_groups), "N", "trace groups in traversal/collection at once (default 4096)" },
+	{ "ready-file", T_STR, F(ready_file), "PATH", "write the bound addresses to PATH once listening" },
+	{ "log-level", T_LEVEL, F(log_level), "LEVEL", "error, warn, info or debug (default info)" },
+};
+
+#define NROWS (sizeof rows / sizeof rows[0])
+
+static const char *levels[] = { "error", "warn", "info", "debug" };
+
+void rt_coord_config_defaults(struct rt_coord_config *c)
+{
+	memset(c, 0, sizeof *c);
+	snprintf(c->listen, sizeof c->listen, "tcp://127.0.0.1:7700");
+	snprintf(c->collector, sizeof c->collector, "tcp://127.0.0.1:7701");
+	snprintf(c->store, sizeof c->store, "%s", RT_STORE_DEFAULT_PATH);
+	c->settle = 1.0;
+	c->collect_timeout = 10.0;
+	c->state_ttl = 60.0;
+	c->agent_timeout = 1.0;
+	c->agent_retries = 2;
+	c->agent_ttl = 60.0;
+	c->max_groups = 4096;
+	c->log_level = 2;
+}
+
+void rt_coord_usage(FILE *out)
+{
+	size_t i;
+	fprintf(out, "usage: retrace-coordinator [options]\n"
+		     "Follows breadcrumbs from every trigger to each agent the request visited,\n"
+		     "collects their slices into coherent traces and keeps them in a SQLite store.\n\n");
+	for (i = 0; i < NROWS; i++) {
+		char flag[64];
+		snprintf(flag, sizeof flag, "--%s%s%s", rows[i].name, rows[i].arg ? " " : "",
+			 rows[i].arg ? rows[i].arg : "");
+		fprintf(out, "  %-26s %s\n", flag, rows[i].help);
+	}
+	fprintf(out, "  %-26s %s\n", "-h, --help", "this help");
+}
+
+static int parse_value(const struct opt_row *r, const char *v, struct rt_coord_config *c, FILE *err);
+
+static int load_file(struct rt_coord_config *c, const char *path, FILE *err)
+{
+	FILE *f = fopen(path, "r");
+	char line[1024];
+	unsigned no = 0;
+	if (!f) {
+		fprintf(err, "retrace-coordinator: cannot read %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof line, f)) {
+		char *k = line, *v, *e;
+		size_t i;
+		no++;
+		while (*k == ' ' || *k == '\t')
+			k++;
+		if (*k == '#' || *k == '\n' || *k == 0)
+			continue;
+		if (!(v = strchr(k, '='))) {
+			fprintf(err, "%s:%u: expected key = value\n", path, no);
+			fclose(f);
+			return -1;
+		}
+		*v++ = 0;
+		for (e = v - 2; e >= k && (*e == ' ' || *e == '\t'); e--)
+			*e = 0;
+		while (*v == ' ' || *v == '\t')
+			v++;
+		for (e = v + strlen(v); e > v && (e[-1] == '\n' || e[-1] == ' ' || e[-1] == '\t');)
+			*--e = 0;
+		for (i = 0; i < NROWS && strcmp(rows[i].name, k) != 0; i++)
+			;
+		if (i == NROWS || rows[i].type == T_CONFIG) {
+			fprintf(err, "%s:%u: unknown setting '%s'\n", path, no, k);
+			fclose(f);
+			return -1;
+		}
+		if (parse_value(&rows[i], v, c, err) != 0) {
+			fprintf(err, "%s:%u: (in the file above)\n", path, no);
+			fclose(f);
+			return -1;
+		}
+	}
+	fclose(f);
+	return 0;
+}
+
+static int parse_value(const struct opt_row *r, const char *v, struct rt_coord_config *c, FILE *err)
+{
+	char *p = (char *)c + r->off, *end;
+	errno = 0;
+	switch (r->type) {
+	case T_STR:
+		if (strlen(v) >= RT_COORD_URL_MAX || !*v)
+			goto bad;
+		snprintf(p, RT_COORD_URL_MAX, "%s", v);
+		return 0;
+	case T_SECONDS: {
+		double d = strtod(v, &end);
+		if (errno || *end || end == v || !isfinite(d) || d < 0 || d > 1e7)
+			goto bad;
+		*(double *)p = d;
+		return 0;
+	}
+	case T_U32:
+	case T_U64: {
+		unsigned long long x;
+		if (*v == '-')
+			goto bad;
+		x = strtoull(v, &end, 10);
+		if (errno || *end || end == v || (r->type == T_U32 && x > UINT32_MAX))
+			goto bad;
+		if (r->type == T_U32)
+			*(uint32_t *)p = (uint32_t)x;
+		else
+			*(uint64_t *)p = x;
+		return 0;
+	}
+	case T_FLAG:
+		if (v && *v && strcmp(v, "1") && strcmp(v, "true") && strcmp(v, "yes"))
+			goto bad;
+		*(int *)p = 1;
+		return 0;
+	case T_LEVEL: {
+		int i;
+		for (i = 0; i < 4; i++)
+			if (strcmp(v, levels[i]) == 0) {
+				*(int *)p = i;
+				return 0;
+			}
+		goto bad;
+	}
+	case T_CONFIG:
+		return load_file(c, v, err);
+	}
+bad:
+	fprintf(err, "retrace-coordinator: bad value '%s' for --%s%s%s\n", v, r->name,
+		r->arg ? " " : "", r->arg ? r->arg : "");
+	return -1;
+}
+
+int rt_coord_config_parse(struct rt_coord_config *c, int argc, char **argv, FILE *err)
+{
+	struct option opts[NROWS + 2];
+	size_t i;
+	int ch, idx;
+	for (i = 0; i < NROWS; i++) {
+		opts[i].name = rows[i].name;
+		opts[i].has_arg = rows[i].type == T_FLAG ? no_argument : required_argument;
+		opts[i].flag = NULL;
+		opts[i].val = 1000 + (int)i;
+	}
+	opts[NROWS] = (struct option){ "help", no_argument, NULL, 'h' };
+	opts[NROWS + 1] = (struct option){ 0, 0, 0, 0 };
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
+		if (ch == 'h') {
+			rt_coord_usage(stdout);
+			return 1;
+		}
+		if (ch < 1000) {
+			fprintf(err, "retrace-coordinator: unknown or incomplete option '%s' (see --help)\n",
+				argv[optind - 1]);
+			return -1;
+		}
+		if (parse_value(&rows[ch - 1000], optarg ? optarg : "", c, err) != 0)
+			return -1;
+	}
+	if (optind < argc) {
+		fprintf(err, "retrace-coordinator: unexpected argument '%s' (see --help)\n", argv[optind]);
+		return -1;
+	}
+	if (c->max_groups == 0 || c->max_groups > (1u << 22)) {
+		fprintf(err, "retrace-coordinator: --max-groups must be 1..4194304\n");
+		return -1;
+	}
+	if (c->agent_timeout <= 0) {
+		fprintf(err, "retrace-coordinator: --agent-timeout must be > 0\n");
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,230 @@
+/*
+ * coordinator/coord_internal.h — the coordinator's state, shared by its .c files.
+ *
+ * All of it is owned by the thread in rt_coord_run; nng callbacks touch only
+ * their own struct coord_in / coord_req and the ready list under `mu`.
+ */
+#ifndef RETRACE_COORD_INTERNAL_H
+#define RETRACE_COORD_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <nng/nng.h>
+
+#include "coordinator.h"
+#include "store.h"
+#include "wire/wire.h"
+
+#define COORD_GROUP_TRACES RT_WIRE_MAX_TRACES /* a trace mask fits a uint64_t */
+#define COORD_MAX_GROUP_TRIGGERS 64           /* (agent, seq) keys kept per group */
+#define COORD_IN_COORD 16                     /* REP contexts on the coordinator socket */
+#define COORD_IN_COLLECT 32                   /* REP contexts on the collector socket */
+#define COORD_MAX_REQS 1024                   /* remote triggers in flight */
+#define COORD_LATENCY_RING 8192               /* traversal latency samples kept */
+
+enum { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
+void coord_log(const struct rt_coord *c, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ------------------------------------------------------- trace hash ---- */
+
+/* Open addressing on trace_lo (never 0) with backward-shift deletion. */
+struct coord_map {
+	uint64_t *keys; /* 0 = empty */
+	uint64_t *vals;
+	uint32_t mask, count;
+};
+int coord_map_init(struct coord_map *m, uint32_t capacity_pow2);
+void coord_map_free(struct coord_map *m);
+int coord_map_get(const struct coord_map *m, uint64_t key, uint64_t *val);
+int coord_map_put(struct coord_map *m, uint64_t key, uint64_t val); /* -1 when full */
+void coord_map_del(struct coord_map *m, uint64_t key);
+
+/* ------------------------------------------------------ directory ---- */
+
+struct coord_agent {
+	uint32_t id;
+	uint32_t pid;
+	char host[256];
+	char addr[256];
+	uint64_t start_ns;       /* the agent's own start (Unix ns) */
+	uint64_t last_seen_ns;   /* Unix ns of the last registration */
+	uint64_t seen_mono_ns;   /* monotonic; starts at load time for a stored entry */
+	nng_socket sock;         /* REQ socket dialled to addr */
+	int sock_open;
+	uint64_t asked, failed;  /* remote triggers sent / failed for good */
+};
+
+struct coord_directory {
+	struct coord_agent *agents;
+	uint32_t count, cap;
+	uint64_t registrations, expired;
+};
+
+struct coord_agent *coord_dir_find(struct rt_coord *c, uint32_t id);
+int coord_dir_register(struct rt_coord *c, const struct rt_wire_register *r);
+int coord_dir_load(struct rt_coord *c);
+void coord_dir_expire(struct rt_coord *c);
+void coord_dir_free(struct rt_coord *c);
+
+/* ------------------------------------------------------- traversal ---- */
+
+enum coord_cell_state {
+	CELL_NEW = 0,     /* named, not asked yet */
+	CELL_ASKED = 1,   /* remote trigger in flight */
+	CELL_REPLIED = 2, /* breadcrumb reply received */
+	CELL_FAILED = 3,  /* unknown or unreachable agent */
+	CELL_SEEN = 4,    /* not named: only slices from it (asked nothing) */
+};
+
+struct coord_cell { /* one (trace of a group, agent) pair */
+	uint32_t agent_id;
+	uint8_t trace;
+	uint8_t state;
+	uint8_t named;
+	uint8_t unknown;   /* the directory did not know the agent */
+	uint32_t buffers;  /* from its reply: buffers it has or had (0 = no data) */
+	uint64_t expect;   /* from its reply: payload bytes in total */
+	uint64_t received; /* payload bytes of slices received */
+	uint32_t slices;
+};
+
+struct coord_gtrace {
+	uint64_t hi, lo;
+	uint64_t first_ns, last_ns; /* Unix ns range of its buffers */
+	uint64_t bytes;
+	uint32_t slices;
+};
+
+struct coord_trigger_key {
+	uint32_t agent_id;
+	uint64_t seq;
+};
+
+struct coord_group {
+	uint64_t id;              /* 0 = free slot */
+	uint32_t ntraces;
+	struct coord_gtrace traces[COORD_GROUP_TRACES];
+	uint32_t ntrig;
+	uint32_t trigger_ids[RT_STORE_MAX_TRIGGERS];
+	uint32_t nkeys;
+	struct coord_trigger_key keys[COORD_MAX_GROUP_TRIGGERS];
+	struct coord_cell *cells;
+	uint32_t ncells, cap;
+	uint32_t inflight;        /* remote triggers outstanding */
+	int has_trigger;          /* 0: opened by an orphan slice */
+	int dirty;                /* cells to dispatch */
+	uint64_t created_ns;      /* monotonic */
+	uint64_t triggered_unix_ns;
+	uint64_t last_activity_ns;
+	uint64_t traversal_ns;    /* 0 until the traversal went idle */
+	uint32_t next_free;
+};
+
+struct coord_req {
+	int state;                /* REQ_FREE, REQ_SENDING, REQ_RECEIVING, REQ_DONE */
+	int ok;
+	nng_ctx ctx;
+	nng_aio *aio;
+	nng_msg *reply;
+	struct rt_coord *c;
+	uint32_t group;           /* index */
+	uint64_t group_id;
+	uint32_t agent_id;
+	uint64_t mask;            /* traces asked */
+	uint64_t request_id;
+	uint32_t attempt;
+	struct coord_req *next_ready;
+	uint32_t next_free;
+};
+
+/* An incoming request on one of the two REP sockets. */
+struct coord_in {
+	int state;                /* IN_RECV, IN_READY, IN_SEND */
+	int collector;            /* 1: the collector socket */
+	nng_ctx ctx;
+	nng_aio *aio;
+	nng_msg *msg;             /* the request, until handled */
+	nng_msg *reply;           /* queued until the store committed */
+	int durable;              /* the reply promises something stored */
+	struct rt_coord *c;
+	struct coord_in *next_ready;
+};
+
+struct coord_stats {
+	uint64_t registrations, triggers, trigger_duplicates, trigger_traces;
+	uint64_t bad_messages, bad_slices, text_requests;
+	uint64_t slices, slice_bytes, slice_duplicates, late_slices, orphan_slices;
+	uint64_t store_errors;
+	uint64_t remote_sent, remote_retries, remote_failed, remote_bad_replies;
+	uint64_t unknown_agents;
+	uint64_t groups_opened, groups_closed, groups_dropped, traces_dropped;
+	uint64_t traces_coherent, traces_incoherent;
+	uint64_t retained_deleted;
+};
+
+struct rt_coord {
+	struct rt_coord_config cfg;
+	struct rt_store *store;
+	nng_socket coord_sock, collect_sock;
+	char listen_addr[RT_COORD_URL_MAX], collector_addr[RT_COORD_URL_MAX];
+	struct coord_in in[COORD_IN_COORD + COORD_IN_COLLECT];
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct coord_in *ready_in;   /* LIFO under mu; reversed when taken */
+	struct coord_req *ready_req;
+	int closing;
+
+	struct coord_directory dir;
+	struct coord_group *groups;
+	uint32_t group_free;         /* free list head (index+1, 0 = none) */
+	uint32_t groups_open;
+	uint64_t next_group_id;
+	struct coord_map traces;     /* trace_lo -> group index << 8 | trace index */
+	struct coord_map closed;     /* trace_lo -> monotonic close time */
+	uint64_t *closed_ring;       /* FIFO of closed trace_lo for expiry */
+	uint32_t closed_head, closed_len, closed_cap;
+
+	struct coord_req *reqs;
+	uint32_t req_free;           /* index+1 */
+	uint64_t next_request_id;
+
+	uint64_t latency[COORD_LATENCY_RING]; /* traversal ns */
+	uint64_t latency_count;
+	uint64_t start_ns, start_unix_ns;
+	uint64_t next_retain_ns, next_expire_ns;
+	struct rt_wire_buf out;
+	struct coord_stats st;
+};
+
+uint64_t coord_now_ns(void);      /* CLOCK_MONOTONIC */
+uint64_t coord_unix_ns(void);
+
+/* traversal.c */
+int coord_traversal_init(struct rt_coord *c);
+void coord_traversal_free(struct rt_coord *c);
+int coord_handle_trigger(struct rt_coord *c, const struct rt_wire_trigger *t, uint64_t received_unix_ns);
+void coord_handle_reply(struct rt_coord *c, struct coord_req *r);
+/* A stored slice: add it to its trace (opening a group for an orphan). 1 if late. */
+int coord_slice_arrived(struct rt_coord *c, const struct rt_wire_slice *s, uint64_t bytes,
+			uint64_t first_ns, uint64_t last_ns, int *late);
+int coord_trace_is_closed(struct rt_coord *c, uint64_t lo);
+int coord_trace_open(struct rt_coord *c, uint64_t lo);
+void coord_traversal_tick(struct rt_coord *c, uint64_t now);
+void coord_resume_received(struct rt_coord *c);
+
+/* collector.c */
+void coord_process_slices(struct rt_coord *c, struct coord_in **batch, uint32_t n);
+
+/* status.c */
+void coord_latency_percentiles(const struct rt_coord *c, double q1, double q2, uint64_t *v1,
+			       uint64_t *v2);
+
+/* coordinator.c */
+void coord_reply(struct rt_coord *c, struct coord_in *in, const void *data, size_t len);
+void coord_reply_ack(struct rt_coord *c, struct coord_in *in, int32_t status,
+		     const uint64_t *seqs, uint32_t n);
+
+#endif

@@ -1,0 +1,479 @@
+/*
+ * coordinator/coordinator.c — sockets, the event loop and the control requests.
+ *
+ * Two REP sockets listen: the coordinator socket (REGISTER, TRIGGER and the
+ * text requests "status" / "status json" / "ping") and the collector socket
+ * (SLICE). Each has a fixed set of contexts; a context's aio callback only
+ * moves a received message onto the ready list and signals the loop. The loop
+ * thread takes the whole list at once, so all slices that arrived together go
+ * into one store transaction (group commit) and are acknowledged after it.
+ * Remote triggers to agents (traversal.c) come back through the same list.
+ *
+ * A trigger is acknowledged once it is stored as pending: a coordinator killed
+ * mid-traversal resumes it at start-up, and an agent that got no ack re-sends
+ * it (dedup by agent id and trigger_seq).
+ */
+#include "coord_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nng/protocol/reqrep0/rep.h>
+
+enum { IN_RECV = 0, IN_READY = 1, IN_SEND = 2, IN_STOPPED = 3 };
+
+uint64_t coord_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t coord_unix_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void coord_log(const struct rt_coord *c, int level, const char *fmt, ...)
+{
+	static const char *names[] = { "error", "warn", "info", "debug" };
+	char when[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	va_list ap;
+	if (level > c->cfg.log_level)
+		return;
+	gmtime_r(&now, &tm);
+	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	fprintf(stderr, "%s retrace-coordinator %s: ", when, names[level]);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* ------------------------------------------------------ nng callbacks ---- */
+
+static void in_cb(void *arg)
+{
+	struct coord_in *in = arg;
+	struct rt_coord *c = in->c;
+	int rv = nng_aio_result(in->aio);
+	if (in->state == IN_SEND) {
+		if (rv != 0)
+			nng_msg_free(nng_aio_get_msg(in->aio));
+		if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
+			in->state = IN_STOPPED;
+			return;
+		}
+		in->state = IN_RECV;
+		nng_ctx_recv(in->ctx, in->aio);
+		return;
+	}
+	if (rv != 0) {
+		if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
+			in->state = IN_STOPPED;
+			return;
+		}
+		nng_ctx_recv(in->ctx, in->aio); /* a transient error: keep listening */
+		return;
+	}
+	in->msg = nng_aio_get_msg(in->aio);
+	pthread_mutex_lock(&c->mu);
+	in->state = IN_READY;
+	in->next_ready = c->ready_in;
+	c->ready_in = in;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* Queue the reply on `in`; run_once sends it once the store committed. */
+void coord_reply(struct rt_coord *c, struct coord_in *in, const void *data, size_t len)
+{
+	(void)c;
+	if (in->msg) {
+		nng_msg_free(in->msg);
+		in->msg = NULL;
+	}
+	if (in->reply) {
+		nng_msg_free(in->reply);
+		in->reply = NULL;
+	}
+	if (nng_msg_alloc(&in->reply, len) != 0) {
+		in->reply = NULL; /* no memory for a reply: the peer times out and retries */
+		return;
+	}
+	memcpy(nng_msg_body(in->reply), data, len);
+}
+
+static void send_reply(struct coord_in *in)
+{
+	in->durable = 0;
+	if (!in->reply) {
+		in->state = IN_RECV;
+		nng_ctx_recv(in->ctx, in->aio);
+		return;
+	}
+	nng_aio_set_msg(in->aio, in->reply);
+	in->reply = NULL;
+	in->state = IN_SEND;
+	nng_ctx_send(in->ctx, in->aio);
+}
+
+void coord_reply_ack(struct rt_coord *c, struct coord_in *in, int32_t status,
+		     const uint64_t *seqs, uint32_t n)
+{
+	struct rt_wire_ack ack = { .status = status, .seq_count = n, .seqs = seqs };
+	c->out.len = 0;
+	if (rt_wire_encode_ack(&c->out, &ack) != 0) {
+		ack.seq_count = 0;
+		c->out.len = 0;
+		rt_wire_encode_ack(&c->out, &ack);
+	}
+	coord_reply(c, in, c->out.data, c->out.len);
+}
+
+/* --------------------------------------------------- control requests ---- */
+
+static int is_text(const uint8_t *b, size_t len, const char *word)
+{
+	size_t n = strlen(word);
+	return len >= n && memcmp(b, word, n) == 0 && (len == n || b[n] == 0 || b[n] == ' ');
+}
+
+static void handle_text(struct rt_coord *c, struct coord_in *in, const uint8_t *b, size_t len)
+{
+	size_t cap = 1u << 20, n;
+	char *out = malloc(cap);
+	c->st.text_requests++;
+	if (!out) {
+		coord_reply(c, in, "error: out of memory", 21);
+		return;
+	}
+	if (is_text(b, len, "status"))
+		n = rt_coord_status(c, len >= 11 && memcmp(b + 7, "json", 4) == 0, out, cap) + 1;
+	else if (is_text(b, len, "ping"))
+		n = (size_t)snprintf(out, cap, "pong coordinator") + 1;
+	else
+		n = (size_t)snprintf(out, cap, "error: unknown request (try status, status json, ping)") + 1;
+	coord_reply(c, in, out, n);
+	free(out);
+}
+
+static void handle_trigger_msg(struct rt_coord *c, struct coord_in *in, const struct rt_wire_msg *m,
+			       const void *raw, size_t len)
+{
+	const struct rt_wire_trigger *t = &m->trigger;
+	uint64_t now = coord_unix_ns();
+	int rc = rt_store_put_trigger(c->store, t->agent_id, t->trigger_seq, now, raw, len);
+	uint64_t seq = t->trigger_seq;
+	if (rc < 0) {
+		c->st.store_errors++;
+		coord_log(c, LOG_ERROR, "store: %s", rt_store_errmsg(c->store));
+		coord_reply_ack(c, in, rc, NULL, 0);
+		return;
+	}
+	if (rc == RT_STORE_DUPLICATE) {
+		c->st.trigger_duplicates++;
+	} else {
+		c->st.triggers++;
+		coord_handle_trigger(c, t, now);
+	}
+	coord_reply_ack(c, in, 0, &seq, 1);
+}
+
+/* Requests on the coordinator socket, inside the loop's transaction. */
+static void handle_coord_request(struct rt_coord *c, struct coord_in *in)
+{
+	const uint8_t *b = nng_msg_body(in->msg);
+	size_t len = nng_msg_len(in->msg);
+	struct rt_wire_msg m;
+	int rc;
+	if (len == 0 || (b[0] & 0xf0) != 0x90) {
+		handle_text(c, in, b, len);
+		return;
+	}
+	rc = rt_wire_decode(b, len, &m);
+	in->durable = rc == 0;
+	if (rc == 0 && m.type == RT_WIRE_REGISTER) {
+		c->st.registrations++;
+		rc = coord_dir_register(c, &m.reg);
+		coord_reply_ack(c, in, rc, NULL, 0);
+	} else if (rc == 0 && m.type == RT_WIRE_TRIGGER) {
+		handle_trigger_msg(c, in, &m, b, len);
+	} else {
+		c->st.bad_messages++;
+		coord_log(c, LOG_WARN, "malformed or unexpected message on the coordinator socket: %s",
+			  rc ? rt_wire_strerror(rc) : rt_wire_type_name(m.type));
+		coord_reply_ack(c, in, rc ? rc : RT_WIRE_E_UNKNOWN_TYPE, NULL, 0);
+	}
+	rt_wire_msg_free(&m);
+}
+
+/* ----------------------------------------------------------- the loop ---- */
+
+static void take_ready(struct rt_coord *c, struct coord_in **in, struct coord_req **rq,
+		       uint64_t wait_ns)
+{
+	pthread_mutex_lock(&c->mu);
+	if (!c->ready_in && !c->ready_req && wait_ns) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += (long)wait_ns;
+		while (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+	}
+	*in = c->ready_in;
+	*rq = c->ready_req;
+	c->ready_in = NULL;
+	c->ready_req = NULL;
+	pthread_mutex_unlock(&c->mu);
+}
+
+static int is_text_msg(const struct coord_in *in)
+{
+	size_t len = nng_msg_len(in->msg);
+	return len == 0 || (((const uint8_t *)nng_msg_body(in->msg))[0] & 0xf0) != 0x90;
+}
+
+/*
+ * One turn: everything that arrived is handled inside one store transaction,
+ * the traversal's timers run in it too (closing traces writes their rows), and
+ * only after the commit do the replies go out. If the commit fails, every
+ * reply that promised durability becomes an error ACK, so agents send again.
+ */
+static void run_once(struct rt_coord *c, uint64_t wait_ns)
+{
+	struct coord_in *in, *slices[COORD_IN_COLLECT], *reqs[COORD_IN_COORD];
+	struct coord_req *rq;
+	uint32_t ns = 0, nc = 0, i;
+	int rc;
+
+	take_ready(c, &in, &rq, wait_ns);
+	for (; in; in = in->next_ready) {
+		if (in->collector && ns < COORD_IN_COLLECT)
+			slices[ns++] = in;
+		else if (nc < COORD_IN_COORD)
+			reqs[nc++] = in;
+	}
+	while (rq) {
+		struct coord_req *next = rq->next_ready;
+		coord_handle_reply(c, rq);
+		rq = next;
+	}
+	rc = rt_store_begin(c->store);
+	if (rc == 0) {
+		coord_process_slices(c, slices, ns);
+		for (i = 0; i < nc; i++) {
+			if (is_text_msg(reqs[i]))
+				handle_text(c, reqs[i], nng_msg_body(reqs[i]->msg),
+					    nng_msg_len(reqs[i]->msg));
+			else
+				handle_coord_request(c, reqs[i]);
+		}
+		coord_traversal_tick(c, coord_now_ns());
+		rc = rt_store_commit(c->store);
+	}
+	if (rc != 0) {
+		c->st.store_errors++;
+		coord_log(c, LOG_ERROR, "store transaction failed: %s", rt_store_errmsg(c->store));
+		rt_store_rollback(c->store);
+		for (i = 0; i < ns; i++)
+			coord_reply_ack(c, slices[i], RT_STORE_E_IO, NULL, 0);
+		for (i = 0; i < nc; i++)
+			if (reqs[i]->durable)
+				coord_reply_ack(c, reqs[i], RT_STORE_E_IO, NULL, 0);
+	}
+	for (i = 0; i < ns; i++)
+		send_reply(slices[i]);
+	for (i = 0; i < nc; i++)
+		send_reply(reqs[i]);
+}
+
+void rt_coord_run(struct rt_coord *c, volatile int *stop)
+{
+	while (!*stop)
+		run_once(c, 5000000ull);
+}
+
+/* ------------------------------------------------------ open / close ---- */
+
+static int open_rep(struct rt_coord *c, nng_socket *s, const char *url, char *bound, int collector,
+		    struct coord_in *ins, int n, char *err, size_t errlen)
+{
+	nng_listener l;
+	int rv, i;
+	if ((rv = nng_rep0_open(s)) != 0) {
+		snprintf(err, errlen, "cannot open a socket: %s", nng_strerror(rv));
+		return -1;
+	}
+	nng_socket_set_size(*s, NNG_OPT_RECVMAXSZ, RT_WIRE_MAX_MESSAGE + 1024);
+	if ((rv = nng_listen(*s, url, &l, 0)) != 0) {
+		snprintf(err, errlen, "cannot listen on %s: %s", url, nng_strerror(rv));
+		return -1;
+	}
+	snprintf(bound, RT_COORD_URL_MAX, "%s", url);
+	{
+		nng_sockaddr sa;
+		if (nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) == 0 && sa.s_family == NNG_AF_INET) {
+			const uint8_t *ip = (const uint8_t *)&sa.s_in.sa_addr;
+			snprintf(bound, RT_COORD_URL_MAX, "tcp://%u.%u.%u.%u:%u", ip[0], ip[1], ip[2],
+				 ip[3], (unsigned)((sa.s_in.sa_port >> 8) | ((sa.s_in.sa_port & 0xff) << 8)));
+		}
+	}
+	for (i = 0; i < n; i++) {
+		struct coord_in *in = &ins[i];
+		in->c = c;
+		in->collector = collector;
+		if (nng_ctx_open(&in->ctx, *s) != 0 || nng_aio_alloc(&in->aio, in_cb, in) != 0) {
+			snprintf(err, errlen, "cannot open socket contexts");
+			return -1;
+		}
+		in->state = IN_RECV;
+		nng_ctx_recv(in->ctx, in->aio);
+	}
+	return 0;
+}
+
+static void write_ready_file(struct rt_coord *c)
+{
+	int fd;
+	if (!c->cfg.ready_file[0])
+		return;
+	fd = open(c->cfg.ready_file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd >= 0) {
+		dprintf(fd, "%s\n%s\n", c->listen_addr, c->collector_addr);
+		close(fd);
+	}
+}
+
+static int resume_one(void *arg, uint32_t agent_id, uint64_t seq, uint64_t received_ns,
+		      const void *msg, size_t len)
+{
+	struct rt_coord *c = arg;
+	struct rt_wire_msg m;
+	if (rt_wire_decode(msg, len, &m) != 0 || m.type != RT_WIRE_TRIGGER) {
+		coord_log(c, LOG_WARN, "stored trigger %u/%llu does not decode; marked done", agent_id,
+			  (unsigned long long)seq);
+		rt_store_done_trigger(c->store, agent_id, seq);
+		rt_wire_msg_free(&m);
+		return 0;
+	}
+	coord_handle_trigger(c, &m.trigger, received_ns);
+	rt_wire_msg_free(&m);
+	return 0;
+}
+
+/* Triggers stored but not done: a previous coordinator died before closing them. */
+static void resume_pending(struct rt_coord *c)
+{
+	uint32_t before = c->groups_open;
+	rt_store_begin(c->store);
+	rt_store_pending_triggers(c->store, resume_one, c);
+	rt_store_commit(c->store);
+	coord_resume_received(c);
+	if (c->groups_open > before)
+		coord_log(c, LOG_INFO, "resumed %u trace groups from pending triggers",
+			  c->groups_open - before);
+}
+
+struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, size_t errlen)
+{
+	struct rt_coord *c = calloc(1, sizeof *c);
+	struct rt_store_options so = { 0 };
+	int rc;
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	c->cfg = *cfg;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	c->start_ns = coord_now_ns();
+	c->start_unix_ns = coord_unix_ns();
+	so.path = cfg->store;
+	so.sync_full = cfg->sync_full;
+	so.max_age_ns = (uint64_t)(cfg->retain_age * 1e9);
+	so.max_bytes = cfg->retain_bytes;
+	if ((rc = rt_store_open(&c->store, &so)) != 0) {
+		snprintf(err, errlen, "store %s: %s", cfg->store,
+			 c->store ? rt_store_errmsg(c->store) : rt_store_strerror(rc));
+		rt_store_close(c->store);
+		c->store = NULL;
+		rt_coord_close(c);
+		return NULL;
+	}
+	if (coord_traversal_init(c) != 0) {
+		snprintf(err, errlen, "out of memory for %u trace groups", cfg->max_groups);
+		rt_coord_close(c);
+		return NULL;
+	}
+	coord_dir_load(c);
+	resume_pending(c);
+	if (open_rep(c, &c->coord_sock, cfg->listen, c->listen_addr, 0, c->in, COORD_IN_COORD, err,
+		     errlen) != 0 ||
+	    open_rep(c, &c->collect_sock, cfg->collector, c->collector_addr, 1, c->in + COORD_IN_COORD,
+		     COORD_IN_COLLECT, err, errlen) != 0) {
+		rt_coord_close(c);
+		return NULL;
+	}
+	write_ready_file(c);
+	coord_log(c, LOG_INFO, "listening on %s (triggers) and %s (slices), store %s",
+		  c->listen_addr, c->collector_addr, rt_store_path(c->store));
+	return c;
+}
+
+void rt_coord_close(struct rt_coord *c)
+{
+	int i;
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->closing = 1;
+	pthread_mutex_unlock(&c->mu);
+	for (i = 0; i < COORD_IN_COORD + COORD_IN_COLLECT; i++)
+		if (c->in[i].aio)
+			nng_aio_stop(c->in[i].aio);
+	if (nng_socket_id(c->coord_sock) > 0)
+		nng_close(c->coord_sock);
+	if (nng_socket_id(c->collect_sock) > 0)
+		nng_close(c->collect_sock);
+	for (i = 0; i < COORD_IN_COORD + COORD_IN_COLLECT; i++) {
+		if (c->in[i].aio)
+			nng_aio_free(c->in[i].aio);
+		if (c->in[i].msg)
+			nng_msg_free(c->in[i].msg);
+	}
+	coord_traversal_free(c);
+	coord_dir_free(c);
+	rt_store_close(c->store);
+	rt_wire_buf_free(&c->out);
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+}
+
+const char *rt_coord_listen_addr(const struct rt_coord *c)
+{
+	return c->listen_addr;
+}
+
+const char *rt_coord_collector_addr(const struct rt_coord *c)
+{
+	return c->collector_addr;
+}

@@ -1,0 +1,66 @@
+/*
+ * coordinator/coordinator.h — retrace-coordinator's core, as a library.
+ *
+ * Owns: the agent directory (agent id -> control address, persisted in the
+ * store), the breadcrumb traversal of every triggered trace group, the
+ * collector endpoint that stores agents' slices and acknowledges them once
+ * durable, the assembly of slices into coherent or incoherent traces, and the
+ * coordinator's figures (`retrace status --coordinator URL`).
+ *
+ * Promises:
+ *   - Every message from the network is untrusted: decoded strictly (wire/),
+ *     counted when malformed, answered with an error ACK, never fatal.
+ *   - A slice is acknowledged only after its store transaction committed; a
+ *     trigger only after it is stored as pending, so a restarted coordinator
+ *     resumes its traversal.
+ *   - One thread (rt_coord_run's caller) owns all state; nng's callbacks only
+ *     hand finished I/O to it through a locked ready list.
+ */
+#ifndef RETRACE_COORDINATOR_H
+#define RETRACE_COORDINATOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define RT_COORD_URL_MAX 256
+
+struct rt_coord_config {
+	char listen[RT_COORD_URL_MAX];     /* REGISTER, TRIGGER, status (default tcp://127.0.0.1:7700) */
+	char collector[RT_COORD_URL_MAX];  /* SLICE (default tcp://127.0.0.1:7701) */
+	char store[RT_COORD_URL_MAX];      /* SQLite file (default retrace.db) */
+	char ready_file[RT_COORD_URL_MAX]; /* created once listening */
+	int sync_full;                     /* fsync every commit (power-safe) */
+	double settle;                     /* s of quiet after the last slice before a trace closes */
+	double collect_timeout;            /* s after the trigger when a trace closes regardless */
+	double state_ttl;                  /* s a closed trace is remembered for late slices */
+	double agent_timeout;              /* s one remote trigger may take */
+	uint32_t agent_retries;            /* further attempts after a timeout */
+	double agent_ttl;                  /* s without registration before an agent is forgotten */
+	double retain_age;                 /* s traces are kept (0 = forever) */
+	uint64_t retain_bytes;             /* slice bytes kept (0 = no limit) */
+	uint32_t max_groups;               /* trace groups open at once */
+	int log_level;                     /* 0 error .. 3 debug */
+};
+
+void rt_coord_config_defaults(struct rt_coord_config *c);
+/* Parse argv (and --config FILE); 0 ok, 1 --help printed, -1 error printed on err. */
+int rt_coord_config_parse(struct rt_coord_config *c, int argc, char **argv, FILE *err);
+void rt_coord_usage(FILE *out);
+
+struct rt_coord;
+
+/* Open the store, resume pending triggers, listen. NULL with err filled on failure. */
+struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, size_t errlen);
+/* Run until *stop becomes non-zero (checked at least every 50 ms). */
+void rt_coord_run(struct rt_coord *c, volatile int *stop);
+void rt_coord_close(struct rt_coord *c);
+
+/* The listening addresses actually bound (port 0 resolved). */
+const char *rt_coord_listen_addr(const struct rt_coord *c);
+const char *rt_coord_collector_addr(const struct rt_coord *c);
+
+/* Status text (json = 0) or JSON; returns bytes written excluding the NUL. */
+size_t rt_coord_status(struct rt_coord *c, int json, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,132 @@
+/*
+ * coordinator/status.c — the figures `retrace status --coordinator URL` shows.
+ *
+ * Rendered with wire/figures.h, so the text and JSON forms agree. Traversal
+ * latency percentiles come from the last COORD_LATENCY_RING traversals,
+ * sorted on demand: a status request is rare, a traversal is not.
+ */
+#include "coord_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "wire/figures.h"
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+void coord_latency_percentiles(const struct rt_coord *c, double q1, double q2, uint64_t *v1,
+			       uint64_t *v2)
+{
+	uint64_t n = c->latency_count < COORD_LATENCY_RING ? c->latency_count : COORD_LATENCY_RING;
+	uint64_t *s;
+	*v1 = *v2 = 0;
+	if (!n || !(s = malloc(n * sizeof *s)))
+		return;
+	memcpy(s, c->latency, n * sizeof *s);
+	qsort(s, n, sizeof *s, cmp_u64);
+	*v1 = s[(uint64_t)(q1 * (double)(n - 1) + 0.5)];
+	*v2 = s[(uint64_t)(q2 * (double)(n - 1) + 0.5)];
+	free(s);
+}
+
+static void coordinator_section(struct rt_figures *w, struct rt_coord *c)
+{
+	rt_fig_section(w, "coordinator");
+	rt_fig_u64(w, "pid", (uint64_t)getpid());
+	rt_fig_f(w, "uptime_s", (double)(coord_now_ns() - c->start_ns) / 1e9);
+	rt_fig_str(w, "listen", c->listen_addr);
+	rt_fig_str(w, "collector", c->collector_addr);
+	rt_fig_str(w, "store", rt_store_path(c->store));
+}
+
+static void agents_section(struct rt_figures *w, struct rt_coord *c)
+{
+	uint64_t now = coord_now_ns();
+	uint32_t i;
+	rt_fig_section(w, "agents");
+	rt_fig_u64(w, "known", c->dir.count);
+	rt_fig_u64(w, "registrations", c->st.registrations);
+	rt_fig_u64(w, "expired", c->dir.expired);
+	rt_fig_u64(w, "unknown_named", c->st.unknown_agents);
+	for (i = 0; i < c->dir.count && i < 64; i++) {
+		const struct coord_agent *a = &c->dir.agents[i];
+		char k[48], v[600];
+		snprintf(k, sizeof k, "agent.%u", a->id);
+		snprintf(v, sizeof v, "%s host=%s seen=%.1fs_ago asked=%llu failed=%llu", a->addr,
+			 a->host, (double)(now - a->seen_mono_ns) / 1e9,
+			 (unsigned long long)a->asked, (unsigned long long)a->failed);
+		rt_fig_str(w, k, v);
+	}
+}
+
+static void traversal_section(struct rt_figures *w, struct rt_coord *c)
+{
+	uint64_t p50, p99;
+	coord_latency_percentiles(c, 0.5, 0.99, &p50, &p99);
+	rt_fig_section(w, "traversal");
+	rt_fig_u64(w, "triggers", c->st.triggers);
+	rt_fig_u64(w, "trigger_duplicates", c->st.trigger_duplicates);
+	rt_fig_u64(w, "trigger_traces", c->st.trigger_traces);
+	rt_fig_u64(w, "groups_in_flight", c->groups_open);
+	rt_fig_u64(w, "groups_opened", c->st.groups_opened);
+	rt_fig_u64(w, "groups_closed", c->st.groups_closed);
+	rt_fig_u64(w, "groups_dropped", c->st.groups_dropped);
+	rt_fig_u64(w, "traces_dropped", c->st.traces_dropped);
+	rt_fig_u64(w, "remote_triggers_sent", c->st.remote_sent);
+	rt_fig_u64(w, "remote_retries", c->st.remote_retries);
+	rt_fig_u64(w, "remote_failed", c->st.remote_failed);
+	rt_fig_u64(w, "remote_bad_replies", c->st.remote_bad_replies);
+	rt_fig_u64(w, "latency_samples", c->latency_count);
+	rt_fig_f(w, "latency_p50_ms", (double)p50 / 1e6);
+	rt_fig_f(w, "latency_p99_ms", (double)p99 / 1e6);
+}
+
+static void collection_section(struct rt_figures *w, struct rt_coord *c)
+{
+	uint64_t closed = c->st.traces_coherent + c->st.traces_incoherent;
+	rt_fig_section(w, "collection");
+	rt_fig_u64(w, "slices", c->st.slices);
+	rt_fig_u64(w, "slice_bytes", c->st.slice_bytes);
+	rt_fig_u64(w, "slice_duplicates", c->st.slice_duplicates);
+	rt_fig_u64(w, "late_slices", c->st.late_slices);
+	rt_fig_u64(w, "orphan_slices", c->st.orphan_slices);
+	rt_fig_u64(w, "malformed_slices", c->st.bad_slices);
+	rt_fig_u64(w, "malformed_messages", c->st.bad_messages);
+	rt_fig_u64(w, "traces_coherent", c->st.traces_coherent);
+	rt_fig_u64(w, "traces_incoherent", c->st.traces_incoherent);
+	rt_fig_f(w, "coherent_pct", closed ? 100.0 * (double)c->st.traces_coherent / (double)closed : 0);
+}
+
+static void store_section(struct rt_figures *w, struct rt_coord *c)
+{
+	struct rt_store_stats s;
+	memset(&s, 0, sizeof s);
+	rt_store_stats(c->store, &s);
+	rt_fig_section(w, "store");
+	rt_fig_u64(w, "traces", s.traces);
+	rt_fig_u64(w, "coherent", s.coherent);
+	rt_fig_u64(w, "incoherent", s.incoherent);
+	rt_fig_u64(w, "slices", s.slices);
+	rt_fig_u64(w, "slice_bytes", s.slice_bytes);
+	rt_fig_u64(w, "pending_triggers", s.pending_triggers);
+	rt_fig_u64(w, "file_bytes", s.file_bytes);
+	rt_fig_u64(w, "errors", c->st.store_errors);
+	rt_fig_u64(w, "retention_deleted", c->st.retained_deleted);
+}
+
+size_t rt_coord_status(struct rt_coord *c, int json, char *out, size_t cap)
+{
+	struct rt_figures w;
+	rt_fig_init(&w, out, cap, json);
+	coordinator_section(&w, c);
+	agents_section(&w, c);
+	traversal_section(&w, c);
+	collection_section(&w, c);
+	store_section(&w, c);
+	return rt_fig_end(&w);
+}

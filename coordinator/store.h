@@ -1,0 +1,192 @@
+/*
+ * coordinator/store.h — the coordinator's durable store: one SQLite file in WAL mode.
+ *
+ * Owns: the file, its schema (traces, slices, agents, pending triggers) and every
+ * SQL statement the coordinator and the `retrace` CLI run. Nothing outside
+ * store.c knows that the backend is SQLite: a later backend (OTLP export, a
+ * columnar store) implements this same interface beside it.
+ *
+ * Promises:
+ *   - A slice written by rt_store_put_slice inside rt_store_begin/rt_store_commit
+ *     is durable once rt_store_commit returns 0 (WAL; a kill -9 of the process
+ *     loses nothing committed; with sync_full also a power cut). The collector
+ *     acknowledges slices only after that commit.
+ *   - Slices are idempotent by (agent_id, trace_lo, slice_seq): a re-sent slice is
+ *     RT_STORE_DUPLICATE and stored once.
+ *   - Slices keep the raw encoded SLICE message as received (the wire format is the
+ *     archive format), so later decoders read exactly what the agent sent.
+ *   - Every function returns 0 or a negative RT_STORE_E_* code, never aborts; the
+ *     error text of the last failure is rt_store_errmsg().
+ *   - Single writer (the coordinator); any number of read-only openers (the CLI)
+ *     alongside it.
+ */
+#ifndef RETRACE_COORDINATOR_STORE_H
+#define RETRACE_COORDINATOR_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RT_STORE_MAX_TRIGGERS 8  /* trigger ids kept per trace */
+#define RT_STORE_MAX_AGENTS 64   /* agents recorded per trace (delivered / missing) */
+#define RT_STORE_DEFAULT_PATH "retrace.db"
+
+enum rt_store_error {
+	RT_STORE_OK = 0,
+	RT_STORE_DUPLICATE = 1,      /* put_slice: already stored (not an error) */
+	RT_STORE_E_OPEN = -201,      /* cannot open/create the file, or not a retrace store */
+	RT_STORE_E_SCHEMA = -202,    /* the file has a newer/unknown schema version */
+	RT_STORE_E_IO = -203,        /* SQLite failed (disk full, I/O error, corrupt) */
+	RT_STORE_E_BUSY = -204,      /* locked by another writer past the busy timeout */
+	RT_STORE_E_NOTFOUND = -205,  /* no such trace */
+	RT_STORE_E_READONLY = -206,  /* a write on a read-only handle */
+	RT_STORE_E_INVAL = -207,     /* bad argument */
+};
+
+struct rt_store_options {
+	const char *path;       /* NULL: RT_STORE_DEFAULT_PATH */
+	int readonly;           /* the CLI: never creates, never writes */
+	int sync_full;          /* PRAGMA synchronous=FULL (power-safe) instead of NORMAL */
+	uint64_t max_age_ns;    /* retention by age (0 = keep forever) */
+	uint64_t max_bytes;     /* retention by size of the slices' data (0 = no limit) */
+};
+
+struct rt_store;
+
+/* On failure *out is NULL and rt_store_errmsg(NULL) gives the reason (per thread). */
+int rt_store_open(struct rt_store **out, const struct rt_store_options *o);
+void rt_store_close(struct rt_store *s);
+const char *rt_store_errmsg(const struct rt_store *s); /* last failure, "" if none */
+const char *rt_store_strerror(int err);
+const char *rt_store_path(const struct rt_store *s);
+
+/* One write transaction (nestable calls are an error). */
+int rt_store_begin(struct rt_store *s);
+int rt_store_commit(struct rt_store *s);
+void rt_store_rollback(struct rt_store *s);
+
+/* ------------------------------------------------------------ slices ---- */
+
+struct rt_store_slice {
+	uint64_t trace_hi, trace_lo;
+	uint32_t agent_id;
+	uint32_t trigger_id;
+	uint64_t slice_seq;
+	uint64_t received_ns;   /* Unix ns at the collector */
+	uint32_t buffers;       /* buffers in the message */
+	uint64_t bytes;         /* payload bytes (sum of the buffers' data) */
+	uint64_t first_ns;      /* earliest buffer first_tick in Unix ns (0: unknown) */
+	uint64_t last_ns;       /* latest buffer first_tick in Unix ns */
+	int late;               /* arrived after its trace was closed */
+	const void *msg;        /* the encoded RT_WIRE_SLICE message as received */
+	size_t msg_len;
+};
+
+/* 0 (stored), RT_STORE_DUPLICATE, or an error. Needs an open transaction. */
+int rt_store_put_slice(struct rt_store *s, const struct rt_store_slice *sl);
+
+/*
+ * Call fn for each stored slice of the trace (matched on trace_lo, and on
+ * trace_hi too when it is not 0), in (agent_id, slice_seq) order. `msg` points
+ * into SQLite memory valid only during the call. A non-zero return from fn
+ * stops the walk and is returned.
+ */
+typedef int (*rt_store_slice_fn)(void *arg, const struct rt_store_slice *sl);
+int rt_store_slices(struct rt_store *s, uint64_t trace_hi, uint64_t trace_lo,
+		    rt_store_slice_fn fn, void *arg);
+
+/* ------------------------------------------------------------ traces ---- */
+
+struct rt_store_trace {
+	uint64_t trace_hi, trace_lo;
+	uint64_t group_id;       /* lateral group: traces triggered together share it */
+	uint32_t trigger_count;
+	uint32_t trigger_ids[RT_STORE_MAX_TRIGGERS];
+	uint32_t agent_count;    /* agents that delivered data */
+	uint32_t agents[RT_STORE_MAX_AGENTS];
+	uint32_t missing_count;  /* agents reached by the traversal whose data is missing */
+	uint32_t missing[RT_STORE_MAX_AGENTS];
+	int coherent;            /* every agent reached delivered its slice */
+	uint64_t first_ns, last_ns;  /* time range of the data (Unix ns) */
+	uint64_t bytes;          /* payload bytes over all its slices */
+	uint32_t slices;
+	uint32_t late_slices;    /* slices that arrived after it closed */
+	uint64_t triggered_ns;   /* first trigger received (Unix ns) */
+	uint64_t closed_ns;
+	uint64_t traversal_ns;   /* trigger received -> no agent left to contact */
+};
+
+/* Insert or replace the row of this trace (key: trace_hi, trace_lo). */
+int rt_store_put_trace(struct rt_store *s, const struct rt_store_trace *t);
+
+/* A late slice for a closed trace: add to its bytes/slices/late_slices and widen
+ * its time range; RT_STORE_E_NOTFOUND if the trace has no row. */
+int rt_store_add_late(struct rt_store *s, const struct rt_store_slice *sl);
+
+/* One trace by id (trace_hi 0 = match on trace_lo alone). */
+int rt_store_get_trace(struct rt_store *s, uint64_t trace_hi, uint64_t trace_lo,
+		       struct rt_store_trace *out);
+
+struct rt_store_query {
+	int by_trigger;          /* only traces carrying trigger_id */
+	uint32_t trigger_id;
+	uint64_t since_ns;       /* closed_ns >= since_ns (0: all) */
+	int incoherent_only;
+	uint32_t limit;          /* 0: no limit */
+};
+
+/* Traces matching q, newest closed first. fn's non-zero return stops the walk. */
+typedef int (*rt_store_trace_fn)(void *arg, const struct rt_store_trace *t);
+int rt_store_list(struct rt_store *s, const struct rt_store_query *q,
+		  rt_store_trace_fn fn, void *arg);
+
+/* ------------------------------------------------- agent directory ---- */
+
+struct rt_store_agent {
+	uint32_t agent_id;
+	uint32_t pid;
+	char host[256];
+	char control_addr[256];
+	uint64_t start_ns;       /* the agent's start (Unix ns) */
+	uint64_t last_seen_ns;   /* last registration (Unix ns) */
+};
+
+int rt_store_put_agent(struct rt_store *s, const struct rt_store_agent *a); /* upsert */
+int rt_store_delete_agent(struct rt_store *s, uint32_t agent_id);
+typedef int (*rt_store_agent_fn)(void *arg, const struct rt_store_agent *a);
+int rt_store_agents(struct rt_store *s, rt_store_agent_fn fn, void *arg);
+
+/* -------------------------------------------------- pending triggers ---- */
+
+/*
+ * A trigger is stored (as its encoded RT_WIRE_TRIGGER message) before the
+ * coordinator acknowledges it, and marked done when its trace group closes; a
+ * restarted coordinator resumes the traversal of every trigger not done.
+ * put_trigger of an (agent_id, trigger_seq) already stored is RT_STORE_DUPLICATE.
+ */
+int rt_store_put_trigger(struct rt_store *s, uint32_t agent_id, uint64_t trigger_seq,
+			 uint64_t received_ns, const void *msg, size_t len);
+int rt_store_done_trigger(struct rt_store *s, uint32_t agent_id, uint64_t trigger_seq);
+typedef int (*rt_store_trigger_fn)(void *arg, uint32_t agent_id, uint64_t trigger_seq,
+				   uint64_t received_ns, const void *msg, size_t len);
+int rt_store_pending_triggers(struct rt_store *s, rt_store_trigger_fn fn, void *arg);
+
+/* ------------------------------------------------ retention, stats ---- */
+
+/*
+ * Apply retention: delete traces (and their slices) closed before now - max_age,
+ * then the oldest closed traces until the slices' data is under max_bytes; also
+ * done triggers older than max_age (or 1 h if no max_age) and slices with no
+ * trace row older than max_age. *deleted (may be NULL) gets the traces removed.
+ */
+int rt_store_retain(struct rt_store *s, uint64_t now_ns, uint64_t *deleted);
+
+struct rt_store_stats {
+	uint64_t traces, coherent, incoherent;
+	uint64_t slices, slice_bytes;   /* rows and payload bytes stored */
+	uint64_t pending_triggers;
+	uint64_t agents;
+	uint64_t file_bytes;            /* database + WAL on disk */
+};
+int rt_store_stats(struct rt_store *s, struct rt_store_stats *out);
+
+#endif

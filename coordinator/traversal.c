@@ -1,0 +1,741 @@
+/*
+ * coordinator/traversal.c — following breadcrumbs, and deciding when a trace is whole.
+ *
+ * A *group* is what one trigger names: the triggered trace and its lateral
+ * traces (at most 64, so a set of traces is a uint64_t mask). Triggers from
+ * several hosts for the same trace land in the group that already holds it
+ * (the trace map, trace_lo -> group), so they merge into one traversal.
+ *
+ * Each (trace, agent) pair is a *cell*. A cell is *named* when the trigger's
+ * origin or a breadcrumb points at the agent for that trace. Every named cell
+ * is asked once with a REMOTE_TRIGGER (all of an agent's new cells of a group
+ * in one request; different agents in parallel); the BREADCRUMB_REPLY pins the
+ * traces there, says how many buffers/bytes the agent has had for each
+ * (cumulative), and names more agents, which become new cells — until no cell
+ * is left to ask: that instant is the traversal latency. A request that times
+ * out is retried agent_retries times; an agent the directory does not know or
+ * that never answers is a failed cell, recorded against the trace.
+ *
+ * Slices (collector.c) add to their cell's `received`. A group closes when its
+ * traversal is idle, every agent with data has delivered at least the bytes it
+ * announced, and no slice came for `settle` seconds — or at collect_timeout.
+ * A trace is coherent when every named agent delivered (received > 0 and
+ * >= what it announced); a named agent with no data (evicted) or a failed one
+ * makes it incoherent. Closed traces are remembered for state_ttl so that a
+ * slice arriving later is stored as late instead of opening a new group.
+ *
+ * A slice for a trace no trigger announced (the trigger was lost, or is still
+ * in an agent's outbox) opens an *orphan* group that asks the sending agent for
+ * breadcrumbs, so the traversal happens anyway.
+ */
+#include "coord_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { REQ_FREE = 0, REQ_SENDING = 1, REQ_RECEIVING = 2, REQ_DONE = 3 };
+
+static uint32_t pow2_at_least(uint64_t n)
+{
+	uint32_t p = 1024;
+	while (p < n && p < (1u << 30))
+		p <<= 1;
+	return p;
+}
+
+int coord_traversal_init(struct rt_coord *c)
+{
+	uint32_t i, n = c->cfg.max_groups ? c->cfg.max_groups : 1;
+	c->groups = calloc(n, sizeof *c->groups);
+	c->reqs = calloc(COORD_MAX_REQS, sizeof *c->reqs);
+	c->closed_cap = pow2_at_least((uint64_t)n * 4);
+	c->closed_ring = calloc(c->closed_cap, sizeof *c->closed_ring);
+	if (!c->groups || !c->reqs || !c->closed_ring ||
+	    coord_map_init(&c->traces, pow2_at_least((uint64_t)n * 8)) != 0 ||
+	    coord_map_init(&c->closed, pow2_at_least((uint64_t)c->closed_cap * 2)) != 0)
+		return -1;
+	for (i = 0; i < n; i++)
+		c->groups[i].next_free = i + 2 <= n ? i + 2 : 0;
+	c->group_free = 1;
+	for (i = 0; i < COORD_MAX_REQS; i++) {
+		c->reqs[i].c = c;
+		c->reqs[i].next_free = i + 2 <= COORD_MAX_REQS ? i + 2 : 0;
+	}
+	c->req_free = 1;
+	c->next_group_id = 1;
+	c->next_request_id = 1;
+	return 0;
+}
+
+void coord_traversal_free(struct rt_coord *c)
+{
+	uint32_t i, n = c->cfg.max_groups ? c->cfg.max_groups : 1;
+	if (c->reqs)
+		for (i = 0; i < COORD_MAX_REQS; i++) {
+			if (c->reqs[i].aio) {
+				nng_aio_stop(c->reqs[i].aio);
+				nng_aio_free(c->reqs[i].aio);
+			}
+			if (c->reqs[i].reply)
+				nng_msg_free(c->reqs[i].reply);
+		}
+	if (c->groups)
+		for (i = 0; i < n; i++)
+			free(c->groups[i].cells);
+	free(c->groups);
+	free(c->reqs);
+	free(c->closed_ring);
+	coord_map_free(&c->traces);
+	coord_map_free(&c->closed);
+}
+
+/* ------------------------------------------------------------ groups ---- */
+
+static struct coord_group *group_alloc(struct rt_coord *c, uint64_t now)
+{
+	struct coord_group *g;
+	uint32_t i;
+	if (!c->group_free) {
+		c->st.groups_dropped++;
+		return NULL;
+	}
+	i = c->group_free - 1;
+	g = &c->groups[i];
+	c->group_free = g->next_free;
+	free(g->cells);
+	memset(g, 0, sizeof *g);
+	g->id = c->next_group_id++;
+	g->created_ns = now;
+	g->last_activity_ns = now;
+	c->groups_open++;
+	c->st.groups_opened++;
+	return g;
+}
+
+static void group_release(struct rt_coord *c, struct coord_group *g)
+{
+	uint32_t i = (uint32_t)(g - c->groups);
+	free(g->cells);
+	g->cells = NULL;
+	g->ncells = g->cap = 0;
+	g->id = 0;
+	g->next_free = c->group_free;
+	c->group_free = i + 1;
+	c->groups_open--;
+}
+
+static int find_trace(const struct coord_group *g, uint64_t lo)
+{
+	uint32_t i;
+	for (i = 0; i < g->ntraces; i++)
+		if (g->traces[i].lo == lo)
+			return (int)i;
+	return -1;
+}
+
+/* Index of the trace in g (added if new); -1 when the group or the map is full. */
+static int group_add_trace(struct rt_coord *c, struct coord_group *g, uint64_t hi, uint64_t lo)
+{
+	int i = find_trace(g, lo);
+	if (i >= 0) {
+		if (!g->traces[i].hi)
+			g->traces[i].hi = hi;
+		return i;
+	}
+	if (g->ntraces == COORD_GROUP_TRACES ||
+	    coord_map_put(&c->traces, lo, (uint64_t)(g - c->groups) << 8 | g->ntraces) != 0) {
+		c->st.traces_dropped++;
+		return -1;
+	}
+	i = (int)g->ntraces++;
+	memset(&g->traces[i], 0, sizeof g->traces[i]);
+	g->traces[i].hi = hi;
+	g->traces[i].lo = lo;
+	return i;
+}
+
+static struct coord_group *group_of(struct rt_coord *c, uint64_t lo, int *idx)
+{
+	uint64_t v;
+	if (!coord_map_get(&c->traces, lo, &v))
+		return NULL;
+	*idx = (int)(v & 0xff);
+	return &c->groups[v >> 8];
+}
+
+static void add_trigger_id(struct coord_group *g, uint32_t id)
+{
+	uint32_t i;
+	for (i = 0; i < g->ntrig; i++)
+		if (g->trigger_ids[i] == id)
+			return;
+	if (g->ntrig < RT_STORE_MAX_TRIGGERS)
+		g->trigger_ids[g->ntrig++] = id;
+}
+
+static struct coord_cell *cell_get(struct coord_group *g, int trace, uint32_t agent, int create)
+{
+	uint32_t i;
+	for (i = 0; i < g->ncells; i++)
+		if (g->cells[i].trace == trace && g->cells[i].agent_id == agent)
+			return &g->cells[i];
+	if (!create)
+		return NULL;
+	if (g->ncells == g->cap) {
+		uint32_t cap = g->cap ? g->cap * 2 : 8;
+		struct coord_cell *n = realloc(g->cells, cap * sizeof *n);
+		if (!n)
+			return NULL;
+		g->cells = n;
+		g->cap = cap;
+	}
+	memset(&g->cells[g->ncells], 0, sizeof g->cells[0]);
+	g->cells[g->ncells].trace = (uint8_t)trace;
+	g->cells[g->ncells].agent_id = agent;
+	g->cells[g->ncells].state = CELL_SEEN;
+	return &g->cells[g->ncells++];
+}
+
+/* The agent holds (or held) part of this trace: ask it, once. */
+static void name_agent(struct coord_group *g, int trace, uint32_t agent)
+{
+	struct coord_cell *x;
+	if (agent == 0 || !(x = cell_get(g, trace, agent, 1)) || x->named)
+		return;
+	x->named = 1;
+	if (x->state == CELL_SEEN)
+		x->state = CELL_NEW;
+	g->dirty = 1;
+}
+
+/* --------------------------------------------------- remote triggers ---- */
+
+static void req_cb(void *arg)
+{
+	struct coord_req *r = arg;
+	struct rt_coord *c = r->c;
+	int rv = nng_aio_result(r->aio);
+	if (r->state == REQ_SENDING && rv == 0) {
+		r->state = REQ_RECEIVING;
+		nng_ctx_recv(r->ctx, r->aio);
+		return;
+	}
+	if (r->state == REQ_SENDING)
+		nng_msg_free(nng_aio_get_msg(r->aio));
+	r->ok = r->state == REQ_RECEIVING && rv == 0;
+	r->reply = r->ok ? nng_aio_get_msg(r->aio) : NULL;
+	pthread_mutex_lock(&c->mu);
+	r->state = REQ_DONE;
+	r->next_ready = c->ready_req;
+	c->ready_req = r;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static struct coord_req *req_alloc(struct rt_coord *c)
+{
+	struct coord_req *r;
+	if (!c->req_free)
+		return NULL;
+	r = &c->reqs[c->req_free - 1];
+	if (!r->aio && nng_aio_alloc(&r->aio, req_cb, r) != 0)
+		return NULL;
+	c->req_free = r->next_free;
+	return r;
+}
+
+static void req_release(struct rt_coord *c, struct coord_req *r)
+{
+	if (r->reply)
+		nng_msg_free(r->reply);
+	r->reply = NULL;
+	nng_ctx_close(r->ctx);
+	r->state = REQ_FREE;
+	r->next_free = c->req_free;
+	c->req_free = (uint32_t)(r - c->reqs) + 1;
+}
+
+static int encode_request(struct rt_coord *c, struct coord_group *g, uint64_t mask,
+			  uint64_t request_id)
+{
+	struct rt_wire_trace traces[COORD_GROUP_TRACES];
+	struct rt_wire_remote_trigger m;
+	uint32_t i, n = 0;
+	memset(traces, 0, sizeof traces);
+	for (i = 0; i < g->ntraces; i++)
+		if (mask >> i & 1) {
+			traces[n].trace_hi = g->traces[i].hi;
+			traces[n].trace_lo = g->traces[i].lo;
+			n++;
+		}
+	m.request_id = request_id;
+	m.trigger_id = g->ntrig ? g->trigger_ids[0] : 0;
+	m.trace_count = n;
+	m.traces = traces;
+	c->out.len = 0;
+	return rt_wire_encode_remote_trigger(&c->out, &m);
+}
+
+/* Send one REMOTE_TRIGGER; 0, or -1 when no request slot or socket is free. */
+static int send_request(struct rt_coord *c, struct coord_group *g, struct coord_agent *a,
+			uint64_t mask, uint32_t attempt)
+{
+	struct coord_req *r;
+	nng_msg *m;
+	if (!a->sock_open || !(r = req_alloc(c)))
+		return -1;
+	r->request_id = c->next_request_id++;
+	if (encode_request(c, g, mask, r->request_id) != 0 || nng_ctx_open(&r->ctx, a->sock) != 0) {
+		r->ctx = (nng_ctx)NNG_CTX_INITIALIZER;
+		req_release(c, r);
+		return -1;
+	}
+	if (nng_msg_alloc(&m, c->out.len) != 0) {
+		req_release(c, r);
+		return -1;
+	}
+	memcpy(nng_msg_body(m), c->out.data, c->out.len);
+	r->group = (uint32_t)(g - c->groups);
+	r->group_id = g->id;
+	r->agent_id = a->id;
+	r->mask = mask;
+	r->attempt = attempt;
+	r->ok = 0;
+	r->state = REQ_SENDING;
+	nng_aio_set_timeout(r->aio, (nng_duration)(c->cfg.agent_timeout * 1000));
+	nng_aio_set_msg(r->aio, m);
+	nng_ctx_send(r->ctx, r->aio);
+	g->inflight++;
+	a->asked++;
+	c->st.remote_sent++;
+	if (attempt)
+		c->st.remote_retries++;
+	return 0;
+}
+
+static void set_cells(struct coord_group *g, uint32_t agent, uint64_t mask, int from, int to)
+{
+	uint32_t i;
+	for (i = 0; i < g->ncells; i++) {
+		struct coord_cell *x = &g->cells[i];
+		if (x->agent_id == agent && (mask >> x->trace & 1) && x->state == from)
+			x->state = (uint8_t)to;
+	}
+}
+
+static void traversal_check_idle(struct rt_coord *c, struct coord_group *g, uint64_t now)
+{
+	uint32_t i;
+	if (g->traversal_ns || g->inflight || g->dirty)
+		return;
+	for (i = 0; i < g->ncells; i++)
+		if (g->cells[i].state == CELL_NEW || g->cells[i].state == CELL_ASKED)
+			return;
+	g->traversal_ns = now - g->created_ns;
+	if (!g->traversal_ns)
+		g->traversal_ns = 1;
+	if (g->has_trigger) /* orphans measure how late a trigger was, not a traversal */
+		c->latency[c->latency_count++ % COORD_LATENCY_RING] = g->traversal_ns;
+}
+
+/* Ask every agent with new named cells, one request per agent. */
+static void dispatch(struct rt_coord *c, struct coord_group *g, uint64_t now)
+{
+	uint32_t i, j;
+	g->dirty = 0;
+	for (i = 0; i < g->ncells; i++) {
+		struct coord_cell *x = &g->cells[i];
+		struct coord_agent *a;
+		uint64_t mask = 0;
+		if (x->state != CELL_NEW)
+			continue;
+		for (j = i; j < g->ncells; j++)
+			if (g->cells[j].agent_id == x->agent_id && g->cells[j].state == CELL_NEW)
+				mask |= 1ull << g->cells[j].trace;
+		a = coord_dir_find(c, x->agent_id);
+		if (!a || !a->addr[0]) {
+			uint32_t k;
+			c->st.unknown_agents++;
+			coord_log(c, LOG_WARN, "trace group %llu: agent %u is not in the directory",
+				  (unsigned long long)g->id, x->agent_id);
+			for (k = 0; k < g->ncells; k++)
+				if (g->cells[k].agent_id == x->agent_id && g->cells[k].state == CELL_NEW)
+					g->cells[k].unknown = 1;
+			set_cells(g, x->agent_id, mask, CELL_NEW, CELL_FAILED);
+			continue;
+		}
+		if (send_request(c, g, a, mask, 0) != 0) {
+			g->dirty = 1; /* out of request slots: try again next tick */
+			continue;
+		}
+		set_cells(g, x->agent_id, mask, CELL_NEW, CELL_ASKED);
+	}
+	traversal_check_idle(c, g, now);
+}
+
+/* Apply a breadcrumb reply; 0, or -1 when it is not a reply to this request. */
+static int apply_reply(struct coord_group *g, struct coord_req *r)
+{
+	struct rt_wire_msg m;
+	uint32_t i, k;
+	int rc = rt_wire_decode(nng_msg_body(r->reply), nng_msg_len(r->reply), &m);
+	if (rc != 0 || m.type != RT_WIRE_BREADCRUMB_REPLY || m.reply.request_id != r->request_id ||
+	    m.reply.agent_id != r->agent_id) {
+		rt_wire_msg_free(&m);
+		return -1;
+	}
+	set_cells(g, r->agent_id, r->mask, CELL_ASKED, CELL_REPLIED);
+	for (i = 0; i < m.reply.trace_count; i++) {
+		const struct rt_wire_trace *t = &m.reply.traces[i];
+		int idx = find_trace(g, t->trace_lo);
+		struct coord_cell *x;
+		if (idx < 0 || !(r->mask >> idx & 1) || !(x = cell_get(g, idx, r->agent_id, 0)))
+			continue;
+		if (t->buffers > x->buffers)
+			x->buffers = t->buffers;
+		if (t->bytes > x->expect)
+			x->expect = t->bytes;
+		if (!g->traces[idx].hi)
+			g->traces[idx].hi = t->trace_hi;
+		for (k = 0; k < t->breadcrumb_count; k++)
+			if (t->breadcrumbs[k] != r->agent_id)
+				name_agent(g, idx, t->breadcrumbs[k]);
+	}
+	rt_wire_msg_free(&m);
+	return 0;
+}
+
+void coord_handle_reply(struct rt_coord *c, struct coord_req *r)
+{
+	struct coord_group *g = &c->groups[r->group];
+	uint64_t now = coord_now_ns();
+	struct coord_agent *a;
+	if (g->id != r->group_id) { /* the group closed meanwhile */
+		req_release(c, r);
+		return;
+	}
+	g->inflight--;
+	g->last_activity_ns = now;
+	if (r->ok && apply_reply(g, r) == 0) {
+		req_release(c, r);
+		dispatch(c, g, now);
+		return;
+	}
+	if (r->ok)
+		c->st.remote_bad_replies++;
+	a = coord_dir_find(c, r->agent_id);
+	if (a && r->attempt < c->cfg.agent_retries) {
+		uint64_t mask = r->mask;
+		uint32_t attempt = r->attempt + 1;
+		req_release(c, r);
+		if (send_request(c, g, a, mask, attempt) == 0)
+			return;
+	} else {
+		req_release(c, r);
+	}
+	c->st.remote_failed++;
+	if (a)
+		a->failed++;
+	coord_log(c, LOG_WARN, "trace group %llu: agent %u did not answer (%s)",
+		  (unsigned long long)g->id, r->agent_id, a ? a->addr : "unknown");
+	set_cells(g, r->agent_id, r->mask, CELL_ASKED, CELL_FAILED);
+	dispatch(c, g, now);
+}
+
+/* ------------------------------------------------- triggers, slices ---- */
+
+static void note_trigger_key(struct coord_group *g, uint32_t agent, uint64_t seq)
+{
+	if (g->nkeys < COORD_MAX_GROUP_TRIGGERS) {
+		g->keys[g->nkeys].agent_id = agent;
+		g->keys[g->nkeys].seq = seq;
+		g->nkeys++;
+	}
+}
+
+int coord_handle_trigger(struct rt_coord *c, const struct rt_wire_trigger *t,
+			 uint64_t received_unix_ns)
+{
+	struct coord_group *g = NULL, *home;
+	uint64_t now = coord_now_ns();
+	uint32_t i, k;
+	int idx;
+	for (i = 0; i < t->trace_count && !g; i++)
+		g = group_of(c, t->traces[i].trace_lo, &idx);
+	if (!g && !(g = group_alloc(c, now))) {
+		c->st.traces_dropped += t->trace_count;
+		coord_log(c, LOG_WARN, "%u trace groups open: trigger %u/%llu dropped",
+			  c->cfg.max_groups, t->agent_id, (unsigned long long)t->trigger_seq);
+		return -1;
+	}
+	if (!g->has_trigger) { /* new, or an orphan becoming a real traversal: time it from here */
+		g->has_trigger = 1;
+		g->triggered_unix_ns = received_unix_ns;
+		g->created_ns = now;
+		g->traversal_ns = 0;
+	}
+	note_trigger_key(g, t->agent_id, t->trigger_seq);
+	for (i = 0; i < t->trace_count; i++) {
+		const struct rt_wire_trace *tr = &t->traces[i];
+		c->st.trigger_traces++;
+		if (!tr->trace_lo || coord_map_get(&c->closed, tr->trace_lo, NULL))
+			continue; /* zero id, or a re-fire of a trace already closed */
+		home = group_of(c, tr->trace_lo, &idx);
+		if (!home) {
+			home = g;
+			if ((idx = group_add_trace(c, g, tr->trace_hi, tr->trace_lo)) < 0)
+				continue;
+		}
+		add_trigger_id(home, t->trigger_id);
+		name_agent(home, idx, t->agent_id);
+		for (k = 0; k < tr->breadcrumb_count; k++)
+			name_agent(home, idx, tr->breadcrumbs[k]);
+		home->last_activity_ns = now;
+		if (home != g)
+			dispatch(c, home, now);
+	}
+	add_trigger_id(g, t->trigger_id);
+	if (g->ntraces == 0) { /* everything was closed already */
+		uint32_t j;
+		for (j = 0; j < g->nkeys; j++)
+			rt_store_done_trigger(c->store, g->keys[j].agent_id, g->keys[j].seq);
+		group_release(c, g);
+		return 0;
+	}
+	dispatch(c, g, now);
+	return 0;
+}
+
+int coord_trace_is_closed(struct rt_coord *c, uint64_t lo)
+{
+	return coord_map_get(&c->closed, lo, NULL);
+}
+
+static void account_slice(struct coord_group *g, int idx, uint32_t agent, uint64_t bytes,
+			  uint64_t first_ns, uint64_t last_ns, uint64_t now)
+{
+	struct coord_gtrace *t = &g->traces[idx];
+	struct coord_cell *x = cell_get(g, idx, agent, 1);
+	if (x) {
+		x->received += bytes;
+		x->slices++;
+	}
+	t->bytes += bytes;
+	t->slices++;
+	if (first_ns && (!t->first_ns || first_ns < t->first_ns))
+		t->first_ns = first_ns;
+	if (last_ns > t->last_ns)
+		t->last_ns = last_ns;
+	g->last_activity_ns = now;
+}
+
+int coord_slice_arrived(struct rt_coord *c, const struct rt_wire_slice *s, uint64_t bytes,
+			uint64_t first_ns, uint64_t last_ns, int *late)
+{
+	uint64_t now = coord_now_ns();
+	struct coord_group *g;
+	int idx;
+	*late = 0;
+	if ((g = group_of(c, s->trace_lo, &idx))) {
+		account_slice(g, idx, s->agent_id, bytes, first_ns, last_ns, now);
+		return 0;
+	}
+	if (coord_map_get(&c->closed, s->trace_lo, NULL)) {
+		*late = 1;
+		return 0;
+	}
+	if (!(g = group_alloc(c, now)))
+		return -1;
+	if ((idx = group_add_trace(c, g, s->trace_hi, s->trace_lo)) < 0) {
+		group_release(c, g);
+		return -1;
+	}
+	c->st.orphan_slices++;
+	add_trigger_id(g, s->trigger_id);
+	name_agent(g, idx, s->agent_id);
+	account_slice(g, idx, s->agent_id, bytes, first_ns, last_ns, now);
+	dispatch(c, g, now);
+	return 0;
+}
+
+/* ----------------------------------------------------------- closing ---- */
+
+static void remember_closed(struct rt_coord *c, uint64_t lo, uint64_t now)
+{
+	if (c->closed_len == c->closed_cap) { /* forget the oldest early */
+		coord_map_del(&c->closed, c->closed_ring[c->closed_head]);
+		c->closed_head = (c->closed_head + 1) % c->closed_cap;
+		c->closed_len--;
+	}
+	if (coord_map_put(&c->closed, lo, now) != 0)
+		return;
+	c->closed_ring[(c->closed_head + c->closed_len) % c->closed_cap] = lo;
+	c->closed_len++;
+}
+
+static void expire_closed(struct rt_coord *c, uint64_t now)
+{
+	uint64_t ttl = (uint64_t)(c->cfg.state_ttl * 1e9), at;
+	while (c->closed_len) {
+		uint64_t lo = c->closed_ring[c->closed_head];
+		if (coord_map_get(&c->closed, lo, &at) && now - at < ttl)
+			break;
+		coord_map_del(&c->closed, lo);
+		c->closed_head = (c->closed_head + 1) % c->closed_cap;
+		c->closed_len--;
+	}
+}
+
+static int cell_delivered(const struct coord_cell *x)
+{
+	return x->received > 0 && (x->state != CELL_REPLIED || x->received >= x->expect);
+}
+
+static void add_agent(uint32_t *list, uint32_t *n, uint32_t id)
+{
+	uint32_t i;
+	for (i = 0; i < *n; i++)
+		if (list[i] == id)
+			return;
+	if (*n < RT_STORE_MAX_AGENTS)
+		list[(*n)++] = id;
+}
+
+static void build_row(struct rt_coord *c, const struct coord_group *g, int idx,
+		      struct rt_store_trace *row)
+{
+	const struct coord_gtrace *t = &g->traces[idx];
+	uint32_t i;
+	int any = 0, missing = 0;
+	memset(row, 0, sizeof *row);
+	row->trace_hi = t->hi;
+	row->trace_lo = t->lo;
+	row->group_id = g->id;
+	row->trigger_count = g->ntrig;
+	memcpy(row->trigger_ids, g->trigger_ids, sizeof row->trigger_ids);
+	for (i = 0; i < g->ncells; i++) {
+		const struct coord_cell *x = &g->cells[i];
+		if (x->trace != idx)
+			continue;
+		if (x->received)
+			any = 1, add_agent(row->agents, &row->agent_count, x->agent_id);
+		if (x->named && !cell_delivered(x))
+			missing = 1, add_agent(row->missing, &row->missing_count, x->agent_id);
+	}
+	row->coherent = any && !missing;
+	row->first_ns = t->first_ns;
+	row->last_ns = t->last_ns;
+	row->bytes = t->bytes;
+	row->slices = t->slices;
+	row->triggered_ns = g->triggered_unix_ns ? g->triggered_unix_ns
+						 : c->start_unix_ns + (g->created_ns - c->start_ns);
+	row->closed_ns = coord_unix_ns();
+	row->traversal_ns = g->traversal_ns;
+}
+
+static void close_group(struct rt_coord *c, struct coord_group *g, uint64_t now)
+{
+	struct rt_store_trace row;
+	uint32_t i;
+	for (i = 0; i < g->ntraces; i++) {
+		build_row(c, g, (int)i, &row);
+		if (rt_store_put_trace(c->store, &row) < 0) {
+			c->st.store_errors++;
+			coord_log(c, LOG_ERROR, "store: %s", rt_store_errmsg(c->store));
+		}
+		if (row.coherent)
+			c->st.traces_coherent++;
+		else
+			c->st.traces_incoherent++;
+		coord_log(c, LOG_DEBUG, "trace %016llx%016llx closed %s: %u agents, %llu bytes",
+			  (unsigned long long)row.trace_hi, (unsigned long long)row.trace_lo,
+			  row.coherent ? "coherent" : "incoherent", row.agent_count,
+			  (unsigned long long)row.bytes);
+		coord_map_del(&c->traces, g->traces[i].lo);
+		remember_closed(c, g->traces[i].lo, now);
+	}
+	for (i = 0; i < g->nkeys; i++)
+		rt_store_done_trigger(c->store, g->keys[i].agent_id, g->keys[i].seq);
+	c->st.groups_closed++;
+	group_release(c, g);
+}
+
+/* Everything an agent announced has arrived (agents with no data do not hold us). */
+static int all_delivered(const struct coord_group *g)
+{
+	uint32_t i;
+	for (i = 0; i < g->ncells; i++) {
+		const struct coord_cell *x = &g->cells[i];
+		if (x->state == CELL_REPLIED && x->buffers && x->received < x->expect)
+			return 0;
+	}
+	return 1;
+}
+
+static void group_tick(struct rt_coord *c, struct coord_group *g, uint64_t now)
+{
+	uint64_t settle = (uint64_t)(c->cfg.settle * 1e9);
+	uint64_t timeout = (uint64_t)(c->cfg.collect_timeout * 1e9);
+	if (g->dirty)
+		dispatch(c, g, now);
+	if (now - g->created_ns >= timeout ||
+	    (g->traversal_ns && all_delivered(g) && now - g->last_activity_ns >= settle))
+		close_group(c, g, now);
+}
+
+void coord_traversal_tick(struct rt_coord *c, uint64_t now)
+{
+	uint32_t i, n = c->cfg.max_groups ? c->cfg.max_groups : 1;
+	static const uint64_t second = 1000000000ull;
+	if (c->groups_open)
+		for (i = 0; i < n; i++)
+			if (c->groups[i].id)
+				group_tick(c, &c->groups[i], now);
+	if (now >= c->next_expire_ns) {
+		c->next_expire_ns = now + second / 10;
+		expire_closed(c, now);
+		coord_dir_expire(c);
+	}
+	if (now >= c->next_retain_ns) {
+		uint64_t deleted = 0;
+		c->next_retain_ns = now + 60 * second;
+		if (rt_store_retain(c->store, coord_unix_ns(), &deleted) == 0)
+			c->st.retained_deleted += deleted;
+	}
+}
+
+/* --------------------------------------------------------- restart ---- */
+
+struct resume_ctx {
+	struct rt_coord *c;
+	struct coord_group *g;
+	int idx;
+};
+
+static int resume_slice(void *arg, const struct rt_store_slice *sl)
+{
+	struct resume_ctx *r = arg;
+	account_slice(r->g, r->idx, sl->agent_id, sl->bytes, sl->first_ns, sl->last_ns,
+		      coord_now_ns());
+	return 0;
+}
+
+/* Groups resumed from pending triggers: count the slices already stored. */
+void coord_resume_received(struct rt_coord *c)
+{
+	uint32_t i, j, n = c->cfg.max_groups ? c->cfg.max_groups : 1;
+	for (i = 0; i < n; i++) {
+		struct coord_group *g = &c->groups[i];
+		if (!g->id)
+			continue;
+		for (j = 0; j < g->ntraces; j++) {
+			struct resume_ctx r = { c, g, (int)j };
+			rt_store_slices(c->store, g->traces[j].hi, g->traces[j].lo, resume_slice, &r);
+		}
+	}
+}
+
+int coord_trace_open(struct rt_coord *c, uint64_t lo)
+{
+	return coord_map_get(&c->traces, lo, NULL);
+}
