@@ -10,6 +10,10 @@
 #include "control.h"
 
 #include <arpa/inet.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +36,8 @@ static void *control_main(void *arg)
 		c->req_len = sz;
 		c->answered = 0;
 		__atomic_store_n(&c->pending, 1, __ATOMIC_RELEASE);
+		if (c->wake_fd >= 0)
+			eventfd_write(c->wake_fd, 1);
 		while (!c->answered && !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE))
 			pthread_cond_wait(&c->cv, &c->mu);
 		pthread_mutex_unlock(&c->mu);
@@ -71,6 +77,7 @@ int rt_control_start(struct rt_control *c, const char *const *urls, int nurls,
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->cv, NULL);
 	c->reply = malloc(RT_CONTROL_REPLY_MAX);
+	c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* -1: plain sleeps, still correct */
 	if (!c->reply) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
@@ -96,6 +103,9 @@ fail:
 	nng_close(c->sock);
 	free(c->reply);
 	c->reply = NULL;
+	if (c->wake_fd >= 0)
+		close(c->wake_fd);
+	c->wake_fd = -1;
 	return -1;
 }
 
@@ -124,4 +134,20 @@ void rt_control_stop(struct rt_control *c)
 	free(c->reply);
 	c->reply = NULL;
 	c->running = 0;
+	if (c->wake_fd >= 0)
+		close(c->wake_fd);
+	c->wake_fd = -1;
+}
+
+void rt_control_sleep(struct rt_control *c, uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+	struct pollfd p = { .fd = c->wake_fd, .events = POLLIN };
+	eventfd_t drained;
+	if (c->wake_fd < 0 || !c->running) {
+		nanosleep(&ts, NULL);
+		return;
+	}
+	if (ppoll(&p, 1, &ts, NULL) > 0)
+		eventfd_read(c->wake_fd, &drained);
 }

@@ -7,7 +7,9 @@
  * a one-slot mailbox. The control thread only moves bytes: it never touches the
  * agent's state. The poll thread checks rt_control_pending (one atomic load)
  * each pass and answers through rt_control_serve, so all state stays with one
- * thread and a request waits at most one idle sleep (~1 ms).
+ * thread. An idle poll thread sleeps in ppoll on wake_fd (an eventfd the control
+ * thread signals), so a request — a coordinator's remote trigger on the
+ * traversal's critical path — is served at once, not after an idle sleep.
  */
 #ifndef RETRACE_AGENT_CONTROL_H
 #define RETRACE_AGENT_CONTROL_H
@@ -31,6 +33,7 @@ struct rt_control {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int pending;         /* a request waits (atomic) */
+	int wake_fd;         /* eventfd: written when a request arrives */
 	int answered;
 	int stop;
 	int running;
@@ -55,5 +58,8 @@ static inline int rt_control_pending(struct rt_control *c)
 void rt_control_serve(struct rt_control *c, rt_control_handler handler, void *arg);
 
 void rt_control_stop(struct rt_control *c);
+
+/* Poll thread, idle: sleep up to ns, or less if a request arrives meanwhile. */
+void rt_control_sleep(struct rt_control *c, uint64_t ns);
 
 #endif

@@ -70,8 +70,7 @@ static void run(struct rt_agent *a, struct rt_control *ctl)
 			sleep_ns = IDLE_SLEEP_MIN_NS;
 			continue;
 		}
-		struct timespec ts = { 0, (long)sleep_ns };
-		nanosleep(&ts, NULL);
+		rt_control_sleep(ctl, sleep_ns);
 		if (sleep_ns < IDLE_SLEEP_MAX_NS)
 			sleep_ns = sleep_ns * 2 > IDLE_SLEEP_MAX_NS ? IDLE_SLEEP_MAX_NS : sleep_ns * 2;
 	}
