@@ -61,11 +61,13 @@ static void run(struct rt_agent *a, struct rt_control *ctl)
 {
 	uint64_t sleep_ns = IDLE_SLEEP_MIN_NS;
 	while (!stop_requested) {
-		unsigned int n = rt_agent_poll(a);
+		unsigned int n = 0;
+		/* A request first: a remote trigger is on a traversal's critical path. */
 		if (rt_control_pending(ctl)) {
 			rt_control_serve(ctl, handle_request, a);
 			n++;
 		}
+		n += rt_agent_poll(a);
 		if (n) {
 			sleep_ns = IDLE_SLEEP_MIN_NS;
 			continue;

@@ -60,6 +60,14 @@ void rt_coord_close(struct rt_coord *c);
 const char *rt_coord_listen_addr(const struct rt_coord *c);
 const char *rt_coord_collector_addr(const struct rt_coord *c);
 
+/*
+ * Traversal latencies (ns) recorded after the first `from` ones, copied into
+ * out (at most max, oldest first; the ring keeps the last 8192). Returns the
+ * total count recorded so far. Safe to call from another thread than the loop.
+ */
+uint64_t rt_coord_latencies(struct rt_coord *c, uint64_t from, uint64_t *out, size_t max,
+			    size_t *n);
+
 /* Status text (json = 0) or JSON; returns bytes written excluding the NUL. */
 size_t rt_coord_status(struct rt_coord *c, int json, char *out, size_t cap);
 

@@ -34,6 +34,20 @@ void coord_latency_percentiles(const struct rt_coord *c, double q1, double q2, u
 	free(s);
 }
 
+uint64_t rt_coord_latencies(struct rt_coord *c, uint64_t from, uint64_t *out, size_t max,
+			    size_t *n)
+{
+	uint64_t total, i;
+	pthread_mutex_lock(&c->mu);
+	total = c->latency_count;
+	if (total > COORD_LATENCY_RING && from < total - COORD_LATENCY_RING)
+		from = total - COORD_LATENCY_RING;
+	for (*n = 0, i = from; i < total && *n < max; i++)
+		out[(*n)++] = c->latency[i % COORD_LATENCY_RING];
+	pthread_mutex_unlock(&c->mu);
+	return total;
+}
+
 static void coordinator_section(struct rt_figures *w, struct rt_coord *c)
 {
 	rt_fig_section(w, "coordinator");

@@ -12,7 +12,8 @@
  * in one request; different agents in parallel); the BREADCRUMB_REPLY pins the
  * traces there, says how many buffers/bytes the agent has had for each
  * (cumulative), and names more agents, which become new cells — until no cell
- * is left to ask: that instant is the traversal latency. A request that times
+ * is left to ask: the time from the group's creation to that instant is the
+ * traversal latency. A request that times
  * out is retried agent_retries times; an agent the directory does not know or
  * that never answers is a failed cell, recorded against the trace.
  *
@@ -334,8 +335,9 @@ static void traversal_check_idle(struct rt_coord *c, struct coord_group *g, uint
 	g->traversal_ns = now - g->created_ns;
 	if (!g->traversal_ns)
 		g->traversal_ns = 1;
-	if (g->has_trigger) /* orphans measure how late a trigger was, not a traversal */
-		c->latency[c->latency_count++ % COORD_LATENCY_RING] = g->traversal_ns;
+	pthread_mutex_lock(&c->mu);
+	c->latency[c->latency_count++ % COORD_LATENCY_RING] = g->traversal_ns;
+	pthread_mutex_unlock(&c->mu);
 }
 
 /* Ask every agent with new named cells, one request per agent. */
@@ -468,11 +470,9 @@ int coord_handle_trigger(struct rt_coord *c, const struct rt_wire_trigger *t,
 			  c->cfg.max_groups, t->agent_id, (unsigned long long)t->trigger_seq);
 		return -1;
 	}
-	if (!g->has_trigger) { /* new, or an orphan becoming a real traversal: time it from here */
+	if (!g->has_trigger) { /* an orphan's traversal already runs: its clock started then */
 		g->has_trigger = 1;
 		g->triggered_unix_ns = received_unix_ns;
-		g->created_ns = now;
-		g->traversal_ns = 0;
 	}
 	note_trigger_key(g, t->agent_id, t->trigger_seq);
 	for (i = 0; i < t->trace_count; i++) {
