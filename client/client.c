@@ -601,6 +601,10 @@ static void write_split(struct rt_thread *t, const uint8_t *data, size_t len, in
 		}
 		/* Use the whole rest of the buffer: the end mark is not needed. */
 		room = (size_t)(f->end - f->cur) - header;
+		if (len <= room) { /* the rest fits once the end mark is cut: no split */
+			write_frame(data, len, cont | ((with_ts && !cont) ? RETRACE_FRAME_TS : 0), tick);
+			return;
+		}
 		write_frame(data, room,
 			    cont | RETRACE_FRAME_CONT_NEXT | ((with_ts && !cont) ? RETRACE_FRAME_TS : 0),
 			    tick);

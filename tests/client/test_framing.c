@@ -94,6 +94,53 @@ START_TEST(test_round_trip_random_sizes)
 }
 END_TEST
 
+/*
+ * A record that fits the buffer only once the end mark is cut (it ends within
+ * RETRACE_FRAME_TERM bytes of the buffer's end) is written whole, not split:
+ * the split path used to copy the whole rest of the buffer from a shorter
+ * record and wrap its remaining length (a crash found by the coordinator's
+ * end-to-end tests).
+ */
+START_TEST(test_record_fills_buffer_exactly)
+{
+	struct rt_pool pool;
+	struct collection col = {0};
+	static uint8_t rec[BUF_SIZE];
+	size_t lens[20], n = 0, i;
+	char name[64];
+	unsigned seed = 99;
+	retrace_trace_id id = {0xabc, 0x777};
+	uint32_t payload = BUF_SIZE - RT_BUF_HEADER_SIZE;
+	uint32_t d;
+
+	test_pool_name(name, sizeof name, "exact");
+	test_pool_create(&pool, name, BUF_SIZE, 256);
+	test_client_init(name, 1);
+	fill_random(rec, sizeof rec, &seed);
+	ck_assert_int_eq(retrace_begin(id), 1);
+	for (d = 0; d <= RETRACE_FRAME_TERM + 1; d++) {
+		/* 100 bytes, then what leaves 0..TERM+1 bytes at the buffer's end. */
+		size_t first = 100, second = payload - (RETRACE_FRAME_HDR + first) - RETRACE_FRAME_HDR - d;
+		retrace_tracepoint(rec, first);
+		retrace_tracepoint(rec + 7, second);
+		lens[n++] = first;
+		lens[n++] = second;
+	}
+	retrace_end();
+	retrace_flush();
+	collect_all(&pool, &col);
+	ck_assert_uint_eq(col.corrupt, 0);
+	ck_assert_uint_eq(col.n_recs, n);
+	for (i = 0; i < n; i++) {
+		ck_assert_uint_eq(col.recs[i].len, lens[i]);
+		ck_assert(memcmp(col.recs[i].data, rec + (i % 2 ? 7 : 0), lens[i]) == 0);
+	}
+	collection_free(&col);
+	retrace_shutdown();
+	test_pool_destroy(&pool);
+}
+END_TEST
+
 START_TEST(test_no_trace_no_data)
 {
 	struct rt_pool pool;
@@ -163,6 +210,7 @@ int main(void)
 	TCase *tc = tcase_create("framing");
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_round_trip_random_sizes, 0, 4);
+	tcase_add_test(tc, test_record_fills_buffer_exactly);
 	tcase_add_test(tc, test_no_trace_no_data);
 	tcase_add_test(tc, test_many_traces_many_threads_shape);
 	suite_add_tcase(s, tc);
