@@ -1,0 +1,386 @@
+/*
+ * tests/coordinator/cluster.c — processes of the end-to-end suites (see cluster.h).
+ *
+ * Daemons are exec'd from fork children with PR_SET_PDEATHSIG so they die with
+ * the test even when a failed assertion _exits it. Writers are plain fork
+ * children driven over a pipe: one command, one ack byte, so a test knows the
+ * trace is written and flushed to the agent before it fires a trigger.
+ */
+#include "cluster.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "retrace/retrace.h"
+
+struct cl_cmd {
+	uint64_t hi, lo;
+	int32_t op; /* 0 write, 1 trigger, 2 quit */
+	int32_t records;
+	int32_t ncrumbs;
+	uint32_t crumbs[CL_MAX_CRUMBS];
+	uint32_t trigger_id;
+	int32_t nlateral;
+	uint64_t lateral[CL_MAX_LATERAL];
+};
+
+static void nap_ms(double ms)
+{
+	struct timespec ts = { (time_t)(ms / 1000), (long)((ms - (double)((time_t)(ms / 1000)) * 1000) * 1e6) };
+	nanosleep(&ts, NULL);
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+uint32_t cl_record_len(uint64_t lo, int host, int record)
+{
+	return 24 + (uint32_t)((lo * 7 + (uint64_t)host * 131 + (uint64_t)record * 977) % 3000);
+}
+
+uint8_t cl_record_byte(uint64_t lo, int host, int record, uint32_t offset)
+{
+	return (uint8_t)(lo * 31 + (uint64_t)host * 7 + (uint64_t)record * 13 + offset * 5 + (offset >> 8));
+}
+
+/* ------------------------------------------------------------ writers ---- */
+
+static void writer_main(const char *pool, int h, int cmd_fd, int ack_fd)
+{
+	struct retrace_config cfg;
+	struct cl_cmd c;
+	static uint8_t rec[4096];
+	retrace_config_from_env(&cfg);
+	cfg.pool_name = pool;
+	cfg.quiet = 1;
+	for (int i = 0; i < 300 && retrace_init(&cfg) != RETRACE_OK; i++)
+		nap_ms(10);
+	while (read(cmd_fd, &c, sizeof c) == (ssize_t)sizeof c && c.op != 2) {
+		retrace_trace_id id = { .hi = c.hi, .lo = c.lo };
+		char ok = 1;
+		if (c.op == 0) {
+			retrace_begin(id);
+			for (int i = 0; i < c.ncrumbs; i++)
+				retrace_breadcrumb(c.crumbs[i]);
+			for (int r = 0; r < c.records; r++) {
+				uint32_t len = cl_record_len(c.lo, h, r);
+				for (uint32_t k = 0; k < len; k++)
+					rec[k] = cl_record_byte(c.lo, h, r, k);
+				retrace_tracepoint(rec, len);
+			}
+			retrace_end();
+			retrace_flush();
+		} else {
+			retrace_trace_id lat[CL_MAX_LATERAL];
+			for (int i = 0; i < c.nlateral; i++)
+				lat[i] = (retrace_trace_id){ .hi = c.hi, .lo = c.lateral[i] };
+			ok = retrace_trigger(id, c.trigger_id, lat, (size_t)c.nlateral) == RETRACE_OK;
+		}
+		if (write(ack_fd, &ok, 1) != 1)
+			break;
+	}
+	retrace_shutdown();
+	_exit(0);
+}
+
+static int command(struct cluster *c, int h, const struct cl_cmd *cmd)
+{
+	char ok = 0;
+	if (write(c->hosts[h].cmd_fd, cmd, sizeof *cmd) != (ssize_t)sizeof *cmd ||
+	    read(c->hosts[h].ack_fd, &ok, 1) != 1)
+		return -1;
+	return ok ? 0 : -1;
+}
+
+int cl_write(struct cluster *c, int h, uint64_t hi, uint64_t lo, int records,
+	     const uint32_t *crumbs, int ncrumbs)
+{
+	struct cl_cmd cmd;
+	memset(&cmd, 0, sizeof cmd);
+	cmd.hi = hi;
+	cmd.lo = lo;
+	cmd.records = records;
+	cmd.ncrumbs = ncrumbs > CL_MAX_CRUMBS ? CL_MAX_CRUMBS : ncrumbs;
+	for (int i = 0; i < cmd.ncrumbs; i++)
+		cmd.crumbs[i] = crumbs[i];
+	return command(c, h, &cmd);
+}
+
+int cl_trigger(struct cluster *c, int h, uint64_t hi, uint64_t lo, uint32_t trigger_id,
+	       const uint64_t *lateral_lo, int nlateral)
+{
+	struct cl_cmd cmd;
+	memset(&cmd, 0, sizeof cmd);
+	cmd.op = 1;
+	cmd.hi = hi;
+	cmd.lo = lo;
+	cmd.trigger_id = trigger_id;
+	cmd.nlateral = nlateral > CL_MAX_LATERAL ? CL_MAX_LATERAL : nlateral;
+	for (int i = 0; i < cmd.nlateral; i++)
+		cmd.lateral[i] = lateral_lo[i];
+	return command(c, h, &cmd);
+}
+
+/* ------------------------------------------------------------ daemons ---- */
+
+static pid_t spawn(char *const argv[], const char *log)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fd >= 0) {
+			dup2(fd, 2);
+			close(fd);
+		}
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static int wait_file(const char *path, double timeout_s)
+{
+	double end = mono_s() + timeout_s;
+	while (mono_s() < end) {
+		if (access(path, F_OK) == 0)
+			return 0;
+		nap_ms(10);
+	}
+	return -1;
+}
+
+static int free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof a;
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+int cl_start_coordinator(struct cluster *c)
+{
+	char ready[256], log[256];
+	char *argv[] = { COORD_BIN, "--listen", c->coord_url, "--collector", c->collect_url,
+			 "--store", c->store, "--settle", "0.3", "--collect-timeout", "8",
+			 "--agent-timeout", "0.5", "--ready-file", ready, "--log-level", "debug", NULL };
+	snprintf(ready, sizeof ready, "%s/coord.ready", c->dir);
+	snprintf(log, sizeof log, "%s/coord.log", c->dir);
+	unlink(ready);
+	c->coord = spawn(argv, log);
+	return c->coord > 0 ? wait_file(ready, 10) : -1;
+}
+
+void cl_kill_coordinator(struct cluster *c)
+{
+	if (c->coord > 0) {
+		kill(c->coord, SIGKILL);
+		waitpid(c->coord, NULL, 0);
+		c->coord = 0;
+	}
+}
+
+static int start_host(struct cluster *c, int h, uint32_t buffers)
+{
+	struct cl_host *x = &c->hosts[h];
+	char id[16], nbuf[16], ready[256], log[256];
+	char *argv[] = { AGENT_BIN, "--pool", x->pool, "--agent-id", id, "--buffers", nbuf,
+			 "--buffer-size", "8192", "--listen", "tcp://127.0.0.1:0", "--coordinator",
+			 c->coord_url, "--collector", c->collect_url, "--unlink", "--ready-file", ready,
+			 "--report-timeout", "1000", NULL };
+	int to[2], from[2];
+	snprintf(x->pool, sizeof x->pool, "/rt-e2e-%d-%d", (int)getpid(), h);
+	snprintf(id, sizeof id, "%d", h + 1);
+	snprintf(nbuf, sizeof nbuf, "%u", buffers);
+	snprintf(ready, sizeof ready, "%s/agent%d.ready", c->dir, h);
+	snprintf(log, sizeof log, "%s/agent%d.log", c->dir, h);
+	x->buffers = buffers;
+	x->agent = spawn(argv, log);
+	if (x->agent <= 0 || wait_file(ready, 10) != 0)
+		return -1;
+	if (pipe(to) || pipe(from))
+		return -1;
+	x->writer = fork();
+	if (x->writer == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(to[1]);
+		close(from[0]);
+		writer_main(x->pool, h, to[0], from[1]);
+	}
+	close(to[0]);
+	close(from[1]);
+	x->cmd_fd = to[1];
+	x->ack_fd = from[0];
+	return 0;
+}
+
+int cl_start(struct cluster *c, int nhosts, uint32_t buffers)
+{
+	memset(c, 0, sizeof *c);
+	snprintf(c->dir, sizeof c->dir, "/tmp/rt-e2e-XXXXXX");
+	if (!mkdtemp(c->dir))
+		return -1;
+	snprintf(c->store, sizeof c->store, "%s/store.db", c->dir);
+	snprintf(c->coord_url, sizeof c->coord_url, "tcp://127.0.0.1:%d", free_port());
+	snprintf(c->collect_url, sizeof c->collect_url, "tcp://127.0.0.1:%d", free_port());
+	if (cl_start_coordinator(c) != 0)
+		return -1;
+	for (int h = 0; h < nhosts; h++) {
+		c->nhosts = h + 1;
+		if (start_host(c, h, buffers) != 0)
+			return -1;
+	}
+	nap_ms(200); /* agents register at start; give the directory a moment */
+	return 0;
+}
+
+void cl_stop(struct cluster *c)
+{
+	struct cl_cmd quit;
+	char cmd[300];
+	memset(&quit, 0, sizeof quit);
+	quit.op = 2;
+	for (int h = 0; h < c->nhosts; h++) {
+		struct cl_host *x = &c->hosts[h];
+		if (x->writer > 0) {
+			if (write(x->cmd_fd, &quit, sizeof quit) < 0)
+				kill(x->writer, SIGKILL);
+			waitpid(x->writer, NULL, 0);
+			close(x->cmd_fd);
+			close(x->ack_fd);
+		}
+		if (x->agent > 0) {
+			kill(x->agent, SIGTERM);
+			waitpid(x->agent, NULL, 0);
+		}
+	}
+	cl_kill_coordinator(c);
+	if (getenv("RETRACE_KEEP_TEST_DIR")) {
+		fprintf(stderr, "kept %s\n", c->dir);
+		return;
+	}
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", c->dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", c->dir);
+}
+
+/* ------------------------------------------------------------ checks ---- */
+
+int cl_wait_trace(struct cluster *c, uint64_t hi, uint64_t lo, double timeout_s,
+		  struct rt_store_trace *out)
+{
+	double end = mono_s() + timeout_s;
+	struct rt_store_options o = { .path = c->store, .readonly = 1 };
+	while (mono_s() < end) {
+		struct rt_store *s = NULL;
+		if (rt_store_open(&s, &o) == 0) {
+			int rc = rt_store_get_trace(s, hi, lo, out);
+			rt_store_close(s);
+			if (rc == 0)
+				return 0;
+		} else {
+			rt_store_close(s);
+		}
+		nap_ms(50);
+	}
+	return -1;
+}
+
+static char *hex_of_record(uint64_t lo, int h, int r)
+{
+	uint32_t len = cl_record_len(lo, h, r);
+	char *s = malloc(len * 2 + 1);
+	for (uint32_t k = 0; k < len; k++)
+		snprintf(s + 2 * k, 3, "%02x", cl_record_byte(lo, h, r, k));
+	return s;
+}
+
+int cl_check_records(struct cluster *c, uint64_t hi, uint64_t lo, int h, int records, char *why,
+		     size_t whylen)
+{
+	char cmd[512], prefix[64], *line = NULL;
+	size_t cap = 0;
+	int seen = 0, rc = 0;
+	FILE *p;
+	snprintf(cmd, sizeof cmd, "%s show --records --store '%s' %016llx%016llx", CLI_BIN, c->store,
+		 (unsigned long long)hi, (unsigned long long)lo);
+	snprintf(prefix, sizeof prefix, "record agent=%d ", h + 1);
+	if (!(p = popen(cmd, "r"))) {
+		snprintf(why, whylen, "cannot run %s", cmd);
+		return -1;
+	}
+	while (getline(&line, &cap, p) > 0) {
+		char *hex;
+		if (strncmp(line, prefix, strlen(prefix)) != 0)
+			continue;
+		hex = strrchr(line, ' ') + 1;
+		hex[strcspn(hex, "\n")] = 0;
+		if (seen >= records) {
+			snprintf(why, whylen, "host %d: more than the %d records written", h, records);
+			rc = -1;
+			break;
+		}
+		{
+			char *want = hex_of_record(lo, h, seen);
+			if (strcmp(want, hex) != 0) {
+				snprintf(why, whylen, "host %d record %d differs (len %zu vs %zu)", h, seen,
+					 strlen(hex) / 2, strlen(want) / 2);
+				rc = -1;
+			}
+			free(want);
+		}
+		if (rc)
+			break;
+		seen++;
+	}
+	free(line);
+	pclose(p);
+	if (!rc && seen != records) {
+		snprintf(why, whylen, "host %d: %d of %d records stored", h, seen, records);
+		rc = -1;
+	}
+	return rc;
+}
+
+long long cl_agent_figure(struct cluster *c, int h, const char *section, const char *key)
+{
+	char cmd[512], *out = NULL, pat[128], *p;
+	size_t cap = 0;
+	long long v = -1;
+	FILE *f;
+	snprintf(cmd, sizeof cmd, "%s status --json --pool %s", CLI_BIN, c->hosts[h].pool);
+	if (!(f = popen(cmd, "r")))
+		return -1;
+	if (getdelim(&out, &cap, 0, f) > 0) {
+		snprintf(pat, sizeof pat, "\"%s\":{", section);
+		if ((p = strstr(out, pat))) {
+			snprintf(pat, sizeof pat, "\"%s\":", key);
+			if ((p = strstr(p, pat)))
+				v = strtoll(p + strlen(pat), NULL, 10);
+		}
+	}
+	free(out);
+	pclose(f);
+	return v;
+}

@@ -1,0 +1,77 @@
+/*
+ * tests/coordinator/cluster.h — a retrace deployment on loopback for the
+ * end-to-end suites: the real retrace-coordinator binary, one real
+ * retrace-agent per "host" (its own pool), and one writer process per host
+ * (forked, attached with the real libretrace) that writes traces on command.
+ *
+ * Records are deterministic (cl_record_byte of trace, host, record, offset),
+ * so a test regenerates what each host wrote and compares it byte for byte
+ * with what the store holds (read back through `retrace show --records`).
+ *
+ * Every process started here dies with the test (PR_SET_PDEATHSIG), and
+ * cl_stop kills and reaps them and removes the pools and the directory.
+ */
+#ifndef RETRACE_TESTS_COORDINATOR_CLUSTER_H
+#define RETRACE_TESTS_COORDINATOR_CLUSTER_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "store.h"
+
+#define CL_MAX_HOSTS 10
+#define CL_MAX_CRUMBS 10
+#define CL_MAX_LATERAL 10
+
+struct cl_host {
+	pid_t agent, writer;
+	int cmd_fd, ack_fd;
+	char pool[64];
+	uint32_t buffers;
+};
+
+struct cluster {
+	char dir[128];
+	char store[192];
+	char coord_url[64], collect_url[64];
+	pid_t coord;
+	int nhosts;
+	struct cl_host hosts[CL_MAX_HOSTS];
+};
+
+/* Start a coordinator and n hosts (agent ids 1..n), each pool with `buffers` 8 KiB buffers. */
+int cl_start(struct cluster *c, int nhosts, uint32_t buffers);
+void cl_stop(struct cluster *c);
+int cl_start_coordinator(struct cluster *c);   /* same ports and store as before */
+void cl_kill_coordinator(struct cluster *c);   /* SIGKILL */
+
+/*
+ * Host h (0-based; agent id h+1) writes trace (hi, lo): `records` records
+ * (sizes vary up to ~3 KiB, so records cross buffers), depositing breadcrumbs
+ * to the given agent ids. 0 on success.
+ */
+int cl_write(struct cluster *c, int h, uint64_t hi, uint64_t lo, int records,
+	     const uint32_t *crumbs, int ncrumbs);
+/* Host h fires trigger `trigger_id` for (hi, lo) with lateral trace ids (lo list, same hi). */
+int cl_trigger(struct cluster *c, int h, uint64_t hi, uint64_t lo, uint32_t trigger_id,
+	       const uint64_t *lateral_lo, int nlateral);
+
+uint8_t cl_record_byte(uint64_t lo, int host, int record, uint32_t offset);
+uint32_t cl_record_len(uint64_t lo, int host, int record);
+
+/* Wait until the store has the trace; 0 and *out, or -1 after timeout_s. */
+int cl_wait_trace(struct cluster *c, uint64_t hi, uint64_t lo, double timeout_s,
+		  struct rt_store_trace *out);
+
+/*
+ * Compare the records the store holds for (trace, agent of host h) with what
+ * host h wrote (`records` of them), via `retrace show --records`. 0 if equal;
+ * else -1 with a sentence in why.
+ */
+int cl_check_records(struct cluster *c, uint64_t hi, uint64_t lo, int h, int records, char *why,
+		     size_t whylen);
+
+/* A figure from `retrace status --json` of host h's agent ("section", "key"); -1 if absent. */
+long long cl_agent_figure(struct cluster *c, int h, const char *section, const char *key);
+
+#endif

@@ -1,0 +1,228 @@
+/*
+ * tests/coordinator/test_e2e.c — the coordinator end to end, real processes on
+ * loopback: retrace-coordinator, one retrace-agent per host, writer processes
+ * linking libretrace (cluster.h). Each test starts its own deployment, fires
+ * triggers from a writer as an error handler would, and checks what the store
+ * holds: which agents delivered, coherence, and the records byte for byte.
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cluster.h"
+#include "common/suite.h"
+
+#define HI 0x0123456789abcdefull
+#define ERROR_TRIGGER 100
+#define RECORDS 12
+
+static void nap_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+static int has_agent(const uint32_t *list, uint32_t n, uint32_t id)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (list[i] == id)
+			return 1;
+	return 0;
+}
+
+/* Host h writes lo with breadcrumbs to the agents given, RECORDS records. */
+static void write_on(struct cluster *c, int h, uint64_t lo, const uint32_t *crumbs, int n)
+{
+	ck_assert_int_eq(cl_write(c, h, HI, lo, RECORDS, crumbs, n), 0);
+}
+
+static void assert_records(struct cluster *c, uint64_t lo, int h)
+{
+	char why[256] = "";
+	int rc = cl_check_records(c, HI, lo, h, RECORDS, why, sizeof why);
+	ck_assert_msg(rc == 0, "trace %llx: %s", (unsigned long long)lo, why);
+}
+
+/* A request crossing 3 hosts (1 -> 2 -> 3), error on the last: all 3 slices, byte-exact. */
+START_TEST(chain_three_hosts_byte_exact)
+{
+	struct cluster c;
+	struct rt_store_trace t;
+	uint32_t to1 = 1, to2 = 2;
+	uint64_t lo = 0x1001;
+	ck_assert_int_eq(cl_start(&c, 3, 256), 0);
+	write_on(&c, 0, lo, NULL, 0);
+	write_on(&c, 1, lo, &to1, 1);
+	write_on(&c, 2, lo, &to2, 1);
+	ck_assert_int_eq(cl_trigger(&c, 2, HI, lo, ERROR_TRIGGER, NULL, 0), 0);
+	ck_assert_msg(cl_wait_trace(&c, HI, lo, 15, &t) == 0, "trace never stored (see %s)", c.dir);
+	ck_assert_msg(t.coherent, "incoherent: %u agents, %u missing", t.agent_count, t.missing_count);
+	ck_assert_uint_eq(t.agent_count, 3);
+	for (uint32_t id = 1; id <= 3; id++)
+		ck_assert(has_agent(t.agents, t.agent_count, id));
+	ck_assert_uint_eq(t.trigger_count, 1);
+	ck_assert_uint_eq(t.trigger_ids[0], ERROR_TRIGGER);
+	ck_assert(t.traversal_ns > 0);
+	for (int h = 0; h < 3; h++)
+		assert_records(&c, lo, h);
+	cl_stop(&c);
+}
+END_TEST
+
+/* Host 1 calls hosts 2, 3, 4 (a fan-out); the trigger fires on leaf 4. */
+START_TEST(fanout_collects_every_branch)
+{
+	struct cluster c;
+	struct rt_store_trace t;
+	uint32_t callees[] = { 2, 3, 4 }, caller = 1;
+	uint64_t lo = 0x2002;
+	ck_assert_int_eq(cl_start(&c, 4, 256), 0);
+	write_on(&c, 0, lo, callees, 3);
+	for (int h = 1; h < 4; h++)
+		write_on(&c, h, lo, &caller, 1);
+	ck_assert_int_eq(cl_trigger(&c, 3, HI, lo, ERROR_TRIGGER, NULL, 0), 0);
+	ck_assert_msg(cl_wait_trace(&c, HI, lo, 15, &t) == 0, "trace never stored (see %s)", c.dir);
+	ck_assert_msg(t.coherent, "incoherent (see %s)", c.dir);
+	ck_assert_uint_eq(t.agent_count, 4);
+	for (int h = 0; h < 4; h++)
+		assert_records(&c, lo, h);
+	cl_stop(&c);
+}
+END_TEST
+
+/* A trigger naming 10 lateral traces collects all 11, coherently, as one group. */
+START_TEST(lateral_group_of_eleven)
+{
+	struct cluster c;
+	struct rt_store_trace t, first;
+	uint64_t lats[10];
+	uint32_t caller = 1;
+	ck_assert_int_eq(cl_start(&c, 2, 512), 0);
+	for (int i = 0; i < 11; i++) {
+		write_on(&c, 0, 0x3001 + (uint64_t)i, NULL, 0);
+		write_on(&c, 1, 0x3001 + (uint64_t)i, &caller, 1);
+	}
+	for (int i = 0; i < 10; i++)
+		lats[i] = 0x3002 + (uint64_t)i;
+	ck_assert_int_eq(cl_trigger(&c, 1, HI, 0x3001, ERROR_TRIGGER, lats, 10), 0);
+	ck_assert_msg(cl_wait_trace(&c, HI, 0x3001, 15, &first) == 0, "trace never stored (see %s)", c.dir);
+	for (int i = 0; i < 11; i++) {
+		uint64_t lo = 0x3001 + (uint64_t)i;
+		ck_assert_msg(cl_wait_trace(&c, HI, lo, 10, &t) == 0, "lateral %d never stored", i);
+		ck_assert_msg(t.coherent, "lateral %d incoherent", i);
+		ck_assert_uint_eq(t.agent_count, 2);
+		ck_assert_uint_eq(t.group_id, first.group_id);
+		assert_records(&c, lo, 0);
+		assert_records(&c, lo, 1);
+	}
+	cl_stop(&c);
+}
+END_TEST
+
+/* The upstream host evicted the trace before the (late) trigger: incoherent, not silently partial. */
+START_TEST(eviction_race_is_incoherent)
+{
+	struct cluster c;
+	struct rt_store_trace t;
+	uint32_t caller = 1;
+	uint64_t lo = 0x4004;
+	ck_assert_int_eq(cl_start(&c, 2, 64), 0);
+	write_on(&c, 0, lo, NULL, 0);
+	write_on(&c, 1, lo, &caller, 1);
+	/* The trigger is late: host 1 keeps serving other requests meanwhile. */
+	for (int i = 0; i < 300; i++)
+		ck_assert_int_eq(cl_write(&c, 0, HI, 0x10000 + (uint64_t)i, 4, NULL, 0), 0);
+	for (int i = 0; i < 100 && cl_agent_figure(&c, 0, "traces", "evicted") < 150; i++)
+		nap_ms(50);
+	ck_assert_int_ge(cl_agent_figure(&c, 0, "traces", "evicted"), 150);
+	ck_assert_int_eq(cl_trigger(&c, 1, HI, lo, ERROR_TRIGGER, NULL, 0), 0);
+	ck_assert_msg(cl_wait_trace(&c, HI, lo, 15, &t) == 0, "trace never stored (see %s)", c.dir);
+	ck_assert_msg(!t.coherent, "a trace missing host 1's slice was called coherent");
+	ck_assert(has_agent(t.missing, t.missing_count, 1));
+	ck_assert(has_agent(t.agents, t.agent_count, 2));
+	assert_records(&c, lo, 1);
+	cl_stop(&c);
+}
+END_TEST
+
+static long long store_slices(struct cluster *c)
+{
+	struct rt_store_options o = { .path = c->store, .readonly = 1 };
+	struct rt_store_stats st;
+	struct rt_store *s = NULL;
+	long long n = -1;
+	if (rt_store_open(&s, &o) == 0 && rt_store_stats(s, &st) == 0)
+		n = (long long)st.slices;
+	rt_store_close(s);
+	return n;
+}
+
+/* kill -9 of the coordinator while a traversal waits on a slow agent, then restart. */
+START_TEST(coordinator_kill9_mid_traversal)
+{
+	struct cluster c;
+	struct rt_store_trace t;
+	uint32_t to1 = 1, to2 = 2;
+	long long acked = 0;
+	ck_assert_int_eq(cl_start(&c, 3, 256), 0);
+	for (uint64_t lo = 0x5001; lo <= 0x5005; lo++) {
+		write_on(&c, 0, lo, NULL, 0);
+		write_on(&c, 1, lo, &to1, 1);
+		write_on(&c, 2, lo, &to2, 1);
+	}
+	kill(c.hosts[0].agent, SIGSTOP); /* the far end of every chain stops answering */
+	for (uint64_t lo = 0x5001; lo <= 0x5005; lo++)
+		ck_assert_int_eq(cl_trigger(&c, 2, HI, lo, ERROR_TRIGGER, NULL, 0), 0);
+	nap_ms(400); /* triggers stored and acknowledged; traversals wait on host 1 */
+	cl_kill_coordinator(&c);
+	kill(c.hosts[0].agent, SIGCONT);
+	nap_ms(300);
+	ck_assert_int_eq(cl_start_coordinator(&c), 0);
+	for (uint64_t lo = 0x5001; lo <= 0x5005; lo++) {
+		ck_assert_msg(cl_wait_trace(&c, HI, lo, 20, &t) == 0, "trace %llx never stored (see %s)",
+			      (unsigned long long)lo, c.dir);
+		ck_assert_msg(t.coherent, "trace %llx incoherent after the restart", (unsigned long long)lo);
+		ck_assert_uint_eq(t.agent_count, 3);
+		for (int h = 0; h < 3; h++)
+			assert_records(&c, lo, h);
+	}
+	/* Nothing an agent saw acknowledged is missing from the store. */
+	for (int h = 0; h < 3; h++) {
+		long long a = cl_agent_figure(&c, h, "reporting", "slices_acked");
+		ck_assert_int_ge(a, 1);
+		acked += a;
+	}
+	ck_assert_int_ge(store_slices(&c), acked);
+	cl_stop(&c);
+}
+END_TEST
+
+/* One TCase per test, so ctest runs each as its own entry (CK_RUN_CASE). */
+#define ADD_CASE(s, fn)                                      \
+	do {                                                 \
+		TCase *tc = tcase_create(#fn);               \
+		tcase_set_timeout(tc, 80);                   \
+		tcase_add_test(tc, fn);                      \
+		suite_add_tcase(s, tc);                      \
+	} while (0)
+
+static Suite *e2e_suite(void)
+{
+	Suite *s = suite_create("coordinator_e2e");
+	ADD_CASE(s, chain_three_hosts_byte_exact);
+	ADD_CASE(s, fanout_collects_every_branch);
+	ADD_CASE(s, lateral_group_of_eleven);
+	ADD_CASE(s, eviction_race_is_incoherent);
+	ADD_CASE(s, coordinator_kill9_mid_traversal);
+	return s;
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	return test_run_suite(e2e_suite());
+}
