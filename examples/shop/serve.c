@@ -447,32 +447,10 @@ static void record_line(struct rq *r, const char *data, size_t len)
 	b->p[b->len++] = '\n';
 }
 
-/*
- * Workaround for a libretrace bug (client/client.c write_split, at the time of
- * writing): a record that does not fit with its 4-byte end mark but would fit
- * without it (it would end 0..3 bytes before the buffer's end) takes the split
- * path with a "room" larger than the record, `len -= room` wraps around, and
- * the client copies far past the record until it faults. Sealing the buffer
- * first makes the record start a fresh one; the bytes written are unchanged.
- * RETRACE_SHOP_NO_WORKAROUND=1 turns this off (to reproduce the bug).
- */
-static int split_workaround = 1;
-
-static void avoid_split_edge(size_t len, int ts)
-{
-	const struct retrace_fast *f = &retrace_fast_tls;
-	size_t hdr = RETRACE_FRAME_HDR + (ts ? 8 : 0);
-	size_t left = (f->cur && f->end > f->cur) ? (size_t)(f->end - f->cur) : 0;
-	if (left > hdr && len <= left - hdr && len + RETRACE_FRAME_TERM > left - hdr)
-		retrace_flush();
-}
-
 /* One record: to the trace (with a timestamp if `ts`) and to the record log. */
 static void emit(struct rq *r, const char *data, size_t len, int ts)
 {
 	if (r->s->trace) {
-		if (split_workaround)
-			avoid_split_edge(len, ts);
 		if (ts)
 			retrace_tracepoint_ts(data, len);
 		else
@@ -1007,8 +985,6 @@ int shop_serve_main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	if (s->trace) {
-		const char *nw = getenv("RETRACE_SHOP_NO_WORKAROUND");
-		split_workaround = !(nw && strcmp(nw, "1") == 0);
 		rc = retrace_init(NULL);
 		if (rc != RETRACE_OK)
 			fprintf(stderr, "retrace-shop serve %s: not attached (%s); tracing into the "
