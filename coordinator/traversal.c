@@ -455,6 +455,45 @@ static void note_trigger_key(struct coord_group *g, uint32_t agent, uint64_t seq
 	}
 }
 
+/*
+ * Move an orphan group's single trace (opened by a slice that raced ahead of
+ * this trigger) into the trigger's group, so lateral traces stay one group.
+ * Cells asked by the orphan are asked again (its requests' replies will find
+ * their group gone); agents answer a repeated remote trigger the same way.
+ * Returns the trace's index in g, or -1 (then it stays where it was).
+ */
+static int adopt_orphan(struct rt_coord *c, struct coord_group *g, struct coord_group *o)
+{
+	struct coord_gtrace t = o->traces[0];
+	uint32_t i;
+	int idx;
+	if (g->ntraces == COORD_GROUP_TRACES)
+		return -1;
+	coord_map_del(&c->traces, t.lo);
+	if ((idx = group_add_trace(c, g, t.hi, t.lo)) < 0) {
+		coord_map_put(&c->traces, t.lo, (uint64_t)(o - c->groups) << 8);
+		return -1;
+	}
+	g->traces[idx] = t;
+	for (i = 0; i < o->ncells; i++) {
+		struct coord_cell *y = cell_get(g, idx, o->cells[i].agent_id, 1);
+		if (!y)
+			continue;
+		*y = o->cells[i];
+		y->trace = (uint8_t)idx;
+		if (y->state == CELL_ASKED)
+			y->state = CELL_NEW;
+		if (y->state == CELL_NEW)
+			g->dirty = 1;
+	}
+	for (i = 0; i < o->ntrig; i++)
+		add_trigger_id(g, o->trigger_ids[i]);
+	if (o->created_ns < g->created_ns) /* the traversal's first news was the slice */
+		g->created_ns = o->created_ns;
+	group_release(c, o);
+	return idx;
+}
+
 int coord_handle_trigger(struct rt_coord *c, const struct rt_wire_trigger *t,
 			 uint64_t received_unix_ns)
 {
@@ -481,6 +520,9 @@ int coord_handle_trigger(struct rt_coord *c, const struct rt_wire_trigger *t,
 		if (!tr->trace_lo || coord_map_get(&c->closed, tr->trace_lo, NULL))
 			continue; /* zero id, or a re-fire of a trace already closed */
 		home = group_of(c, tr->trace_lo, &idx);
+		if (home && home != g && !home->has_trigger && home->ntraces == 1 &&
+		    (idx = adopt_orphan(c, g, home)) >= 0)
+			home = g;
 		if (!home) {
 			home = g;
 			if ((idx = group_add_trace(c, g, tr->trace_hi, tr->trace_lo)) < 0)

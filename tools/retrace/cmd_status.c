@@ -49,13 +49,13 @@ int retrace_request(const char *url, const char *req, int timeout_ms, char **rep
 	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, timeout_ms);
 	nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, timeout_ms);
 	if ((rv = nng_dial(s, url, NULL, 0)) != 0) {
-		snprintf(err, errlen, "nothing answers at %s (%s); is the daemon running?", url, nng_strerror(rv));
+		snprintf(err, errlen, "%s: %s", url, nng_strerror(rv));
 		nng_close(s);
 		return -1;
 	}
 	if ((rv = nng_send(s, (void *)req, strlen(req) + 1, 0)) != 0 ||
 	    (rv = nng_recv(s, reply, reply_len, NNG_FLAG_ALLOC)) != 0) {
-		snprintf(err, errlen, "%s did not answer: %s", url, nng_strerror(rv));
+		snprintf(err, errlen, "%s: no reply: %s", url, nng_strerror(rv));
 		nng_close(s);
 		return -1;
 	}
@@ -70,7 +70,8 @@ static int ask(const char *url, const char *what, int json, int timeout)
 	size_t len = 0;
 	if (retrace_request(url, json ? "status json" : "status", timeout, &reply, &len,
 			    err, sizeof err) != 0) {
-		fprintf(stderr, "retrace status: %s: %s\n", what, err);
+		fprintf(stderr, "retrace status: no %s answers at %s (is retrace-%s running?)\n",
+			what, err, what);
 		return 1;
 	}
 	fwrite(reply, 1, len && reply[len - 1] == 0 ? len - 1 : len, stdout);
