@@ -412,7 +412,7 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 	so.max_bytes = cfg->retain_bytes;
 	if ((rc = rt_store_open(&c->store, &so)) != 0) {
 		snprintf(err, errlen, "store %s: %s", cfg->store,
-			 c->store ? rt_store_errmsg(c->store) : rt_store_strerror(rc));
+			 rt_store_errmsg(c->store));
 		rt_store_close(c->store);
 		c->store = NULL;
 		rt_coord_close(c);

@@ -226,6 +226,7 @@ static int map_sqlite(int rc)
 	case SQLITE_READONLY:
 		return RT_STORE_E_READONLY;
 	case SQLITE_NOTADB:
+	case SQLITE_CANTOPEN:
 		return RT_STORE_E_OPEN;
 	case SQLITE_TOOBIG:
 	case SQLITE_RANGE:

@@ -18,7 +18,7 @@
  *   - Every function returns 0 or a negative RT_STORE_E_* code, never aborts; the
  *     error text of the last failure is rt_store_errmsg().
  *   - Single writer (the coordinator); any number of read-only openers (the CLI)
- *     alongside it.
+ *     alongside it. A handle is not thread-safe: one thread at a time uses it.
  */
 #ifndef RETRACE_COORDINATOR_STORE_H
 #define RETRACE_COORDINATOR_STORE_H

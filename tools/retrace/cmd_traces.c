@@ -33,7 +33,7 @@ static int open_store(const char *cmd, const char *path, struct rt_store **s)
 	int rc = rt_store_open(s, &o);
 	if (rc != 0) {
 		fprintf(stderr, "retrace %s: cannot open the store %s: %s\n", cmd, path,
-			*s ? rt_store_errmsg(*s) : rt_store_strerror(rc));
+			rt_store_errmsg(*s));
 		rt_store_close(*s);
 		*s = NULL;
 		return -1;
