@@ -7,8 +7,8 @@
  *   2. pops breadcrumbs and trigger groups (through shm/drain.c's passes) and
  *      records crumbs / pins traces;
  *   3. evicts least-recently-seen untriggered traces while occupancy (buffers not
- *      in the available queue) is above the threshold, and abandons the oldest
- *      pins while pinned buffers are above their share;
+ *      in the available queue) is above the threshold, and applies the overload
+ *      policy to triggered data past its share (reporting.c);
  *   4. every liveness interval, checks each registry slot's process (pid plus
  *      start time, so pid reuse is caught) and salvages a dead client's buffers;
  *   5. pushes every freed buffer back to the available queue in one batch, its
@@ -170,11 +170,32 @@ static void enforce_limits(struct rt_agent *a)
 	rt_agent_abandon_overload(a);
 }
 
-/* A trace entry for lo, evicting the oldest untriggered trace if the table is full. */
+/*
+ * Make room in a full table: free the entry that saw activity longest ago of
+ * two candidates, the oldest untriggered trace (evicted with its data) and the
+ * pinned trace that went quiet longest ago (all it had is delivered, nothing
+ * held or in flight: it keeps only figures for a breadcrumb reply and the pin
+ * for data that may still come). Preferring either kind always would throw away
+ * fresh data for stale figures, or the reverse. 0 if there is neither.
+ */
+static int make_room(struct rt_agent *a)
+{
+	uint32_t q = rt_index_quiet_oldest(&a->ix), u = rt_index_lru_oldest(&a->ix);
+	if (q == RT_INDEX_NONE)
+		return evict_oldest(a) > 0;
+	if (u != RT_INDEX_NONE &&
+	    a->ix.traces[u].last_seen_ns <= a->ix.traces[q].last_seen_ns)
+		return evict_oldest(a) > 0;
+	rt_agent_remove_trace(a, q, 0);
+	a->st.quiet_reclaimed++;
+	return 1;
+}
+
+/* A trace entry for lo, making room if the table is full. */
 uint32_t rt_agent_trace_for(struct rt_agent *a, uint64_t lo, uint64_t now)
 {
 	uint32_t t = rt_index_get(&a->ix, lo, now);
-	while (t == RT_INDEX_NONE && evict_oldest(a))
+	while (t == RT_INDEX_NONE && make_room(a))
 		t = rt_index_get(&a->ix, lo, now);
 	if (t == RT_INDEX_NONE)
 		a->st.index_full++;

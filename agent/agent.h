@@ -11,7 +11,9 @@
  *     changes a trace it does not belong to.
  *   - Eviction takes whole untriggered traces, least recently seen first, when
  *     the pool's occupancy passes the threshold; pinned traces are never evicted
- *     (they may be abandoned, counted, when they pass their own share).
+ *     (they may be abandoned, counted, when they pass their own share). When the
+ *     trace table is full, a pinned trace whose data has all gone out may give
+ *     up its entry to a new trace (counted as quiet_reclaimed).
  *   - A dead client's unsealed buffers are indexed with the bytes they hold, its
  *     stashed buffers go back to the pool and its registry slot is freed.
  *   - After a takeover the index is rebuilt from buffer headers and queues.
@@ -49,6 +51,7 @@ struct rt_agent_stats {
 	uint64_t abandoned_traces;  /* pinned traces dropped past the pinned share */
 	uint64_t abandoned_buffers;
 	uint64_t index_full;        /* entries that found the trace table full */
+	uint64_t quiet_reclaimed;   /* quiet, fully reported pinned entries reused for new traces */
 	uint64_t recycle_fail;      /* the available queue refused a buffer */
 	uint64_t clients_died;
 	uint64_t dead_buffers_indexed;  /* a dead client's buffers kept */
@@ -62,6 +65,7 @@ struct rt_agent_stats {
 	uint64_t bad_requests;      /* control requests that failed to decode */
 	uint64_t triggered_expired; /* quiet triggered traces dropped after their TTL */
 	uint64_t slices_sent, slices_acked, slices_failed, slices_spooled, spool_sent;
+	uint64_t slices_unsendable; /* dropped: over the wire's limits even alone */
 	uint64_t slice_bytes_acked;
 	uint64_t spool_full;        /* slices neither sent nor spooled (spool full) */
 	uint64_t spool_errors;      /* spool appends or reads that failed with an I/O error */

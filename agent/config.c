@@ -64,6 +64,7 @@ static const struct opt_row rows[] = {
 	{ "outbox", 0, T_U32, F(outbox), 0, "N", "triggers kept while the coordinator is away (default 4096)" },
 	{ "triggered-ttl", 0, T_SECONDS, F(triggered_ttl), 0, "SEC", "keep a quiet, reported triggered trace this long (default 60)" },
 	{ "max-slice", 0, T_U32, F(max_slice_bytes), 0, "BYTES", "payload bytes per slice message (default 4194304)" },
+	{ "report-hold", 0, T_RATE, F(report_hold), 0, "SEC", "with a backlog, a trace's first slice waits this long, so agents decide overload alike (default 0.02; 0 = off)" },
 	{ "spool-dir", 0, T_STR, F(spool_dir), S(spool_dir), "DIR", "spool slices here while the collector is away (default: none)" },
 	{ "spool-max", 0, T_U64, F(spool_max), 0, "BYTES", "spool size limit (default 1073741824)" },
 };
@@ -100,6 +101,7 @@ void rt_agent_config_defaults(struct rt_agent_config *c)
 	c->outbox = 4096;
 	c->triggered_ttl = 60;
 	c->max_slice_bytes = 4u << 20;
+	c->report_hold = 0.02;
 	c->spool_max = 1ull << 30;
 }
 

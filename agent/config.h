@@ -50,6 +50,7 @@ struct rt_agent_config {
 	uint32_t outbox;            /* triggers kept while the coordinator is away */
 	double triggered_ttl;       /* seconds a reported, quiet triggered trace is kept */
 	uint32_t max_slice_bytes;   /* payload bytes per slice message */
+	double report_hold;         /* seconds a triggered trace waits before its first slice */
 	char spool_dir[256];        /* empty: no spool */
 	uint64_t spool_max;         /* bytes */
 };

@@ -6,11 +6,15 @@
  * Buckets are a power of two at least twice the capacity, keyed by a mix of the
  * trace id's low 64 bits (ids are untrusted, so they are mixed rather than used
  * as-is). A trace's buffers form a singly linked list through buf_next, appended
- * at the tail so the list keeps arrival order. Untriggered traces sit in a
- * doubly linked LRU through lru_prev/lru_next: touching a trace moves it to the
- * tail, eviction takes the head. Pinned traces use the same links for a second
- * list in pinning order, so the overload policy can find the oldest pin. Every operation is O(1) except removal, which
- * walks the trace's own buffers.
+ * at the tail so the list keeps arrival order (buffers that come back from a
+ * failed send go back at the head). Every live entry sits on exactly one of
+ * three doubly linked lists through lru_prev/lru_next, named by its `list`
+ * field: the LRU of untriggered traces (touching a trace moves it to the tail,
+ * eviction takes the head); the pinned list, in pinning order; and the quiet
+ * list of pinned traces whose data has all been taken and released, in the
+ * order they went quiet (the first entries to reclaim when the table is full;
+ * new data moves a trace back to the pinned list). Every operation is O(1)
+ * except removal, which walks the trace's own buffers.
  */
 #include "index.h"
 
@@ -59,6 +63,7 @@ int rt_index_init(struct rt_index *ix, uint32_t capacity, uint32_t buffer_count)
 	ix->free_head = 0;
 	ix->lru_head = ix->lru_tail = RT_INDEX_NONE;
 	ix->pin_head = ix->pin_tail = RT_INDEX_NONE;
+	ix->quiet_head = ix->quiet_tail = RT_INDEX_NONE;
 	return 0;
 }
 
@@ -81,15 +86,17 @@ uint32_t rt_index_find(const struct rt_index *ix, uint64_t lo)
 	return t;
 }
 
-/* The list a trace sits on: the LRU when untriggered, the pinned list otherwise. */
-static uint32_t *list_head(struct rt_index *ix, const struct rt_trace_entry *e)
+/* The head and tail of the list an entry sits on. */
+static uint32_t *list_head(struct rt_index *ix, uint8_t list)
 {
-	return e->state == RT_TRACE_UNTRIGGERED ? &ix->lru_head : &ix->pin_head;
+	return list == RT_LIST_LRU ? &ix->lru_head
+	       : list == RT_LIST_PINNED ? &ix->pin_head : &ix->quiet_head;
 }
 
-static uint32_t *list_tail(struct rt_index *ix, const struct rt_trace_entry *e)
+static uint32_t *list_tail(struct rt_index *ix, uint8_t list)
 {
-	return e->state == RT_TRACE_UNTRIGGERED ? &ix->lru_tail : &ix->pin_tail;
+	return list == RT_LIST_LRU ? &ix->lru_tail
+	       : list == RT_LIST_PINNED ? &ix->pin_tail : &ix->quiet_tail;
 }
 
 static void lru_unlink(struct rt_index *ix, uint32_t t)
@@ -98,25 +105,33 @@ static void lru_unlink(struct rt_index *ix, uint32_t t)
 	if (e->lru_prev != RT_INDEX_NONE)
 		ix->traces[e->lru_prev].lru_next = e->lru_next;
 	else
-		*list_head(ix, e) = e->lru_next;
+		*list_head(ix, e->list) = e->lru_next;
 	if (e->lru_next != RT_INDEX_NONE)
 		ix->traces[e->lru_next].lru_prev = e->lru_prev;
 	else
-		*list_tail(ix, e) = e->lru_prev;
+		*list_tail(ix, e->list) = e->lru_prev;
 	e->lru_prev = e->lru_next = RT_INDEX_NONE;
 }
 
-static void lru_append(struct rt_index *ix, uint32_t t)
+static void list_append(struct rt_index *ix, uint32_t t, uint8_t list)
 {
 	struct rt_trace_entry *e = &ix->traces[t];
-	uint32_t *tail = list_tail(ix, e);
+	uint32_t *tail = list_tail(ix, list);
+	e->list = list;
 	e->lru_next = RT_INDEX_NONE;
 	e->lru_prev = *tail;
 	if (*tail != RT_INDEX_NONE)
 		ix->traces[*tail].lru_next = t;
 	else
-		*list_head(ix, e) = t;
+		*list_head(ix, list) = t;
 	*tail = t;
+}
+
+/* Move an entry to the tail of another list (or of its own). */
+static void list_move(struct rt_index *ix, uint32_t t, uint8_t list)
+{
+	lru_unlink(ix, t);
+	list_append(ix, t, list);
 }
 
 /* Seen again: an untriggered trace moves to the LRU's young end. */
@@ -124,10 +139,8 @@ static void touch(struct rt_index *ix, uint32_t t, uint64_t now_ns)
 {
 	struct rt_trace_entry *e = &ix->traces[t];
 	e->last_seen_ns = now_ns;
-	if (e->state == RT_TRACE_UNTRIGGERED && ix->lru_tail != t) {
-		lru_unlink(ix, t);
-		lru_append(ix, t);
-	}
+	if (e->state == RT_TRACE_UNTRIGGERED && ix->lru_tail != t)
+		list_move(ix, t, RT_LIST_LRU);
 }
 
 uint32_t rt_index_get(struct rt_index *ix, uint64_t lo, uint64_t now_ns)
@@ -153,7 +166,7 @@ uint32_t rt_index_get(struct rt_index *ix, uint64_t lo, uint64_t now_ns)
 	e->hash_next = ix->hash[b];
 	ix->hash[b] = t;
 	e->lru_prev = e->lru_next = RT_INDEX_NONE;
-	lru_append(ix, t);
+	list_append(ix, t, RT_LIST_LRU);
 	ix->st.traces++;
 	return t;
 }
@@ -184,6 +197,8 @@ int rt_index_add_buffer(struct rt_index *ix, uint32_t t, uint32_t buffer_id,
 	ix->st.bytes += bytes;
 	if (e->state != RT_TRACE_UNTRIGGERED)
 		ix->st.pinned_buffers++;
+	if (e->list == RT_LIST_QUIET)
+		list_move(ix, t, RT_LIST_PINNED); /* data again: not quiet any more */
 	touch(ix, t, now_ns);
 	return RT_INDEX_ADDED;
 }
@@ -212,10 +227,9 @@ void rt_index_pin(struct rt_index *ix, uint32_t t, uint32_t trigger_id)
 	struct rt_trace_entry *e = &ix->traces[t];
 	if (e->state != RT_TRACE_UNTRIGGERED)
 		return;
-	lru_unlink(ix, t);
 	e->state = RT_TRACE_TRIGGERED;
 	e->trigger_id = trigger_id;
-	lru_append(ix, t);
+	list_move(ix, t, RT_LIST_PINNED);
 	ix->st.pinned_traces++;
 	ix->st.pinned_buffers += e->nbuffers;
 }
@@ -225,12 +239,11 @@ void rt_index_unpin(struct rt_index *ix, uint32_t t, uint64_t now_ns)
 	struct rt_trace_entry *e = &ix->traces[t];
 	if (e->state == RT_TRACE_UNTRIGGERED)
 		return;
-	lru_unlink(ix, t);
 	e->state = RT_TRACE_UNTRIGGERED;
 	ix->st.pinned_traces--;
 	ix->st.pinned_buffers -= e->nbuffers;
 	e->last_seen_ns = now_ns;
-	lru_append(ix, t);
+	list_move(ix, t, RT_LIST_LRU);
 }
 
 static void horizon_record(struct rt_index *ix, uint64_t age_us)
@@ -284,7 +297,13 @@ uint32_t rt_index_remove(struct rt_index *ix, uint32_t t, uint32_t *out,
 	ix->st.bytes -= e->bytes;
 	ix->st.crumbs -= e->ncrumbs;
 	hash_unlink(ix, t);
+	/* Buffers still in flight are released later naming this entry: with in_use
+	 * 0 (or a reused entry's zeroed figures) they change nothing here. */
 	e->in_use = 0;
+	e->inflight = 0;
+	e->inflight_bytes = 0;
+	e->done_buffers = 0;
+	e->done_bytes = 0;
 	e->hash_next = ix->free_head;
 	ix->free_head = t;
 	return n;
@@ -310,12 +329,13 @@ uint64_t rt_index_horizon_percentile(const struct rt_index *ix, double q)
 }
 
 uint32_t rt_index_take_buffers(struct rt_index *ix, uint32_t t, uint32_t *out,
-			       uint64_t max_bytes)
+			       uint64_t max_bytes, uint32_t max_count)
 {
 	struct rt_trace_entry *e = &ix->traces[t];
 	uint32_t b = e->first_buf, n = 0;
 	uint64_t bytes = 0;
-	while (b != RT_INDEX_NONE && (n == 0 || bytes + ix->buf_bytes[b] <= max_bytes)) {
+	while (b != RT_INDEX_NONE &&
+	       (n == 0 || (n < max_count && bytes + ix->buf_bytes[b] <= max_bytes))) {
 		uint32_t next = ix->buf_next[b];
 		out[n++] = b;
 		bytes += ix->buf_bytes[b];
@@ -335,15 +355,70 @@ uint32_t rt_index_take_buffers(struct rt_index *ix, uint32_t t, uint32_t *out,
 	e->nbuffers -= n;
 	e->bytes -= bytes;
 	e->inflight += n;
+	e->inflight_bytes += bytes;
 	return n;
 }
 
-void rt_index_release_inflight(struct rt_index *ix, uint32_t buffer_id, uint32_t t)
+/* Trace t (live) no longer counts buffer b as in flight. */
+static void drop_inflight(struct rt_index *ix, uint32_t t, uint32_t b)
 {
+	struct rt_trace_entry *e = &ix->traces[t];
+	uint32_t bytes = ix->buf_bytes[b];
+	if (!e->inflight)
+		return; /* an entry reused since the buffer was taken */
+	e->inflight--;
+	e->inflight_bytes -= bytes <= e->inflight_bytes ? bytes : e->inflight_bytes;
+}
+
+void rt_index_release_inflight(struct rt_index *ix, uint32_t buffer_id, uint32_t t,
+			       int delivered)
+{
+	struct rt_trace_entry *e;
 	if (buffer_id >= ix->buffer_count || ix->buf_trace[buffer_id] != RT_INDEX_INFLIGHT)
 		return;
 	ix->buf_trace[buffer_id] = RT_INDEX_NONE;
 	ix->st.inflight_buffers--;
-	if (t < ix->capacity && ix->traces[t].in_use && ix->traces[t].inflight)
-		ix->traces[t].inflight--;
+	if (t >= ix->capacity || !ix->traces[t].in_use)
+		return;
+	e = &ix->traces[t];
+	drop_inflight(ix, t, buffer_id);
+	if (delivered) {
+		e->done_buffers++;
+		e->done_bytes += ix->buf_bytes[buffer_id];
+	}
+	if (e->list == RT_LIST_PINNED && e->nbuffers == 0 && e->inflight == 0 &&
+	    e->done_buffers > 0)
+		list_move(ix, t, RT_LIST_QUIET);
+}
+
+void rt_index_return_buffers(struct rt_index *ix, uint32_t t, const uint32_t *bufs,
+			     uint32_t n)
+{
+	struct rt_trace_entry *e = &ix->traces[t];
+	uint32_t i, head = e->first_buf, tail = RT_INDEX_NONE;
+	/* Chain the returned buffers back to front, so each links to the next. */
+	for (i = n; i-- > 0;) {
+		uint32_t b = bufs[i];
+		if (b >= ix->buffer_count || ix->buf_trace[b] != RT_INDEX_INFLIGHT)
+			continue;
+		drop_inflight(ix, t, b);
+		ix->st.inflight_buffers--;
+		ix->buf_trace[b] = t;
+		ix->buf_next[b] = head;
+		ix->buf_recovered[b] = 0;
+		if (tail == RT_INDEX_NONE)
+			tail = b;
+		head = b;
+		e->nbuffers++;
+		e->bytes += ix->buf_bytes[b];
+		ix->st.buffers++;
+		ix->st.bytes += ix->buf_bytes[b];
+		if (e->state != RT_TRACE_UNTRIGGERED)
+			ix->st.pinned_buffers++;
+	}
+	e->first_buf = head;
+	if (e->last_buf == RT_INDEX_NONE)
+		e->last_buf = tail;
+	if (e->list == RT_LIST_QUIET)
+		list_move(ix, t, RT_LIST_PINNED);
 }

@@ -13,6 +13,12 @@
  *     owns is refused (RT_INDEX_DUPLICATE) and changes nothing.
  *   - Eviction removes whole traces only, least recently seen first, and never a
  *     trace that is not in the LRU (triggered or reporting traces are not).
+ *   - A pinned trace that held data and has had all of it taken and released
+ *     (nothing held, nothing in flight) moves to the quiet list, oldest first:
+ *     the entries worth least, reclaimed before a new trace is refused.
+ *   - Each trace counts the buffers and bytes it has had since it was created:
+ *     held + in flight + done (released after delivery); the counts die with
+ *     the entry.
  *   - The index never touches shared memory: the caller validates entries and
  *     moves buffers; the index only keeps the books. That keeps it testable alone.
  */
@@ -26,6 +32,13 @@
 #define RT_INDEX_INFLIGHT (UINT32_MAX - 1) /* buf_trace: taken for reporting */
 #define RT_INDEX_MAX_CRUMBS 16       /* distinct upstream agents kept per trace */
 #define RT_INDEX_HORIZON_BUCKETS 40  /* log2 buckets of microseconds */
+
+/* The list an entry's lru_prev/lru_next links thread it through. */
+enum rt_trace_list {
+	RT_LIST_LRU = 0,    /* untriggered, least recently seen first */
+	RT_LIST_PINNED = 1, /* pinned, in pinning order */
+	RT_LIST_QUIET = 2,  /* pinned, all its data gone out: in the order it went quiet */
+};
 
 enum rt_trace_state {
 	RT_TRACE_UNTRIGGERED = 0, /* in the LRU, evictable */
@@ -44,10 +57,13 @@ struct rt_trace_entry {
 	uint64_t last_seen_ns;   /* CLOCK_MONOTONIC of the last buffer or crumb */
 	uint32_t trigger_id;     /* the first trigger that pinned it */
 	uint32_t inflight;       /* its buffers taken for reporting, not yet released */
+	uint64_t inflight_bytes; /* their bytes */
+	uint32_t done_buffers;   /* taken and released as delivered (acked, spooled, dropped) */
+	uint64_t done_bytes;
 	uint8_t state;           /* enum rt_trace_state */
 	uint8_t ncrumbs;
 	uint8_t in_use;
-	uint8_t reserved;
+	uint8_t list;            /* enum rt_trace_list */
 	uint32_t crumbs[RT_INDEX_MAX_CRUMBS];
 };
 
@@ -77,6 +93,7 @@ struct rt_index {
 	uint32_t free_head;      /* free entries chained through hash_next */
 	uint32_t lru_head, lru_tail; /* untriggered; head = least recently seen */
 	uint32_t pin_head, pin_tail; /* pinned, in pinning order (same links) */
+	uint32_t quiet_head, quiet_tail; /* pinned and fully reported (same links) */
 	uint32_t *buf_next;      /* per buffer: next buffer of the same trace */
 	uint32_t *buf_trace;     /* per buffer: owning trace entry, or NONE */
 	uint32_t *buf_bytes;     /* per buffer: bytes indexed */
@@ -129,18 +146,28 @@ uint32_t rt_index_remove(struct rt_index *ix, uint32_t t, uint32_t *out,
 
 /*
  * Take buffers of trace t, oldest first, out of it for reporting, up to
- * max_bytes (at least one): written to out (room for nbuffers), marked in flight (still owned: a queue entry naming one is a
- * duplicate); the trace keeps its entry, state, crumbs and any buffers left.
- * Returns the count.
+ * max_bytes and max_count (at least one): written to out (room for nbuffers),
+ * marked in flight (still owned: a queue entry naming one is a duplicate); the
+ * trace keeps its entry, state, crumbs and any buffers left. Returns the count.
  */
 uint32_t rt_index_take_buffers(struct rt_index *ix, uint32_t t, uint32_t *out,
-			       uint64_t max_bytes);
+			       uint64_t max_bytes, uint32_t max_count);
 
 /*
- * A buffer taken for reporting is done with (acknowledged or spooled). `t` is
- * its trace if that still exists (NONE otherwise), for its in-flight count.
+ * A buffer taken for reporting is done with. `t` is its trace if that still
+ * exists (NONE otherwise), for its in-flight figures; `delivered` (acknowledged,
+ * spooled, or dropped for good) adds it to the trace's done figures, and a
+ * pinned trace left with nothing held or in flight joins the quiet list.
  */
-void rt_index_release_inflight(struct rt_index *ix, uint32_t buffer_id, uint32_t t);
+void rt_index_release_inflight(struct rt_index *ix, uint32_t buffer_id, uint32_t t,
+			       int delivered);
+
+/*
+ * Buffers taken from trace t that did not go out: back in flight's place, at
+ * the head of t's list in the order given (they are older than what t holds).
+ */
+void rt_index_return_buffers(struct rt_index *ix, uint32_t t, const uint32_t *bufs,
+			     uint32_t n);
 
 /* The least recently seen untriggered trace, or NONE. */
 static inline uint32_t rt_index_lru_oldest(const struct rt_index *ix)
@@ -152,6 +179,12 @@ static inline uint32_t rt_index_lru_oldest(const struct rt_index *ix)
 static inline uint32_t rt_index_pinned_oldest(const struct rt_index *ix)
 {
 	return ix->pin_head;
+}
+
+/* The pinned trace that went quiet (all its data out) longest ago, or NONE. */
+static inline uint32_t rt_index_quiet_oldest(const struct rt_index *ix)
+{
+	return ix->quiet_head;
 }
 
 /* Buffers of trace t in index order (caller walks buf_next from first_buf). */

@@ -9,11 +9,22 @@
  * the index holds, and a memmove of a few thousand words is cheaper than the
  * slice it schedules.
  *
- * Fairness is deficit round robin over classes with queued traces: a class whose
- * turn it is gains quantum x weight bytes of deficit per visit and may send its
- * top trace once its deficit covers it. Bandwidth is two token buckets (global,
- * per class) in bytes; a slice may go when the bucket is positive and is charged
- * in full, so a slice larger than a second's budget still goes, then waits.
+ * Fairness is deficit round robin over classes with a trace ready to go: a
+ * class whose turn it is gains quantum x weight bytes of deficit per visit and
+ * may send its pick once its deficit covers it. A class's pick is its
+ * highest-priority trace that its level admits and whose hold is over: the
+ * scan from the top of the queue passes only traces still held (few: those
+ * queued within the last hold_ns) and stops at the first one under the level
+ * (the rest of the queue is lower still). Bandwidth is two token buckets
+ * (global, per class) in bytes; a slice may go when the bucket is positive and
+ * is charged in full, so a slice larger than a second's budget still goes, then
+ * waits.
+ *
+ * Levels: the threshold of level k is 2^64 - 2^(64-k), so each level halves
+ * the share of priorities that go, and a trace admitted at level k is admitted
+ * at every lower level. Raising is the overload policy's call (reporting.c);
+ * this file only moves the level and finds the traces it no longer admits,
+ * which sit at the front of the sorted queue.
  */
 #include "report.h"
 
@@ -33,6 +44,15 @@ uint64_t rt_report_priority(uint64_t lo)
 	x *= 0x94d049bb133111ebull;
 	x ^= x >> 31;
 	return x;
+}
+
+uint64_t rt_report_threshold(uint32_t level)
+{
+	if (level == 0)
+		return 0;
+	if (level >= 64)
+		return UINT64_MAX;
+	return ~0ull - (~0ull >> level);
 }
 
 static int parse_weights(struct rt_report *r, char *err, size_t errlen)
@@ -69,7 +89,12 @@ int rt_report_init(struct rt_report *r, const struct rt_report_config *cfg,
 		r->cfg.quantum = 256 * 1024;
 	r->trace_capacity = trace_capacity;
 	r->trace_class = calloc(trace_capacity, sizeof *r->trace_class);
-	if (!r->trace_class) {
+	r->trace_since = calloc(trace_capacity, sizeof *r->trace_since);
+	if (!r->trace_class || !r->trace_since) {
+		free(r->trace_class);
+		free(r->trace_since);
+		r->trace_class = NULL;
+		r->trace_since = NULL;
 		snprintf(err, errlen, "out of memory for %u trace classes", trace_capacity);
 		return -1;
 	}
@@ -77,6 +102,7 @@ int rt_report_init(struct rt_report *r, const struct rt_report_config *cfg,
 	r->classes[OTHER_INDEX].used = 1;
 	r->classes[OTHER_INDEX].weight = 1.0;
 	r->global_tokens = cfg->bandwidth;
+	r->wary = RT_INDEX_NONE;
 	if (parse_weights(r, err, errlen) != 0) {
 		rt_report_free(r);
 		return -1;
@@ -90,6 +116,7 @@ void rt_report_free(struct rt_report *r)
 	for (i = 0; i <= OTHER_INDEX; i++)
 		free(r->classes[i].queue);
 	free(r->trace_class);
+	free(r->trace_since);
 	memset(r, 0, sizeof *r);
 }
 
@@ -180,8 +207,9 @@ static uint32_t lower_bound(const struct rt_report_class *c, const struct rt_ind
 }
 
 void rt_report_enqueue(struct rt_report *r, struct rt_report_class *c,
-		       const struct rt_index *ix, uint32_t t)
+		       const struct rt_index *ix, uint32_t t, uint64_t now_ns)
 {
+	const struct rt_trace_entry *e;
 	uint32_t pos;
 	if (t >= r->trace_capacity || r->trace_class[t])
 		return;
@@ -200,6 +228,9 @@ void rt_report_enqueue(struct rt_report *r, struct rt_report_class *c,
 	c->queued_buffers += ix->traces[t].nbuffers;
 	r->queued_buffers += ix->traces[t].nbuffers;
 	r->trace_class[t] = class_index(r, c) + 1;
+	/* Only a trace's first slice waits: once part of it went, the rest follows. */
+	e = &ix->traces[t];
+	r->trace_since[t] = e->inflight == 0 && e->done_buffers == 0 ? now_ns : 0;
 }
 
 void rt_report_add_buffers(struct rt_report *r, const struct rt_index *ix, uint32_t t,
@@ -231,6 +262,7 @@ void rt_report_dequeue(struct rt_report *r, const struct rt_index *ix, uint32_t 
 	c->queued_buffers -= nb <= c->queued_buffers ? nb : c->queued_buffers;
 	r->queued_buffers -= nb <= r->queued_buffers ? nb : r->queued_buffers;
 	r->trace_class[t] = 0;
+	r->trace_since[t] = 0;
 	if (c->queued == 0) {
 		c->queued_buffers = 0;
 		c->deficit = 0;
@@ -246,20 +278,50 @@ static int budget_allows(const struct rt_report *r, const struct rt_report_class
 	return 1;
 }
 
+#define NO_PICK UINT32_MAX
+
+/* Queue position of the trace class c would send now, or NO_PICK. */
+static uint32_t class_pick(const struct rt_report *r, const struct rt_report_class *c,
+			   const struct rt_index *ix)
+{
+	uint32_t pos = c->queued, level = c->level;
+	uint64_t floor;
+	if (!c->queued || !budget_allows(r, c))
+		return NO_PICK;
+	if (level < RT_REPORT_MAX_LEVEL &&
+	    (class_index(r, c) == r->wary ||
+	     (c->raised_ns && r->last_refill_ns < c->raised_ns + r->cfg.settle_ns)))
+		level++; /* caution: see rt_report_caution */
+	floor = rt_report_threshold(level);
+	while (pos-- > 0) {
+		uint32_t t = c->queue[pos];
+		uint64_t since = r->trace_since[t];
+		if (rt_report_priority(ix->traces[t].lo) < floor)
+			return NO_PICK; /* and every trace below: not now, or abandoned */
+		if (!r->holding || since == 0 || r->last_refill_ns >= since + r->cfg.hold_ns)
+			return pos;
+	}
+	return NO_PICK;
+}
+
 uint32_t rt_report_next(struct rt_report *r, const struct rt_index *ix,
 			struct rt_report_class **cls)
 {
-	uint32_t visits, n = OTHER_INDEX + 1, busy = 0, i;
-	for (i = 0; i < n; i++)
-		if (r->classes[i].queued)
-			busy++;
-	if (busy == 0 || (r->cfg.bandwidth > 0 && r->global_tokens <= 0))
+	uint32_t pick[OTHER_INDEX + 1];
+	uint32_t visits, n = OTHER_INDEX + 1, ready = 0, i;
+	if (r->cfg.bandwidth > 0 && r->global_tokens <= 0)
+		return RT_INDEX_NONE;
+	for (i = 0; i < n; i++) {
+		pick[i] = class_pick(r, &r->classes[i], ix);
+		ready += pick[i] != NO_PICK;
+	}
+	if (ready == 0)
 		return RT_INDEX_NONE;
 	/* Enough visits for the largest slice to earn its deficit at weight >= 1/64. */
 	for (visits = 0; visits < n * 4096; visits++) {
 		struct rt_report_class *c = &r->classes[r->rr];
-		if (c->queued && budget_allows(r, c)) {
-			uint32_t t = c->queue[c->queued - 1];
+		if (pick[r->rr] != NO_PICK) {
+			uint32_t t = c->queue[pick[r->rr]];
 			int64_t size = (int64_t)ix->traces[t].bytes;
 			if (c->deficit >= size) {
 				*cls = c;
@@ -305,4 +367,77 @@ uint32_t rt_report_victim(struct rt_report *r, const struct rt_index *ix,
 		return RT_INDEX_NONE;
 	*cls = worst;
 	return worst->queue[0];
+}
+
+struct rt_report_class *rt_report_caution(struct rt_report *r, const struct rt_index *ix,
+					  uint64_t limit)
+{
+	struct rt_report_class *c;
+	uint64_t q = r->queued_buffers;
+	uint32_t top;
+	r->wary = RT_INDEX_NONE;
+	r->holding = r->raised > 0 || (q > 0 && q >= limit / 16);
+	if (q <= limit / 2 || rt_report_victim(r, ix, &c) == RT_INDEX_NONE ||
+	    c->level >= RT_REPORT_MAX_LEVEL)
+		return NULL;
+	top = c->queue[c->queued - 1];
+	if (rt_report_priority(ix->traces[top].lo) >= rt_report_threshold(c->level + 1)) {
+		r->wary = class_index(r, c);
+		return NULL;
+	}
+	return c; /* only what the next level abandons is left: raise now */
+}
+
+uint32_t rt_report_below_level(struct rt_report *r, const struct rt_index *ix,
+			       struct rt_report_class **cls)
+{
+	uint32_t i;
+	if (r->raised == 0)
+		return RT_INDEX_NONE;
+	for (i = 0; i <= OTHER_INDEX; i++) {
+		struct rt_report_class *c = &r->classes[i];
+		if (c->level && c->queued && !rt_report_admits(c, ix->traces[c->queue[0]].lo)) {
+			*cls = c;
+			return c->queue[0];
+		}
+	}
+	return RT_INDEX_NONE;
+}
+
+int rt_report_raise(struct rt_report *r, struct rt_report_class *c, uint64_t now_ns)
+{
+	if (c->level >= RT_REPORT_MAX_LEVEL)
+		return 0;
+	if (c->level++ == 0)
+		r->raised++;
+	if (c->level > c->max_level)
+		c->max_level = c->level;
+	c->level_raised++;
+	c->raised_ns = now_ns;
+	return 1;
+}
+
+void rt_report_relax(struct rt_report *r, int calm, uint64_t unix_ns)
+{
+	uint64_t epoch = r->cfg.relax_ns ? unix_ns / r->cfg.relax_ns : 0;
+	uint32_t i;
+	if (!calm || r->raised == 0) {
+		r->calm_since_ns = 0;
+		return;
+	}
+	if (r->calm_since_ns == 0)
+		r->calm_since_ns = unix_ns;
+	/* Calm since before the previous epoch began, and not lowered in this one. */
+	if (epoch == 0 || r->calm_since_ns > (epoch - 1) * r->cfg.relax_ns ||
+	    r->relaxed_epoch == epoch)
+		return;
+	for (i = 0; i <= OTHER_INDEX; i++) {
+		struct rt_report_class *c = &r->classes[i];
+		if (!c->level)
+			continue;
+		if (--c->level == 0)
+			r->raised--;
+		c->level_lowered++;
+	}
+	r->relaxed_epoch = epoch;
 }

@@ -6,19 +6,40 @@
  * queue those with unsent buffers in their trigger's class (agent/report.h);
  * local ones are also posted to the coordinator with each trace's breadcrumbs.
  *
+ * Overload (every pass, before sending) is decided by a priority threshold all
+ * agents share rather than by queue order, which differs from host to host:
+ * queued traces their class's level no longer admits are abandoned; while
+ * unsent pinned data is still over its share, the class using the most
+ * weighted space goes one level up and loses its traces under the new
+ * threshold (at the top level, its lowest trace alone). Agents under the same
+ * pressure raise at nearly the same moment, and rules keep that moment's
+ * difference from showing (rt_report_caution): with a backlog, a trace's first
+ * slice waits cfg.report_hold after it is queued (a surge climbs several levels
+ * before anything of it is decided); after a raise, and past half the share, a
+ * class sends only what one level up still admits (what the next raise would
+ * abandon waits), and raises at once when nothing else is left; levels come
+ * down one step per LEVEL_RELAX_NS wall-clock epoch of low pressure, at the
+ * epoch's start (the same instant on every agent). Without a backlog nothing
+ * waits: reporting latency is a round trip, as before.
+ *
  * Each pass, rt_agent_report_pump:
  *   1. finishes round trips: an acknowledged slice frees its buffers; a failed
  *      one marks the collector down and is spooled (its buffers then freed) or,
- *      with no spool room, put back on its trace to be sent again;
+ *      with no spool room, put back at the head of its trace to be sent again;
  *   2. while the collector is down, probes it once a second with the oldest
  *      spooled slice; while the spool holds anything, new slices join the spool
  *      behind it, so slices reach the collector in the order they were cut;
  *   3. takes the next trace from the fair schedule, cuts a slice of up to
- *      max_slice_bytes from its oldest buffers (ordered by writer and sequence
- *      inside the slice), encodes it straight from shared memory and sends it in
- *      a free slot.
+ *      max_slice_bytes and RT_WIRE_MAX_SLICE_BUFFERS buffers from its oldest
+ *      buffers (ordered by writer and sequence inside the slice), encodes it
+ *      straight from shared memory and sends it in a free slot. A slice that
+ *      still cannot be encoded (one buffer larger than a wire message) is
+ *      dropped and counted per trigger id: retrying could never succeed.
  * A trace stays triggered after its slice went: buffers written later queue it
- * again. A quiet triggered trace with nothing left to send expires after its TTL.
+ * again. Each trace entry counts what it has had (held, in flight, delivered),
+ * which is what a breadcrumb reply reports. A quiet triggered trace with
+ * nothing left to send moves to the index's quiet list: it expires after its
+ * TTL, or earlier if the table is full and a new trace needs its entry.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +51,8 @@
 #include "spool.h"
 
 #define PROBE_EVERY_NS 1000000000ull
+#define LEVEL_RELAX_NS 2000000000ull /* low pressure this long: levels come down a step */
+#define LEVEL_SETTLE_NS 100000000ull /* after a raise: longer than two agents' raises lie apart */
 
 static uint64_t spool_pending(const struct rt_agent *a)
 {
@@ -86,7 +109,7 @@ void rt_agent_queue_pinned(struct rt_agent *a, uint32_t t, uint32_t n)
 		return;
 	}
 	rt_report_enqueue(&a->rep, rt_report_class_of(&a->rep, a->ix.traces[t].trigger_id),
-			  &a->ix, t);
+			  &a->ix, t, a->pass_now_ns);
 }
 
 static void post_trigger(struct rt_agent *a, const struct rt_trigger_entry *g, unsigned int n)
@@ -135,27 +158,51 @@ void rt_agent_local_trigger(struct rt_agent *a, const struct rt_trigger_entry *g
 
 /* ------------------------------------------------------------ overload ---- */
 
-void rt_agent_abandon_overload(struct rt_agent *a)
+static void abandon(struct rt_agent *a, struct rt_report_class *c, uint32_t t)
 {
-	while (a->rep.queued_buffers > a->pinned_limit) {
-		struct rt_report_class *c;
-		uint32_t t = rt_report_victim(&a->rep, &a->ix, &c);
-		uint32_t nb;
-		if (t == RT_INDEX_NONE)
-			break;
-		nb = a->ix.traces[t].nbuffers;
-		c->abandoned_traces++;
-		c->abandoned_buffers += nb;
-		a->st.abandoned_traces++;
-		a->st.abandoned_buffers += nb;
-		rt_agent_remove_trace(a, t, 0);
-	}
+	uint32_t nb = a->ix.traces[t].nbuffers;
+	c->abandoned_traces++;
+	c->abandoned_buffers += nb;
+	a->st.abandoned_traces++;
+	a->st.abandoned_buffers += nb;
+	rt_agent_remove_trace(a, t, 0);
 }
 
-void rt_agent_expire_triggered(struct rt_agent *a)
+/* Abandon every queued trace its class's level does not admit. */
+static void abandon_below_levels(struct rt_agent *a)
 {
-	uint64_t ttl = (uint64_t)(a->cfg.triggered_ttl * 1e9);
-	uint32_t t = rt_index_pinned_oldest(&a->ix), seen = 0;
+	struct rt_report_class *c;
+	uint32_t t;
+	while ((t = rt_report_below_level(&a->rep, &a->ix, &c)) != RT_INDEX_NONE)
+		abandon(a, c, t);
+}
+
+void rt_agent_abandon_overload(struct rt_agent *a)
+{
+	struct rt_report_class *c;
+	abandon_below_levels(a);
+	while (a->rep.queued_buffers > a->pinned_limit) {
+		uint32_t t = rt_report_victim(&a->rep, &a->ix, &c);
+		if (t == RT_INDEX_NONE)
+			break;
+		if (rt_report_raise(&a->rep, c, a->pass_now_ns))
+			abandon_below_levels(a); /* the same cut on every agent at this level */
+		else
+			abandon(a, c, t);        /* top level: no threshold left to share */
+	}
+	if ((c = rt_report_caution(&a->rep, &a->ix, a->pinned_limit)) != NULL &&
+	    rt_report_raise(&a->rep, c, a->pass_now_ns)) {
+		abandon_below_levels(a);
+		rt_report_caution(&a->rep, &a->ix, a->pinned_limit);
+	}
+	/* A quarter of the share: well clear of the raise point, so levels hold. */
+	rt_report_relax(&a->rep, a->rep.queued_buffers <= a->pinned_limit / 4, a->pass_unix_ns);
+}
+
+/* Drop quiet entries of one list past their TTL, oldest first, a bounded scan. */
+static void expire_list(struct rt_agent *a, uint32_t t, uint64_t ttl)
+{
+	uint32_t seen = 0;
 	while (t != RT_INDEX_NONE && seen++ < EXPIRE_SCAN) {
 		const struct rt_trace_entry *e = &a->ix.traces[t];
 		uint32_t next = e->lru_next;
@@ -166,6 +213,13 @@ void rt_agent_expire_triggered(struct rt_agent *a)
 		}
 		t = next;
 	}
+}
+
+void rt_agent_expire_triggered(struct rt_agent *a)
+{
+	uint64_t ttl = (uint64_t)(a->cfg.triggered_ttl * 1e9);
+	expire_list(a, rt_index_quiet_oldest(&a->ix), ttl);
+	expire_list(a, rt_index_pinned_oldest(&a->ix), ttl); /* pinned, never had data */
 }
 
 /* -------------------------------------------------------------- slices ---- */
@@ -225,64 +279,96 @@ static uint32_t slot_trace(const struct rt_agent *a, const struct rt_uplink_slot
 	return e->in_use && e->lo == s->trace_lo ? s->trace : RT_INDEX_NONE;
 }
 
-static void free_slice_buffers(struct rt_agent *a, struct rt_uplink_slot *s)
-{
-	uint32_t t = slot_trace(a, s), i;
-	for (i = 0; i < s->nbuf; i++) {
-		rt_index_release_inflight(&a->ix, s->bufs[i], t);
-		rt_agent_recycle(a, s->bufs[i]);
-	}
-	s->nbuf = 0;
-}
-
-/* Put a failed slice's buffers back on its trace (or free them if it is gone). */
-static void return_slice_buffers(struct rt_agent *a, struct rt_uplink_slot *s)
-{
-	uint32_t t = slot_trace(a, s), i;
-	if (t == RT_INDEX_NONE) {
-		a->st.abandoned_buffers += s->nbuf;
-		free_slice_buffers(a, s);
-		return;
-	}
-	for (i = 0; i < s->nbuf; i++) {
-		rt_index_release_inflight(&a->ix, s->bufs[i], t);
-		rt_index_add_buffer(&a->ix, t, s->bufs[i], a->ix.buf_bytes[s->bufs[i]], 0,
-				    a->pass_now_ns);
-	}
-	rt_agent_queue_pinned(a, t, s->nbuf);
-	s->nbuf = 0;
-}
-
 static struct rt_report_class *slot_class(struct rt_agent *a, const struct rt_uplink_slot *s)
 {
 	return &a->rep.classes[s->cls <= RT_REPORT_MAX_CLASSES ? s->cls : RT_REPORT_MAX_CLASSES];
 }
 
-/* Spool the slice held by slot s (re-encoded from shared memory). 0 if spooled. */
+/* The slice's buffers are done with: back to the pool. */
+static void free_slice_buffers(struct rt_agent *a, struct rt_uplink_slot *s, int delivered)
+{
+	uint32_t t = slot_trace(a, s), i;
+	for (i = 0; i < s->nbuf; i++) {
+		rt_index_release_inflight(&a->ix, s->bufs[i], t, delivered);
+		rt_agent_recycle(a, s->bufs[i]);
+	}
+	s->nbuf = 0;
+}
+
+/* Put a failed slice's buffers back at the head of its trace (or free them if it is gone). */
+static void return_slice_buffers(struct rt_agent *a, struct rt_uplink_slot *s)
+{
+	uint32_t t = slot_trace(a, s);
+	if (t == RT_INDEX_NONE) {
+		a->st.abandoned_buffers += s->nbuf;
+		free_slice_buffers(a, s, 0);
+		return;
+	}
+	rt_index_return_buffers(&a->ix, t, s->bufs, s->nbuf);
+	rt_agent_queue_pinned(a, t, s->nbuf);
+	s->nbuf = 0;
+}
+
+/*
+ * A slice the wire cannot carry (a buffer larger than a message): sending it
+ * again could never work, so its buffers are dropped and counted. They count
+ * as delivered in the trace's figures: the breadcrumb reply still names them,
+ * and the collector, never seeing those bytes, will not take the trace for
+ * complete.
+ */
+static void drop_unsendable(struct rt_agent *a, struct rt_uplink_slot *s)
+{
+	struct rt_report_class *c = slot_class(a, s);
+	if (c->unsendable_slices++ == 0)
+		rt_log(RT_LOG_WARN, "trigger %u: a slice of trace %016llx (%u buffers, %llu bytes) "
+		       "exceeds the wire's limits; dropped", s->trigger_id,
+		       (unsigned long long)s->trace_lo, s->nbuf, (unsigned long long)s->bytes);
+	c->unsendable_buffers += s->nbuf;
+	c->unsendable_bytes += s->bytes;
+	a->st.slices_unsendable++;
+	free_slice_buffers(a, s, 1);
+}
+
+enum { SPOOLED = 0, SPOOL_LATER = -1, SPOOL_UNSENDABLE = -2 };
+
+/* Spool the slice held by slot s (re-encoded from shared memory). */
 static int spool_slot(struct rt_agent *a, struct rt_uplink_slot *s)
 {
 	uint64_t id;
 	int rc;
 	if (!a->spool)
-		return -1;
+		return SPOOL_LATER;
 	if (encode_slice(a, s->trace_hi, s->trace_lo, s->trigger_id, s->seq, s->bufs,
 			 s->nbuf) != 0)
-		return -1;
+		return SPOOL_UNSENDABLE;
 	rc = rt_spool_append(a->spool, a->msg.data, a->msg.len, &id);
 	if (rc == RT_SPOOL_FULL || rc == RT_SPOOL_TOO_BIG) {
 		a->st.spool_full++;
 		a->spool_retry_ns = a->pass_now_ns + PROBE_EVERY_NS; /* room comes with time */
-		return -1;
+		return SPOOL_LATER;
 	}
 	if (rc != 0) {
 		a->st.spool_errors++;
 		rt_log(RT_LOG_ERROR, "spool %s: %s", a->cfg.spool_dir, rt_spool_strerror(rc));
-		return -1;
+		return SPOOL_LATER;
 	}
 	slot_class(a, s)->slices_spooled++;
 	slot_class(a, s)->bytes_spooled += s->bytes;
 	a->st.slices_spooled++;
-	return 0;
+	return SPOOLED;
+}
+
+/* Spool slot s and free, drop or return its buffers; 0 if it left our hands. */
+static int spool_or_return(struct rt_agent *a, struct rt_uplink_slot *s)
+{
+	int rc = spool_slot(a, s);
+	if (rc == SPOOLED)
+		free_slice_buffers(a, s, 1);
+	else if (rc == SPOOL_UNSENDABLE)
+		drop_unsendable(a, s);
+	else
+		return_slice_buffers(a, s);
+	return rc == SPOOL_LATER ? -1 : 0;
 }
 
 static void finish_slot(struct rt_agent *a, struct rt_uplink_slot *s)
@@ -297,7 +383,7 @@ static void finish_slot(struct rt_agent *a, struct rt_uplink_slot *s)
 			slot_class(a, s)->bytes_acked += s->bytes;
 			a->st.slices_acked++;
 			a->st.slice_bytes_acked += s->bytes;
-			free_slice_buffers(a, s);
+			free_slice_buffers(a, s, 1);
 		}
 	} else {
 		if (!a->collector_down)
@@ -306,12 +392,8 @@ static void finish_slot(struct rt_agent *a, struct rt_uplink_slot *s)
 		a->collector_down = 1;
 		a->next_probe_ns = a->pass_now_ns + PROBE_EVERY_NS;
 		a->st.slices_failed++;
-		if (!s->from_spool) {
-			if (spool_slot(a, s) == 0)
-				free_slice_buffers(a, s);
-			else
-				return_slice_buffers(a, s);
-		}
+		if (!s->from_spool)
+			spool_or_return(a, s);
 	}
 	rt_uplink_slot_reset(s);
 }
@@ -329,7 +411,8 @@ static int cut_slice(struct rt_agent *a, uint32_t t, struct rt_report_class *c,
 	s->trigger_id = e->trigger_id; /* the trace's own id, also in the shared OTHER class */
 	s->cls = (uint32_t)(c - a->rep.classes);
 	s->seq = ++a->slice_seq;
-	s->nbuf = rt_index_take_buffers(&a->ix, t, s->bufs, a->cfg.max_slice_bytes);
+	s->nbuf = rt_index_take_buffers(&a->ix, t, s->bufs, a->cfg.max_slice_bytes,
+					RT_WIRE_MAX_SLICE_BUFFERS);
 	s->bytes = 0;
 	for (i = 0; i < s->nbuf; i++)
 		s->bytes += a->ix.buf_bytes[s->bufs[i]];
@@ -360,17 +443,16 @@ static void send_new_slices(struct rt_agent *a)
 		cut_slice(a, t, c, s);
 		a->st.slices_sent++;
 		if (via_spool) {
-			if (spool_slot(a, s) == 0) {
-				free_slice_buffers(a, s);
-			} else {
-				return_slice_buffers(a, s);
+			if (spool_or_return(a, s) != 0)
 				return;
-			}
 			continue;
 		}
 		if (encode_slice(a, s->trace_hi, s->trace_lo, s->trigger_id, s->seq, s->bufs,
-				 s->nbuf) != 0 ||
-		    rt_uplink_send_slice(&a->up, s, a->msg.data, a->msg.len) != 0) {
+				 s->nbuf) != 0) {
+			drop_unsendable(a, s);
+			continue;
+		}
+		if (rt_uplink_send_slice(&a->up, s, a->msg.data, a->msg.len) != 0) {
 			return_slice_buffers(a, s);
 			return;
 		}
@@ -452,10 +534,25 @@ static size_t error_ack(struct rt_agent *a, int status, uint8_t *out, size_t cap
 	return reply_bytes(a, out, cap);
 }
 
+/*
+ * What this agent has had of a trace since it was (last) indexed: buffers and
+ * bytes still held, in flight, and delivered (acknowledged, spooled, or dropped
+ * as unsendable). Cumulative, so buffers > 0 means "has or had data", and the
+ * collector has the whole slice once it received `bytes` payload bytes.
+ */
+static void reply_figures(const struct rt_trace_entry *e, struct rt_wire_trace *out)
+{
+	out->buffers = e->nbuffers + e->inflight + e->done_buffers;
+	out->bytes = e->bytes + e->inflight_bytes + e->done_bytes;
+}
+
 static size_t remote_trigger(struct rt_agent *a, const struct rt_wire_remote_trigger *rq,
 			     uint8_t *out, size_t cap)
 {
 	struct rt_wire_trace traces[RT_WIRE_MAX_TRACES];
+	/* Copies: pinning a later trace of the request may reclaim an earlier,
+	 * quiet one's entry when the table is full. */
+	uint32_t crumbs[RT_WIRE_MAX_TRACES][RT_INDEX_MAX_CRUMBS];
 	struct rt_wire_breadcrumb_reply rep;
 	struct rt_report_class *c = rt_report_class_of(&a->rep, rq->trigger_id);
 	uint32_t i;
@@ -469,10 +566,10 @@ static size_t remote_trigger(struct rt_agent *a, const struct rt_wire_remote_tri
 		traces[i].trace_lo = rq->traces[i].trace_lo;
 		if (t == RT_INDEX_NONE)
 			continue;
-		traces[i].buffers = a->ix.traces[t].nbuffers + a->ix.traces[t].inflight;
-		traces[i].bytes = a->ix.traces[t].bytes;
+		reply_figures(&a->ix.traces[t], &traces[i]);
 		traces[i].breadcrumb_count = a->ix.traces[t].ncrumbs;
-		traces[i].breadcrumbs = a->ix.traces[t].crumbs;
+		memcpy(crumbs[i], a->ix.traces[t].crumbs, sizeof crumbs[i]);
+		traces[i].breadcrumbs = crumbs[i];
 	}
 	rep.request_id = rq->request_id;
 	rep.agent_id = a->cfg.agent_id;
@@ -529,6 +626,9 @@ int rt_agent_reporting_open(struct rt_agent *a, char *err, size_t errlen)
 	rc.trigger_burst = a->cfg.trigger_burst > 1 ? a->cfg.trigger_burst : 1;
 	rc.bandwidth = a->cfg.bandwidth;
 	rc.class_bandwidth = a->cfg.trigger_bandwidth;
+	rc.hold_ns = (uint64_t)(a->cfg.report_hold * 1e9);
+	rc.relax_ns = LEVEL_RELAX_NS;
+	rc.settle_ns = LEVEL_SETTLE_NS;
 	snprintf(rc.weights, sizeof rc.weights, "%s", a->cfg.trigger_weights);
 	if (rt_report_init(&a->rep, &rc, a->ix.capacity, err, errlen) != 0)
 		return -1;

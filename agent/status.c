@@ -133,6 +133,7 @@ static void trace_section(struct fig_writer *w, const struct rt_agent *a)
 	fig_u64(w, "abandoned", a->st.abandoned_traces);
 	fig_u64(w, "abandoned_buffers", a->st.abandoned_buffers);
 	fig_u64(w, "table_full", a->st.index_full);
+	fig_u64(w, "quiet_reclaimed", a->st.quiet_reclaimed);
 	fig_u64(w, "crumbs_dropped", s->crumbs_dropped);
 }
 
@@ -197,6 +198,7 @@ static void reporting_section(struct fig_writer *w, const struct rt_agent *a)
 	fig_u64(w, "slices_acked", a->st.slices_acked);
 	fig_u64(w, "slice_bytes_acked", a->st.slice_bytes_acked);
 	fig_u64(w, "slices_failed", a->st.slices_failed);
+	fig_u64(w, "slices_unsendable", a->st.slices_unsendable);
 	fig_u64(w, "rate_limited", a->st.rate_limited);
 	fig_u64(w, "remote_triggers", a->st.remote_triggers);
 	fig_u64(w, "bad_requests", a->st.bad_requests);
@@ -254,6 +256,11 @@ static void trigger_sections(struct fig_writer *w, const struct rt_agent *a)
 		fig_u64(w, "bytes_spooled", c->bytes_spooled);
 		fig_u64(w, "abandoned_traces", c->abandoned_traces);
 		fig_u64(w, "abandoned_buffers", c->abandoned_buffers);
+		fig_u64(w, "overload_level", c->level);
+		fig_u64(w, "overload_level_max", c->max_level);
+		fig_u64(w, "unsendable_slices", c->unsendable_slices);
+		fig_u64(w, "unsendable_buffers", c->unsendable_buffers);
+		fig_u64(w, "unsendable_bytes", c->unsendable_bytes);
 	}
 }
 

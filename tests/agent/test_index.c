@@ -397,6 +397,129 @@ START_TEST(test_pinned_order)
 }
 END_TEST
 
+/*
+ * Taking buffers for reporting: capped by bytes and by count (at least one);
+ * in-flight buffers and bytes counted per trace; buffers that did not go out
+ * come back at the head of the trace, before newer ones, in their order.
+ */
+START_TEST(test_take_and_return)
+{
+	struct rt_index ix;
+	uint32_t A, out[8], got[8], b, n;
+	ck_assert_int_eq(rt_index_init(&ix, 8, 16), 0);
+	A = rt_index_get(&ix, 1, 1);
+	rt_index_pin(&ix, A, 5);
+	for (b = 0; b < 5; b++)
+		ck_assert_int_eq(rt_index_add_buffer(&ix, A, b, 100 + b, 0, 2), RT_INDEX_ADDED);
+	/* By count: 2 of 5, although the bytes would allow all. */
+	n = rt_index_take_buffers(&ix, A, out, 1u << 20, 2);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_uint_eq(out[0], 0);
+	ck_assert_uint_eq(out[1], 1);
+	ck_assert_uint_eq(ix.traces[A].inflight, 2);
+	ck_assert_uint_eq(ix.traces[A].inflight_bytes, 100 + 101);
+	ck_assert_uint_eq(ix.traces[A].nbuffers, 3);
+	ck_assert_uint_eq(ix.st.pinned_buffers, 3);
+	/* By bytes: one buffer even if it alone is over the cap. */
+	ck_assert_uint_eq(rt_index_take_buffers(&ix, A, out + 2, 1, 8), 1);
+	ck_assert_uint_eq(out[2], 2);
+	/* A newer buffer arrives, then the first slice fails and comes back. */
+	ck_assert_int_eq(rt_index_add_buffer(&ix, A, 9, 50, 0, 3), RT_INDEX_ADDED);
+	rt_index_return_buffers(&ix, A, out, 2);
+	n = walk_bufs(&ix, A, got, 8);
+	ck_assert_uint_eq(n, 5);
+	ck_assert_msg(got[0] == 0 && got[1] == 1 && got[2] == 3 && got[3] == 4 && got[4] == 9,
+		      "order after return: %u %u %u %u %u, want 0 1 3 4 9", got[0], got[1], got[2],
+		      got[3], got[4]);
+	ck_assert_uint_eq(ix.traces[A].last_buf, 9);
+	ck_assert_uint_eq(ix.traces[A].nbuffers, 5);
+	ck_assert_uint_eq(ix.traces[A].bytes, 100 + 101 + 103 + 104 + 50);
+	ck_assert_uint_eq(ix.traces[A].inflight, 1);
+	ck_assert_uint_eq(ix.traces[A].inflight_bytes, 102);
+	ck_assert_uint_eq(ix.st.inflight_buffers, 1);
+	ck_assert_uint_eq(ix.st.pinned_buffers, 5);
+	ck_assert_uint_eq(ix.buf_trace[0], A);
+	/* Returned to a trace that holds nothing: head and tail. */
+	n = rt_index_take_buffers(&ix, A, out, 1u << 20, 8);
+	ck_assert_uint_eq(n, 5);
+	rt_index_return_buffers(&ix, A, out, n);
+	n = walk_bufs(&ix, A, got, 8);
+	ck_assert_uint_eq(n, 5);
+	ck_assert_uint_eq(ix.traces[A].first_buf, 0);
+	ck_assert_uint_eq(ix.traces[A].last_buf, 9);
+	rt_index_free(&ix);
+}
+END_TEST
+
+/*
+ * A pinned trace whose data has all been taken and released as delivered goes
+ * to the quiet list (in the order traces went quiet); new data takes it back to
+ * the pinned list. Its figures (held + in flight + done) add up to everything it
+ * had; a trace never given data, or whose buffers were released undelivered,
+ * is not quiet. Removal clears the figures before the entry is reused.
+ */
+START_TEST(test_quiet_list)
+{
+	struct rt_index ix;
+	uint32_t A, B, C, out[8], n;
+	const struct rt_trace_entry *e;
+	ck_assert_int_eq(rt_index_init(&ix, 8, 16), 0);
+	A = rt_index_get(&ix, 1, 1);
+	B = rt_index_get(&ix, 2, 1);
+	C = rt_index_get(&ix, 3, 1);
+	rt_index_pin(&ix, A, 5);
+	rt_index_pin(&ix, B, 5);
+	rt_index_pin(&ix, C, 5);
+	ck_assert_int_eq(rt_index_add_buffer(&ix, A, 0, 10, 0, 2), RT_INDEX_ADDED);
+	ck_assert_int_eq(rt_index_add_buffer(&ix, A, 1, 20, 0, 2), RT_INDEX_ADDED);
+	ck_assert_int_eq(rt_index_add_buffer(&ix, B, 2, 30, 0, 2), RT_INDEX_ADDED);
+	/* B goes out and is acknowledged: quiet. */
+	n = rt_index_take_buffers(&ix, B, out, 1u << 20, 8);
+	rt_index_release_inflight(&ix, out[0], B, 1);
+	expect_list(&ix, ix.quiet_head, (uint32_t[]){ B }, 1, "quiet");
+	expect_list(&ix, ix.pin_head, (uint32_t[]){ A, C }, 2, "pinned");
+	ck_assert_uint_eq(rt_index_quiet_oldest(&ix), B);
+	e = &ix.traces[B];
+	ck_assert_uint_eq(e->done_buffers, 1);
+	ck_assert_uint_eq(e->done_bytes, 30);
+	/* A: one buffer acknowledged, one still in flight: not quiet yet. */
+	n = rt_index_take_buffers(&ix, A, out, 1u << 20, 8);
+	ck_assert_uint_eq(n, 2);
+	rt_index_release_inflight(&ix, out[0], A, 1);
+	expect_list(&ix, ix.quiet_head, (uint32_t[]){ B }, 1, "quiet");
+	e = &ix.traces[A];
+	ck_assert_uint_eq(e->nbuffers + e->inflight + e->done_buffers, 2);
+	ck_assert_uint_eq(e->bytes + e->inflight_bytes + e->done_bytes, 30);
+	rt_index_release_inflight(&ix, out[1], A, 1);
+	expect_list(&ix, ix.quiet_head, (uint32_t[]){ B, A }, 2, "quiet");
+	ck_assert_uint_eq(e->inflight_bytes, 0);
+	ck_assert_uint_eq(e->done_bytes, 30);
+	/* New data for B: back on the pinned list, figures kept. */
+	ck_assert_int_eq(rt_index_add_buffer(&ix, B, 3, 7, 0, 3), RT_INDEX_ADDED);
+	expect_list(&ix, ix.quiet_head, (uint32_t[]){ A }, 1, "quiet");
+	expect_list(&ix, ix.pin_head, (uint32_t[]){ C, B }, 2, "pinned");
+	ck_assert_uint_eq(ix.traces[B].done_buffers, 1);
+	ck_assert_uint_eq(ix.traces[B].nbuffers, 1);
+	/* Released undelivered (its trace abandoned it): not done, not quiet. */
+	n = rt_index_take_buffers(&ix, B, out, 1u << 20, 8);
+	rt_index_release_inflight(&ix, out[0], B, 0);
+	ck_assert_uint_eq(ix.traces[B].done_buffers, 1);
+	/* ... but B had data delivered before, and holds nothing now: quiet again.
+	 * C never had data: never quiet. */
+	expect_list(&ix, ix.quiet_head, (uint32_t[]){ A, B }, 2, "quiet");
+	expect_list(&ix, ix.pin_head, (uint32_t[]){ C }, 1, "pinned");
+	/* Removal clears the figures; the reused entry starts from nothing. */
+	rt_index_remove(&ix, A, out, 0, 0);
+	expect_list(&ix, ix.quiet_head, (uint32_t[]){ B }, 1, "quiet");
+	A = rt_index_get(&ix, 9, 4);
+	e = &ix.traces[A];
+	ck_assert_uint_eq(e->done_buffers + e->inflight, 0);
+	ck_assert_uint_eq(e->done_bytes + e->inflight_bytes, 0);
+	ck_assert_uint_eq(e->list, RT_LIST_LRU);
+	rt_index_free(&ix);
+}
+END_TEST
+
 START_TEST(test_table_full)
 {
 	struct rt_index ix;
@@ -962,6 +1085,8 @@ int main(void)
 	tcase_add_test(tc, test_remove_and_reuse);
 	tcase_add_test(tc, test_pin_unpin);
 	tcase_add_test(tc, test_pinned_order);
+	tcase_add_test(tc, test_take_and_return);
+	tcase_add_test(tc, test_quiet_list);
 	tcase_add_test(tc, test_table_full);
 	tcase_add_test(tc, test_crumbs);
 	tcase_add_test(tc, test_horizon);

@@ -10,6 +10,13 @@
  * requests (random bytes that look like a msgpack array, or a well-formed
  * message of the wrong type) get an ACK with a negative status and are counted
  * in bad_requests; the agent keeps serving and stops cleanly on SIGTERM.
+ *
+ * The reply's buffers and bytes are cumulative: what the agent has had of the
+ * trace since it indexed it, held + in flight + delivered (acknowledged,
+ * spooled, or dropped as unsendable). inflight_reply: a slice on its way, not
+ * yet acknowledged; cumulative_reply: a real client's triggered trace, all of
+ * it acknowledged in several slices, named with exactly the buffers the client
+ * used and exactly the payload bytes the collector received.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -327,7 +334,7 @@ END_TEST
 /*
  * The BREADCRUMB_REPLY for a trace whose slice is on its way to the collector
  * (in flight, not yet acknowledged): buffers and bytes must describe the same
- * data. The agent counts in-flight buffers but not their bytes.
+ * data, all of it.
  */
 START_TEST(test_inflight_reply)
 {
@@ -387,6 +394,137 @@ START_TEST(test_inflight_reply)
 }
 END_TEST
 
+/* A client child: one trace of nrec records, triggered after its end. */
+static void cumulative_child(const char *pool, int fd, uint64_t lo, uint32_t nrec)
+{
+	struct rp_child_batch b = { 0 };
+	struct retrace_thread_stats s0, s1;
+	retrace_trace_id id = { 0x7e, lo };
+	uint8_t rec[2048];
+	uint32_t k;
+	ag_child_client(pool, 8, RETRACE_OK);
+	retrace_thread_stats(&s0);
+	rp_cb_begin(&b, 0, id.hi, id.lo, RM_TRIG);
+	if (retrace_begin(id) != 1)
+		CHILD_FAIL(41, "not recorded");
+	for (k = 0; k < nrec; k++) {
+		uint32_t len = 40 + (k * 131) % 1500;
+		rp_fill(rec, lo, k, len);
+		retrace_tracepoint(rec, len);
+		rp_cb_add(&b, rec, len);
+	}
+	retrace_end();
+	retrace_flush();
+	if (retrace_trigger(id, RM_TRIG, NULL, 0) != RETRACE_OK)
+		CHILD_FAIL(42, "retrace_trigger");
+	retrace_thread_stats(&s1);
+	b.h.discards = (uint32_t)(s1.discard_buffers - s0.discard_buffers);
+	b.h.nbuf = (uint32_t)(s1.buffers_used - s0.buffers_used) + b.h.discards;
+	if (b.h.discards)
+		CHILD_FAIL(43, "%u buffers went to the discard buffer", b.h.discards);
+	rp_cb_send(&b, fd);
+	free(b.data);
+	rp_child_exit();
+}
+
+/* Decode a BREADCRUMB_REPLY from the agent for one trace. */
+static void ask(struct rt_agent *a, uint64_t hi, uint64_t lo, uint32_t *buffers, uint64_t *bytes)
+{
+	static uint8_t out[1 << 16];
+	struct rt_wire_trace tr;
+	struct rt_wire_remote_trigger rq;
+	struct rt_wire_buf req = { 0 };
+	struct rt_wire_msg m;
+	size_t n;
+	memset(&tr, 0, sizeof tr);
+	tr.trace_hi = hi;
+	tr.trace_lo = lo;
+	rq.request_id = 77;
+	rq.trigger_id = RM_TRIG;
+	rq.trace_count = 1;
+	rq.traces = &tr;
+	ck_assert_int_eq(rt_wire_encode_remote_trigger(&req, &rq), 0);
+	n = rt_agent_handle_request(a, req.data, req.len, out, sizeof out);
+	ck_assert_int_eq(rt_wire_decode(out, n, &m), 0);
+	ck_assert_int_eq(m.type, RT_WIRE_BREADCRUMB_REPLY);
+	ck_assert_uint_eq(m.reply.trace_count, 1);
+	ck_assert_uint_eq(m.reply.traces[0].trace_lo, lo);
+	*buffers = m.reply.traces[0].buffers;
+	*bytes = m.reply.traces[0].bytes;
+	rt_wire_msg_free(&m);
+	rt_wire_buf_free(&req);
+}
+
+START_TEST(test_cumulative_reply)
+{
+	static struct rt_agent a;
+	struct tc_collector c;
+	struct rt_agent_config cfg;
+	struct rp_stream st;
+	struct rp_parsed *b = NULL;
+	size_t nb = 0, pos = 0, k;
+	char pool[64], err[256], msg[512];
+	const uint64_t lo = 0xC0FFEE0000000001ull;
+	uint64_t got_bytes = 0, bytes;
+	uint32_t got_bufs = 0, slices = 0, buffers, ns;
+	int p[2], ok;
+	pid_t kid;
+
+	ag_pool_name(pool, sizeof pool, "cumul");
+	tc_init(&c);
+	ck_assert_msg(tc_start(&c, "tcp://127.0.0.1:0", err, sizeof err) == 0, "%s", err);
+	rp_config(&cfg, pool, 64, 4096, RM_AGENT, c.url);
+	cfg.max_slice_bytes = 2 * 4096; /* several slices for the one trace */
+	rp_open(&a, &cfg);
+	ck_assert_int_eq(pipe(p), 0);
+	kid = ag_fork();
+	if (kid == 0) {
+		close(p[0]);
+		cumulative_child(pool, p[1], lo, 60);
+	}
+	close(p[1]);
+	rp_stream_init(&st, p[0]);
+	RP_UNTIL(ok, &a, 30, (rp_stream_pump(&st), rp_parse(&st, &pos, &b, &nb), nb >= 1) &&
+				     rp_quiet(&a) && a.st.slices_sent > 0 &&
+				     a.st.slices_acked == a.st.slices_sent);
+	ck_assert_msg(ok, "not reported: batches %zu, sent %llu, acked %llu", nb,
+		      (unsigned long long)a.st.slices_sent, (unsigned long long)a.st.slices_acked);
+	ag_assert_exited_ok(kid, 20, "cumulative child");
+	ck_assert_msg(b[0].h.nbuf >= 5, "the trace used only %u buffers", b[0].h.nbuf);
+
+	tc_lock(&c);
+	ck_assert_msg(rp_check_trace(&c, 0, c.nslices, &st, &b[0], RM_TRIG, RM_AGENT, &ns, msg,
+				     sizeof msg) == 0, "%s", msg);
+	for (k = 0; k < c.nslices; k++) {
+		if (c.slices[k].trace_lo != lo)
+			continue;
+		slices++;
+		got_bufs += c.slices[k].nbuf;
+		got_bytes += c.slices[k].bytes;
+	}
+	tc_unlock(&c);
+	ck_assert_msg(slices >= 3, "the trace came in %u slices, want several", slices);
+
+	/* Everything acknowledged: nothing held, nothing in flight; still named. */
+	ask(&a, 0x7e, lo, &buffers, &bytes);
+	ck_assert_msg(buffers == b[0].h.nbuf && buffers == got_bufs,
+		      "reply names %u buffers; the client used %u, the collector got %u", buffers,
+		      b[0].h.nbuf, got_bufs);
+	ck_assert_msg(bytes == got_bytes, "reply names %llu bytes; the collector got %llu",
+		      (unsigned long long)bytes, (unsigned long long)got_bytes);
+
+	/* A trace this agent never saw: named, holds nothing. */
+	ask(&a, 0x7e, lo + 1, &buffers, &bytes);
+	ck_assert_uint_eq(buffers, 0);
+	ck_assert_uint_eq(bytes, 0);
+
+	rp_parsed_free(b, nb);
+	rp_stream_free(&st);
+	rt_agent_close(&a);
+	tc_free(&c);
+}
+END_TEST
+
 static Suite *remote_suite(void)
 {
 	Suite *s = suite_create("report_remote");
@@ -397,6 +535,10 @@ static Suite *remote_suite(void)
 	t = tcase_create("inflight_reply");
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, test_inflight_reply);
+	suite_add_tcase(s, t);
+	t = tcase_create("cumulative_reply");
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, test_cumulative_reply);
 	suite_add_tcase(s, t);
 	return s;
 }

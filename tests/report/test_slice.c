@@ -294,18 +294,22 @@ static uint32_t fill_full(struct rt_pool *p, uint32_t id, uint64_t lo, uint32_t 
  * _i == 0: --max-slice 128 MB and a 70 MB trace of 1 MiB buffers (a slice must
  *          still fit a wire message: 64 MiB);
  * _i == 1: the default --max-slice and one full buffer of the largest size the
- *          pool allows (64 MiB);
+ *          pool allows (64 MiB): no slice message can carry it;
  * _i == 2: a trace of more small buffers (one 96-byte record each, as frequent
  *          flushes leave them) than a slice message may carry (65536), under a
  *          --max-slice of 32 MiB in bytes.
- * Either way the trace's data must reach the collector.
+ * Cases 0 and 2: the trace's data must reach the collector, in slices within
+ * the limits. Case 1: the slice is cut once, dropped and counted for its
+ * trigger id (status: unsendable_*), its buffer goes back to the pool, and the
+ * agent does not cut it again.
  */
 START_TEST(test_too_big)
 {
 	static struct rt_agent a;
+	static char status[65536];
 	struct tc_collector c;
 	struct rt_agent_config cfg;
-	char pool[64], err[256];
+	char pool[64], err[256], want[128];
 	const uint64_t lo = 0xB16000000000001ull;
 	static const uint32_t sizes[] = { 1u << 20, 64u << 20, 4096 };
 	static const uint32_t counts[] = { 72, 2, RT_WIRE_MAX_SLICE_BUFFERS + 4096 };
@@ -313,6 +317,7 @@ START_TEST(test_too_big)
 	uint32_t size = sizes[_i], count = counts[_i], nb = nbs[_i], i;
 	uint64_t bytes = 0, got = 0;
 	struct rt_trigger_entry t = ag_trig(lo, 11, 1, 0);
+	struct rt_report_class *cls;
 	size_t k;
 	int ok;
 
@@ -337,19 +342,41 @@ START_TEST(test_too_big)
 			ag_drain(&a); /* the complete queue is not that deep */
 	}
 	ag_push_triggers(&a.pool, &t, 1);
-	RP_UNTIL(ok, &a, 8, (tc_lock(&c), got = c.slice_bytes, tc_unlock(&c), got >= bytes));
-	ck_assert_msg(ok,
-		      "%llu of %llu bytes arrived in %zu slices (slices sent %llu, failed %llu; "
-		      "queued buffers %llu): a slice over the wire's limits (64 MiB a message, 65536 "
-		      "buffers a slice) is cut, refused by the encoder, put back and cut again, "
-		      "forever",
-		      (unsigned long long)got, (unsigned long long)bytes, tc_nslices(&c),
-		      (unsigned long long)a.st.slices_sent, (unsigned long long)a.st.slices_failed,
-		      (unsigned long long)a.rep.queued_buffers);
-	tc_lock(&c);
-	for (k = 0; k < c.nslices; k++)
-		ck_assert_uint_eq(c.slices[k].trace_lo, lo);
-	tc_unlock(&c);
+	cls = rt_report_class_of(&a.rep, 11);
+	if (_i == 1) {
+		RP_UNTIL(ok, &a, 8, cls->unsendable_slices > 0 && rp_quiet(&a));
+		ck_assert_msg(ok, "the slice was neither sent nor dropped (slices sent %llu, queued "
+			      "buffers %llu)", (unsigned long long)a.st.slices_sent,
+			      (unsigned long long)a.rep.queued_buffers);
+		RP_UNTIL(ok, &a, 1, 0); /* time to loop, if it would */
+		ck_assert_uint_eq(a.st.slices_sent, 1);
+		ck_assert_uint_eq(a.st.slices_unsendable, 1);
+		ck_assert_uint_eq(cls->unsendable_slices, 1);
+		ck_assert_uint_eq(cls->unsendable_buffers, 1);
+		ck_assert_uint_eq(cls->unsendable_bytes, bytes);
+		ck_assert_uint_eq(tc_nslices(&c), 0);
+		ck_assert_uint_eq(rt_agent_free_buffers(&a), count);
+		rt_agent_status(&a, 1, status, sizeof status);
+		snprintf(want, sizeof want, "\"unsendable_bytes\":%llu", (unsigned long long)bytes);
+		ck_assert_msg(strstr(status, want) != NULL, "status: %s", status);
+	} else {
+		RP_UNTIL(ok, &a, 8, (tc_lock(&c), got = c.slice_bytes, tc_unlock(&c), got >= bytes));
+		ck_assert_msg(ok,
+			      "%llu of %llu bytes arrived in %zu slices (slices sent %llu, failed %llu; "
+			      "unsendable %llu; queued buffers %llu): a slice over the wire's limits "
+			      "(64 MiB a message, 65536 buffers a slice)",
+			      (unsigned long long)got, (unsigned long long)bytes, tc_nslices(&c),
+			      (unsigned long long)a.st.slices_sent, (unsigned long long)a.st.slices_failed,
+			      (unsigned long long)a.st.slices_unsendable,
+			      (unsigned long long)a.rep.queued_buffers);
+		ck_assert_uint_eq(a.st.slices_unsendable, 0);
+		tc_lock(&c);
+		for (k = 0; k < c.nslices; k++) {
+			ck_assert_uint_eq(c.slices[k].trace_lo, lo);
+			ck_assert_uint_le(c.slices[k].nbuf, RT_WIRE_MAX_SLICE_BUFFERS);
+		}
+		tc_unlock(&c);
+	}
 	rt_agent_close(&a);
 	tc_free(&c);
 }
