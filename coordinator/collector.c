@@ -13,18 +13,6 @@
 
 #include <string.h>
 
-/* Unix ns of a buffer's first tick, with the slice's calibration (0 if unknown). */
-static uint64_t tick_to_unix_ns(const struct rt_wire_slice *s, uint64_t tick)
-{
-	double delta;
-	if (!s->tsc_hz || !tick)
-		return 0;
-	delta = ((double)tick - (double)s->tsc_ref_tick) * 1e9 / (double)s->tsc_hz;
-	if (delta < 0 && -delta > (double)s->tsc_ref_unix_ns)
-		return 0;
-	return (uint64_t)((double)s->tsc_ref_unix_ns + delta);
-}
-
 static void describe(const struct rt_wire_slice *s, struct rt_store_slice *row, const void *msg,
 		     size_t len)
 {
@@ -40,7 +28,7 @@ static void describe(const struct rt_wire_slice *s, struct rt_store_slice *row, 
 	row->msg = msg;
 	row->msg_len = len;
 	for (i = 0; i < s->buffer_count; i++) {
-		uint64_t t = tick_to_unix_ns(s, s->buffers[i].first_tick);
+		uint64_t t = rt_wire_slice_tick_ns(s, s->buffers[i].first_tick);
 		row->bytes += s->buffers[i].len;
 		if (t && (!row->first_ns || t < row->first_ns))
 			row->first_ns = t;

@@ -727,12 +727,14 @@ static void group_tick(struct rt_coord *c, struct coord_group *g, uint64_t now)
 
 void coord_traversal_tick(struct rt_coord *c, uint64_t now)
 {
-	uint32_t i, n = c->cfg.max_groups ? c->cfg.max_groups : 1;
+	uint32_t i, n = c->cfg.max_groups ? c->cfg.max_groups : 1, open = c->groups_open, seen = 0;
 	static const uint64_t second = 1000000000ull;
-	if (c->groups_open)
-		for (i = 0; i < n; i++)
-			if (c->groups[i].id)
-				group_tick(c, &c->groups[i], now);
+	/* Stop at the last open group: a turn should not cost max_groups when few are open. */
+	for (i = 0; i < n && seen < open; i++)
+		if (c->groups[i].id) {
+			seen++;
+			group_tick(c, &c->groups[i], now);
+		}
 	if (now >= c->next_expire_ns) {
 		c->next_expire_ns = now + second / 10;
 		expire_closed(c, now);

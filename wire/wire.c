@@ -361,3 +361,14 @@ const char *rt_wire_type_name(int type)
 	default: return "unknown";
 	}
 }
+
+uint64_t rt_wire_slice_tick_ns(const struct rt_wire_slice *s, uint64_t tick)
+{
+	double delta;
+	if (!s->tsc_hz || !tick)
+		return 0;
+	delta = ((double)tick - (double)s->tsc_ref_tick) * 1e9 / (double)s->tsc_hz;
+	if (delta < 0 && -delta > (double)s->tsc_ref_unix_ns)
+		return 0;
+	return (uint64_t)((double)s->tsc_ref_unix_ns + delta);
+}

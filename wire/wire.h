@@ -216,6 +216,12 @@ void rt_wire_msg_free(struct rt_wire_msg *m);
  */
 int rt_wire_peek_type(const void *data, size_t len);
 
+/*
+ * Unix ns of a buffer's first_tick, with the slice's own TSC calibration; 0 when
+ * the slice carries no calibration, the tick is 0, or it falls before the epoch.
+ */
+uint64_t rt_wire_slice_tick_ns(const struct rt_wire_slice *s, uint64_t tick);
+
 /* Static strings for logs. */
 const char *rt_wire_strerror(int err);
 const char *rt_wire_type_name(int type);

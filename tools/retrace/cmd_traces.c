@@ -271,15 +271,6 @@ static int cmp_buf(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-static uint64_t tick_ns(const struct rt_wire_slice *s, uint64_t tick)
-{
-	double d;
-	if (!s->tsc_hz || !tick)
-		return 0;
-	d = ((double)tick - (double)s->tsc_ref_tick) * 1e9 / (double)s->tsc_hz;
-	return (uint64_t)((double)s->tsc_ref_unix_ns + d);
-}
-
 struct agent_sum {
 	uint32_t agent, slices, buffers, writers;
 	uint64_t records, bytes, corrupt, first_ns, last_ns;
@@ -500,7 +491,7 @@ int retrace_cmd_show(int argc, char **argv)
 		for (k = 0; k < sl->buffer_count; k++) {
 			const struct rt_wire_slice_buffer *b = &sl->buffers[k];
 			bufs[nb++] = (struct show_buf){ sl->agent_id, b->pid, b->tid, b->seq,
-							tick_ns(sl, b->first_tick), b->data, b->len };
+							rt_wire_slice_tick_ns(sl, b->first_tick), b->data, b->len };
 		}
 	}
 	summarise(bufs, nb, sums, &nsums);
