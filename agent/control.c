@@ -7,6 +7,7 @@
  * the reply. REP sockets answer requests in order, one at a time, which is all a
  * status query or a coordinator's remote trigger needs.
  */
+#include "nng_close.h"
 #include "control.h"
 
 #include <arpa/inet.h>
@@ -100,7 +101,7 @@ int rt_control_start(struct rt_control *c, const char *const *urls, int nurls,
 	c->running = 1;
 	return 0;
 fail:
-	nng_close(c->sock);
+	rt_nng_close_bounded(c->sock, RT_NNG_CLOSE_WAIT_MS);
 	free(c->reply);
 	c->reply = NULL;
 	if (c->wake_fd >= 0)
@@ -130,7 +131,7 @@ void rt_control_stop(struct rt_control *c)
 	pthread_cond_signal(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 	pthread_join(c->thread, NULL);
-	nng_close(c->sock);
+	rt_nng_close_bounded(c->sock, RT_NNG_CLOSE_WAIT_MS);
 	free(c->reply);
 	c->reply = NULL;
 	c->running = 0;

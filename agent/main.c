@@ -7,6 +7,7 @@
  * wake-ups a second and a busy one never sleeps. SIGTERM/SIGINT end the loop;
  * the pool is kept for the next agent unless --unlink was given.
  */
+#include "nng_close.h"
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -125,5 +126,8 @@ int main(int argc, char **argv)
 	       (unsigned long long)agent.ix.st.evicted_traces);
 	rt_control_stop(&ctl);
 	rt_agent_close(&agent);
+	if (rt_nng_close_abandoned())
+		rt_log(RT_LOG_WARN, "%llu socket close(s) hung in nng and were abandoned",
+		       (unsigned long long)rt_nng_close_abandoned());
 	return 0;
 }

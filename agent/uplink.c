@@ -14,6 +14,7 @@
  * backs off one second and sends the head again (the coordinator dedups by
  * agent id and trigger_seq). REGISTER goes first and again every 5 s.
  */
+#include "nng_close.h"
 #include "uplink.h"
 
 #include <stdio.h>
@@ -164,9 +165,9 @@ void rt_uplink_close(struct rt_uplink *u)
 	}
 	exchange_close(&u->coord_x);
 	if (u->coll_open)
-		nng_close(u->coll);
+		rt_nng_close_bounded(u->coll, RT_NNG_CLOSE_WAIT_MS);
 	if (u->coord_open)
-		nng_close(u->coord);
+		rt_nng_close_bounded(u->coord, RT_NNG_CLOSE_WAIT_MS);
 	for (k = 0; u->outbox && k < u->out_cap; k++)
 		rt_wire_buf_free(&u->outbox[k]);
 	free(u->outbox);

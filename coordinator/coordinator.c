@@ -13,6 +13,7 @@
  * mid-traversal resumes it at start-up, and an agent that got no ack re-sends
  * it (dedup by agent id and trigger_seq).
  */
+#include "nng_close.h"
 #include "coord_internal.h"
 
 #include <errno.h>
@@ -450,9 +451,9 @@ void rt_coord_close(struct rt_coord *c)
 		if (c->in[i].aio)
 			nng_aio_stop(c->in[i].aio);
 	if (nng_socket_id(c->coord_sock) > 0)
-		nng_close(c->coord_sock);
+		rt_nng_close_bounded(c->coord_sock, RT_NNG_CLOSE_WAIT_MS);
 	if (nng_socket_id(c->collect_sock) > 0)
-		nng_close(c->collect_sock);
+		rt_nng_close_bounded(c->collect_sock, RT_NNG_CLOSE_WAIT_MS);
 	for (i = 0; i < COORD_IN_COORD + COORD_IN_COLLECT; i++) {
 		if (c->in[i].aio)
 			nng_aio_free(c->in[i].aio);

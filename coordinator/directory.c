@@ -16,6 +16,7 @@
  * number run in parallel. A new address closes the old socket: requests on it
  * fail and are retried on the new one.
  */
+#include "nng_close.h"
 #include "coord_internal.h"
 
 #include <stdlib.h>
@@ -35,7 +36,7 @@ struct coord_agent *coord_dir_find(struct rt_coord *c, uint32_t id)
 static void close_socket(struct coord_agent *a)
 {
 	if (a->sock_open) {
-		nng_close(a->sock);
+		rt_nng_close_bounded(a->sock, RT_NNG_CLOSE_WAIT_MS);
 		a->sock_open = 0;
 	}
 }
@@ -55,7 +56,7 @@ static void open_socket(struct rt_coord *c, struct coord_agent *a)
 	nng_socket_set_ms(a->sock, NNG_OPT_RECONNMAXT, 1000);
 	if ((rv = nng_dial(a->sock, a->addr, NULL, NNG_FLAG_NONBLOCK)) != 0) {
 		coord_log(c, LOG_WARN, "agent %u: cannot dial %s: %s", a->id, a->addr, nng_strerror(rv));
-		nng_close(a->sock);
+		rt_nng_close_bounded(a->sock, RT_NNG_CLOSE_WAIT_MS);
 		return;
 	}
 	a->sock_open = 1;

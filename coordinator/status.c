@@ -5,6 +5,7 @@
  * latency percentiles come from the last COORD_LATENCY_RING traversals,
  * sorted on demand: a status request is rare, a traversal is not.
  */
+#include "nng_close.h"
 #include "coord_internal.h"
 
 #include <stdlib.h>
@@ -66,6 +67,7 @@ static void agents_section(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_u64(w, "known", c->dir.count);
 	rt_fig_u64(w, "registrations", c->st.registrations);
 	rt_fig_u64(w, "expired", c->dir.expired);
+	rt_fig_u64(w, "socket_closes_abandoned", rt_nng_close_abandoned());
 	rt_fig_u64(w, "unknown_named", c->st.unknown_agents);
 	for (i = 0; i < c->dir.count && i < 64; i++) {
 		const struct coord_agent *a = &c->dir.agents[i];

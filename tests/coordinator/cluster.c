@@ -255,10 +255,25 @@ int cl_start(struct cluster *c, int nhosts, uint32_t buffers)
 	return 0;
 }
 
-void cl_stop(struct cluster *c)
+/* Reap `pid` within `timeout_s`; past that kill it hard and return -1. */
+static int reap_within(pid_t pid, double timeout_s)
+{
+	double end = mono_s() + timeout_s;
+	while (mono_s() < end) {
+		if (waitpid(pid, NULL, WNOHANG) == pid)
+			return 0;
+		nap_ms(10);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return -1;
+}
+
+int cl_stop(struct cluster *c)
 {
 	struct cl_cmd quit;
 	char cmd[300];
+	int hung = 0;
 	memset(&quit, 0, sizeof quit);
 	quit.op = 2;
 	for (int h = 0; h < c->nhosts; h++) {
@@ -272,17 +287,21 @@ void cl_stop(struct cluster *c)
 		}
 		if (x->agent > 0) {
 			kill(x->agent, SIGTERM);
-			waitpid(x->agent, NULL, 0);
+			if (reap_within(x->agent, 15) != 0) {
+				fprintf(stderr, "agent %d did not exit within 15 s of SIGTERM\n", h);
+				hung++;
+			}
 		}
 	}
 	cl_kill_coordinator(c);
 	if (getenv("RETRACE_KEEP_TEST_DIR")) {
 		fprintf(stderr, "kept %s\n", c->dir);
-		return;
+		return hung;
 	}
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", c->dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", c->dir);
+	return hung;
 }
 
 /* ------------------------------------------------------------ checks ---- */

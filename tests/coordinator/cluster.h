@@ -9,7 +9,7 @@
  * with what the store holds (read back through `retrace show --records`).
  *
  * Every process started here dies with the test (PR_SET_PDEATHSIG), and
- * cl_stop kills and reaps them and removes the pools and the directory.
+ * cl_stop stops (SIGTERM, bounded wait) and reaps them and removes the pools and the directory.
  */
 #ifndef RETRACE_TESTS_COORDINATOR_CLUSTER_H
 #define RETRACE_TESTS_COORDINATOR_CLUSTER_H
@@ -41,7 +41,8 @@ struct cluster {
 
 /* Start a coordinator and n hosts (agent ids 1..n), each pool with `buffers` 8 KiB buffers. */
 int cl_start(struct cluster *c, int nhosts, uint32_t buffers);
-void cl_stop(struct cluster *c);
+/* Returns how many agents did not exit within 15 s of SIGTERM (killed then). */
+int cl_stop(struct cluster *c);
 int cl_start_coordinator(struct cluster *c);   /* same ports and store as before */
 void cl_kill_coordinator(struct cluster *c);   /* SIGKILL */
 

@@ -69,7 +69,7 @@ START_TEST(chain_three_hosts_byte_exact)
 	ck_assert(t.traversal_ns > 0);
 	for (int h = 0; h < 3; h++)
 		assert_records(&c, lo, h);
-	cl_stop(&c);
+	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
 }
 END_TEST
 
@@ -90,7 +90,7 @@ START_TEST(fanout_collects_every_branch)
 	ck_assert_uint_eq(t.agent_count, 4);
 	for (int h = 0; h < 4; h++)
 		assert_records(&c, lo, h);
-	cl_stop(&c);
+	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
 }
 END_TEST
 
@@ -119,7 +119,7 @@ START_TEST(lateral_group_of_eleven)
 		assert_records(&c, lo, 0);
 		assert_records(&c, lo, 1);
 	}
-	cl_stop(&c);
+	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
 }
 END_TEST
 
@@ -148,7 +148,7 @@ START_TEST(eviction_race_is_incoherent)
 	ck_assert(has_agent(t.missing, t.missing_count, 1));
 	ck_assert(has_agent(t.agents, t.agent_count, 2));
 	assert_records(&c, lo, 1);
-	cl_stop(&c);
+	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
 }
 END_TEST
 
@@ -200,7 +200,7 @@ START_TEST(coordinator_kill9_mid_traversal)
 		acked += a;
 	}
 	ck_assert_int_ge(store_slices(&c), acked);
-	cl_stop(&c);
+	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
 }
 END_TEST
 
