@@ -26,14 +26,17 @@
 
 struct cl_cmd {
 	uint64_t hi, lo;
-	int32_t op; /* 0 write, 1 trigger, 2 quit */
+	int32_t op; /* 0 write, 1 trigger, 2 quit, 3 run cl_run_fn */
 	int32_t records;
 	int32_t ncrumbs;
 	uint32_t crumbs[CL_MAX_CRUMBS];
 	uint32_t trigger_id;
 	int32_t nlateral;
 	uint64_t lateral[CL_MAX_LATERAL];
+	struct cl_run_io run; /* op 3: in = the command's, out = the reply */
 };
+
+cl_run_fn_t cl_run_fn;
 
 static void nap_ms(double ms)
 {
@@ -85,6 +88,12 @@ static void writer_main(const char *pool, int h, int cmd_fd, int ack_fd)
 			}
 			retrace_end();
 			retrace_flush();
+		} else if (c.op == 3) {
+			c.run.ok = cl_run_fn ? cl_run_fn(h, id, &c.run) == 0 : 0;
+			retrace_flush();
+			if (write(ack_fd, &c.run, sizeof c.run) != (ssize_t)sizeof c.run)
+				break;
+			continue;
 		} else {
 			retrace_trace_id lat[CL_MAX_LATERAL];
 			for (int i = 0; i < c.nlateral; i++)
@@ -119,6 +128,20 @@ int cl_write(struct cluster *c, int h, uint64_t hi, uint64_t lo, int records,
 	for (int i = 0; i < cmd.ncrumbs; i++)
 		cmd.crumbs[i] = crumbs[i];
 	return command(c, h, &cmd);
+}
+
+int cl_run(struct cluster *c, int h, uint64_t hi, uint64_t lo, struct cl_run_io *io)
+{
+	struct cl_cmd cmd;
+	memset(&cmd, 0, sizeof cmd);
+	cmd.op = 3;
+	cmd.hi = hi;
+	cmd.lo = lo;
+	cmd.run = *io;
+	if (write(c->hosts[h].cmd_fd, &cmd, sizeof cmd) != (ssize_t)sizeof cmd ||
+	    read(c->hosts[h].ack_fd, io, sizeof *io) != (ssize_t)sizeof *io)
+		return -1;
+	return io->ok ? 0 : -1;
 }
 
 int cl_trigger(struct cluster *c, int h, uint64_t hi, uint64_t lo, uint32_t trigger_id,

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "retrace/retrace.h"
 #include "store.h"
 
 #define CL_MAX_HOSTS 10
@@ -53,6 +54,23 @@ void cl_kill_coordinator(struct cluster *c);   /* SIGKILL */
  */
 int cl_write(struct cluster *c, int h, uint64_t hi, uint64_t lo, int records,
 	     const uint32_t *crumbs, int ncrumbs);
+/*
+ * Run the test's own code in host h's writer process (forked from the test, so
+ * a function set before cl_start is there): cl_run_fn(h, trace id, io) with
+ * io->in as given; its io->out and return value (0 = ok) come back. The writer
+ * flushes afterwards. Used to drive the tracer API across hosts.
+ */
+struct cl_run_io {
+	int32_t scenario;
+	int32_t ok;
+	char in[256];   /* e.g. an incoming "traceparent\ntracestate" */
+	char out[256];  /* e.g. the context for the next hop */
+	uint64_t ids[16]; /* e.g. the span ids created */
+};
+typedef int (*cl_run_fn_t)(int host, retrace_trace_id id, struct cl_run_io *io);
+extern cl_run_fn_t cl_run_fn;
+int cl_run(struct cluster *c, int h, uint64_t hi, uint64_t lo, struct cl_run_io *io);
+
 /* Host h fires trigger `trigger_id` for (hi, lo) with lateral trace ids (lo list, same hi). */
 int cl_trigger(struct cluster *c, int h, uint64_t hi, uint64_t lo, uint32_t trigger_id,
 	       const uint64_t *lateral_lo, int nlateral);
