@@ -265,6 +265,7 @@ void rt_thread_setup(struct rt_thread *t)
 	t->pid = (uint32_t)getpid();
 	t->fork_generation = rt_client.fork_generation;
 	t->ctx.buffer_id = RT_BUFFER_NONE;
+	rt_tracer_seed(t);
 	t->discard_size = RT_POOL_DEFAULT_BUFFER_SIZE;
 	t->discard = malloc(t->discard_size);
 	if (!t->discard)
@@ -490,6 +491,9 @@ int retrace_begin(retrace_trace_id id)
 	c->active = 1;
 	c->fired = 0;
 	c->span_id = 0;
+	c->span_origin = RT_SPAN_NONE;
+	c->resource_written = 0;
+	rt_tracer_reset(t);
 	c->next_seq = 0;
 	c->writer_pid = t->pid;
 	c->writer_tid = t->tid;
@@ -499,6 +503,9 @@ int retrace_begin(retrace_trace_id id)
 			c->hops[0] = t->incoming.hops[0];
 			c->hops[1] = t->incoming.hops[1];
 			c->fired = t->incoming.fired;
+			/* The remote span is the parent of this trace's first span. */
+			c->span_id = t->incoming.parent_span_id;
+			c->span_origin = RT_SPAN_REMOTE;
 		}
 		t->incoming.valid = 0;
 	}
@@ -681,6 +688,7 @@ void retrace_detach(retrace_context *out)
 	if (t->ctx.buffer_id == RT_BUFFER_DISCARD)
 		seal_buffer(t, 0);
 	f->reserved = NULL;
+	rt_tracer_on_detach(t);
 	c = t->ctx;
 	c.cur = f->cur;
 	c.end = f->end;
@@ -706,6 +714,7 @@ void retrace_attach(const retrace_context *in)
 		return;
 	}
 	t->ctx = c;
+	rt_tracer_on_attach(t); /* the attached span is the parent of the next one */
 	f->cur = c.cur;
 	f->end = c.end;
 	f->reserved = NULL;
@@ -851,7 +860,9 @@ static void at_fork_child(void)
 		t->n_pending = 0;
 		t->incoming.valid = 0;
 		memset(&t->stats, 0, sizeof t->stats);
+		memset(&t->tracer.stats, 0, sizeof t->tracer.stats);
 	}
+	rt_tracer_fork_child(t);
 	f->cur = f->end = f->reserved = NULL;
 }
 

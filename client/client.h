@@ -17,11 +17,22 @@
 #include <sys/types.h>
 
 #include "retrace/retrace.h"
+#include "retrace/tracer.h"
 #include "shm/pool.h"
 
 #define RT_BUFFER_NONE UINT32_MAX
 #define RT_BUFFER_DISCARD (UINT32_MAX - 1)
 #define RT_MAX_BATCH 32
+
+/* Where the trace context's span_id came from (tracer.c decides with it whether
+ * the id may be a parent and whether it is "the current span"). */
+enum rt_span_origin {
+	RT_SPAN_NONE = 0,    /* span_id is 0 */
+	RT_SPAN_LOCAL = 1,   /* a span started in this trace (tracer) */
+	RT_SPAN_REMOTE = 2,  /* the remote parent from retrace_deserialize* */
+	RT_SPAN_SET = 3,     /* retrace_set_span_id */
+	RT_SPAN_DERIVED = 4, /* derived by retrace_span_id for raw users: never a parent */
+};
 
 /* The part of a trace that moves with retrace_detach/attach. */
 struct rt_trace_ctx {
@@ -33,15 +44,41 @@ struct rt_trace_ctx {
 	uint32_t next_seq;
 	uint32_t writer_pid, writer_tid;
 	retrace_agent_id hops[2]; /* previous hops from the incoming context */
-	uint8_t active, recorded, fired, pad;
+	uint8_t active, recorded, fired;
+	uint8_t resource_written; /* RESOURCE event written in this writer stream */
+	uint8_t span_origin;      /* enum rt_span_origin of span_id */
 	struct rt_pool *pool; /* pool the buffer belongs to */
 };
 
 /* Incoming context parsed by deserialize before begin. */
 struct rt_incoming {
 	retrace_trace_id id;
+	uint64_t parent_span_id;  /* the remote span: parent of the first span */
 	retrace_agent_id hops[2];
 	uint8_t fired, valid;
+};
+
+#define RT_TEMPLATE_CACHE 64 /* direct-mapped, keyed by template id */
+
+/* A template written in tracer generation `generation` of this thread. */
+struct rt_template_slot {
+	uint64_t template_id;
+	uint32_t generation;
+};
+
+/* The tracer's per-thread state (client/tracer.c). */
+struct rt_tracer_thread {
+	uint64_t rng;          /* xorshift64* state for span ids, never 0 */
+	uint32_t depth;        /* spans open on this thread (may exceed the stack) */
+	uint32_t generation;   /* bumped at every begin/attach: invalidates templates */
+	uint64_t deep_base;    /* current span when the stack overflowed */
+	uint8_t deep_base_origin;
+	uint8_t detached;      /* the stack belongs to the context detached below */
+	uint64_t detached_trace_lo, detached_span;
+	uint8_t saved_origin[RETRACE_SPAN_DEPTH];
+	uint64_t saved_span[RETRACE_SPAN_DEPTH]; /* ctx.span_id before each open span */
+	struct rt_template_slot templates[RT_TEMPLATE_CACHE];
+	struct retrace_tracer_stats stats;
 };
 
 struct rt_thread {
@@ -62,6 +99,7 @@ struct rt_thread {
 	uint8_t *discard;
 	size_t discard_size;
 	struct retrace_thread_stats stats;
+	struct rt_tracer_thread tracer;
 };
 
 struct rt_client_state {
@@ -88,5 +126,41 @@ void rt_push_breadcrumb(struct rt_thread *t, uint64_t trace_lo, retrace_agent_id
 int rt_push_trigger_group(struct rt_thread *t, retrace_trace_id id, uint32_t trigger_id,
 			  const retrace_trace_id *lateral, size_t n_lateral);
 uint64_t rt_mono_ns(void);
+
+/* tracer.c: seed the span-id generator (thread setup); in a fork child, re-seed
+ * (the parent's generator would repeat its ids) and re-init the resource lock. */
+void rt_tracer_seed(struct rt_thread *t);
+void rt_tracer_fork_child(struct rt_thread *t);
+
+/* A new trace context on this thread (begin, attach): the span stack is empty and
+ * log templates must be written again. */
+static inline void rt_tracer_reset(struct rt_thread *t)
+{
+	t->tracer.depth = 0;
+	t->tracer.detached = 0;
+	t->tracer.generation++;
+}
+
+/* retrace_detach: remember which context the stack belongs to. */
+static inline void rt_tracer_on_detach(struct rt_thread *t)
+{
+	t->tracer.detached = 1;
+	t->tracer.detached_trace_lo = t->ctx.id.lo;
+	t->tracer.detached_span = t->ctx.span_id;
+}
+
+/* retrace_attach (t->ctx is the attached context): a context that comes back
+ * with the span it left with (a round trip through a worker) keeps this
+ * thread's stack, so the spans it had open can still be ended here; any other
+ * context starts with an empty stack, its span the parent of the next one. */
+static inline void rt_tracer_on_attach(struct rt_thread *t)
+{
+	int round_trip = t->tracer.detached && t->ctx.id.lo == t->tracer.detached_trace_lo &&
+			 t->ctx.span_id == t->tracer.detached_span;
+	uint32_t depth = t->tracer.depth;
+	rt_tracer_reset(t);
+	if (round_trip)
+		t->tracer.depth = depth;
+}
 
 #endif

@@ -205,6 +205,7 @@ static void deposit(const struct retrace_wire_context *c)
 	if (c->fired)
 		rt_push_trigger_group(t, c->trace_id, RETRACE_TRIGGER_UPSTREAM, NULL, 0);
 	t->incoming.id = c->trace_id;
+	t->incoming.parent_span_id = c->parent_span_id;
 	t->incoming.hops[0] = c->hops[0];
 	t->incoming.hops[1] = c->hops[1];
 	t->incoming.fired = (uint8_t)c->fired;
@@ -213,6 +214,10 @@ static void deposit(const struct retrace_wire_context *c)
 		t->ctx.hops[0] = c->hops[0];
 		t->ctx.hops[1] = c->hops[1];
 		t->ctx.fired |= (uint8_t)c->fired;
+		if (t->ctx.span_origin == RT_SPAN_NONE) { /* deserialized after begin */
+			t->ctx.span_id = c->parent_span_id;
+			t->ctx.span_origin = RT_SPAN_REMOTE;
+		}
 		t->incoming.valid = 0;
 	}
 }
@@ -229,8 +234,10 @@ int retrace_deserialize(const char *traceparent, const char *tracestate,
 void retrace_set_span_id(uint64_t span_id)
 {
 	struct rt_thread *t = &rt_thread_tls;
-	if (t->ctx.active)
+	if (t->ctx.active) {
 		t->ctx.span_id = span_id;
+		t->ctx.span_origin = span_id ? RT_SPAN_SET : RT_SPAN_NONE;
+	}
 }
 
 uint64_t retrace_span_id(void)
@@ -243,6 +250,7 @@ uint64_t retrace_span_id(void)
 		retrace_trace_id mix = {0, t->ctx.id.lo ^ ((uint64_t)t->tid << 32) ^
 					       retrace_ticks()};
 		t->ctx.span_id = retrace_trace_hash(mix) | 1;
+		t->ctx.span_origin = RT_SPAN_DERIVED; /* not a span: never a parent */
 	}
 	return t->ctx.span_id;
 }

@@ -2,7 +2,7 @@
 # Install the Debian packages retrace needs, if any is missing (run as root).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libck-dev libmsgpack-dev libnng-dev liburing-dev
-      check libsqlite3-dev)
+      check libsqlite3-dev libjansson-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -364,11 +364,13 @@ const char *rt_wire_type_name(int type)
 
 uint64_t rt_wire_slice_tick_ns(const struct rt_wire_slice *s, uint64_t tick)
 {
-	double delta;
+	/* Integer arithmetic: through a double, Unix ns (~2^61) round to 256 ns. */
+	__int128 delta_ns, unix_ns;
 	if (!s->tsc_hz || !tick)
 		return 0;
-	delta = ((double)tick - (double)s->tsc_ref_tick) * 1e9 / (double)s->tsc_hz;
-	if (delta < 0 && -delta > (double)s->tsc_ref_unix_ns)
+	delta_ns = ((__int128)tick - (__int128)s->tsc_ref_tick) * 1000000000 / (__int128)s->tsc_hz;
+	unix_ns = (__int128)s->tsc_ref_unix_ns + delta_ns;
+	if (unix_ns < 0)
 		return 0;
-	return (uint64_t)((double)s->tsc_ref_unix_ns + delta);
+	return unix_ns > (__int128)UINT64_MAX ? UINT64_MAX : (uint64_t)unix_ns;
 }

@@ -7,7 +7,9 @@
  * round is the least disturbed), printed as one line:
  *   bench client name=... threads=T ns=X baseline=... baseline_ns=Y ratio=X/Y
  * Baselines: a memcpy of the same size into a thread-local buffer (tracepoints,
- * reserve/commit), the untraced loop body (begin/end), memcpy GB/s (throughput).
+ * reserve/commit), the untraced loop body (begin/end), memcpy GB/s (throughput),
+ * and for the tracer (span_start_end, log_2args) retrace_tracepoint_ts of the
+ * same number of payload bytes: the raw floor of writing those events.
  * RETRACE_BENCH_QUICK=1 shortens every round (for CI smoke runs).
  */
 #include <pthread.h>
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "retrace/retrace.h"
+#include "retrace/tracer.h"
 #include "shm/drain.h"
 
 #define ROUNDS 5
@@ -57,7 +60,13 @@ static inline void baseline_copy(const void *d, size_t len)
 }
 
 enum op { OP_TICKS, OP_BASE_COPY, OP_TP, OP_TP_TS, OP_RESERVE, OP_BEGIN_END, OP_BASE_BEGIN_END,
-	  OP_BEGIN_TP_END };
+	  OP_BEGIN_TP_END, OP_SPAN, OP_LOG2 };
+
+/* Payload bytes of one span start + end with a 12-char name, and of one
+ * "user %s paid %d" LOG with ("alice", 42): the baselines write as many. */
+#define SPAN_NAME "checkout.pay" /* 12 chars */
+#define SPAN_EVENT_BYTES ((2 + 9 + 9 + 1 + 9 + 1 + 12) + (2 + 9 + 9 + 1))
+#define LOG2_EVENT_BYTES (2 + 9 + 9 + 1 + 9 + 6 + 1)
 
 struct job {
 	enum op op;
@@ -103,6 +112,13 @@ static void run_op(struct job *j)
 			retrace_begin(id);
 			retrace_tracepoint(data, j->size);
 			retrace_end();
+			break;
+		case OP_SPAN:
+			retrace_span_start(SPAN_NAME, RETRACE_SPAN_INTERNAL);
+			retrace_span_end();
+			break;
+		case OP_LOG2:
+			retrace_log(RETRACE_LOG_INFO, "user %s paid %d", "alice", 42);
 			break;
 		}
 	}
@@ -185,6 +201,16 @@ static void bench_begin_end(int threads)
 	     "untraced_loop", base);
 }
 
+/* Tracer events against the raw timestamped tracepoint of as many bytes. */
+static void bench_tracer(int threads)
+{
+	uint64_t n = iterations / 2;
+	line("span_start_end", " name_len=12", threads, measure(OP_SPAN, 0, threads, n),
+	     "tracepoint_ts", measure(OP_TP_TS, SPAN_EVENT_BYTES, threads, n));
+	line("log_2args", "", threads, measure(OP_LOG2, 0, threads, n), "tracepoint_ts",
+	     measure(OP_TP_TS, LOG2_EVENT_BYTES, threads, n));
+}
+
 static void bench_throughput(void)
 {
 	uint64_t n = iterations / 10;
@@ -228,9 +254,11 @@ int main(void)
 	     measure(OP_BASE_COPY, 8, 1, iterations));
 	bench_tracepoints(1);
 	bench_begin_end(1);
+	bench_tracer(1);
 	bench_throughput();
 	bench_tracepoints(2);
 	bench_begin_end(2);
+	bench_tracer(2);
 	drainer_stop = 1;
 	pthread_join(dr, NULL);
 	printf("bench client name=pool_counters null_buffers=%llu\n",

@@ -11,6 +11,13 @@
  * the handler's aio and finishes it. A worker about to sleep flushes its
  * pending complete buffers so an idle service never sits on sealed data.
  *
+ * Spans and logs (retrace/tracer.h): each request is a SERVER span named after
+ * its route ("GET /checkout") with http.* and shop.* attributes, each
+ * downstream call a CLIENT span ("call cart") whose id travels as the parent in
+ * the traceparent; templated logs say what happened (a WARN on injected
+ * slowness, an ERROR and an error status on injected failure). With --record
+ * every span also goes to DIR/SERVICE.spans (ground truth for decoder tests).
+ *
  * Propagation: an incoming traceparent/tracestate goes through
  * retrace_deserialize (breadcrumbs to the previous hops), outgoing calls carry
  * retrace_serialize's headers, and every response names this host's agent in
@@ -38,6 +45,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
+#include "retrace/tracer.h"
 #include "retrace/triggers.h"
 
 #define RING_SIZE 16
@@ -91,6 +99,7 @@ struct shop {
 	/* runtime */
 	nng_http_server *server;
 	int record_fd;
+	int spans_fd;  /* --record: DIR/SERVICE.spans */
 	struct retrace_percentile *slow;
 	pthread_mutex_t lock;
 	pthread_cond_t work, idle;
@@ -112,6 +121,7 @@ struct worker {
 	struct shop_conn conns[SHOP_MAX_CALLS];
 	nng_http_res *res;
 	struct shop_buf rec;
+	struct shop_buf spans; /* --record lines of this request's spans */
 	char scratch[SCRATCH];
 };
 
@@ -126,6 +136,9 @@ struct rq {
 	uint64_t stream; /* deterministic per (trace, service) */
 	char in_state[RETRACE_TRACESTATE_MAX + 1];
 	int have_state;
+	uint64_t server_span;   /* this request's SERVER span (0 untraced) */
+	char span_name[128];    /* "GET /checkout" */
+	uint64_t remote_parent; /* the caller's span from traceparent, or 0 */
 };
 
 /* --------------------------------------------------------------- usage ---- */
@@ -144,6 +157,7 @@ static void serve_usage(FILE *out)
 		"  -s, --slow-rate P          sleep --slow-ms in a share P of requests (default 0)\n"
 		"  -m, --slow-ms MS           injected slowness in ms (default 50)\n"
 		"  -r, --record DIR           append DIR/SERVICE.records: \"<trace hex> <hex of record>\" per tracepoint\n"
+		"                             and DIR/SERVICE.spans: \"<trace hex> <span> <parent> <kind> <status> <name>\"\n"
 		"  -t, --threads N            worker threads (default 8)\n"
 		"      --timeout-ms MS        downstream connect/transaction timeout (default %d)\n"
 		"      --ready-file PATH      write the bound port to PATH once listening\n"
@@ -526,12 +540,29 @@ static void do_work(struct rq *r)
 	}
 }
 
-static void flush_records(struct rq *r)
+/* --record: "<trace hex> <span id> <parent id> <kind> <status> <name>" per span
+ * (ids in 16 hex digits, kind and status as in retrace/tracer.h). */
+static void span_line(struct rq *r, uint64_t id, uint64_t parent, int kind, int status,
+		      const char *name)
 {
-	struct shop_buf *b = &r->w->rec;
+	struct shop_buf *b = &r->w->spans;
+	size_t need = 32 + 2 * 17 + 8 + strlen(name) + 2;
+	if (r->s->spans_fd < 0 || id == 0)
+		return;
+	if (shop_buf_reserve(b, need) != 0) {
+		atomic_fetch_add(&r->s->c.record_errors, 1);
+		return;
+	}
+	b->len += (size_t)snprintf(b->p + b->len, need, "%s %016llx %016llx %d %d %s\n", r->hex,
+				   (unsigned long long)id, (unsigned long long)parent, kind,
+				   status, name);
+}
+
+static void flush_buf(struct rq *r, int fd, struct shop_buf *b)
+{
 	size_t off = 0;
 	while (off < b->len) {
-		ssize_t n = write(r->s->record_fd, b->p + off, b->len - off);
+		ssize_t n = write(fd, b->p + off, b->len - off);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -541,6 +572,60 @@ static void flush_records(struct rq *r)
 		off += (size_t)n;
 	}
 	b->len = 0;
+}
+
+static void flush_records(struct rq *r)
+{
+	flush_buf(r, r->s->record_fd, &r->w->rec);
+	if (r->s->spans_fd >= 0)
+		flush_buf(r, r->s->spans_fd, &r->w->spans);
+}
+
+/* -------------------------------------------------------------- spans ---- */
+
+static const char *const shop_users[] = {"alice", "bob", "carol", "dave", "erin", "frank"};
+
+/* The request's SERVER span named after its route, its attributes and a first
+ * log. Values come from the trace id (r->stream is not advanced: the records
+ * stay the same as without spans). */
+static void start_server_span(struct rq *r, const char *method, const char *uri,
+			      int from_upstream)
+{
+	uint64_t h = shop_mix64(r->stream ^ 0x5eed5eed5eedull);
+	unsigned items = 1 + (unsigned)(h % 5);
+	const char *user = shop_users[(h >> 8) % (sizeof shop_users / sizeof shop_users[0])];
+	char route[104];
+	size_t n = strcspn(uri, "?");
+
+	snprintf(route, sizeof route, "%.*s", (int)(n < 100 ? n : 100), uri);
+	snprintf(r->span_name, sizeof r->span_name, "%s %s", method, route);
+	r->server_span = retrace_span_start(r->span_name, RETRACE_SPAN_SERVER);
+	retrace_attr_str("http.method", method);
+	retrace_attr_str("http.route", route);
+	retrace_attr_int("shop.items", items);
+	retrace_attr_double("shop.amount", items * 9.99);
+	retrace_attr_bool("shop.from_upstream", from_upstream);
+	if (strcmp(r->s->svc, "frontend") == 0)
+		retrace_log(RETRACE_LOG_INFO, "checkout for user %s with %d items", user, (int)items);
+	else
+		retrace_log(RETRACE_LOG_INFO, "%s serving %s for %s", r->s->svc, route,
+			    from_upstream ? "an upstream service" : "a client");
+}
+
+/* End the SERVER span with the request's outcome. */
+static void end_server_span(struct rq *r, unsigned status, int injected, int transport_err)
+{
+	int otel_status = status == 200 ? RETRACE_STATUS_OK : RETRACE_STATUS_ERROR;
+	retrace_attr_int("http.status_code", status);
+	if (injected)
+		retrace_span_end_error(500, "injected failure");
+	else if (status != 200)
+		retrace_span_end_error(status, transport_err ? "downstream unreachable"
+							    : "downstream failed");
+	else
+		retrace_span_end_ok();
+	span_line(r, r->server_span, r->remote_parent, RETRACE_SPAN_SERVER, otel_status,
+		  r->span_name);
 }
 
 /* --------------------------------------------------------- downstream ---- */
@@ -681,8 +766,11 @@ static void handle(struct worker *w, struct job *job)
 	}
 	shop_trace_hex(r.id, r.hex);
 	r.stream = shop_mix64(r.id.lo ^ shop_mix64(r.id.hi)) ^ shop_mix64(name_hash(s->svc));
-	if (s->trace)
+	if (s->trace) {
 		retrace_begin(r.id);
+		r.remote_parent = from_upstream ? wc.parent_span_id : 0;
+		start_server_span(&r, method ? method : "GET", uri ? uri : "/", from_upstream);
+	}
 	ring_add(s, r.id);
 
 	emitf(&r, "event=recv from=%s parent=%016llx", from_upstream ? "upstream" : "client",
@@ -693,17 +781,46 @@ static void handle(struct worker *w, struct job *job)
 	if ((hv && names_me(hv, s->svc)) || (s->slow_rate > 0 && shop_rand_unit() < s->slow_rate)) {
 		atomic_fetch_add(&s->c.slow_injected, 1);
 		emitf(&r, "event=slow ms=%u", s->slow_ms);
+		if (s->trace)
+			retrace_log(RETRACE_LOG_WARN, "injected slowness: %s sleeps %u ms", s->svc,
+				    s->slow_ms);
 		shop_sleep_ms(s->slow_ms);
 	}
 
 	/* 3. The service's own work. */
 	do_work(&r);
+	if (s->trace)
+		retrace_log_text(RETRACE_LOG_DEBUG, "work records written");
 
 	/* 4. Downstream calls, in order, all of them even after a failure. */
 	for (i = 0; i < s->n_calls; i++) {
 		struct call_result cr;
+		uint64_t call_span = 0;
+		char call_name[48];
 		emitf(&r, "event=call callee=%s path=%s", s->calls[i].name, s->calls[i].path);
+		if (s->trace) { /* its id is the parent the callee sees */
+			snprintf(call_name, sizeof call_name, "call %s", s->calls[i].name);
+			call_span = retrace_span_start(call_name, RETRACE_SPAN_CLIENT);
+			retrace_attr_str("peer.service", s->calls[i].name);
+			retrace_attr_str("http.route", s->calls[i].path);
+		}
 		call_downstream(&r, req, i, &cr);
+		if (s->trace) {
+			int ok = !cr.transport_error && cr.status == 200;
+			if (cr.transport_error) {
+				retrace_log(RETRACE_LOG_ERROR, "call to %s failed: %s", s->calls[i].name,
+					    nng_strerror(cr.transport_error));
+				retrace_span_end_error(cr.transport_error, "unreachable");
+			} else {
+				retrace_attr_int("http.status_code", cr.status);
+				if (ok)
+					retrace_span_end_ok();
+				else
+					retrace_span_end_error(cr.status, "downstream error");
+			}
+			span_line(&r, call_span, r.server_span, RETRACE_SPAN_CLIENT,
+				  ok ? RETRACE_STATUS_OK : RETRACE_STATUS_ERROR, call_name);
+		}
 		if (cr.transport_error) {
 			transport_err = 1;
 			emitf(&r, "event=reply callee=%s status=0 error=unreachable", s->calls[i].name);
@@ -738,6 +855,9 @@ static void handle(struct worker *w, struct job *job)
 		n_lat = ring_snapshot(s, r.id, lat, lateral_want);
 		emitf(&r, "event=fail trigger=%u laterals=%zu delay_ms=%u", SHOP_TRIGGER_ERROR,
 		      n_lat, delay_ms);
+		if (s->trace)
+			retrace_log(RETRACE_LOG_ERROR, "injected failure in %s: trigger %u, %zu lateral traces",
+				    s->svc, SHOP_TRIGGER_ERROR, n_lat);
 		if (delay_ms)
 			shop_sleep_ms(delay_ms);
 		if (s->trace) {
@@ -747,6 +867,8 @@ static void handle(struct worker *w, struct job *job)
 	}
 	status = injected ? 500 : transport_err ? 502 : down_fail ? 500 : 200;
 	emitf(&r, "event=done status=%u", status);
+	if (s->trace)
+		end_server_span(&r, status, injected, transport_err);
 
 	/* 6. Latency autotrigger (fires trigger 101 above the p99), then finish. */
 	if (s->trace)
@@ -940,6 +1062,14 @@ static int open_record(struct shop *s)
 		fprintf(stderr, "retrace-shop serve: %s: %s\n", path, strerror(errno));
 		return -1;
 	}
+	if (s->trace) {
+		snprintf(path, sizeof path, "%s/%s.spans", s->record_dir, s->svc);
+		s->spans_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		if (s->spans_fd < 0) {
+			fprintf(stderr, "retrace-shop serve: %s: %s\n", path, strerror(errno));
+			return -1;
+		}
+	}
 	return 0;
 }
 
@@ -970,6 +1100,7 @@ int shop_serve_main(int argc, char **argv)
 	s->timeout_ms = SHOP_DEFAULT_TIMEOUT_MS;
 	s->trace = 1;
 	s->record_fd = -1;
+	s->spans_fd = -1;
 	if ((rc = parse_args(s, argc, argv, &help)) != 0)
 		return rc;
 	if (help) {
@@ -986,6 +1117,8 @@ int shop_serve_main(int argc, char **argv)
 
 	if (s->trace) {
 		rc = retrace_init(NULL);
+		retrace_set_service_name(s->svc); /* the resource of every slice */
+		retrace_resource_int("shop.threads", s->threads);
 		if (rc != RETRACE_OK)
 			fprintf(stderr, "retrace-shop serve %s: not attached (%s); tracing into the "
 				"discard buffer until the pool appears\n", s->svc, retrace_strerror(rc));
@@ -1086,6 +1219,7 @@ stop_workers:
 			shop_conn_fini(&workers[i].conns[k]);
 		nng_http_res_free(workers[i].res);
 		shop_buf_free(&workers[i].rec);
+		shop_buf_free(&workers[i].spans);
 	}
 	free(workers);
 	for (i = 0; i < s->n_calls; i++) {
@@ -1101,5 +1235,7 @@ stop_workers:
 	}
 	if (s->record_fd >= 0)
 		close(s->record_fd);
+	if (s->spans_fd >= 0)
+		close(s->spans_fd);
 	return exit_code;
 }

@@ -1,0 +1,872 @@
+/*
+ * client/tracer.c — spans, attributes and logs (retrace/tracer.h) written as
+ * tracer events (shm/events.h) into the current trace's buffers.
+ *
+ * How it works:
+ *   - Every event is sized first (fixed fields + the strings' lengths, cut at
+ *     RETRACE_EV_MAX_STR), then retrace_reserve(bound) gives room in the
+ *     thread's buffer, the fields are written in place with the inline msgpack
+ *     writer of mpack_put.h and retrace_commit(used) frames it. No lock, no
+ *     allocation, no system call; a too-big event makes reserve return NULL and
+ *     is dropped and counted.
+ *   - The trace context's span_id is the current span, with span_origin saying
+ *     where it came from (a local span, the remote parent from deserialize, a
+ *     retrace_set_span_id, or an id retrace_span_id derived for raw users, which
+ *     is never used as a parent). Starting a span saves (span_id, origin) on a
+ *     per-thread stack and makes the new random id current; ending pops it back.
+ *     begin/attach empty the stack (client.c calls rt_tracer_reset).
+ *   - Beyond RETRACE_SPAN_DEPTH the span is still recorded and becomes current,
+ *     but its parent is not saved: its end returns to the span that was current
+ *     when the stack filled (deep_base). An end that finds deep_base current
+ *     while still too deep cannot name its span and writes nothing (that span
+ *     stays open in the data) rather than ending the wrong one.
+ *   - A RESOURCE event is written before the first event of every writer stream
+ *     (ctx.resource_written moves with the context). The resource map is
+ *     pre-encoded under a mutex into an immutable blob whenever it changes (or
+ *     the pid changes after fork) and published with a release store; writing it
+ *     is one memcpy. Old blobs stay linked (a reader may still copy one).
+ *   - Log sites parse their format once: the first caller to claim the site
+ *     (CAS 0 -> SITE_BUSY) publishes types and then the template id with a
+ *     release store; concurrent first callers use their own local parse. A
+ *     TEMPLATE event precedes the first LOG of each template per trace and
+ *     thread: a 64-slot direct-mapped cache keyed by template id, valid for one
+ *     tracer generation (bumped at every begin/attach), so a template may be
+ *     written twice but never missed. Events that landed in the discard buffer
+ *     do not count as written (resource and templates).
+ *   - Outside a trace, or in a trace this host does not record, every call is
+ *     a no-op that touches neither the stack nor the buffers: span_start returns
+ *     0 and retrace_serialize keeps passing the incoming parent through.
+ */
+#include "client.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mpack_put.h"
+#include "shm/events.h"
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#define EV_HEAD 2u           /* 0xC1 TYPE */
+#define EV_SMALL_UINT 2u     /* kind, level, status: at most 0xcc + byte */
+#define SITE_BUSY UINT64_MAX /* a site being published by its first caller */
+
+/* Resource limits: the blob must fit the smallest pool buffer (4 KiB). */
+#define RESOURCE_KEY_MAX 128u
+#define RESOURCE_VALUE_MAX 1024u
+#define RESOURCE_BLOB_MAX 2048u
+
+/* ---------------------------------------------------------- helpers ---- */
+
+/* The calling thread if it is recording a trace, else NULL (no setup needed:
+ * an uninitialised thread state reads as inactive). */
+static inline struct rt_thread *recording_thread(void)
+{
+	struct rt_thread *t = &rt_thread_tls;
+	return likely(t->ctx.active && t->ctx.recorded) ? t : NULL;
+}
+
+/* Length of `s` cut at RETRACE_EV_MAX_STR, on a UTF-8 character boundary. */
+static inline size_t cut_len(struct rt_thread *t, const char *s)
+{
+	size_t n = strnlen(s, RETRACE_EV_MAX_STR + 1);
+	if (unlikely(n > RETRACE_EV_MAX_STR)) {
+		n = RETRACE_EV_MAX_STR;
+		while (n > RETRACE_EV_MAX_STR - 3 && ((uint8_t)s[n] & 0xC0) == 0x80)
+			n--;
+		t->tracer.stats.strings_cut++;
+	}
+	return n;
+}
+
+static inline uint8_t *put_head(uint8_t *p, enum retrace_event_type type)
+{
+	p[0] = RETRACE_EVENT_MAGIC;
+	p[1] = (uint8_t)type;
+	return p + EV_HEAD;
+}
+
+/* Span id of logs and attributes: the current span if it is a local one. */
+static inline uint64_t local_span(const struct rt_trace_ctx *c)
+{
+	return c->span_origin == RT_SPAN_LOCAL ? c->span_id : 0;
+}
+
+/* ------------------------------------------------------- resource ---- */
+
+enum resource_type { RES_STR, RES_INT };
+
+struct resource_attr {
+	char key[RESOURCE_KEY_MAX + 1];
+	uint8_t type;
+	int64_t i;
+	char s[RESOURCE_VALUE_MAX + 1];
+};
+
+/* An immutable, pre-encoded resource map. */
+struct resource_blob {
+	struct resource_blob *older; /* kept: a writer may still be copying it */
+	uint32_t pid;
+	uint32_t len;
+	uint8_t bytes[];
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct resource_attr attrs[RETRACE_EV_MAX_RESOURCE];
+	uint32_t n;
+	int defaults_done;
+	struct resource_blob *blob; /* current (acquire/release) */
+} resource = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static struct resource_attr *resource_slot(const char *key)
+{
+	uint32_t i;
+	for (i = 0; i < resource.n; i++)
+		if (strcmp(resource.attrs[i].key, key) == 0)
+			return &resource.attrs[i];
+	if (resource.n == RETRACE_EV_MAX_RESOURCE)
+		return NULL;
+	snprintf(resource.attrs[resource.n].key, sizeof resource.attrs[0].key, "%s", key);
+	return &resource.attrs[resource.n++];
+}
+
+static void default_service_name(char *out, size_t n)
+{
+	const char *env = getenv("RETRACE_SERVICE");
+	FILE *f;
+	if (env && *env && strlen(env) <= RESOURCE_VALUE_MAX) {
+		snprintf(out, n, "%s", env);
+		return;
+	}
+	f = fopen("/proc/self/comm", "re");
+	if (f) {
+		if (fgets(out, (int)n, f)) {
+			out[strcspn(out, "\n")] = '\0';
+			fclose(f);
+			if (*out)
+				return;
+		} else {
+			fclose(f);
+		}
+	}
+	snprintf(out, n, "%s", program_invocation_short_name);
+}
+
+/* service.name, host.name, process.pid come first, in that order. */
+static void resource_defaults_locked(void)
+{
+	struct resource_attr *a;
+	if (resource.defaults_done)
+		return;
+	resource.defaults_done = 1;
+	a = resource_slot("service.name");
+	a->type = RES_STR;
+	default_service_name(a->s, sizeof a->s);
+	a = resource_slot("host.name");
+	a->type = RES_STR;
+	if (gethostname(a->s, sizeof a->s - 1) != 0)
+		a->s[0] = '\0';
+	a->s[sizeof a->s - 1] = '\0';
+	a = resource_slot("process.pid");
+	a->type = RES_INT;
+	a->i = getpid();
+}
+
+static size_t resource_encoded_size(const struct resource_attr *a)
+{
+	size_t kn = strlen(a->key), n = mp_str_header_size(kn) + kn;
+	if (a->type == RES_STR)
+		return n + mp_str_header_size(strlen(a->s)) + strlen(a->s);
+	return n + MP_INT_MAX_SIZE;
+}
+
+/* Encode the attributes into a new blob and publish it; -1 if too big. */
+static int resource_publish_locked(void)
+{
+	struct resource_blob *b;
+	size_t size = 3, i;
+	uint8_t *p;
+
+	resource.attrs[2].i = getpid(); /* process.pid is always this process */
+	for (i = 0; i < resource.n; i++)
+		size += resource_encoded_size(&resource.attrs[i]);
+	if (size > RESOURCE_BLOB_MAX)
+		return -1;
+	b = malloc(sizeof *b + size);
+	if (!b)
+		return -1;
+	p = mp_put_map_header(b->bytes, resource.n);
+	for (i = 0; i < resource.n; i++) {
+		const struct resource_attr *a = &resource.attrs[i];
+		p = mp_put_str(p, a->key, strlen(a->key));
+		p = a->type == RES_STR ? mp_put_str(p, a->s, strlen(a->s)) : mp_put_int(p, a->i);
+	}
+	b->len = (uint32_t)(p - b->bytes);
+	b->pid = (uint32_t)getpid();
+	b->older = resource.blob;
+	__atomic_store_n(&resource.blob, b, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Set one attribute (replacing a key already there) and republish. */
+static int resource_set(const char *key, enum resource_type type, const char *s, int64_t i)
+{
+	struct resource_attr *a, saved;
+	uint32_t n_before;
+	int rc = RETRACE_OK;
+
+	if (!key || !*key || strlen(key) > RESOURCE_KEY_MAX ||
+	    (type == RES_STR && (!s || strlen(s) > RESOURCE_VALUE_MAX)))
+		return RETRACE_E_INVAL;
+	pthread_mutex_lock(&resource.lock);
+	resource_defaults_locked();
+	n_before = resource.n;
+	a = resource_slot(key);
+	if (!a) {
+		pthread_mutex_unlock(&resource.lock);
+		return RETRACE_E_FULL;
+	}
+	saved = *a;
+	a->type = (uint8_t)type;
+	a->i = i;
+	if (type == RES_STR)
+		snprintf(a->s, sizeof a->s, "%s", s);
+	if (resource_publish_locked() != 0) { /* too long altogether: undo */
+		*a = saved;
+		resource.n = n_before;
+		rc = RETRACE_E_INVAL;
+	}
+	pthread_mutex_unlock(&resource.lock);
+	return rc;
+}
+
+int retrace_set_service_name(const char *name)
+{
+	return resource_set("service.name", RES_STR, name, 0);
+}
+
+int retrace_resource_str(const char *key, const char *value)
+{
+	return resource_set(key, RES_STR, value, 0);
+}
+
+int retrace_resource_int(const char *key, int64_t value)
+{
+	return resource_set(key, RES_INT, NULL, value);
+}
+
+/* The blob for this process (built on first use and again after fork). */
+static const struct resource_blob *resource_blob_for(uint32_t pid)
+{
+	struct resource_blob *b = __atomic_load_n(&resource.blob, __ATOMIC_ACQUIRE);
+	if (likely(b && b->pid == pid))
+		return b;
+	pthread_mutex_lock(&resource.lock);
+	resource_defaults_locked();
+	b = __atomic_load_n(&resource.blob, __ATOMIC_ACQUIRE);
+	if (!b || b->pid != pid)
+		resource_publish_locked();
+	b = __atomic_load_n(&resource.blob, __ATOMIC_ACQUIRE);
+	pthread_mutex_unlock(&resource.lock);
+	return b;
+}
+
+/* RESOURCE  pid:u32  map: once per writer stream, before its first event. */
+static __attribute__((noinline)) void write_resource(struct rt_thread *t)
+{
+	const struct resource_blob *b = resource_blob_for(t->ctx.writer_pid);
+	uint8_t *p0, *p;
+	if (!b)
+		return; /* out of memory: the stream decodes with an unknown service */
+	p0 = retrace_reserve(EV_HEAD + 5 + b->len);
+	if (!p0) {
+		t->tracer.stats.events_too_big++;
+		return;
+	}
+	p = put_head(p0, RETRACE_EV_RESOURCE);
+	p = mp_put_u32_fixed(p, t->ctx.writer_pid);
+	memcpy(p, b->bytes, b->len);
+	p += b->len;
+	retrace_commit((size_t)(p - p0));
+	if (t->ctx.buffer_id != RT_BUFFER_DISCARD)
+		t->ctx.resource_written = 1;
+}
+
+/* Room for an event of at most `bound` bytes, after the stream's RESOURCE. */
+static inline uint8_t *event_reserve(struct rt_thread *t, size_t bound)
+{
+	uint8_t *p;
+	if (unlikely(!t->ctx.resource_written))
+		write_resource(t);
+	p = retrace_reserve(bound);
+	if (unlikely(!p))
+		t->tracer.stats.events_too_big++;
+	return p;
+}
+
+/* ----------------------------------------------------------- ids ---- */
+
+static uint64_t mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+void rt_tracer_seed(struct rt_thread *t)
+{
+	uint64_t s = mix64(retrace_ticks() ^ ((uint64_t)t->tid << 32) ^ t->pid ^
+			   (uint64_t)(uintptr_t)t);
+	t->tracer.rng = s ? s : 0x9E3779B97F4A7C15ull;
+}
+
+/* xorshift64*: the odd multiplier maps a non-zero state to a non-zero id. */
+static inline uint64_t next_span_id(struct rt_tracer_thread *tr)
+{
+	uint64_t x = tr->rng;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	tr->rng = x;
+	return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* --------------------------------------------------------- spans ---- */
+
+static inline void push_span(struct rt_thread *t, uint64_t id)
+{
+	struct rt_tracer_thread *tr = &t->tracer;
+	struct rt_trace_ctx *c = &t->ctx;
+	if (likely(tr->depth < RETRACE_SPAN_DEPTH)) {
+		tr->saved_span[tr->depth] = c->span_id;
+		tr->saved_origin[tr->depth] = c->span_origin;
+	} else {
+		if (tr->depth == RETRACE_SPAN_DEPTH) {
+			tr->deep_base = c->span_id;
+			tr->deep_base_origin = c->span_origin;
+		}
+		tr->stats.spans_too_deep++;
+	}
+	tr->depth++;
+	c->span_id = id;
+	c->span_origin = RT_SPAN_LOCAL;
+}
+
+/* SPAN_START  span_id  parent_id  kind  tick  name */
+static uint64_t span_start(struct rt_thread *t, const char *name, enum retrace_span_kind kind,
+			   uint64_t parent)
+{
+	uint64_t id = next_span_id(&t->tracer);
+	size_t n = name ? cut_len(t, name) : 0;
+	uint8_t *p0 = event_reserve(t, EV_HEAD + 2 * MP_U64_FIXED_SIZE + EV_SMALL_UINT +
+					       MP_U64_FIXED_SIZE + 3 + n);
+	if (likely(p0 != NULL)) {
+		uint8_t *p = put_head(p0, RETRACE_EV_SPAN_START);
+		p = mp_put_u64_fixed(p, id);
+		p = mp_put_u64_fixed(p, parent);
+		p = mp_put_uint(p, (uint8_t)kind);
+		p = mp_put_u64_fixed(p, retrace_ticks());
+		p = mp_put_str(p, name ? name : "", n);
+		retrace_commit((size_t)(p - p0));
+	}
+	push_span(t, id);
+	t->tracer.stats.spans_started++;
+	return id;
+}
+
+uint64_t retrace_span_start(const char *name, enum retrace_span_kind kind)
+{
+	struct rt_thread *t = recording_thread();
+	const struct rt_trace_ctx *c;
+	if (!t)
+		return 0;
+	c = &t->ctx;
+	/* An id retrace_span_id derived for raw users is no span: not a parent. */
+	return span_start(t, name, kind, c->span_origin == RT_SPAN_DERIVED ? 0 : c->span_id);
+}
+
+uint64_t retrace_span_start_child(const char *name, enum retrace_span_kind kind,
+				  uint64_t parent_span_id)
+{
+	struct rt_thread *t = recording_thread();
+	return t ? span_start(t, name, kind, parent_span_id) : 0;
+}
+
+/* SPAN_END  span_id  tick  status  [code  message] */
+static void write_span_end(struct rt_thread *t, uint64_t id, enum retrace_span_status status,
+			   int64_t code, const char *message)
+{
+	size_t n = 0, bound = EV_HEAD + MP_U64_FIXED_SIZE * 2 + EV_SMALL_UINT;
+	uint8_t *p0, *p;
+	if (status == RETRACE_STATUS_ERROR) {
+		n = message ? cut_len(t, message) : 0;
+		bound += MP_INT_MAX_SIZE + 3 + n;
+	}
+	p0 = event_reserve(t, bound);
+	if (unlikely(!p0))
+		return;
+	p = put_head(p0, RETRACE_EV_SPAN_END);
+	p = mp_put_u64_fixed(p, id);
+	p = mp_put_u64_fixed(p, retrace_ticks());
+	p = mp_put_uint(p, (uint8_t)status);
+	if (status == RETRACE_STATUS_ERROR) {
+		p = mp_put_int(p, code);
+		p = mp_put_str(p, message ? message : "", n);
+	}
+	retrace_commit((size_t)(p - p0));
+}
+
+static void span_end(enum retrace_span_status status, int64_t code, const char *message)
+{
+	struct rt_thread *t = recording_thread();
+	struct rt_tracer_thread *tr;
+	struct rt_trace_ctx *c;
+	if (!t)
+		return;
+	tr = &t->tracer;
+	c = &t->ctx;
+	if (unlikely(tr->depth == 0)) {
+		tr->stats.ends_unmatched++;
+		return;
+	}
+	/* Too deep with deep_base current: the span to end was not kept. */
+	if (likely(tr->depth <= RETRACE_SPAN_DEPTH) || c->span_id != tr->deep_base)
+		write_span_end(t, c->span_id, status, code, message);
+	tr->depth--;
+	if (likely(tr->depth < RETRACE_SPAN_DEPTH)) {
+		c->span_id = tr->saved_span[tr->depth];
+		c->span_origin = tr->saved_origin[tr->depth];
+	} else {
+		c->span_id = tr->deep_base;
+		c->span_origin = tr->deep_base_origin;
+	}
+}
+
+void retrace_span_end(void)
+{
+	span_end(RETRACE_STATUS_UNSET, 0, NULL);
+}
+
+void retrace_span_end_ok(void)
+{
+	span_end(RETRACE_STATUS_OK, 0, NULL);
+}
+
+void retrace_span_end_error(int64_t code, const char *message)
+{
+	span_end(RETRACE_STATUS_ERROR, code, message);
+}
+
+uint64_t retrace_current_span(void)
+{
+	const struct rt_thread *t = &rt_thread_tls;
+	return t->ctx.active ? local_span(&t->ctx) : 0;
+}
+
+/* ---------------------------------------------------- attributes ---- */
+
+/* The thread if it is recording and a local span is current (attributes go to
+ * spans only), else NULL. */
+static inline struct rt_thread *attr_thread(const char *key)
+{
+	struct rt_thread *t = recording_thread();
+	return t && key && t->ctx.span_origin == RT_SPAN_LOCAL ? t : NULL;
+}
+
+/* ATTR  span_id  key  value: reserve and write up to the value (NULL if the
+ * event is too big); the caller writes the value and commits. */
+static inline uint8_t *attr_begin(struct rt_thread *t, const char *key, size_t value_bound,
+				  uint8_t **p0)
+{
+	size_t kn = cut_len(t, key);
+	uint8_t *p;
+	*p0 = event_reserve(t, EV_HEAD + MP_U64_FIXED_SIZE + 3 + kn + value_bound);
+	if (unlikely(!*p0))
+		return NULL;
+	p = put_head(*p0, RETRACE_EV_ATTR);
+	p = mp_put_u64_fixed(p, t->ctx.span_id);
+	return mp_put_str(p, key, kn);
+}
+
+void retrace_attr_str(const char *key, const char *value)
+{
+	struct rt_thread *t = attr_thread(key);
+	uint8_t *p0, *p;
+	size_t vn;
+	if (!t)
+		return;
+	value = value ? value : "";
+	vn = cut_len(t, value);
+	if ((p = attr_begin(t, key, 3 + vn, &p0)) != NULL)
+		retrace_commit((size_t)(mp_put_str(p, value, vn) - p0));
+}
+
+void retrace_attr_int(const char *key, int64_t value)
+{
+	struct rt_thread *t = attr_thread(key);
+	uint8_t *p0, *p;
+	if (t && (p = attr_begin(t, key, MP_INT_MAX_SIZE, &p0)) != NULL)
+		retrace_commit((size_t)(mp_put_int(p, value) - p0));
+}
+
+void retrace_attr_double(const char *key, double value)
+{
+	struct rt_thread *t = attr_thread(key);
+	uint8_t *p0, *p;
+	if (t && (p = attr_begin(t, key, MP_DOUBLE_SIZE, &p0)) != NULL)
+		retrace_commit((size_t)(mp_put_double(p, value) - p0));
+}
+
+void retrace_attr_bool(const char *key, int value)
+{
+	struct rt_thread *t = attr_thread(key);
+	uint8_t *p0, *p;
+	if (t && (p = attr_begin(t, key, 1, &p0)) != NULL)
+		retrace_commit((size_t)(mp_put_bool(p, value) - p0));
+}
+
+/* ---------------------------------------------------------- logs ---- */
+
+/* Argument types of a parsed format (private codes in retrace_log_site.types). */
+enum arg_type {
+	A_INT = 1, A_SCHAR, A_SHORT, A_LONG, A_LLONG, A_INTMAX, A_SSIZE, A_PTRDIFF,
+	A_UINT, A_UCHAR, A_USHORT, A_ULONG, A_ULLONG, A_UINTMAX, A_SIZE, A_UPTRDIFF,
+	A_CHAR, A_DOUBLE, A_LDOUBLE, A_STR, A_PTR,
+};
+
+enum length_mod { L_NONE, L_HH, L_H, L_L, L_LL, L_J, L_Z, L_T, L_BIG_L };
+
+static const char *parse_length(const char *p, enum length_mod *len)
+{
+	*len = L_NONE;
+	switch (*p) {
+	case 'h':
+		if (p[1] == 'h') {
+			*len = L_HH;
+			return p + 2;
+		}
+		*len = L_H;
+		return p + 1;
+	case 'l':
+		if (p[1] == 'l') {
+			*len = L_LL;
+			return p + 2;
+		}
+		*len = L_L;
+		return p + 1;
+	case 'q': *len = L_LL; return p + 1;
+	case 'j': *len = L_J; return p + 1;
+	case 'z': *len = L_Z; return p + 1;
+	case 't': *len = L_T; return p + 1;
+	case 'L': *len = L_BIG_L; return p + 1;
+	default: return p;
+	}
+}
+
+/* The argument type of conversion `conv` with length `len`; 0 if unsupported. */
+static uint8_t conversion_type(char conv, enum length_mod len)
+{
+	static const uint8_t signed_by_len[] = {A_INT, A_SCHAR, A_SHORT, A_LONG, A_LLONG,
+						 A_INTMAX, A_SSIZE, A_PTRDIFF, 0};
+	static const uint8_t unsigned_by_len[] = {A_UINT, A_UCHAR, A_USHORT, A_ULONG, A_ULLONG,
+						   A_UINTMAX, A_SIZE, A_UPTRDIFF, 0};
+	switch (conv) {
+	case 'd': case 'i':
+		return signed_by_len[len];
+	case 'u': case 'o': case 'x': case 'X':
+		return unsigned_by_len[len];
+	case 'c': return len == L_NONE ? A_CHAR : 0;
+	case 's': return len == L_NONE ? A_STR : 0;
+	case 'p': return len == L_NONE ? A_PTR : 0;
+	case 'e': case 'E': case 'f': case 'F': case 'g': case 'G': case 'a': case 'A':
+		return len == L_BIG_L ? A_LDOUBLE : (len == L_NONE || len == L_L) ? A_DOUBLE : 0;
+	default:
+		return 0; /* %n, %m, %lc, %ls, unknown */
+	}
+}
+
+static int add_arg(struct retrace_log_site *s, uint8_t type)
+{
+	if (s->nargs >= RETRACE_EV_MAX_ARGS)
+		return -1;
+	s->types[s->nargs++] = type;
+	return 0;
+}
+
+/* Skip digits; a following '$' (positional argument) is unsupported. */
+static const char *skip_digits(const char *p, int *positional)
+{
+	while (*p >= '0' && *p <= '9')
+		p++;
+	if (*p == '$')
+		*positional = 1;
+	return p;
+}
+
+/* Fill nargs/types/bad of `s` from its format. */
+static void parse_format(struct retrace_log_site *s)
+{
+	const char *p = s->format;
+	int positional = 0;
+
+	s->nargs = 0;
+	s->bad = 0;
+	if (!p || strnlen(p, RETRACE_EV_MAX_STR + 1) > RETRACE_EV_MAX_STR) {
+		s->bad = 1;
+		return;
+	}
+	while ((p = strchr(p, '%')) != NULL) {
+		enum length_mod len;
+		uint8_t type;
+		p++;
+		if (*p == '%') {
+			p++;
+			continue;
+		}
+		p = skip_digits(p, &positional); /* "%1$d" or a width read again below */
+		while (*p && strchr("-+ #0'I", *p))
+			p++;
+		if (*p == '*') {
+			if (add_arg(s, A_INT))
+				goto bad;
+			p = skip_digits(p + 1, &positional);
+		} else {
+			p = skip_digits(p, &positional);
+		}
+		if (*p == '.') {
+			p++;
+			if (*p == '*') {
+				if (add_arg(s, A_INT))
+					goto bad;
+				p = skip_digits(p + 1, &positional);
+			} else {
+				p = skip_digits(p, &positional);
+			}
+		}
+		p = parse_length(p, &len);
+		type = conversion_type(*p, len);
+		if (!type || positional || add_arg(s, type))
+			goto bad;
+		p++;
+	}
+	return;
+bad:
+	s->bad = 1;
+	s->nargs = 0;
+}
+
+/* The site ready to use: the published one, or `local` parsed for this call. */
+static const struct retrace_log_site *site_ready(struct retrace_log_site *site,
+						 struct retrace_log_site *local)
+{
+	uint64_t id = __atomic_load_n(&site->template_id, __ATOMIC_ACQUIRE), zero = 0;
+	if (likely(id != 0 && id != SITE_BUSY))
+		return site;
+	memset(local, 0, sizeof *local);
+	local->format = site->format;
+	parse_format(local);
+	local->template_id = local->format ? retrace_event_template_id(local->format) : 1;
+	if (id == 0 && local->template_id != SITE_BUSY &&
+	    __atomic_compare_exchange_n(&site->template_id, &zero, SITE_BUSY, 0,
+					__ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+		site->nargs = local->nargs;
+		site->bad = local->bad;
+		memcpy(site->types, local->types, sizeof site->types);
+		__atomic_store_n(&site->template_id, local->template_id, __ATOMIC_RELEASE);
+	}
+	return local;
+}
+
+/* LOG_TEXT  span_id  tick  level  text */
+static void log_text(struct rt_thread *t, enum retrace_log_level level, const char *text)
+{
+	size_t n = cut_len(t, text);
+	uint8_t *p0 = event_reserve(t, EV_HEAD + 2 * MP_U64_FIXED_SIZE + EV_SMALL_UINT + 3 + n);
+	uint8_t *p;
+	if (!p0)
+		return;
+	p = put_head(p0, RETRACE_EV_LOG_TEXT);
+	p = mp_put_u64_fixed(p, local_span(&t->ctx));
+	p = mp_put_u64_fixed(p, retrace_ticks());
+	p = mp_put_uint(p, (uint8_t)level);
+	p = mp_put_str(p, text, n);
+	retrace_commit((size_t)(p - p0));
+	t->tracer.stats.logs++;
+}
+
+void retrace_log_text(enum retrace_log_level level, const char *text)
+{
+	struct rt_thread *t = recording_thread();
+	if (t)
+		log_text(t, level, text ? text : "");
+}
+
+/* TEMPLATE  template_id  text, unless already written in this generation. */
+static __attribute__((noinline)) void write_template(struct rt_thread *t,
+						     const struct retrace_log_site *s)
+{
+	size_t n = cut_len(t, s->format);
+	uint8_t *p0 = event_reserve(t, EV_HEAD + MP_U64_FIXED_SIZE + 3 + n), *p;
+	if (!p0)
+		return;
+	p = put_head(p0, RETRACE_EV_TEMPLATE);
+	p = mp_put_u64_fixed(p, s->template_id);
+	p = mp_put_str(p, s->format, n);
+	retrace_commit((size_t)(p - p0));
+	t->tracer.stats.templates_written++;
+	if (t->ctx.buffer_id != RT_BUFFER_DISCARD) {
+		t->tracer.templates[s->template_id % RT_TEMPLATE_CACHE].template_id = s->template_id;
+		t->tracer.templates[s->template_id % RT_TEMPLATE_CACHE].generation =
+			t->tracer.generation;
+	}
+}
+
+static inline int template_written(const struct rt_tracer_thread *tr, uint64_t id)
+{
+	const struct rt_template_slot *slot = &tr->templates[id % RT_TEMPLATE_CACHE];
+	return slot->template_id == id && slot->generation == tr->generation;
+}
+
+enum arg_kind { K_INT, K_UINT, K_DOUBLE, K_STR, K_NIL };
+
+struct log_arg {
+	uint8_t kind;
+	uint16_t len; /* K_STR: bytes kept */
+	union {
+		int64_t i;
+		uint64_t u;
+		double d;
+		const char *s;
+	} v;
+};
+
+/* Take one argument of `type` from `ap`; returns its encoded size bound. */
+static inline size_t fetch_arg(struct rt_thread *t, uint8_t type, struct log_arg *a, va_list *ap)
+{
+	a->kind = K_INT;
+	switch (type) {
+	case A_INT: a->v.i = va_arg(*ap, int); break;
+	case A_SCHAR: a->v.i = (signed char)va_arg(*ap, int); break;
+	case A_SHORT: a->v.i = (short)va_arg(*ap, int); break;
+	case A_LONG: a->v.i = va_arg(*ap, long); break;
+	case A_LLONG: a->v.i = va_arg(*ap, long long); break;
+	case A_INTMAX: a->v.i = va_arg(*ap, intmax_t); break;
+	case A_SSIZE: a->v.i = va_arg(*ap, ssize_t); break;
+	case A_PTRDIFF: a->v.i = va_arg(*ap, ptrdiff_t); break;
+	case A_CHAR: a->v.i = (unsigned char)va_arg(*ap, int); break;
+	case A_UINT: a->kind = K_UINT; a->v.u = va_arg(*ap, unsigned); break;
+	case A_UCHAR: a->kind = K_UINT; a->v.u = (unsigned char)va_arg(*ap, int); break;
+	case A_USHORT: a->kind = K_UINT; a->v.u = (unsigned short)va_arg(*ap, int); break;
+	case A_ULONG: a->kind = K_UINT; a->v.u = va_arg(*ap, unsigned long); break;
+	case A_ULLONG: a->kind = K_UINT; a->v.u = va_arg(*ap, unsigned long long); break;
+	case A_UINTMAX: a->kind = K_UINT; a->v.u = va_arg(*ap, uintmax_t); break;
+	case A_SIZE: a->kind = K_UINT; a->v.u = va_arg(*ap, size_t); break;
+	case A_UPTRDIFF: a->kind = K_UINT; a->v.u = (uint64_t)va_arg(*ap, ptrdiff_t); break;
+	case A_PTR: a->kind = K_UINT; a->v.u = (uintptr_t)va_arg(*ap, void *); break;
+	case A_DOUBLE: a->kind = K_DOUBLE; a->v.d = va_arg(*ap, double); break;
+	case A_LDOUBLE: a->kind = K_DOUBLE; a->v.d = (double)va_arg(*ap, long double); break;
+	case A_STR:
+		a->v.s = va_arg(*ap, const char *);
+		if (!a->v.s) {
+			a->kind = K_NIL;
+			return 1;
+		}
+		a->kind = K_STR;
+		a->len = (uint16_t)cut_len(t, a->v.s);
+		return 3 + (size_t)a->len;
+	default: /* cannot happen: types come from parse_format */
+		a->kind = K_NIL;
+		return 1;
+	}
+	return MP_INT_MAX_SIZE;
+}
+
+static inline uint8_t *put_arg(uint8_t *p, const struct log_arg *a)
+{
+	switch (a->kind) {
+	case K_INT: return mp_put_int(p, a->v.i);
+	case K_UINT: return mp_put_uint(p, a->v.u);
+	case K_DOUBLE: return mp_put_double(p, a->v.d);
+	case K_STR: return mp_put_str(p, a->v.s, a->len);
+	default: return mp_put_nil(p);
+	}
+}
+
+/* LOG  span_id  tick  level  template_id  arg... */
+static void log_args(struct rt_thread *t, struct retrace_log_site *site,
+		     enum retrace_log_level level, va_list *ap)
+{
+	struct retrace_log_site local;
+	const struct retrace_log_site *s = site_ready(site, &local);
+	struct log_arg args[RETRACE_EV_MAX_ARGS];
+	size_t bound = EV_HEAD + 2 * MP_U64_FIXED_SIZE + EV_SMALL_UINT + MP_U64_FIXED_SIZE;
+	unsigned i, n = s->nargs;
+	uint8_t *p0, *p;
+
+	if (unlikely(s->bad)) {
+		log_text(t, level, s->format ? s->format : "");
+		return;
+	}
+	for (i = 0; i < n; i++)
+		bound += fetch_arg(t, s->types[i], &args[i], ap);
+	if (unlikely(!template_written(&t->tracer, s->template_id)))
+		write_template(t, s);
+	p0 = event_reserve(t, bound);
+	if (unlikely(!p0))
+		return;
+	p = put_head(p0, RETRACE_EV_LOG);
+	p = mp_put_u64_fixed(p, local_span(&t->ctx));
+	p = mp_put_u64_fixed(p, retrace_ticks());
+	p = mp_put_uint(p, (uint8_t)level);
+	p = mp_put_u64_fixed(p, s->template_id);
+	for (i = 0; i < n; i++)
+		p = put_arg(p, &args[i]);
+	retrace_commit((size_t)(p - p0));
+	t->tracer.stats.logs++;
+}
+
+void retrace_log_at(struct retrace_log_site *site, enum retrace_log_level level, ...)
+{
+	struct rt_thread *t = recording_thread();
+	va_list ap;
+	if (!t)
+		return;
+	va_start(ap, level);
+	log_args(t, site, level, &ap);
+	va_end(ap);
+}
+
+void retrace_log_atv(struct retrace_log_site *site, enum retrace_log_level level, va_list ap)
+{
+	struct rt_thread *t = recording_thread();
+	va_list copy;
+	if (!t)
+		return;
+	va_copy(copy, ap);
+	log_args(t, site, level, &copy);
+	va_end(copy);
+}
+
+/* ------------------------------------------------------ counters ---- */
+
+void retrace_tracer_stats(struct retrace_tracer_stats *out)
+{
+	const struct rt_thread *t = &rt_thread_tls;
+	if (t->initialized)
+		*out = t->tracer.stats;
+	else
+		memset(out, 0, sizeof *out);
+}
+
+void rt_tracer_fork_child(struct rt_thread *t)
+{
+	/* The lock may have been held by a parent thread that does not exist here. */
+	pthread_mutex_init(&resource.lock, NULL);
+	if (t->initialized)
+		rt_tracer_seed(t);
+}

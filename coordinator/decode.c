@@ -1,0 +1,1571 @@
+/*
+ * coordinator/decode.c — collected slices back into spans.
+ *
+ * How it works:
+ *   1. rt_decoder_add_slice copies each buffer (data into an input arena) and
+ *      keeps the slice's TSC calibration; nothing is decoded yet, so slices may
+ *      come in any order.
+ *   2. rt_decoder_finish sorts the buffers by writer stream (agent, pid, tid),
+ *      then seq, then arrival; equal keys after the first are duplicates. Each
+ *      stream is walked in seq order: a missing seq (or a first seq above 0) is
+ *      a gap, which opens a new *segment* of the stream and drops the record the
+ *      reassembler (shm/frame.h) had open. A corrupt frame header skips the rest
+ *      of its buffer and is treated like a gap too (the records after it are
+ *      lost just the same).
+ *   3. A record starting with 0xC1 and a known type is a tracer event
+ *      (shm/events.h), read field by field with msgpack-c. Events update span
+ *      accumulators found through a hash on span id; attributes and logs go
+ *      into lists in the order read (= the order written, per stream);
+ *      TEMPLATEs into a hash on template id; RESOURCEs into a list.
+ *   4. Once every stream is read (so every TEMPLATE of the trace is known),
+ *      spans are completed (missing start/end, partial), sorted by
+ *      (start_ns, span_id), given their parent index, attributes and logs
+ *      (bodies rendered from the templates), and resources.
+ *
+ * A span is PARTIAL when its events sit in two segments of one stream (so a
+ * gap fell between its first and last event), or when its start or end is
+ * missing. Orphan events (ATTR/LOG/END of a span with no START) are counted at
+ * the end, because the START may come from a stream read later.
+ *
+ * Buffer flags (shm/pool.h) are not needed: RT_BUF_LAST only says a stream's
+ * tail is complete, and a record still open at the end of what we have is
+ * counted truncated either way.
+ *
+ * Every output string and array lives in one bump arena owned by the result.
+ * Memory is linear in the input: each stored byte of output comes from a
+ * decoded field, except log bodies, which are capped (RT_DECODE_MAX_BODY).
+ */
+#include "decode.h"
+
+#include <msgpack.h>
+#include <stdalign.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "retrace/tracer.h"
+#include "shm/events.h"
+#include "shm/frame.h"
+
+#define NO_SPAN UINT32_MAX
+
+/* ------------------------------------------------------------- arena ---- */
+
+#define ARENA_CHUNK (64u * 1024u)
+
+struct arena_chunk {
+	struct arena_chunk *next;
+	size_t used, cap;
+	alignas(max_align_t) unsigned char data[];
+};
+
+struct arena {
+	struct arena_chunk *head;
+};
+
+static void *arena_alloc(struct arena *a, size_t n)
+{
+	const size_t align = alignof(max_align_t);
+	struct arena_chunk *c = a->head;
+	size_t at;
+
+	if (n == 0)
+		n = 1;
+	if (c) {
+		at = (c->used + align - 1) & ~(align - 1);
+		if (at <= c->cap && c->cap - at >= n) {
+			c->used = at + n;
+			return c->data + at;
+		}
+	}
+	if (n > ARENA_CHUNK / 4) {
+		/* A big block gets a chunk of its own behind the head, so the room
+		 * left in the head chunk stays usable. */
+		c = malloc(sizeof *c + n);
+		if (!c)
+			return NULL;
+		c->used = c->cap = n;
+		if (a->head) {
+			c->next = a->head->next;
+			a->head->next = c;
+		} else {
+			c->next = NULL;
+			a->head = c;
+		}
+		return c->data;
+	}
+	c = malloc(sizeof *c + ARENA_CHUNK);
+	if (!c)
+		return NULL;
+	c->cap = ARENA_CHUNK;
+	c->used = n;
+	c->next = a->head;
+	a->head = c;
+	return c->data;
+}
+
+static char *arena_strndup(struct arena *a, const char *s, size_t n)
+{
+	char *d = arena_alloc(a, n + 1);
+	if (!d)
+		return NULL;
+	if (n)
+		memcpy(d, s, n);
+	d[n] = 0;
+	return d;
+}
+
+static void arena_free(struct arena *a)
+{
+	while (a->head) {
+		struct arena_chunk *next = a->head->next;
+		free(a->head);
+		a->head = next;
+	}
+}
+
+/* Grow *p (an array of `elem`-sized items with capacity *cap) to hold `need`. */
+static int grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+	void **pp = p;
+	size_t c = *cap ? *cap : 16;
+	void *n;
+	if (need <= *cap)
+		return 0;
+	while (c < need)
+		c *= 2;
+	if (c > SIZE_MAX / elem || !(n = realloc(*pp, c * elem)))
+		return -1;
+	*pp = n;
+	*cap = c;
+	return 0;
+}
+
+/* qsort, minus the undefined behaviour of a NULL base with no items. */
+static void sort_items(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(base, n, size, cmp);
+}
+
+/* -------------------------------------------------------- id hash map ---- */
+
+/* Open addressing from a 64-bit id to a uint32 index. The seed varies per
+ * decoder so crafted ids cannot make every probe collide; output order never
+ * depends on it (spans are sorted). */
+struct idmap {
+	uint64_t *keys;
+	uint32_t *vals; /* NO_SPAN = empty */
+	size_t cap, n;  /* cap: power of two */
+	uint64_t seed;
+};
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static size_t idmap_slot(const struct idmap *m, uint64_t key)
+{
+	size_t i = (size_t)mix64(key ^ m->seed) & (m->cap - 1);
+	while (m->vals[i] != NO_SPAN && m->keys[i] != key)
+		i = (i + 1) & (m->cap - 1);
+	return i;
+}
+
+static int idmap_rehash(struct idmap *m, size_t cap)
+{
+	struct idmap n = { calloc(cap, sizeof *n.keys), malloc(cap * sizeof *n.vals), cap, 0, m->seed };
+	size_t i;
+	if (!n.keys || !n.vals) {
+		free(n.keys);
+		free(n.vals);
+		return -1;
+	}
+	memset(n.vals, 0xff, cap * sizeof *n.vals);
+	for (i = 0; i < m->cap; i++) {
+		if (m->vals[i] != NO_SPAN) {
+			size_t s = idmap_slot(&n, m->keys[i]);
+			n.keys[s] = m->keys[i];
+			n.vals[s] = m->vals[i];
+			n.n++;
+		}
+	}
+	free(m->keys);
+	free(m->vals);
+	*m = n;
+	return 0;
+}
+
+static uint32_t idmap_get(const struct idmap *m, uint64_t key)
+{
+	return m->cap ? m->vals[idmap_slot(m, key)] : NO_SPAN;
+}
+
+/* Insert key -> val unless present; *existing gets the value found (or val). */
+static int idmap_put(struct idmap *m, uint64_t key, uint32_t val, uint32_t *existing)
+{
+	size_t s;
+	if ((m->n + 1) * 2 > m->cap && idmap_rehash(m, m->cap ? m->cap * 2 : 64) != 0)
+		return -1;
+	s = idmap_slot(m, key);
+	if (m->vals[s] == NO_SPAN) {
+		m->keys[s] = key;
+		m->vals[s] = val;
+		m->n++;
+	}
+	*existing = m->vals[s];
+	return 0;
+}
+
+static void idmap_free(struct idmap *m)
+{
+	free(m->keys);
+	free(m->vals);
+	memset(m, 0, sizeof *m);
+}
+
+/* ----------------------------------------------------------- decoder ---- */
+
+struct in_buf {
+	uint32_t agent, pid, tid, seq;
+	uint32_t flags;
+	uint32_t slice; /* index of the slice it came with (its calibration) */
+	uint64_t first_tick;
+	uint64_t arrival;
+	const uint8_t *data;
+	uint32_t len;
+};
+
+struct rt_decoder {
+	uint64_t trace_hi, trace_lo;
+	struct arena input;            /* copied buffer data */
+	struct rt_wire_slice *slices;  /* calibrations only (buffers = NULL) */
+	size_t n_slices, cap_slices;
+	struct in_buf *bufs;
+	size_t n_bufs, cap_bufs;
+	struct rt_decode_stats st;
+};
+
+struct rt_decoder *rt_decoder_new(uint64_t trace_hi, uint64_t trace_lo)
+{
+	struct rt_decoder *d = calloc(1, sizeof *d);
+	if (d) {
+		d->trace_hi = trace_hi;
+		d->trace_lo = trace_lo;
+	}
+	return d;
+}
+
+void rt_decoder_free(struct rt_decoder *d)
+{
+	if (!d)
+		return;
+	arena_free(&d->input);
+	free(d->slices);
+	free(d->bufs);
+	free(d);
+}
+
+int rt_decoder_add_slice(struct rt_decoder *d, const struct rt_wire_slice *s)
+{
+	struct rt_wire_slice cal;
+	uint32_t k;
+
+	if (!d || !s)
+		return -1;
+	if (s->trace_lo != d->trace_lo || (d->trace_hi && s->trace_hi && s->trace_hi != d->trace_hi)) {
+		d->st.foreign_slices++;
+		return 0;
+	}
+	if (!d->trace_hi)
+		d->trace_hi = s->trace_hi;
+	if (grow(&d->slices, &d->cap_slices, d->n_slices + 1, sizeof *d->slices) != 0 ||
+	    grow(&d->bufs, &d->cap_bufs, d->n_bufs + s->buffer_count, sizeof *d->bufs) != 0)
+		return -1;
+	cal = *s;
+	cal.buffers = NULL;
+	cal.buffer_count = 0;
+	d->slices[d->n_slices] = cal;
+	for (k = 0; k < s->buffer_count && s->buffers; k++) {
+		const struct rt_wire_slice_buffer *b = &s->buffers[k];
+		struct in_buf *ib = &d->bufs[d->n_bufs];
+		uint8_t *copy = NULL;
+		if (b->len && !b->data)
+			continue;
+		if (b->len && !(copy = arena_alloc(&d->input, b->len)))
+			return -1;
+		if (b->len)
+			memcpy(copy, b->data, b->len);
+		*ib = (struct in_buf){ s->agent_id, b->pid, b->tid, b->seq, b->flags,
+				       (uint32_t)d->n_slices, b->first_tick, d->n_bufs, copy, b->len };
+		d->n_bufs++;
+		d->st.buffers++;
+	}
+	d->n_slices++;
+	d->st.slices++;
+	return 0;
+}
+
+int rt_decoder_add_message(struct rt_decoder *d, const void *msg, size_t len)
+{
+	struct rt_wire_msg m;
+	int rc;
+	if (!d)
+		return -1;
+	if (!msg || rt_wire_decode(msg, len, &m) != 0 || m.type != RT_WIRE_SLICE) {
+		if (msg)
+			rt_wire_msg_free(&m);
+		d->st.corrupt_frames++;
+		return 0;
+	}
+	rc = rt_decoder_add_slice(d, &m.slice); /* copies the data it keeps */
+	rt_wire_msg_free(&m);
+	return rc;
+}
+
+/* ------------------------------------------------------- build state ---- */
+
+struct span_acc {
+	uint64_t id, parent_id;
+	const char *name;
+	const char *status_message;
+	int64_t status_code;
+	uint64_t start_ns, end_ns;
+	uint64_t seen_ns;          /* time of the buffer its first event came in */
+	uint64_t first_log_ns;     /* earliest log time, 0 = none */
+	uint32_t agent, pid, tid;
+	uint32_t stream, segment;  /* of its first event */
+	uint32_t n_attrs, n_logs, n_ends;
+	uint8_t kind, status, has_start, has_end, partial;
+};
+
+struct attr_acc {
+	uint32_t span;
+	struct rt_attr a;
+};
+
+struct log_acc {
+	uint32_t span; /* span_acc index, or NO_SPAN for a loose log */
+	uint32_t order;
+	struct rt_log_event ev;
+};
+
+struct template_ent {
+	uint64_t id;
+	const char *text;
+};
+
+struct resource_acc {
+	struct rt_resource r;
+	uint32_t synthetic; /* made up for a span whose writer sent no RESOURCE */
+	uint32_t order;
+};
+
+struct build {
+	struct arena *out;
+	struct rt_decode_stats *st;
+	struct span_acc *spans;
+	size_t n_spans, cap_spans;
+	struct idmap span_ids;
+	struct attr_acc *attrs;
+	size_t n_attrs, cap_attrs;
+	struct log_acc *logs;
+	size_t n_logs, cap_logs;
+	struct template_ent *templates;
+	size_t n_templates, cap_templates;
+	struct idmap template_ids;
+	struct resource_acc *res;
+	size_t n_res, cap_res;
+	/* where the events being applied come from */
+	const struct rt_wire_slice *slice;
+	const struct in_buf *buf;
+	uint32_t stream, segment;
+	msgpack_unpacked unp;
+};
+
+/* ------------------------------------------------ event field reader ---- */
+
+/*
+ * Fields are read with msgpack_unpack_next one object at a time. A container
+ * is never a valid field, and the unpacker reserves room for a container's
+ * declared element count before the elements exist (docs/wire.md), so the
+ * first byte is checked before handing anything to it: an array or map there
+ * is corrupt without being unpacked. RESOURCE's map header is read here for
+ * the same reason and its keys and values unpacked one by one.
+ */
+struct rd {
+	const char *p;
+	size_t n, off;
+	msgpack_unpacked *u;
+};
+
+static int is_container(uint8_t b)
+{
+	return (b >= 0x80 && b <= 0x9f) || (b >= 0xdc && b <= 0xdf);
+}
+
+static int rd_obj(struct rd *r, msgpack_object *o)
+{
+	msgpack_unpack_return rc;
+	if (r->off >= r->n || is_container((uint8_t)r->p[r->off]))
+		return -1;
+	rc = msgpack_unpack_next(r->u, r->p, r->n, &r->off);
+	if (rc != MSGPACK_UNPACK_SUCCESS && rc != MSGPACK_UNPACK_EXTRA_BYTES)
+		return -1;
+	*o = r->u->data;
+	return 0;
+}
+
+static int rd_uint(struct rd *r, uint64_t max, uint64_t *v)
+{
+	msgpack_object o;
+	if (rd_obj(r, &o) != 0 || o.type != MSGPACK_OBJECT_POSITIVE_INTEGER || o.via.u64 > max)
+		return -1;
+	*v = o.via.u64;
+	return 0;
+}
+
+static int obj_int64(const msgpack_object *o, int64_t *v)
+{
+	if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+		*v = o->via.i64;
+		return 0;
+	}
+	if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= (uint64_t)INT64_MAX) {
+		*v = (int64_t)o->via.u64;
+		return 0;
+	}
+	return -1;
+}
+
+static int rd_int(struct rd *r, int64_t *v)
+{
+	msgpack_object o;
+	return rd_obj(r, &o) == 0 ? obj_int64(&o, v) : -1;
+}
+
+/* A str of at most RETRACE_EV_MAX_STR bytes with no NUL (it becomes a C string). */
+static const char *obj_str(struct arena *a, const msgpack_object *o)
+{
+	if (o->type != MSGPACK_OBJECT_STR || o->via.str.size > RETRACE_EV_MAX_STR ||
+	    (o->via.str.size && memchr(o->via.str.ptr, 0, o->via.str.size)))
+		return NULL;
+	return arena_strndup(a, o->via.str.ptr, o->via.str.size);
+}
+
+static const char *rd_str(struct rd *r, struct arena *a)
+{
+	msgpack_object o;
+	return rd_obj(r, &o) == 0 ? obj_str(a, &o) : NULL;
+}
+
+/*
+ * A value: str | int | float64 | bool (| nil when allow_nil). `wide` accepts
+ * integers up to UINT64_MAX (a log argument of an unsigned conversion), kept
+ * as their bit pattern in the int64.
+ */
+static int obj_value(struct arena *a, const msgpack_object *o, int allow_nil, int wide,
+		     struct rt_value *v)
+{
+	memset(v, 0, sizeof *v);
+	switch (o->type) {
+	case MSGPACK_OBJECT_STR:
+		v->type = RT_VAL_STR;
+		return (v->u.s = obj_str(a, o)) ? 0 : -1;
+	case MSGPACK_OBJECT_POSITIVE_INTEGER:
+		v->type = RT_VAL_INT;
+		if (wide) {
+			v->u.i = (int64_t)o->via.u64;
+			return 0;
+		}
+		return obj_int64(o, &v->u.i);
+	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+		v->type = RT_VAL_INT;
+		v->u.i = o->via.i64;
+		return 0;
+	case MSGPACK_OBJECT_FLOAT64:
+		v->type = RT_VAL_DOUBLE;
+		v->u.d = o->via.f64;
+		return 0;
+	case MSGPACK_OBJECT_BOOLEAN:
+		v->type = RT_VAL_BOOL;
+		v->u.b = o->via.boolean ? 1 : 0;
+		return 0;
+	case MSGPACK_OBJECT_NIL:
+		v->type = RT_VAL_NONE;
+		return allow_nil ? 0 : -1;
+	default:
+		return -1;
+	}
+}
+
+static int rd_value(struct rd *r, struct arena *a, int allow_nil, int wide, struct rt_value *v)
+{
+	msgpack_object o;
+	return rd_obj(r, &o) == 0 ? obj_value(a, &o, allow_nil, wide, v) : -1;
+}
+
+/* The map header of RESOURCE (see struct rd for why it is read by hand). */
+static int rd_map_header(struct rd *r, uint32_t *count)
+{
+	const uint8_t *p = (const uint8_t *)r->p + r->off;
+	size_t left = r->n - r->off;
+	if (left < 1)
+		return -1;
+	if (p[0] >= 0x80 && p[0] <= 0x8f) {
+		*count = p[0] & 0x0fu;
+		r->off += 1;
+	} else if (p[0] == 0xde && left >= 3) {
+		*count = (uint32_t)p[1] << 8 | p[2];
+		r->off += 3;
+	} else if (p[0] == 0xdf && left >= 5) {
+		*count = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 | p[4];
+		r->off += 5;
+	} else {
+		return -1;
+	}
+	return 0;
+}
+
+/* -------------------------------------------------------- the events ---- */
+
+struct event {
+	uint8_t type, kind, status, level;
+	uint64_t span_id, parent_id, tick, template_id;
+	uint32_t pid;
+	int64_t code;
+	const char *str;     /* name, key, text, template text */
+	const char *message; /* SPAN_END error message */
+	struct rt_value value;
+	struct rt_value *args;
+	uint32_t n_args;
+	struct rt_attr *attrs;
+	uint32_t n_attrs;
+};
+
+static int ev_span_start(struct rd *r, struct arena *a, struct event *e)
+{
+	uint64_t kind;
+	if (rd_uint(r, UINT64_MAX, &e->span_id) || !e->span_id ||
+	    rd_uint(r, UINT64_MAX, &e->parent_id) || rd_uint(r, RETRACE_SPAN_CONSUMER, &kind) ||
+	    rd_uint(r, UINT64_MAX, &e->tick) || !(e->str = rd_str(r, a)))
+		return -1;
+	e->kind = (uint8_t)kind;
+	return 0;
+}
+
+static int ev_span_end(struct rd *r, struct arena *a, struct event *e)
+{
+	uint64_t status;
+	if (rd_uint(r, UINT64_MAX, &e->span_id) || !e->span_id || rd_uint(r, UINT64_MAX, &e->tick) ||
+	    rd_uint(r, RETRACE_STATUS_ERROR, &status))
+		return -1;
+	e->status = (uint8_t)status;
+	e->message = "";
+	if (status == RETRACE_STATUS_ERROR &&
+	    (rd_int(r, &e->code) || !(e->message = rd_str(r, a))))
+		return -1;
+	return 0;
+}
+
+static int ev_attr(struct rd *r, struct arena *a, struct event *e)
+{
+	if (rd_uint(r, UINT64_MAX, &e->span_id) || !e->span_id || !(e->str = rd_str(r, a)))
+		return -1;
+	return rd_value(r, a, 0, 0, &e->value);
+}
+
+static int ev_log(struct rd *r, struct arena *a, struct event *e)
+{
+	struct rt_value args[RETRACE_EV_MAX_ARGS];
+	uint64_t level;
+	uint32_t n = 0;
+	if (rd_uint(r, UINT64_MAX, &e->span_id) || rd_uint(r, UINT64_MAX, &e->tick) ||
+	    rd_uint(r, RETRACE_LOG_ERROR, &level) || rd_uint(r, UINT64_MAX, &e->template_id) ||
+	    !e->template_id)
+		return -1;
+	e->level = (uint8_t)level;
+	while (r->off < r->n) {
+		if (n == RETRACE_EV_MAX_ARGS || rd_value(r, a, 1, 1, &args[n]) != 0)
+			return -1;
+		n++;
+	}
+	if (n && !(e->args = arena_alloc(a, n * sizeof *args)))
+		return -1;
+	if (n)
+		memcpy(e->args, args, n * sizeof *args);
+	e->n_args = n;
+	return 0;
+}
+
+static int ev_log_text(struct rd *r, struct arena *a, struct event *e)
+{
+	uint64_t level;
+	if (rd_uint(r, UINT64_MAX, &e->span_id) || rd_uint(r, UINT64_MAX, &e->tick) ||
+	    rd_uint(r, RETRACE_LOG_ERROR, &level) || !(e->str = rd_str(r, a)))
+		return -1;
+	e->level = (uint8_t)level;
+	return 0;
+}
+
+static int ev_template(struct rd *r, struct arena *a, struct event *e)
+{
+	if (rd_uint(r, UINT64_MAX, &e->template_id) || !e->template_id || !(e->str = rd_str(r, a)))
+		return -1;
+	return 0;
+}
+
+static int ev_resource(struct rd *r, struct arena *a, struct event *e)
+{
+	uint64_t pid;
+	uint32_t n, i;
+	msgpack_object key;
+	if (rd_uint(r, UINT32_MAX, &pid) || rd_map_header(r, &n) || n > RETRACE_EV_MAX_RESOURCE)
+		return -1;
+	e->pid = (uint32_t)pid;
+	if (n && !(e->attrs = arena_alloc(a, n * sizeof *e->attrs)))
+		return -1;
+	for (i = 0; i < n; i++) {
+		if (rd_obj(r, &key) || !(e->attrs[i].key = obj_str(a, &key)) ||
+		    rd_value(r, a, 0, 0, &e->attrs[i].value))
+			return -1;
+	}
+	e->n_attrs = n;
+	return 0;
+}
+
+/*
+ * Decode one record as an event. Returns 1 (event), 0 (not an event: a raw
+ * record) or -1 (an event whose fields do not decode exactly).
+ */
+static int decode_event(struct build *b, const uint8_t *rec, size_t len, struct event *e)
+{
+	struct rd r = { (const char *)rec, len, 2, &b->unp };
+	int rc;
+	if (len < 2 || rec[0] != RETRACE_EVENT_MAGIC || rec[1] < 1 || rec[1] > RETRACE_EV_MAX)
+		return 0;
+	memset(e, 0, sizeof *e);
+	e->type = rec[1];
+	switch (e->type) {
+	case RETRACE_EV_SPAN_START: rc = ev_span_start(&r, b->out, e); break;
+	case RETRACE_EV_SPAN_END: rc = ev_span_end(&r, b->out, e); break;
+	case RETRACE_EV_ATTR: rc = ev_attr(&r, b->out, e); break;
+	case RETRACE_EV_LOG: rc = ev_log(&r, b->out, e); break;
+	case RETRACE_EV_LOG_TEXT: rc = ev_log_text(&r, b->out, e); break;
+	case RETRACE_EV_TEMPLATE: rc = ev_template(&r, b->out, e); break;
+	default: rc = ev_resource(&r, b->out, e); break;
+	}
+	if (rc != 0 || r.off != r.n) /* trailing bytes are corrupt too */
+		return -1;
+	return 1;
+}
+
+/* ------------------------------------------------ applying the events ---- */
+
+static uint64_t tick_ns(const struct build *b, uint64_t tick)
+{
+	return rt_wire_slice_tick_ns(b->slice, tick);
+}
+
+/* The accumulator of span `id`, created on first mention. NO_SPAN: no memory. */
+static uint32_t span_of(struct build *b, uint64_t id)
+{
+	uint32_t idx = (uint32_t)b->n_spans, found;
+	struct span_acc *s;
+	if (b->n_spans >= NO_SPAN - 1 ||
+	    grow(&b->spans, &b->cap_spans, b->n_spans + 1, sizeof *b->spans) != 0 ||
+	    idmap_put(&b->span_ids, id, idx, &found) != 0)
+		return NO_SPAN;
+	if (found != idx) {
+		s = &b->spans[found];
+		/* A gap between two events of one span in its own stream. */
+		if (s->stream == b->stream && s->segment != b->segment)
+			s->partial = 1;
+		return found;
+	}
+	s = &b->spans[b->n_spans++];
+	memset(s, 0, sizeof *s);
+	s->id = id;
+	s->name = "";
+	s->status_message = "";
+	s->agent = b->slice->agent_id;
+	s->pid = b->buf->pid;
+	s->tid = b->buf->tid;
+	s->stream = b->stream;
+	s->segment = b->segment;
+	s->seen_ns = tick_ns(b, b->buf->first_tick);
+	return idx;
+}
+
+static int apply_start(struct build *b, const struct event *e)
+{
+	uint32_t i = span_of(b, e->span_id);
+	struct span_acc *s;
+	if (i == NO_SPAN)
+		return -1;
+	s = &b->spans[i];
+	if (s->has_start) {
+		b->st->duplicate_spans++; /* same id started twice: keep the first */
+		return 0;
+	}
+	s->has_start = 1;
+	s->parent_id = e->parent_id;
+	s->name = e->str;
+	s->kind = e->kind;
+	s->start_ns = tick_ns(b, e->tick);
+	/* The writer of the START is the span's writer. */
+	s->agent = b->slice->agent_id;
+	s->pid = b->buf->pid;
+	s->tid = b->buf->tid;
+	if (s->stream != b->stream) {
+		s->stream = b->stream;
+		s->segment = b->segment;
+	}
+	return 0;
+}
+
+static int apply_end(struct build *b, const struct event *e)
+{
+	uint32_t i = span_of(b, e->span_id);
+	struct span_acc *s;
+	if (i == NO_SPAN)
+		return -1;
+	s = &b->spans[i];
+	s->n_ends++;
+	if (s->has_end)
+		return 0; /* a second end of one id: keep the first */
+	s->has_end = 1;
+	s->end_ns = tick_ns(b, e->tick);
+	s->status = e->status;
+	s->status_code = e->code;
+	s->status_message = e->message;
+	return 0;
+}
+
+static int apply_attr(struct build *b, const struct event *e)
+{
+	uint32_t i = span_of(b, e->span_id);
+	if (i == NO_SPAN || grow(&b->attrs, &b->cap_attrs, b->n_attrs + 1, sizeof *b->attrs) != 0)
+		return -1;
+	b->spans[i].n_attrs++;
+	b->attrs[b->n_attrs++] = (struct attr_acc){ i, { e->str, e->value } };
+	return 0;
+}
+
+static int apply_log(struct build *b, const struct event *e)
+{
+	uint32_t i = NO_SPAN;
+	struct log_acc *l;
+	if (e->span_id && (i = span_of(b, e->span_id)) == NO_SPAN)
+		return -1;
+	if (b->n_logs >= NO_SPAN ||
+	    grow(&b->logs, &b->cap_logs, b->n_logs + 1, sizeof *b->logs) != 0)
+		return -1;
+	l = &b->logs[b->n_logs];
+	memset(l, 0, sizeof *l);
+	l->span = i;
+	l->order = (uint32_t)b->n_logs++;
+	l->ev.time_ns = tick_ns(b, e->tick);
+	l->ev.level = e->level;
+	if (e->type == RETRACE_EV_LOG_TEXT) {
+		l->ev.body = e->str;
+	} else {
+		l->ev.template_id = e->template_id;
+		l->ev.args = e->args;
+		l->ev.n_args = e->n_args;
+	}
+	if (i != NO_SPAN) {
+		struct span_acc *s = &b->spans[i];
+		s->n_logs++;
+		if (!s->first_log_ns || (l->ev.time_ns && l->ev.time_ns < s->first_log_ns))
+			s->first_log_ns = l->ev.time_ns;
+	}
+	return 0;
+}
+
+static int apply_template(struct build *b, const struct event *e)
+{
+	uint32_t found, idx = (uint32_t)b->n_templates;
+	if (b->n_templates >= NO_SPAN - 1 ||
+	    idmap_put(&b->template_ids, e->template_id, idx, &found) != 0)
+		return -1;
+	if (found != idx)
+		return 0; /* ids are content hashes: the first text stands */
+	if (grow(&b->templates, &b->cap_templates, b->n_templates + 1, sizeof *b->templates) != 0)
+		return -1;
+	b->templates[b->n_templates++] = (struct template_ent){ e->template_id, e->str };
+	return 0;
+}
+
+static const char *attr_str(const struct rt_attr *a, uint32_t n, const char *key)
+{
+	uint32_t i;
+	for (i = 0; i < n; i++)
+		if (!strcmp(a[i].key, key) && a[i].value.type == RT_VAL_STR)
+			return a[i].value.u.s;
+	return NULL;
+}
+
+static int add_resource(struct build *b, uint32_t agent, uint32_t pid, const struct rt_attr *attrs,
+			uint32_t n, int synthetic)
+{
+	struct resource_acc *r;
+	const char *service = attr_str(attrs, n, "service.name");
+	const char *host = attr_str(attrs, n, "host.name");
+	if (grow(&b->res, &b->cap_res, b->n_res + 1, sizeof *b->res) != 0)
+		return -1;
+	r = &b->res[b->n_res];
+	r->r = (struct rt_resource){ agent, pid, service ? service : "unknown_service",
+				     host ? host : "", (struct rt_attr *)attrs, n };
+	r->synthetic = (uint32_t)synthetic;
+	r->order = (uint32_t)b->n_res++;
+	return 0;
+}
+
+static int apply_event(struct build *b, const struct event *e)
+{
+	switch (e->type) {
+	case RETRACE_EV_SPAN_START: return apply_start(b, e);
+	case RETRACE_EV_SPAN_END: return apply_end(b, e);
+	case RETRACE_EV_ATTR: return apply_attr(b, e);
+	case RETRACE_EV_LOG:
+	case RETRACE_EV_LOG_TEXT: return apply_log(b, e);
+	case RETRACE_EV_TEMPLATE: return apply_template(b, e);
+	default: return add_resource(b, b->slice->agent_id, e->pid, e->attrs, e->n_attrs, 0);
+	}
+}
+
+/* ---------------------------------------------------- reading streams ---- */
+
+static int cmp_buf(const void *pa, const void *pb)
+{
+	const struct in_buf *x = pa, *y = pb;
+	if (x->agent != y->agent)
+		return x->agent < y->agent ? -1 : 1;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	if (x->seq != y->seq)
+		return x->seq < y->seq ? -1 : 1;
+	return x->arrival < y->arrival ? -1 : x->arrival > y->arrival;
+}
+
+static int same_stream(const struct in_buf *x, const struct in_buf *y)
+{
+	return x->agent == y->agent && x->pid == y->pid && x->tid == y->tid;
+}
+
+static int on_record(struct build *b, const uint8_t *rec, size_t len)
+{
+	struct event e;
+	int rc;
+	b->st->records++;
+	rc = decode_event(b, rec, len, &e);
+	if (rc == 0) {
+		b->st->raw_records++;
+		return 0;
+	}
+	if (rc < 0) {
+		b->st->corrupt_events++;
+		return 0;
+	}
+	b->st->events++;
+	return apply_event(b, &e);
+}
+
+/* Feed one buffer's frames. Returns -1 only when memory ran out. */
+static int read_buffer(struct build *b, struct rt_reassembler *ra)
+{
+	uint32_t pos = 0;
+	struct rt_frame f;
+	int st;
+	while ((st = rt_frame_next(b->buf->data, b->buf->len, &pos, &f)) == RT_FRAME_OK) {
+		const uint8_t *rec;
+		size_t len;
+		uint64_t tick;
+		int rc = rt_reasm_feed(ra, &f, &rec, &len, &tick);
+		if (rc < 0)
+			return -1;
+		if (rc == 1 && on_record(b, rec, len) != 0)
+			return -1;
+	}
+	if (st == RT_FRAME_CORRUPT) {
+		/* The rest of this buffer is lost: like a gap, it may cut a record
+		 * and separate a span's events. */
+		b->st->corrupt_frames++;
+		rt_reasm_gap(ra);
+		b->segment++;
+	}
+	return 0;
+}
+
+/* Read the stream bufs[0..n) (sorted by seq). Returns -1 on out of memory. */
+static int read_stream(struct build *b, const struct in_buf *bufs, size_t n,
+		       const struct rt_wire_slice *slices)
+{
+	struct rt_reassembler ra;
+	uint64_t expect = 0;
+	size_t i;
+	int rc = 0;
+	rt_reasm_init(&ra);
+	b->segment = 0;
+	for (i = 0; i < n && rc == 0; i++) {
+		if (i && bufs[i].seq == bufs[i - 1].seq) {
+			b->st->duplicate_buffers++;
+			continue;
+		}
+		if (bufs[i].seq != expect) {
+			b->st->gaps += bufs[i].seq - expect;
+			rt_reasm_gap(&ra);
+			b->segment++;
+		}
+		expect = (uint64_t)bufs[i].seq + 1;
+		b->buf = &bufs[i];
+		b->slice = &slices[bufs[i].slice];
+		rc = read_buffer(b, &ra);
+	}
+	rt_reasm_gap(&ra); /* a record still open at the end of the data is cut */
+	b->st->truncated_records += ra.truncated;
+	b->st->orphan_chunks += ra.orphans;
+	rt_reasm_free(&ra);
+	return rc;
+}
+
+static int read_all(struct build *b, struct rt_decoder *d)
+{
+	size_t i = 0, j;
+	sort_items(d->bufs, d->n_bufs, sizeof *d->bufs, cmp_buf);
+	while (i < d->n_bufs) {
+		for (j = i + 1; j < d->n_bufs && same_stream(&d->bufs[j], &d->bufs[i]); j++)
+			;
+		if (b->stream == NO_SPAN - 1)
+			return -1;
+		if (read_stream(b, d->bufs + i, j - i, d->slices) != 0)
+			return -1;
+		b->stream++;
+		i = j;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------- log rendering ---- */
+
+/* A growable text buffer, cut at RT_DECODE_MAX_BODY bytes. */
+struct sbuf {
+	char *p;
+	size_t len, cap;
+	int oom;
+};
+
+static void sb_put(struct sbuf *s, const char *text, size_t n)
+{
+	if (n > RT_DECODE_MAX_BODY - s->len)
+		n = RT_DECODE_MAX_BODY - s->len;
+	if (!n || s->oom)
+		return;
+	if (grow(&s->p, &s->cap, s->len + n + 1, 1) != 0) {
+		s->oom = 1;
+		return;
+	}
+	memcpy(s->p + s->len, text, n);
+	s->len += n;
+}
+
+static void sb_puts(struct sbuf *s, const char *text)
+{
+	sb_put(s, text, strlen(text));
+}
+
+/* Format one value into the body (snprintf into a scratch big enough for any
+ * clamped width/precision; see conv_parse). */
+#define SB_SCRATCH 16384
+#define CONV_MAX_WIDTH 4096
+
+static void sb_printf(struct sbuf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(struct sbuf *s, const char *fmt, ...)
+{
+	char tmp[SB_SCRATCH];
+	va_list ap;
+	int n;
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		sb_put(s, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+/* A double as the shortest of %.15g / %.17g that reads back exactly. */
+static void sb_double(struct sbuf *s, double d)
+{
+	char tmp[64];
+	snprintf(tmp, sizeof tmp, "%.15g", d);
+	if (strtod(tmp, NULL) != d)
+		snprintf(tmp, sizeof tmp, "%.17g", d);
+	sb_puts(s, tmp);
+}
+
+/* A value with no conversion to guide it (missing template, type mismatch). */
+static void sb_value(struct sbuf *s, const struct rt_value *v)
+{
+	switch (v->type) {
+	case RT_VAL_STR: sb_puts(s, v->u.s); break;
+	case RT_VAL_INT: sb_printf(s, "%lld", (long long)v->u.i); break;
+	case RT_VAL_DOUBLE: sb_double(s, v->u.d); break;
+	case RT_VAL_BOOL: sb_puts(s, v->u.b ? "true" : "false"); break;
+	default: sb_puts(s, "(null)"); break;
+	}
+}
+
+/* One printf conversion of a template, as parsed. */
+struct conv {
+	char flags[8];
+	int width, prec; /* -1: not given */
+	int width_star, prec_star;
+	char len[3];     /* "", "hh", "h", "l", "ll", "j", "z", "t", "L", "q" */
+	char c;          /* conversion character */
+	size_t n;        /* characters of the spec, '%' included */
+};
+
+/* Parse the spec at s ('%' ...). Returns 0 when it is no conversion we render. */
+static int conv_parse(const char *s, struct conv *cv)
+{
+	const char *p = s + 1;
+	size_t nf = 0;
+	memset(cv, 0, sizeof *cv);
+	cv->width = cv->prec = -1;
+	while (*p && strchr("-+ #0'", *p)) {
+		if (nf < sizeof cv->flags - 1 && !memchr(cv->flags, *p, nf))
+			cv->flags[nf++] = *p;
+		p++;
+	}
+	if (*p == '*') {
+		cv->width_star = 1;
+		p++;
+	} else if (*p >= '0' && *p <= '9') {
+		for (cv->width = 0; *p >= '0' && *p <= '9'; p++)
+			if (cv->width <= CONV_MAX_WIDTH)
+				cv->width = cv->width * 10 + (*p - '0');
+	}
+	if (*p == '.') {
+		p++;
+		cv->prec = 0;
+		if (*p == '*') {
+			cv->prec_star = 1;
+			p++;
+		}
+		for (; *p >= '0' && *p <= '9'; p++)
+			if (cv->prec <= CONV_MAX_WIDTH)
+				cv->prec = cv->prec * 10 + (*p - '0');
+	}
+	if ((p[0] == 'h' && p[1] == 'h') || (p[0] == 'l' && p[1] == 'l')) {
+		memcpy(cv->len, p, 2);
+		p += 2;
+	} else if (*p && strchr("hljztLq", *p)) {
+		cv->len[0] = *p++;
+	}
+	if (!*p || !strchr("diouxXcCeEfFgGaAsp", *p) || *p == 'C')
+		return 0;
+	cv->c = *p;
+	cv->n = (size_t)(p + 1 - s);
+	if (cv->width > CONV_MAX_WIDTH)
+		cv->width = CONV_MAX_WIDTH;
+	if (cv->prec > CONV_MAX_WIDTH)
+		cv->prec = CONV_MAX_WIDTH;
+	return 1;
+}
+
+/* "%<flags><width>.<prec><mod><c>", keeping only the flags in `keep`. */
+static void conv_format(const struct conv *cv, const char *keep, const char *mod, char c,
+			char *out, size_t cap)
+{
+	size_t n = 0, i;
+	out[n++] = '%';
+	for (i = 0; cv->flags[i]; i++)
+		if (strchr(keep, cv->flags[i]))
+			out[n++] = cv->flags[i];
+	if (cv->width >= 0)
+		n += (size_t)snprintf(out + n, cap - n, "%d", cv->width);
+	if (cv->prec >= 0)
+		n += (size_t)snprintf(out + n, cap - n, ".%d", cv->prec);
+	snprintf(out + n, cap - n, "%s%c", mod, c);
+}
+
+/* The integer as the C type its length modifier names, as printf would see it. */
+static long long as_signed(const struct conv *cv, int64_t v)
+{
+	if (!strcmp(cv->len, "hh"))
+		return (signed char)v;
+	if (!strcmp(cv->len, "h"))
+		return (short)v;
+	if (!cv->len[0])
+		return (int)v;
+	return (long long)v;
+}
+
+static unsigned long long as_unsigned(const struct conv *cv, int64_t v)
+{
+	if (!strcmp(cv->len, "hh"))
+		return (unsigned char)v;
+	if (!strcmp(cv->len, "h"))
+		return (unsigned short)v;
+	if (!cv->len[0])
+		return (unsigned int)v;
+	return (unsigned long long)v;
+}
+
+static int value_int(const struct rt_value *v, int64_t *out)
+{
+	if (v->type == RT_VAL_INT)
+		*out = v->u.i;
+	else if (v->type == RT_VAL_BOOL)
+		*out = v->u.b;
+	else
+		return -1;
+	return 0;
+}
+
+/* Render argument v with conversion cv (the fallback is sb_value). */
+static void render_conv(struct sbuf *s, const struct conv *cv, const struct rt_value *v)
+{
+	char fmt[48];
+	int64_t i;
+	switch (cv->c) {
+	case 'd':
+	case 'i':
+		if (value_int(v, &i) != 0)
+			break;
+		conv_format(cv, "-+ 0'", "ll", cv->c, fmt, sizeof fmt);
+		sb_printf(s, fmt, as_signed(cv, i));
+		return;
+	case 'u':
+	case 'o':
+	case 'x':
+	case 'X':
+		if (value_int(v, &i) != 0)
+			break;
+		conv_format(cv, "-#0'", "ll", cv->c, fmt, sizeof fmt);
+		sb_printf(s, fmt, as_unsigned(cv, i));
+		return;
+	case 'c':
+		if (value_int(v, &i) != 0)
+			break;
+		if ((unsigned char)i == 0)
+			return; /* a NUL cannot live in a C-string body */
+		conv_format(cv, "-", "", 'c', fmt, sizeof fmt);
+		sb_printf(s, fmt, (int)(unsigned char)i);
+		return;
+	case 's':
+		if (v->type != RT_VAL_STR && v->type != RT_VAL_NONE)
+			break;
+		conv_format(cv, "-", "", 's', fmt, sizeof fmt);
+		sb_printf(s, fmt, v->type == RT_VAL_STR ? v->u.s : "(null)");
+		return;
+	case 'p': {
+		char text[32];
+		if (value_int(v, &i) != 0)
+			break;
+		if (i)
+			snprintf(text, sizeof text, "0x%llx", (unsigned long long)i);
+		else
+			snprintf(text, sizeof text, "(nil)");
+		sb_printf(s, strchr(cv->flags, '-') ? "%-*s" : "%*s", cv->width > 0 ? cv->width : 0, text);
+		return;
+	}
+	default: /* e E f F g G a A */
+		if (v->type != RT_VAL_DOUBLE)
+			break;
+		conv_format(cv, "-+ #0'", "", cv->c, fmt, sizeof fmt);
+		sb_printf(s, fmt, v->u.d);
+		return;
+	}
+	sb_value(s, v);
+}
+
+/* A `*` width or precision takes the next argument when it is an integer. */
+static int star_arg(const struct rt_value *args, uint32_t n, uint32_t *next, int *out)
+{
+	int64_t v;
+	if (*next >= n || value_int(&args[*next], &v) != 0)
+		return -1;
+	(*next)++;
+	*out = v > CONV_MAX_WIDTH ? CONV_MAX_WIDTH : v < -CONV_MAX_WIDTH ? -CONV_MAX_WIDTH : (int)v;
+	return 0;
+}
+
+/* Resolve the stars of cv; returns 0 when the arguments ran out. */
+static int conv_stars(struct conv *cv, const struct rt_value *args, uint32_t n, uint32_t *next)
+{
+	int w;
+	if (cv->width_star) {
+		if (star_arg(args, n, next, &w) != 0)
+			return 0;
+		if (w < 0) { /* printf: a negative width is '-' and its magnitude */
+			size_t nf = strlen(cv->flags);
+			if (nf < sizeof cv->flags - 1 && !strchr(cv->flags, '-'))
+				cv->flags[nf] = '-';
+			w = -w;
+		}
+		cv->width = w;
+	}
+	if (cv->prec_star) {
+		if (star_arg(args, n, next, &w) != 0)
+			return 0;
+		cv->prec = w < 0 ? -1 : w; /* negative precision: as if omitted */
+	}
+	return 1;
+}
+
+/* Substitute args into the template: the printf conversions, %% -> %. A
+ * conversion whose argument is missing stays as written. */
+static void render_template(struct sbuf *s, const char *tpl, const struct rt_value *args,
+			    uint32_t n)
+{
+	uint32_t next = 0;
+	const char *p = tpl;
+	while (*p) {
+		const char *pct = strchr(p, '%');
+		struct conv cv;
+		if (!pct) {
+			sb_puts(s, p);
+			return;
+		}
+		sb_put(s, p, (size_t)(pct - p));
+		if (pct[1] == '%') {
+			sb_put(s, "%", 1);
+			p = pct + 2;
+			continue;
+		}
+		if (!conv_parse(pct, &cv)) { /* not a conversion: the '%' is text */
+			sb_put(s, "%", 1);
+			p = pct + 1;
+			continue;
+		}
+		if (conv_stars(&cv, args, n, &next) && next < n)
+			render_conv(s, &cv, &args[next++]);
+		else
+			sb_put(s, pct, cv.n);
+		p = pct + cv.n;
+	}
+}
+
+static void render_missing(struct sbuf *s, uint64_t id, const struct rt_value *args, uint32_t n)
+{
+	uint32_t i;
+	sb_printf(s, "<template 0x%016llx>", (unsigned long long)id);
+	for (i = 0; i < n; i++) {
+		sb_put(s, " ", 1);
+		sb_value(s, &args[i]);
+	}
+}
+
+/* Give every templated log its template text and rendered body. */
+static int render_logs(struct build *b)
+{
+	struct sbuf s = { 0 };
+	size_t i;
+	int rc = 0;
+	for (i = 0; i < b->n_logs && rc == 0; i++) {
+		struct rt_log_event *ev = &b->logs[i].ev;
+		uint32_t t;
+		if (!ev->template_id)
+			continue; /* free text: body already set */
+		s.len = 0;
+		t = idmap_get(&b->template_ids, ev->template_id);
+		if (t != NO_SPAN) {
+			ev->template_text = b->templates[t].text;
+			render_template(&s, ev->template_text, ev->args, ev->n_args);
+		} else {
+			ev->flags |= RT_LOG_TEMPLATE_MISSING;
+			b->st->missing_templates++;
+			render_missing(&s, ev->template_id, ev->args, ev->n_args);
+		}
+		if (s.oom || !(ev->body = arena_strndup(b->out, s.p ? s.p : "", s.len)))
+			rc = -1;
+	}
+	free(s.p);
+	return rc;
+}
+
+/* ------------------------------------------------------ finishing up ---- */
+
+/* Missing start/end, partial, and the orphan count, once all data is read. */
+static void complete_spans(struct build *b)
+{
+	size_t i;
+	for (i = 0; i < b->n_spans; i++) {
+		struct span_acc *s = &b->spans[i];
+		if (!s->has_start) {
+			b->st->orphan_events += s->n_attrs + s->n_logs + s->n_ends;
+			s->partial = 1;
+			/* Nothing is invented: the one time it has, else the earliest
+			 * log, else the time of the buffer it was found in. */
+			s->start_ns = s->has_end ? s->end_ns : s->first_log_ns ? s->first_log_ns : s->seen_ns;
+		}
+		if (!s->has_end) {
+			s->partial = 1;
+			s->end_ns = s->start_ns;
+		}
+	}
+}
+
+/* Sort key of a span: (start_ns, span_id), and where it is. */
+struct span_key {
+	uint64_t start_ns, id;
+	uint32_t idx;
+};
+
+static int cmp_span_key(const void *pa, const void *pb)
+{
+	const struct span_key *x = pa, *y = pb;
+	if (x->start_ns != y->start_ns)
+		return x->start_ns < y->start_ns ? -1 : 1;
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int cmp_resource(const void *pa, const void *pb)
+{
+	const struct resource_acc *x = pa, *y = pb;
+	if (x->r.agent_id != y->r.agent_id)
+		return x->r.agent_id < y->r.agent_id ? -1 : 1;
+	if (x->r.pid != y->r.pid)
+		return x->r.pid < y->r.pid ? -1 : 1;
+	if (x->synthetic != y->synthetic)
+		return x->synthetic < y->synthetic ? -1 : 1;
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static uint32_t find_resource(const struct rt_resource *r, uint32_t n, uint32_t agent, uint32_t pid)
+{
+	uint32_t lo = 0, hi = n;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (r[mid].agent_id < agent || (r[mid].agent_id == agent && r[mid].pid < pid))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* One resource per (agent, pid): the first RESOURCE event, else a stand-in for
+ * writers that have spans but whose RESOURCE was lost. */
+static int build_resources(struct build *b, struct rt_decoded_trace *t)
+{
+	size_t i, n = 0;
+	for (i = 0; i < b->n_spans; i++)
+		if (add_resource(b, b->spans[i].agent, b->spans[i].pid, NULL, 0, 1) != 0)
+			return -1;
+	sort_items(b->res, b->n_res, sizeof *b->res, cmp_resource);
+	t->resources = arena_alloc(b->out, (b->n_res ? b->n_res : 1) * sizeof *t->resources);
+	if (!t->resources)
+		return -1;
+	for (i = 0; i < b->n_res; i++) {
+		if (n && t->resources[n - 1].agent_id == b->res[i].r.agent_id &&
+		    t->resources[n - 1].pid == b->res[i].r.pid)
+			continue;
+		t->resources[n++] = b->res[i].r;
+	}
+	t->n_resources = (uint32_t)n;
+	return 0;
+}
+
+static int cmp_log(const void *pa, const void *pb)
+{
+	const struct log_acc *x = pa, *y = pb;
+	/* x->span holds the final span index here (NO_SPAN = loose, last). */
+	if (x->span != y->span)
+		return x->span < y->span ? -1 : 1;
+	if (x->ev.time_ns != y->ev.time_ns)
+		return x->ev.time_ns < y->ev.time_ns ? -1 : 1;
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Attributes (written order) and logs (time order) into per-span slices of
+ * two contiguous arrays. */
+static int attach_attrs_logs(struct build *b, struct rt_decoded_trace *t, const uint32_t *final)
+{
+	struct rt_attr *attrs = arena_alloc(b->out, (b->n_attrs ? b->n_attrs : 1) * sizeof *attrs);
+	struct rt_log_event *logs = arena_alloc(b->out, (b->n_logs ? b->n_logs : 1) * sizeof *logs);
+	uint32_t *fill;
+	size_t i, at = 0;
+	if (!attrs || !logs || !(fill = calloc(t->n_spans ? t->n_spans : 1, sizeof *fill)))
+		return -1;
+	for (i = 0; i < t->n_spans; i++) {
+		t->spans[i].attrs = attrs + at;
+		at += t->spans[i].n_attrs;
+	}
+	for (i = 0; i < b->n_attrs; i++) {
+		uint32_t s = final[b->attrs[i].span];
+		t->spans[s].attrs[fill[s]++] = b->attrs[i].a;
+	}
+	free(fill);
+	for (i = 0; i < b->n_logs; i++)
+		if (b->logs[i].span != NO_SPAN)
+			b->logs[i].span = final[b->logs[i].span];
+	sort_items(b->logs, b->n_logs, sizeof *b->logs, cmp_log);
+	for (i = 0; i < b->n_logs; i++)
+		logs[i] = b->logs[i].ev;
+	for (i = 0, at = 0; i < t->n_spans; i++) {
+		t->spans[i].logs = logs + at;
+		at += t->spans[i].n_logs;
+	}
+	t->loose_logs = logs + at;
+	t->n_loose_logs = (uint32_t)(b->n_logs - at);
+	return 0;
+}
+
+static void fill_span(const struct span_acc *a, struct rt_span *s, const struct rt_decoded_trace *t)
+{
+	memset(s, 0, sizeof *s);
+	s->trace_hi = t->trace_hi;
+	s->trace_lo = t->trace_lo;
+	s->span_id = a->id;
+	s->parent_id = a->parent_id;
+	s->parent = -1;
+	s->name = a->name;
+	s->kind = a->kind;
+	s->start_ns = a->start_ns;
+	s->end_ns = a->end_ns;
+	s->status = a->status;
+	s->status_code = a->status_code;
+	s->status_message = a->status_message;
+	s->n_attrs = a->n_attrs;
+	s->n_logs = a->n_logs;
+	s->agent_id = a->agent;
+	s->pid = a->pid;
+	s->tid = a->tid;
+	s->flags = (a->partial ? RT_SPAN_PARTIAL : 0) | (a->has_start ? 0 : RT_SPAN_NO_START) |
+		   (a->has_end ? 0 : RT_SPAN_NO_END);
+}
+
+static int build_spans(struct build *b, struct rt_decoded_trace *t)
+{
+	struct span_key *order = malloc((b->n_spans ? b->n_spans : 1) * sizeof *order);
+	uint32_t *final = malloc((b->n_spans ? b->n_spans : 1) * sizeof *final);
+	size_t i;
+	int rc = -1;
+	if (!order || !final)
+		goto out;
+	complete_spans(b);
+	for (i = 0; i < b->n_spans; i++)
+		order[i] = (struct span_key){ b->spans[i].start_ns, b->spans[i].id, (uint32_t)i };
+	sort_items(order, b->n_spans, sizeof *order, cmp_span_key);
+	t->n_spans = (uint32_t)b->n_spans;
+	if (!(t->spans = arena_alloc(b->out, (b->n_spans ? b->n_spans : 1) * sizeof *t->spans)))
+		goto out;
+	for (i = 0; i < b->n_spans; i++) {
+		final[order[i].idx] = (uint32_t)i;
+		fill_span(&b->spans[order[i].idx], &t->spans[i], t);
+		if (t->spans[i].flags & RT_SPAN_PARTIAL)
+			b->st->partial_spans++;
+	}
+	for (i = 0; i < t->n_spans; i++) {
+		struct rt_span *s = &t->spans[i];
+		uint32_t p = s->parent_id && s->parent_id != s->span_id
+				     ? idmap_get(&b->span_ids, s->parent_id) : NO_SPAN;
+		s->parent = p == NO_SPAN ? -1 : (int32_t)final[p];
+	}
+	if (attach_attrs_logs(b, t, final) != 0 || build_resources(b, t) != 0)
+		goto out;
+	for (i = 0; i < t->n_spans; i++)
+		t->spans[i].resource = find_resource(t->resources, t->n_resources,
+						     t->spans[i].agent_id, t->spans[i].pid);
+	rc = 0;
+out:
+	free(order);
+	free(final);
+	return rc;
+}
+
+static int cmp_u32(const void *pa, const void *pb)
+{
+	uint32_t x = *(const uint32_t *)pa, y = *(const uint32_t *)pb;
+	return x < y ? -1 : x > y;
+}
+
+static int list_agents(const struct rt_decoder *d, struct arena *out, struct rt_decoded_trace *t)
+{
+	size_t i, n = 0;
+	uint32_t *a = arena_alloc(out, (d->n_slices ? d->n_slices : 1) * sizeof *a);
+	if (!a)
+		return -1;
+	for (i = 0; i < d->n_slices; i++)
+		a[i] = d->slices[i].agent_id;
+	sort_items(a, d->n_slices, sizeof *a, cmp_u32);
+	for (i = 0; i < d->n_slices; i++)
+		if (!n || a[n - 1] != a[i])
+			a[n++] = a[i];
+	t->agents = a;
+	t->n_agents = (uint32_t)n;
+	return 0;
+}
+
+static void build_free(struct build *b)
+{
+	free(b->spans);
+	idmap_free(&b->span_ids);
+	free(b->attrs);
+	free(b->logs);
+	free(b->templates);
+	idmap_free(&b->template_ids);
+	free(b->res);
+	msgpack_unpacked_destroy(&b->unp);
+}
+
+int rt_decoder_finish(struct rt_decoder *d, struct rt_decoded_trace *out)
+{
+	struct arena *arena;
+	struct build b;
+	int rc = -1;
+
+	if (!out) {
+		rt_decoder_free(d);
+		return -1;
+	}
+	memset(out, 0, sizeof *out);
+	if (!d)
+		return -1;
+	if (!(arena = calloc(1, sizeof *arena))) {
+		rt_decoder_free(d);
+		return -1;
+	}
+	memset(&b, 0, sizeof b);
+	b.out = arena;
+	b.st = &d->st;
+	b.span_ids.seed = b.template_ids.seed = mix64((uint64_t)(uintptr_t)d ^ (uint64_t)time(NULL));
+	msgpack_unpacked_init(&b.unp);
+	out->trace_hi = d->trace_hi;
+	out->trace_lo = d->trace_lo;
+	out->arena = arena;
+	if (read_all(&b, d) == 0 && render_logs(&b) == 0 && build_spans(&b, out) == 0 &&
+	    list_agents(d, arena, out) == 0)
+		rc = 0;
+	out->st = d->st;
+	build_free(&b);
+	rt_decoder_free(d);
+	if (rc != 0)
+		rt_decoded_trace_free(out);
+	return rc;
+}
+
+void rt_decoded_trace_free(struct rt_decoded_trace *t)
+{
+	if (!t)
+		return;
+	if (t->arena) {
+		arena_free(t->arena);
+		free(t->arena);
+	}
+	memset(t, 0, sizeof *t);
+}

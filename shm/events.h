@@ -1,0 +1,82 @@
+/*
+ * shm/events.h — the record format of tracer events (spans, attributes, logs).
+ *
+ * Owns: the byte layout the client's tracer (client/tracer.c) writes into a
+ * record and the coordinator's decoder (coordinator/decode.c) reads back. Raw
+ * retrace_tracepoint() records share the same buffers; this header says how the
+ * two are told apart. No policy, no code: constants only.
+ *
+ * A tracer event is one framed record (shm/frame.h) whose payload is
+ *
+ *     0xC1  TYPE  FIELD...
+ *
+ * 0xC1 is the one byte msgpack never uses, so a msgpack-encoded raw record can
+ * never look like an event; a raw record of arbitrary bytes that happens to start
+ * with 0xC1 and a known TYPE is decoded as an event and, unless its fields decode
+ * exactly, counted as corrupt. FIELDs are consecutive msgpack objects (no
+ * enclosing array): the decoder reads exactly the fields of TYPE, in order, and
+ * the record must end right after the last one (trailing bytes = corrupt), except
+ * for the variable tails noted below. Integers may use any msgpack integer width;
+ * the client uses the fixed 9-byte form for ids and ticks (cheaper to write) and
+ * the smallest form for the rest.
+ *
+ * Ticks are TSC ticks of the writing host; the slice carries the calibration
+ * (rt_wire_slice_tick_ns turns them into Unix nanoseconds).
+ *
+ *   SPAN_START  span_id:u64  parent_id:u64 (0 = none)  kind:u8  tick:u64  name:str
+ *   SPAN_END    span_id:u64  tick:u64  status:u8  [code:i64  message:str]
+ *               (the code and message follow only when status == ERROR)
+ *   ATTR        span_id:u64  key:str  value:(str | int | float64 | bool)
+ *   LOG         span_id:u64 (0 = outside any span)  tick:u64  level:u8
+ *               template_id:u64  arg... (the rest of the record: each one of
+ *               str | int | float64 | bool | nil, in the template's order)
+ *   LOG_TEXT    span_id:u64  tick:u64  level:u8  text:str
+ *   TEMPLATE    template_id:u64  text:str   (the printf-style format string)
+ *   RESOURCE    pid:u32  map{str: str | int | float64 | bool}
+ *               (service.name, host.name, process.pid, user attributes)
+ *
+ * Self-description: every writer stream (the buffers of one trace written by one
+ * (pid, tid) of one host) carries a RESOURCE event before its first other event,
+ * and a TEMPLATE event before the first LOG of each template in that trace, so a
+ * slice decodes without any other source. Template ids are the 64-bit FNV-1a hash
+ * of the format string (RETRACE_EVENT_TEMPLATE_ID), so they are equal on every
+ * host for the same text and stable across restarts.
+ */
+#ifndef RETRACE_SHM_EVENTS_H
+#define RETRACE_SHM_EVENTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RETRACE_EVENT_MAGIC 0xC1u
+
+enum retrace_event_type {
+	RETRACE_EV_SPAN_START = 1,
+	RETRACE_EV_SPAN_END = 2,
+	RETRACE_EV_ATTR = 3,
+	RETRACE_EV_LOG = 4,
+	RETRACE_EV_LOG_TEXT = 5,
+	RETRACE_EV_TEMPLATE = 6,
+	RETRACE_EV_RESOURCE = 7,
+};
+#define RETRACE_EV_MAX RETRACE_EV_RESOURCE
+
+/* Limits the encoder enforces (longer strings are cut, counted) and the decoder
+ * checks (larger = corrupt). */
+#define RETRACE_EV_MAX_STR 4096u  /* any one string field */
+#define RETRACE_EV_MAX_ARGS 16u   /* arguments of one LOG */
+#define RETRACE_EV_MAX_RESOURCE 32u /* resource attributes */
+
+/* FNV-1a, 64-bit: the template id of a format string (never 0). */
+static inline uint64_t retrace_event_template_id(const char *text)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (; *text; text++) {
+		h ^= (uint8_t)*text;
+		h *= 0x100000001b3ull;
+	}
+	return h ? h : 1;
+}
+#define RETRACE_EVENT_TEMPLATE_ID(text) retrace_event_template_id(text)
+
+#endif

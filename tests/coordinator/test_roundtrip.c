@@ -1,0 +1,327 @@
+/*
+ * tests/coordinator/test_roundtrip.c — spans, attributes and logs written with
+ * the tracer API in three processes on three hosts, carried between them by W3C
+ * traceparent/tracestate, collected by the real coordinator after an error
+ * trigger on the last host, and decoded back from the store: the decoded trace
+ * must hold exactly the spans written — ids, cross-host parent links, names,
+ * kinds, attributes of every type, templated and free-text logs, the error
+ * status, the resource of each host — and times inside the wall-clock window
+ * the test measured around the writes.
+ *
+ * Request: frontend (host 0) -> cart (host 1) -> payment (host 2, fails).
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cluster.h"
+#include "common/suite.h"
+#include "decode.h"
+#include "retrace/tracer.h"
+#include "shm/events.h"
+
+#define HI 0x00c0ffee00c0ffeeull
+#define LO 0x0000000000abcdefull
+#define ERROR_TRIGGER 100
+
+/* Span slots in cl_run_io.ids. */
+enum { FE_SERVER, FE_CLIENT, CART_SERVER, CART_DB, CART_CLIENT, PAY_SERVER, N_SPANS };
+
+static const char *const service_of_host[3] = { "frontend", "cart", "payment" };
+
+static uint64_t unix_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Continue the trace from "traceparent\ntracestate" in io->in (host > 0). */
+static int begin_from(retrace_trace_id id, const struct cl_run_io *io)
+{
+	char tp[sizeof io->in], *ts;
+	struct retrace_wire_context w;
+	snprintf(tp, sizeof tp, "%s", io->in);
+	ts = strchr(tp, '\n');
+	if (ts)
+		*ts++ = 0;
+	if (retrace_deserialize(tp, ts, &w) != RETRACE_OK)
+		return -1;
+	if (w.trace_id.hi != id.hi || w.trace_id.lo != id.lo)
+		return -1;
+	retrace_begin(w.trace_id);
+	return 0;
+}
+
+static void pass_on(struct cl_run_io *io)
+{
+	char tp[64], ts[160];
+	retrace_serialize(tp, sizeof tp, ts, sizeof ts, NULL);
+	snprintf(io->out, sizeof io->out, "%s\n%s", tp, ts);
+}
+
+static void frontend(retrace_trace_id id, struct cl_run_io *io)
+{
+	retrace_begin(id);
+	io->ids[FE_SERVER] = retrace_span_start("GET /checkout", RETRACE_SPAN_SERVER);
+	retrace_attr_str("http.method", "GET");
+	retrace_attr_int("http.status_code", 500);
+	retrace_attr_double("cart.total", 12.5);
+	retrace_attr_bool("user.premium", 1);
+	retrace_log(RETRACE_LOG_INFO, "checkout for %s with %d items", "alice", 3);
+	io->ids[FE_CLIENT] = retrace_span_start("call cart", RETRACE_SPAN_CLIENT);
+	pass_on(io);
+	retrace_span_end_ok();
+	retrace_span_end_error(500, "downstream failed");
+	retrace_end();
+}
+
+static void cart(retrace_trace_id id, struct cl_run_io *io)
+{
+	io->ids[CART_SERVER] = retrace_span_start("POST /cart/reserve", RETRACE_SPAN_SERVER);
+	retrace_log_text(RETRACE_LOG_WARN, "inventory low for sku 42");
+	io->ids[CART_DB] = retrace_span_start("db.query", RETRACE_SPAN_INTERNAL);
+	retrace_attr_int("db.rows", -7);
+	retrace_span_end_ok();
+	io->ids[CART_CLIENT] = retrace_span_start("call payment", RETRACE_SPAN_CLIENT);
+	pass_on(io);
+	retrace_span_end();
+	retrace_span_end_ok();
+	retrace_end();
+	(void)id;
+}
+
+static void payment(retrace_trace_id id, struct cl_run_io *io)
+{
+	io->ids[PAY_SERVER] = retrace_span_start("POST /pay", RETRACE_SPAN_SERVER);
+	retrace_log(RETRACE_LOG_ERROR, "card %s declined: code %d (%.2f EUR)", "visa", 51, 9.5);
+	retrace_span_end_error(402, "card declined");
+	retrace_trigger(id, ERROR_TRIGGER, NULL, 0);
+	retrace_end();
+}
+
+static int run_host(int host, retrace_trace_id id, struct cl_run_io *io)
+{
+	retrace_set_service_name(service_of_host[host]);
+	retrace_resource_str("deployment.environment", "test");
+	if (host > 0 && begin_from(id, io) != 0)
+		return -1;
+	if (host == 0)
+		frontend(id, io);
+	else if (host == 1)
+		cart(id, io);
+	else
+		payment(id, io);
+	return 0;
+}
+
+/* -------------------------------------------------------------- reading ---- */
+
+static int add_slice(void *arg, const struct rt_store_slice *sl)
+{
+	return rt_decoder_add_message(arg, sl->msg, sl->msg_len) == 0 ? 0 : -1;
+}
+
+static void decode_stored(struct cluster *c, struct rt_decoded_trace *out)
+{
+	struct rt_store_options o = { .path = c->store, .readonly = 1 };
+	struct rt_store *s = NULL;
+	struct rt_decoder *d = rt_decoder_new(HI, LO);
+	ck_assert_ptr_nonnull(d);
+	ck_assert_int_eq(rt_store_open(&s, &o), 0);
+	ck_assert_int_eq(rt_store_slices(s, HI, LO, add_slice, d), 0);
+	rt_store_close(s);
+	ck_assert_int_eq(rt_decoder_finish(d, out), 0);
+}
+
+static const struct rt_span *span_by_id(const struct rt_decoded_trace *t, uint64_t id)
+{
+	for (uint32_t i = 0; i < t->n_spans; i++)
+		if (t->spans[i].span_id == id)
+			return &t->spans[i];
+	ck_abort_msg("span %016llx not decoded", (unsigned long long)id);
+	return NULL;
+}
+
+static const struct rt_attr *attr(const struct rt_span *s, const char *key)
+{
+	for (uint32_t i = 0; i < s->n_attrs; i++)
+		if (strcmp(s->attrs[i].key, key) == 0)
+			return &s->attrs[i];
+	ck_abort_msg("span %s has no attribute %s", s->name, key);
+	return NULL;
+}
+
+static const char *resource_service(const struct rt_decoded_trace *t, const struct rt_span *s)
+{
+	ck_assert_uint_lt(s->resource, t->n_resources);
+	return t->resources[s->resource].service;
+}
+
+static void expect_span(const struct rt_decoded_trace *t, const struct rt_span *s,
+			const char *name, uint8_t kind, uint64_t parent, uint32_t agent,
+			uint8_t status)
+{
+	ck_assert_str_eq(s->name, name);
+	ck_assert_uint_eq(s->kind, kind);
+	ck_assert_msg(s->parent_id == parent, "%s: parent %016llx, want %016llx", name,
+		      (unsigned long long)s->parent_id, (unsigned long long)parent);
+	ck_assert_uint_eq(s->agent_id, agent);
+	ck_assert_uint_eq(s->status, status);
+	ck_assert_uint_eq(s->flags, 0);
+	ck_assert_str_eq(resource_service(t, s), service_of_host[agent - 1]);
+	if (parent) {
+		ck_assert_int_ge(s->parent, 0);
+		ck_assert_uint_eq(t->spans[s->parent].span_id, parent);
+	} else {
+		ck_assert_int_eq(s->parent, -1);
+	}
+}
+
+static void expect_times(const struct rt_span *s, uint64_t from, uint64_t to)
+{
+	/* Tick -> Unix ns goes through each agent's calibration: allow 5 ms. */
+	const uint64_t slack = 5000000ull;
+	ck_assert_msg(s->start_ns + slack >= from && s->end_ns <= to + slack,
+		      "%s: [%llu, %llu] outside the write window [%llu, %llu]", s->name,
+		      (unsigned long long)s->start_ns, (unsigned long long)s->end_ns,
+		      (unsigned long long)from, (unsigned long long)to);
+	ck_assert_uint_le(s->start_ns, s->end_ns);
+}
+
+START_TEST(three_hosts_spans_round_trip)
+{
+	struct cluster c;
+	struct rt_store_trace row;
+	struct rt_decoded_trace t;
+	struct cl_run_io io[3];
+	uint64_t ids[N_SPANS], t0, t1;
+	const struct rt_span *s;
+
+	cl_run_fn = run_host;
+	ck_assert_int_eq(cl_start(&c, 3, 256), 0);
+	memset(io, 0, sizeof io);
+	t0 = unix_ns();
+	ck_assert_int_eq(cl_run(&c, 0, HI, LO, &io[0]), 0);
+	snprintf(io[1].in, sizeof io[1].in, "%s", io[0].out);
+	ck_assert_int_eq(cl_run(&c, 1, HI, LO, &io[1]), 0);
+	snprintf(io[2].in, sizeof io[2].in, "%s", io[1].out);
+	ck_assert_int_eq(cl_run(&c, 2, HI, LO, &io[2]), 0);
+	t1 = unix_ns();
+	for (int k = 0; k < N_SPANS; k++) {
+		ids[k] = io[0].ids[k] | io[1].ids[k] | io[2].ids[k];
+		ck_assert_msg(ids[k] != 0, "span slot %d was not started", k);
+	}
+
+	ck_assert_msg(cl_wait_trace(&c, HI, LO, 20, &row) == 0, "trace never stored (%s)", c.dir);
+	ck_assert_msg(row.coherent, "incoherent: %u agents", row.agent_count);
+	ck_assert_uint_eq(row.agent_count, 3);
+
+	decode_stored(&c, &t);
+	ck_assert_uint_eq(t.n_spans, N_SPANS);
+	ck_assert_uint_eq(t.n_agents, 3);
+	ck_assert_uint_eq(t.st.corrupt_events, 0);
+	ck_assert_uint_eq(t.st.gaps, 0);
+	ck_assert_uint_eq(t.st.partial_spans, 0);
+	ck_assert_uint_eq(t.n_resources, 3);
+
+	s = span_by_id(&t, ids[FE_SERVER]);
+	expect_span(&t, s, "GET /checkout", RETRACE_SPAN_SERVER, 0, 1, RETRACE_STATUS_ERROR);
+	ck_assert_int_eq(s->status_code, 500);
+	ck_assert_str_eq(s->status_message, "downstream failed");
+	ck_assert_uint_eq(s->n_attrs, 4);
+	ck_assert_str_eq(s->attrs[0].key, "http.method"); /* in the order written */
+	ck_assert_uint_eq(attr(s, "http.method")->value.type, RT_VAL_STR);
+	ck_assert_str_eq(attr(s, "http.method")->value.u.s, "GET");
+	ck_assert_uint_eq(attr(s, "http.status_code")->value.type, RT_VAL_INT);
+	ck_assert_int_eq(attr(s, "http.status_code")->value.u.i, 500);
+	ck_assert_uint_eq(attr(s, "cart.total")->value.type, RT_VAL_DOUBLE);
+	ck_assert(attr(s, "cart.total")->value.u.d == 12.5);
+	ck_assert_uint_eq(attr(s, "user.premium")->value.type, RT_VAL_BOOL);
+	ck_assert_int_eq(attr(s, "user.premium")->value.u.b, 1);
+	ck_assert_uint_eq(s->n_logs, 1);
+	ck_assert_uint_eq(s->logs[0].level, RETRACE_LOG_INFO);
+	ck_assert_str_eq(s->logs[0].body, "checkout for alice with 3 items");
+	ck_assert_ptr_nonnull(s->logs[0].template_text);
+	ck_assert_str_eq(s->logs[0].template_text, "checkout for %s with %d items");
+	ck_assert(s->logs[0].template_id ==
+		  retrace_event_template_id("checkout for %s with %d items"));
+	ck_assert_uint_eq(s->logs[0].n_args, 2);
+	ck_assert_str_eq(s->logs[0].args[0].u.s, "alice");
+	ck_assert_int_eq(s->logs[0].args[1].u.i, 3);
+	expect_times(s, t0, t1);
+
+	s = span_by_id(&t, ids[FE_CLIENT]);
+	expect_span(&t, s, "call cart", RETRACE_SPAN_CLIENT, ids[FE_SERVER], 1, RETRACE_STATUS_OK);
+	expect_times(s, t0, t1);
+
+	/* The hop: cart's server span hangs under frontend's client span. */
+	s = span_by_id(&t, ids[CART_SERVER]);
+	expect_span(&t, s, "POST /cart/reserve", RETRACE_SPAN_SERVER, ids[FE_CLIENT], 2,
+		    RETRACE_STATUS_OK);
+	ck_assert_uint_eq(s->n_logs, 1);
+	ck_assert_uint_eq(s->logs[0].level, RETRACE_LOG_WARN);
+	ck_assert(s->logs[0].template_id == 0);
+	ck_assert_str_eq(s->logs[0].body, "inventory low for sku 42");
+	expect_times(s, t0, t1);
+
+	s = span_by_id(&t, ids[CART_DB]);
+	expect_span(&t, s, "db.query", RETRACE_SPAN_INTERNAL, ids[CART_SERVER], 2,
+		    RETRACE_STATUS_OK);
+	ck_assert_int_eq(attr(s, "db.rows")->value.u.i, -7);
+
+	s = span_by_id(&t, ids[CART_CLIENT]);
+	expect_span(&t, s, "call payment", RETRACE_SPAN_CLIENT, ids[CART_SERVER], 2,
+		    RETRACE_STATUS_UNSET);
+
+	s = span_by_id(&t, ids[PAY_SERVER]);
+	expect_span(&t, s, "POST /pay", RETRACE_SPAN_SERVER, ids[CART_CLIENT], 3,
+		    RETRACE_STATUS_ERROR);
+	ck_assert_int_eq(s->status_code, 402);
+	ck_assert_str_eq(s->status_message, "card declined");
+	ck_assert_uint_eq(s->n_logs, 1);
+	ck_assert_uint_eq(s->logs[0].level, RETRACE_LOG_ERROR);
+	ck_assert_str_eq(s->logs[0].body, "card visa declined: code 51 (9.50 EUR)");
+	ck_assert_uint_eq(s->logs[0].n_args, 3);
+	ck_assert_uint_eq(s->logs[0].args[2].type, RT_VAL_DOUBLE);
+	expect_times(s, t0, t1);
+
+	/* Every host's slice describes itself. */
+	for (uint32_t r = 0; r < t.n_resources; r++) {
+		const struct rt_resource *res = &t.resources[r];
+		int found = 0;
+		ck_assert_uint_ge(res->agent_id, 1);
+		ck_assert_uint_le(res->agent_id, 3);
+		ck_assert_str_eq(res->service, service_of_host[res->agent_id - 1]);
+		ck_assert(res->pid > 0);
+		for (uint32_t a = 0; a < res->n_attrs; a++)
+			if (strcmp(res->attrs[a].key, "deployment.environment") == 0 &&
+			    res->attrs[a].value.type == RT_VAL_STR &&
+			    strcmp(res->attrs[a].value.u.s, "test") == 0)
+				found = 1;
+		ck_assert_msg(found, "resource of agent %u lacks the user attribute", res->agent_id);
+	}
+	rt_decoded_trace_free(&t);
+	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
+}
+END_TEST
+
+static Suite *roundtrip_suite(void)
+{
+	Suite *s = suite_create("coordinator_roundtrip");
+	TCase *tc = tcase_create("three_hosts_spans_round_trip");
+	tcase_set_timeout(tc, 80);
+	tcase_add_test(tc, three_hosts_spans_round_trip);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	return test_run_suite(roundtrip_suite());
+}
