@@ -46,6 +46,10 @@ static const struct opt_row rows[] = {
 	{ "max-groups", T_U32, F(max_groups), "N", "trace groups in traversal/collection at once (default 4096)" },
 	{ "ready-file", T_STR, F(ready_file), "PATH", "write the bound addresses to PATH once listening" },
 	{ "log-level", T_LEVEL, F(log_level), "LEVEL", "error, warn, info or debug (default info)" },
+	{ "select-window", T_SECONDS, F(select_window), "SEC", "selection window: traffic selected together, and the budget's unit (default 60)" },
+	{ "select-window-traces", T_U32, F(select_window_traces), "N", "also close a selection window after N coherent traces (default 0 = by time only)" },
+	{ "select-budget", T_SECONDS, F(select_budget), "N", "traces kept per minute; the rest of each window is deleted (default 0 = keep all)" },
+	{ "select-no-trigger-alarms", T_FLAG, F(select_no_trigger_alarms), NULL, "do not alarm the entry API of traces a (non head-sampling) trigger collected" },
 };
 
 #define NROWS (sizeof rows / sizeof rows[0])
@@ -66,6 +70,7 @@ void rt_coord_config_defaults(struct rt_coord_config *c)
 	c->agent_ttl = 60.0;
 	c->max_groups = 4096;
 	c->log_level = 2;
+	c->select_window = 60.0;
 }
 
 void rt_coord_usage(FILE *out)
@@ -219,6 +224,10 @@ int rt_coord_config_parse(struct rt_coord_config *c, int argc, char **argv, FILE
 	}
 	if (c->max_groups == 0 || c->max_groups > (1u << 22)) {
 		fprintf(err, "retrace-coordinator: --max-groups must be 1..4194304\n");
+		return -1;
+	}
+	if (c->select_window < 0.01) {
+		fprintf(err, "retrace-coordinator: --select-window must be at least 0.01 s\n");
 		return -1;
 	}
 	if (c->agent_timeout <= 0) {

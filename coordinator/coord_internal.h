@@ -197,6 +197,7 @@ struct rt_coord {
 	uint64_t next_retain_ns, next_expire_ns;
 	struct rt_wire_buf out;
 	struct coord_stats st;
+	struct coord_selection *sel; /* selection.c: windows, alarms, per-group counts */
 };
 
 uint64_t coord_now_ns(void);      /* CLOCK_MONOTONIC */
@@ -221,6 +222,20 @@ void coord_process_slices(struct rt_coord *c, struct coord_in **batch, uint32_t 
 /* status.c */
 void coord_latency_percentiles(const struct rt_coord *c, double q1, double q2, uint64_t *v1,
 			       uint64_t *v2);
+
+/* selection.c */
+struct rt_figures;
+int coord_selection_init(struct rt_coord *c);
+void coord_selection_free(struct rt_coord *c);
+/* A trace row close_group just stored: coherent ones are decoded and join the open
+ * window (which may close here when it is full); the rest bypass selection. */
+void coord_selection_add(struct rt_coord *c, const struct rt_store_trace *row);
+/* Close the window when its time is up; expire operator alarms. */
+void coord_selection_tick(struct rt_coord *c, uint64_t now);
+/* A text request "alarm ..." (add / list / clear); the reply text goes to out. */
+size_t coord_alarm_request(struct rt_coord *c, const char *req, size_t len, char *out,
+			   size_t cap);
+void coord_selection_figures(struct rt_figures *w, struct rt_coord *c);
 
 /* coordinator.c */
 void coord_reply(struct rt_coord *c, struct coord_in *in, const void *data, size_t len);

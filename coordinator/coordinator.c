@@ -3,7 +3,8 @@
  *
  * Two REP sockets listen: the coordinator socket (REGISTER, TRIGGER and the
  * text requests "status" / "status json" / "ping") and the collector socket
- * (SLICE). Each has a fixed set of contexts; a context's aio callback only
+ * (SLICE). Text requests also include "alarm add/list/clear" (selection.c).
+ * Each has a fixed set of contexts; a context's aio callback only
  * moves a received message onto the ready list and signals the loop. The loop
  * thread takes the whole list at once, so all slices that arrived together go
  * into one store transaction (group commit) and are acknowledged after it.
@@ -161,10 +162,12 @@ static void handle_text(struct rt_coord *c, struct coord_in *in, const uint8_t *
 	}
 	if (is_text(b, len, "status"))
 		n = rt_coord_status(c, len >= 11 && memcmp(b + 7, "json", 4) == 0, out, cap) + 1;
+	else if (is_text(b, len, "alarm"))
+		n = coord_alarm_request(c, (const char *)b, len, out, cap) + 1;
 	else if (is_text(b, len, "ping"))
 		n = (size_t)snprintf(out, cap, "pong coordinator") + 1;
 	else
-		n = (size_t)snprintf(out, cap, "error: unknown request (try status, status json, ping)") + 1;
+		n = (size_t)snprintf(out, cap, "error: unknown request (try status, status json, ping, alarm list)") + 1;
 	coord_reply(c, in, out, n);
 	free(out);
 }
@@ -284,6 +287,7 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 				handle_coord_request(c, reqs[i]);
 		}
 		coord_traversal_tick(c, coord_now_ns());
+		coord_selection_tick(c, coord_now_ns());
 		rc = rt_store_commit(c->store);
 	}
 	if (rc != 0) {
@@ -424,6 +428,11 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 		rt_coord_close(c);
 		return NULL;
 	}
+	if (coord_selection_init(c) != 0) {
+		snprintf(err, errlen, "out of memory for the trace selector");
+		rt_coord_close(c);
+		return NULL;
+	}
 	coord_dir_load(c);
 	resume_pending(c);
 	if (open_rep(c, &c->coord_sock, cfg->listen, c->listen_addr, 0, c->in, COORD_IN_COORD, err,
@@ -461,6 +470,7 @@ void rt_coord_close(struct rt_coord *c)
 			nng_msg_free(c->in[i].msg);
 	}
 	coord_traversal_free(c);
+	coord_selection_free(c);
 	coord_dir_free(c);
 	rt_store_close(c->store);
 	rt_wire_buf_free(&c->out);

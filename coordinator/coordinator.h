@@ -41,6 +41,11 @@ struct rt_coord_config {
 	uint64_t retain_bytes;             /* slice bytes kept (0 = no limit) */
 	uint32_t max_groups;               /* trace groups open at once */
 	int log_level;                     /* 0 error .. 3 debug */
+	/* Selection of collected traces (selection.c, docs/coordinator.md "Selection"). */
+	double select_window;              /* s of traffic per window (default 60) */
+	uint32_t select_window_traces;     /* also close a window after N traces (0 = time only) */
+	double select_budget;              /* traces kept per minute (0 = keep every trace) */
+	int select_no_trigger_alarms;      /* triggers do not alarm their traces' groups */
 };
 
 void rt_coord_config_defaults(struct rt_coord_config *c);

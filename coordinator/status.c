@@ -144,5 +144,6 @@ size_t rt_coord_status(struct rt_coord *c, int json, char *out, size_t cap)
 	traversal_section(&w, c);
 	collection_section(&w, c);
 	store_section(&w, c);
+	coord_selection_figures(&w, c);
 	return rt_fig_end(&w);
 }

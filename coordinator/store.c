@@ -11,7 +11,13 @@
  *
  * Schema (version 1):
  *   meta(key PRIMARY KEY, value)  schema_version, slice_count, slice_bytes
- *   traces(trace_lo, trace_hi PRIMARY KEY, ...; index on closed_ns). The arrays
+ *   traces(trace_lo, trace_hi PRIMARY KEY, ...; index on closed_ns; the selection
+ *          columns score, pattern, group_key, group_api, weight are NULL until
+ *          selection kept the trace). Those five were added after version 1
+ *          shipped: a writable open of a store without them adds them (ALTER
+ *          TABLE .. ADD COLUMN, nullable, so older builds still read and write
+ *          the file and the version stays 1); a read-only open of such a store
+ *          reads NULLs in their place. The arrays
  *          trigger_ids / agents / missing are decimal text "1,2,3" ("" if empty),
  *          so the trigger filter is instr(',' || trigger_ids || ',', ',7,').
  *          The key is (lo, hi) so that a short id (lo alone) is an index lookup.
@@ -73,6 +79,7 @@ enum st {
 	ST_META_GET, ST_META_SET,
 	ST_SLICE_PUT, ST_SLICE_WALK, ST_SLICE_DEL_TRACE, ST_SLICE_DEL_ORPHAN,
 	ST_TRACE_PUT, ST_TRACE_GET, ST_TRACE_LIST, ST_TRACE_OLDEST, ST_TRACE_DEL,
+	ST_TRACE_SELECT,
 	ST_LATE_GET, ST_LATE_SET,
 	ST_AGENT_PUT, ST_AGENT_DEL, ST_AGENT_LIST,
 	ST_TRIG_PUT, ST_TRIG_DONE, ST_TRIG_PENDING, ST_TRIG_DEL_DONE,
@@ -84,6 +91,9 @@ enum st {
 	"trace_hi, trace_lo, group_id, trigger_ids, agents, missing, coherent, " \
 	"first_ns, last_ns, bytes, slices, late_slices, triggered_ns, closed_ns, " \
 	"traversal_ns"
+/* Read after TRACE_COLS; a store from before selection has NULLs in their place. */
+#define SELECTION_COLS ", score, pattern, group_key, group_api, weight"
+#define SELECTION_NULLS ", NULL, NULL, NULL, NULL, NULL"
 #define SLICE_COLS                                                         \
 	"trace_hi, trace_lo, agent_id, trigger_id, slice_seq, received_ns, " \
 	"buffers, bytes, first_ns, last_ns, late, msg"
@@ -108,19 +118,24 @@ static const char *const sql_text[ST_N] = {
 				"RETURNING bytes",
 	[ST_TRACE_PUT] = "INSERT OR REPLACE INTO traces(" TRACE_COLS ") VALUES(?1, ?2, ?3, "
 			 "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-	[ST_TRACE_GET] = "SELECT " TRACE_COLS " FROM traces "
-			 "WHERE trace_lo = ?1 AND (?2 = 0 OR trace_hi = ?2) "
-			 "ORDER BY trace_hi = ?2 DESC, closed_ns < 0 DESC, closed_ns DESC "
-			 "LIMIT 1",
-	[ST_TRACE_LIST] = "SELECT " TRACE_COLS " FROM traces "
-			  "WHERE closed_ns BETWEEN ?1 AND ?2 "
-			  "AND (?3 IS NULL OR instr(',' || trigger_ids || ',', ?3) > 0) "
-			  "AND (?4 = 0 OR coherent = 0) "
-			  "ORDER BY closed_ns DESC, trace_lo DESC, trace_hi DESC LIMIT ?5",
+#define TRACE_GET_SQL(sel)                                                           \
+	"SELECT " TRACE_COLS sel " FROM traces "                                     \
+	"WHERE trace_lo = ?1 AND (?2 = 0 OR trace_hi = ?2) "                         \
+	"ORDER BY trace_hi = ?2 DESC, closed_ns < 0 DESC, closed_ns DESC LIMIT 1"
+#define TRACE_LIST_SQL(sel)                                                          \
+	"SELECT " TRACE_COLS sel " FROM traces "                                     \
+	"WHERE closed_ns BETWEEN ?1 AND ?2 "                                         \
+	"AND (?3 IS NULL OR instr(',' || trigger_ids || ',', ?3) > 0) "              \
+	"AND (?4 = 0 OR coherent = 0) "                                              \
+	"ORDER BY closed_ns DESC, trace_lo DESC, trace_hi DESC LIMIT ?5"
+	[ST_TRACE_GET] = TRACE_GET_SQL(SELECTION_COLS),
+	[ST_TRACE_LIST] = TRACE_LIST_SQL(SELECTION_COLS),
 	[ST_TRACE_OLDEST] = "SELECT trace_hi, trace_lo, closed_ns FROM traces "
 			    "WHERE closed_ns BETWEEN ?1 AND ?2 "
 			    "ORDER BY closed_ns, trace_lo, trace_hi LIMIT ?3",
 	[ST_TRACE_DEL] = "DELETE FROM traces WHERE trace_lo = ?1 AND trace_hi = ?2",
+	[ST_TRACE_SELECT] = "UPDATE traces SET score = ?3, pattern = ?4, group_key = ?5, "
+			    "group_api = ?6, weight = ?7 WHERE trace_lo = ?1 AND trace_hi = ?2",
 	[ST_LATE_GET] = "SELECT bytes, slices, late_slices, first_ns, last_ns FROM traces "
 			"WHERE trace_lo = ?1 AND trace_hi = ?2",
 	[ST_LATE_SET] = "UPDATE traces SET bytes = ?3, slices = ?4, late_slices = ?5, "
@@ -147,6 +162,13 @@ static const char *const sql_text[ST_N] = {
 		     "(SELECT value FROM meta WHERE key = 'slice_bytes')",
 };
 
+/* The statements that differ on a read-only store from before the selection columns. */
+static const char *const legacy_text[ST_N] = {
+	[ST_TRACE_GET] = TRACE_GET_SQL(SELECTION_NULLS),
+	[ST_TRACE_LIST] = TRACE_LIST_SQL(SELECTION_NULLS),
+	[ST_TRACE_SELECT] = "SELECT 1", /* never run: a read-only handle refuses writes */
+};
+
 static const char schema_sql[] =
 	"CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
 	"CREATE TABLE traces("
@@ -158,6 +180,7 @@ static const char schema_sql[] =
 	" bytes INTEGER NOT NULL, slices INTEGER NOT NULL, late_slices INTEGER NOT NULL,"
 	" triggered_ns INTEGER NOT NULL, closed_ns INTEGER NOT NULL,"
 	" traversal_ns INTEGER NOT NULL,"
+	" score REAL, pattern INTEGER, group_key INTEGER, group_api TEXT, weight REAL,"
 	" PRIMARY KEY (trace_lo, trace_hi));"
 	"CREATE INDEX traces_closed ON traces(closed_ns);"
 	"CREATE TABLE slices("
@@ -186,6 +209,7 @@ struct rt_store {
 	sqlite3 *db;
 	char *path;
 	int readonly;
+	int legacy;             /* read-only store without the selection columns */
 	uint64_t opt_max_age;   /* retention options */
 	uint64_t opt_max_bytes;
 	int in_txn;
@@ -309,6 +333,12 @@ static int run(struct rt_store *s, sqlite3_stmt *st, const char *what)
 	return rc == SQLITE_DONE ? 0 : sqerr(s, rc, what);
 }
 
+/* The SQL of a statement for this store's columns. */
+static const char *stmt_sql(const struct rt_store *s, int id)
+{
+	return s->legacy && legacy_text[id] ? legacy_text[id] : sql_text[id];
+}
+
 /* The statement for a walk: the shared one, or a private copy if it is running. */
 static sqlite3_stmt *walk_stmt(struct rt_store *s, enum st id, int *priv)
 {
@@ -317,7 +347,7 @@ static sqlite3_stmt *walk_stmt(struct rt_store *s, enum st id, int *priv)
 	*priv = 0;
 	if (!sqlite3_stmt_busy(st))
 		return st;
-	rc = sqlite3_prepare_v2(s->db, sql_text[id], -1, &st, NULL);
+	rc = sqlite3_prepare_v2(s->db, stmt_sql(s, id), -1, &st, NULL);
 	if (rc != SQLITE_OK) {
 		sqerr(s, rc, "prepare");
 		return NULL;
@@ -420,6 +450,15 @@ static int row_to_trace(struct rt_store *s, sqlite3_stmt *st, struct rt_store_tr
 	t->triggered_ns = col_u64(st, 12);
 	t->closed_ns = col_u64(st, 13);
 	t->traversal_ns = col_u64(st, 14);
+	t->has_selection = sqlite3_column_type(st, 19) != SQLITE_NULL;
+	if (t->has_selection) {
+		const unsigned char *g = sqlite3_column_text(st, 18);
+		t->score = sqlite3_column_double(st, 15);
+		t->pattern = col_u64(st, 16);
+		t->group_key = col_u64(st, 17);
+		snprintf(t->group, sizeof t->group, "%s", g ? (const char *)g : "");
+		t->weight = sqlite3_column_double(st, 19);
+	}
 	return 0;
 }
 
@@ -717,6 +756,71 @@ fail:
 	return rc;
 }
 
+/* The selection columns of traces, added after version 1 shipped. */
+static const char *const selection_cols[][2] = {
+	{ "score", "REAL" },       { "pattern", "INTEGER" }, { "group_key", "INTEGER" },
+	{ "group_api", "TEXT" },   { "weight", "REAL" },
+};
+#define N_SELECTION_COLS (sizeof selection_cols / sizeof selection_cols[0])
+
+/* Which selection columns traces has (present[i] for selection_cols[i]). */
+static int find_selection_cols(struct rt_store *s, int present[N_SELECTION_COLS])
+{
+	sqlite3_stmt *st;
+	int rc = sqlite3_prepare_v2(s->db, "PRAGMA table_info(traces)", -1, &st, NULL);
+	memset(present, 0, N_SELECTION_COLS * sizeof *present);
+	if (rc != SQLITE_OK)
+		return sqerr(s, rc, "read the traces columns");
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *name = (const char *)sqlite3_column_text(st, 1);
+		for (size_t i = 0; name && i < N_SELECTION_COLS; i++)
+			if (!strcmp(name, selection_cols[i][0]))
+				present[i] = 1;
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : sqerr(s, rc, "read the traces columns");
+}
+
+/*
+ * A store written before selection existed: a writable open adds the columns
+ * (nullable, so older builds keep working on the file); a read-only one reads
+ * NULLs in their place (s->legacy).
+ */
+static int upgrade_selection_cols(struct rt_store *s)
+{
+	int present[N_SELECTION_COLS], rc, missing = 0;
+	char sql[128];
+	if ((rc = find_selection_cols(s, present)))
+		return rc;
+	for (size_t i = 0; i < N_SELECTION_COLS; i++)
+		missing += !present[i];
+	if (!missing)
+		return 0;
+	if (s->readonly) {
+		s->legacy = 1;
+		return 0;
+	}
+	if ((rc = exec_sql(s, "BEGIN IMMEDIATE", "add selection columns")))
+		return rc;
+	if ((rc = find_selection_cols(s, present))) /* another writer may have added them */
+		goto fail;
+	for (size_t i = 0; i < N_SELECTION_COLS; i++) {
+		if (present[i])
+			continue;
+		snprintf(sql, sizeof sql, "ALTER TABLE traces ADD COLUMN %s %s", selection_cols[i][0],
+			 selection_cols[i][1]);
+		if ((rc = exec_sql(s, sql, "add selection columns")))
+			goto fail;
+	}
+	if ((rc = exec_sql(s, "COMMIT", "add selection columns")))
+		goto fail;
+	return 0;
+fail:
+	if (!sqlite3_get_autocommit(s->db))
+		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+	return rc;
+}
+
 static int set_wal(struct rt_store *s)
 {
 	sqlite3_stmt *st;
@@ -839,8 +943,10 @@ int rt_store_open(struct rt_store **out, const struct rt_store_options *o)
 	if (rc)
 		return open_fail(s, rc);
 
+	if ((rc = upgrade_selection_cols(s)))
+		return open_fail(s, rc);
 	for (int i = 0; i < ST_N; i++) {
-		rc = sqlite3_prepare_v3(s->db, sql_text[i], -1, SQLITE_PREPARE_PERSISTENT,
+		rc = sqlite3_prepare_v3(s->db, stmt_sql(s, i), -1, SQLITE_PREPARE_PERSISTENT,
 					&s->st[i], NULL);
 		if (rc != SQLITE_OK) {
 			seterr(s, RT_STORE_E_OPEN, "%s: not a usable retrace store: %s", s->path,
@@ -1031,6 +1137,34 @@ int rt_store_add_late(struct rt_store *s, const struct rt_store_slice *sl)
 	if ((rc = txn_enter(s, &own)))
 		return rc;
 	return txn_leave(s, own, add_late_locked(s, sl));
+}
+
+int rt_store_set_selection(struct rt_store *s, const struct rt_store_trace *t)
+{
+	sqlite3_stmt *st;
+	int rc;
+	if (!s)
+		return RT_STORE_E_INVAL;
+	if (!t)
+		return seterr(s, RT_STORE_E_INVAL, "%s: set_selection: NULL trace", s->path);
+	if (s->readonly)
+		return readonly_err(s, "set_selection");
+	st = s->st[ST_TRACE_SELECT];
+	bind_u64(st, 1, t->trace_lo);
+	bind_u64(st, 2, t->trace_hi);
+	sqlite3_bind_double(st, 3, t->score);
+	bind_u64(st, 4, t->pattern);
+	bind_u64(st, 5, t->group_key);
+	sqlite3_bind_text(st, 6, t->group, (int)strnlen(t->group, sizeof t->group - 1),
+			  SQLITE_STATIC);
+	sqlite3_bind_double(st, 7, t->weight);
+	if ((rc = run(s, st, "set_selection")))
+		return rc;
+	if (!sqlite3_changes(s->db))
+		return seterr(s, RT_STORE_E_NOTFOUND, "%s: set_selection: no trace %016llx%016llx",
+			      s->path, (unsigned long long)t->trace_hi,
+			      (unsigned long long)t->trace_lo);
+	return 0;
 }
 
 int rt_store_get_trace(struct rt_store *s, uint64_t trace_hi, uint64_t trace_lo,
@@ -1375,6 +1509,25 @@ int rt_store_retain(struct rt_store *s, uint64_t now_ns, uint64_t *deleted)
 	if (deleted && !rc)
 		*deleted = n;
 	return rc;
+}
+
+int rt_store_delete_trace(struct rt_store *s, uint64_t trace_hi, uint64_t trace_lo)
+{
+	int rc, own, found;
+	if (!s)
+		return RT_STORE_E_INVAL;
+	if (s->readonly)
+		return readonly_err(s, "delete_trace");
+	if ((rc = txn_enter(s, &own)))
+		return rc;
+	rc = delete_trace(s, trace_hi, trace_lo);
+	found = !rc && sqlite3_changes(s->db) > 0; /* changes of the last statement: the row */
+	if ((rc = txn_leave(s, own, rc)))
+		return rc;
+	if (!found)
+		return seterr(s, RT_STORE_E_NOTFOUND, "%s: delete_trace: no trace %016llx%016llx",
+			      s->path, (unsigned long long)trace_hi, (unsigned long long)trace_lo);
+	return 0;
 }
 
 static uint64_t file_size(const char *path, const char *suffix)

@@ -29,6 +29,7 @@
 #define RT_STORE_MAX_TRIGGERS 8  /* trigger ids kept per trace */
 #define RT_STORE_MAX_AGENTS 64   /* agents recorded per trace (delivered / missing) */
 #define RT_STORE_DEFAULT_PATH "retrace.db"
+#define RT_STORE_GROUP_MAX 160   /* bytes of a selection group name, NUL included */
 
 enum rt_store_error {
 	RT_STORE_OK = 0,
@@ -113,6 +114,15 @@ struct rt_store_trace {
 	uint64_t triggered_ns;   /* first trigger received (Unix ns) */
 	uint64_t closed_ns;
 	uint64_t traversal_ns;   /* trigger received -> no agent left to contact */
+	/* Selection (coordinator/selection.c), set by rt_store_set_selection once the
+	 * trace was kept by its window; has_selection 0: not selected (yet), or it
+	 * bypassed selection (incoherent, no spans). put_trace does not write these. */
+	int has_selection;
+	double score;            /* anomaly score */
+	uint64_t pattern;        /* event-pair pattern id */
+	uint64_t group_key;      /* hash of the entry API */
+	char group[RT_STORE_GROUP_MAX]; /* the entry API, "service operation" */
+	double weight;           /* inclusion weight: collected traces it stands for */
 };
 
 /* Insert or replace the row of this trace (key: trace_hi, trace_lo). */
@@ -121,6 +131,14 @@ int rt_store_put_trace(struct rt_store *s, const struct rt_store_trace *t);
 /* A late slice for a closed trace: add to its bytes/slices/late_slices and widen
  * its time range; RT_STORE_E_NOTFOUND if the trace has no row. */
 int rt_store_add_late(struct rt_store *s, const struct rt_store_slice *sl);
+
+/* Record selection's verdict on a kept trace (the has_selection fields of t; t's
+ * other fields are ignored). RT_STORE_E_NOTFOUND if the trace has no row. */
+int rt_store_set_selection(struct rt_store *s, const struct rt_store_trace *t);
+
+/* Delete a trace: its row and all its slices (selection dropped it).
+ * RT_STORE_E_NOTFOUND if it had no row (its slices, if any, are deleted anyway). */
+int rt_store_delete_trace(struct rt_store *s, uint64_t trace_hi, uint64_t trace_lo);
 
 /* One trace by id (trace_hi 0 = match on trace_lo alone). */
 int rt_store_get_trace(struct rt_store *s, uint64_t trace_hi, uint64_t trace_lo,

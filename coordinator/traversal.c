@@ -684,6 +684,8 @@ static void close_group(struct rt_coord *c, struct coord_group *g, uint64_t now)
 		if (rt_store_put_trace(c->store, &row) < 0) {
 			c->st.store_errors++;
 			coord_log(c, LOG_ERROR, "store: %s", rt_store_errmsg(c->store));
+		} else {
+			coord_selection_add(c, &row); /* may delete it again at window end */
 		}
 		if (row.coherent)
 			c->st.traces_coherent++;

@@ -245,6 +245,7 @@ static void build_trace(rt_sel_dataset *ds, const rt_sel_raw_span *raw, size_t n
                 rl->span_id != raw[i].span_id)
                 break;
             t->logs[t->n_logs++] = (rt_sel_log){.ts_ns = rl->ts_ns, .text = rl->text,
+                                                .template_id = rl->template_id,
                                                 .level = rl->level};
         }
         s->n_logs = t->n_logs - s->first_log;
@@ -255,9 +256,12 @@ static void build_trace(rt_sel_dataset *ds, const rt_sel_raw_span *raw, size_t n
 
 int rt_sel_ds_finish(rt_sel_dataset *ds, char *err, size_t errlen)
 {
-    qsort(ds->raw_spans, ds->n_raw_spans, sizeof *ds->raw_spans, by_trace_span);
+    /* qsort wants a valid pointer even for no elements: a reader may add no logs. */
+    if (ds->n_raw_spans)
+        qsort(ds->raw_spans, ds->n_raw_spans, sizeof *ds->raw_spans, by_trace_span);
     ds->n_raw_spans = dedupe_spans(ds->raw_spans, ds->n_raw_spans);
-    qsort(ds->raw_logs, ds->n_raw_logs, sizeof *ds->raw_logs, by_trace_span_time);
+    if (ds->n_raw_logs)
+        qsort(ds->raw_logs, ds->n_raw_logs, sizeof *ds->raw_logs, by_trace_span_time);
     ds->n_raw_logs = dedupe_logs(ds->raw_logs, ds->n_raw_logs);
     size_t ntr = 0;
     for (size_t i = 0; i < ds->n_raw_spans; i++)

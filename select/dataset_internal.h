@@ -14,6 +14,7 @@ typedef struct rt_sel_raw_span {
 typedef struct rt_sel_raw_log {
     uint64_t trace_hi, trace_lo, span_id, ts_ns;
     const char *text; /* arena */
+    uint32_t template_id; /* tracer-given (folded, < 2^31), 0 = mine with Drain */
     uint8_t level;
 } rt_sel_raw_log;
 

@@ -33,6 +33,14 @@ enum rt_sel_level { RT_SEL_LOG_DEBUG = 0, RT_SEL_LOG_INFO, RT_SEL_LOG_WARN, RT_S
  * by Drain have that bit set, so the two id spaces never collide. 0 means "none". */
 #define RT_SEL_MINED_TEMPLATE_BIT 0x80000000u
 
+/* A tracer's 64-bit template id (e.g. the FNV-1a hash of the format string) folded
+ * into the tracer id space: nonzero and below RT_SEL_MINED_TEMPLATE_BIT. */
+static inline uint32_t rt_sel_fold_template_id(uint64_t id)
+{
+    uint32_t x = (uint32_t)(id ^ (id >> 31) ^ (id >> 62)) & (RT_SEL_MINED_TEMPLATE_BIT - 1u);
+    return x ? x : 1u;
+}
+
 typedef struct rt_sel_log {
     uint64_t ts_ns;
     const char *text;     /* free text, mined with Drain when template_id == 0 */
@@ -241,8 +249,12 @@ typedef struct rt_sel_dataset rt_sel_dataset;
 /* Nezha / TrainTicket CSV layout: DIR/trace/HH_MM_trace.csv and DIR/log/HH_MM_log.csv.
  * On failure returns NULL and writes a message into err. Traces are sorted by start. */
 rt_sel_dataset *rt_sel_dataset_read_nezha(const char *dir, char *err, size_t errlen);
-/* OTLP-JSON (ExportTraceServiceRequest files under DIR). Not implemented yet:
- * returns NULL with an explanatory message in err. */
+/* OTLP/JSON: every *.json / *.jsonl / *.ndjson file under DIR (recursively; DIR may
+ * also be one file), each holding one or more ExportTraceServiceRequest objects
+ * (a document, or one per line). Spans: resource service.name, name, ids, times,
+ * status.code 2 = error; span events are logs (name = body, attributes log.severity
+ * and log.template_id). Malformed JSON or a span without valid ids fails the read
+ * with "FILE: byte N: what" in err. Traces are sorted by start. */
 rt_sel_dataset *rt_sel_dataset_read_otlp_json(const char *dir, char *err, size_t errlen);
 void rt_sel_dataset_free(rt_sel_dataset *ds);
 size_t rt_sel_dataset_count(const rt_sel_dataset *ds);

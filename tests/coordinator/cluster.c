@@ -37,6 +37,7 @@ struct cl_cmd {
 };
 
 cl_run_fn_t cl_run_fn;
+const char *cl_coord_args[CL_MAX_COORD_ARGS + 1];
 
 static void nap_ms(double ms)
 {
@@ -205,9 +206,12 @@ static int free_port(void)
 int cl_start_coordinator(struct cluster *c)
 {
 	char ready[256], log[256];
-	char *argv[] = { COORD_BIN, "--listen", c->coord_url, "--collector", c->collect_url,
-			 "--store", c->store, "--settle", "0.3", "--collect-timeout", "8",
-			 "--agent-timeout", "0.5", "--ready-file", ready, "--log-level", "debug", NULL };
+	char *argv[17 + CL_MAX_COORD_ARGS + 1] = {
+		COORD_BIN, "--listen", c->coord_url, "--collector", c->collect_url,
+		"--store", c->store, "--settle", "0.3", "--collect-timeout", "8",
+		"--agent-timeout", "0.5", "--ready-file", ready, "--log-level", "debug", NULL };
+	for (int i = 0; i < CL_MAX_COORD_ARGS && cl_coord_args[i]; i++)
+		argv[17 + i] = (char *)cl_coord_args[i];
 	snprintf(ready, sizeof ready, "%s/coord.ready", c->dir);
 	snprintf(log, sizeof log, "%s/coord.log", c->dir);
 	unlink(ready);

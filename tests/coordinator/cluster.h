@@ -40,6 +40,11 @@ struct cluster {
 	struct cl_host hosts[CL_MAX_HOSTS];
 };
 
+/* Extra coordinator arguments (NULL-terminated), e.g. selection settings; set
+ * before cl_start. */
+#define CL_MAX_COORD_ARGS 16
+extern const char *cl_coord_args[CL_MAX_COORD_ARGS + 1];
+
 /* Start a coordinator and n hosts (agent ids 1..n), each pool with `buffers` 8 KiB buffers. */
 int cl_start(struct cluster *c, int nhosts, uint32_t buffers);
 /* Returns how many agents did not exit within 15 s of SIGTERM (killed then). */

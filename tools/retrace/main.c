@@ -21,7 +21,9 @@ static const struct command commands[] = {
 	{ "status", retrace_cmd_status, "figures of a running agent and/or coordinator" },
 #ifdef RETRACE_HAVE_COORDINATOR
 	{ "traces", retrace_cmd_traces, "list the traces the coordinator collected" },
-	{ "show", retrace_cmd_show, "one collected trace: its slices by agent, its records" },
+	{ "show", retrace_cmd_show, "one collected trace as a span tree across hosts (--records: raw)" },
+	{ "export", retrace_cmd_export, "collected traces as OTLP/JSON or Zipkin, to a file or a collector" },
+	{ "alarm", retrace_cmd_alarm, "alarm an entry API so selection keeps more of its traces" },
 #endif
 #ifdef RETRACE_HAVE_SELECT_EVAL
 	{ "select-eval", retrace_cmd_select_eval, "evaluate trace selection offline on a dataset" },
