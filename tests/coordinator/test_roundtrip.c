@@ -193,6 +193,70 @@ static void expect_times(const struct rt_span *s, uint64_t from, uint64_t to)
 	ck_assert_uint_le(s->start_ns, s->end_ns);
 }
 
+/* Run the CLI on the store; its whole stdout (caller frees). */
+static char *cli_output(struct cluster *c, const char *args)
+{
+	char cmd[768], *out = NULL;
+	size_t cap = 0;
+	FILE *p;
+	snprintf(cmd, sizeof cmd, "%s %s --store '%s' %016llx%016llx", CLI_BIN, args, c->store,
+		 (unsigned long long)HI, (unsigned long long)LO);
+	p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	if (getdelim(&out, &cap, 0, p) < 0) {
+		free(out);
+		out = strdup("");
+	}
+	ck_assert_int_eq(pclose(p), 0);
+	return out;
+}
+
+static size_t count_of(const char *hay, const char *needle)
+{
+	size_t n = 0;
+	for (const char *p = hay; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+/* Indentation of the tree line holding `what` (-1 if none). */
+static int indent_of(const char *tree, const char *what)
+{
+	const char *p = strstr(tree, what), *line;
+	if (!p)
+		return -1;
+	for (line = p; line > tree && line[-1] != '\n'; line--)
+		;
+	return (int)strspn(line, " ");
+}
+
+/* The user-facing views of the same trace: the tree and both export formats. */
+static void check_cli_views(struct cluster *c, const uint64_t *ids)
+{
+	char want[128];
+	char *tree = cli_output(c, "show");
+	char *zipkin = cli_output(c, "export --quiet --format zipkin");
+	char *otlp = cli_output(c, "export --quiet --format otlp-json");
+
+	ck_assert_msg(strstr(tree, "ERROR 402: card declined"), "tree:\n%s", tree);
+	ck_assert_msg(strstr(tree, "card visa declined: code 51 (9.50 EUR)"), "tree:\n%s", tree);
+	ck_assert_int_lt(indent_of(tree, "GET /checkout"), indent_of(tree, "call cart"));
+	ck_assert_int_lt(indent_of(tree, "call cart"), indent_of(tree, "POST /cart/reserve"));
+	ck_assert_int_lt(indent_of(tree, "call payment"), indent_of(tree, "POST /pay"));
+
+	ck_assert_uint_eq(count_of(zipkin, "\"traceId\":\"00c0ffee00c0ffee0000000000abcdef\""),
+			  N_SPANS);
+	snprintf(want, sizeof want, "\"parentId\":\"%016llx\"", (unsigned long long)ids[CART_CLIENT]);
+	ck_assert_msg(strstr(zipkin, want), "zipkin lacks %s", want);
+	ck_assert_uint_eq(count_of(otlp, "\"spanId\":"), N_SPANS);
+	snprintf(want, sizeof want, "\"parentSpanId\":\"%016llx\"", (unsigned long long)ids[FE_CLIENT]);
+	ck_assert_msg(strstr(otlp, want), "otlp lacks %s", want);
+	ck_assert(strstr(otlp, "\"stringValue\":\"payment\""));
+	free(tree);
+	free(zipkin);
+	free(otlp);
+}
+
 START_TEST(three_hosts_spans_round_trip)
 {
 	struct cluster c;
@@ -306,6 +370,7 @@ START_TEST(three_hosts_spans_round_trip)
 		ck_assert_msg(found, "resource of agent %u lacks the user attribute", res->agent_id);
 	}
 	rt_decoded_trace_free(&t);
+	check_cli_views(&c, ids);
 	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
 }
 END_TEST

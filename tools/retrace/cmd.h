@@ -15,7 +15,11 @@ int retrace_cmd_show(int argc, char **argv);
 int retrace_cmd_alarm(int argc, char **argv);
 int retrace_cmd_export(int argc, char **argv);
 
-/* Store and decode helpers shared by show and export (cmd_show.c). */
+/* "90s", "5m", "2h", "1d", "1500ms" or plain seconds -> ns; 0 if malformed
+ * (cli_common.c, as are the store, time and id-list helpers below). */
+uint64_t retrace_parse_duration_ns(const char *v);
+
+/* Store and decode helpers shared by show and export. */
 struct rt_store;
 struct rt_decoded_trace;
 struct rt_decode_stats;

@@ -42,28 +42,6 @@ static void alarm_usage(FILE *out)
 		"  -h, --help             this text\n");
 }
 
-/* "90s", "5m", "2h", "1d", "1500ms" or plain seconds -> seconds; 0 on error. */
-static double parse_seconds(const char *v)
-{
-	char *end;
-	double x;
-	errno = 0;
-	x = strtod(v, &end);
-	if (errno || end == v || !(x > 0))
-		return 0;
-	if (!*end || !strcmp(end, "s"))
-		return x;
-	if (!strcmp(end, "ms"))
-		return x / 1e3;
-	if (!strcmp(end, "m"))
-		return x * 60;
-	if (!strcmp(end, "h"))
-		return x * 3600;
-	if (!strcmp(end, "d"))
-		return x * 86400;
-	return 0;
-}
-
 /* Send one request, print the reply; 0 if the coordinator said ok. */
 static int send_alarm(const char *url, const char *req, int timeout_ms)
 {
@@ -113,7 +91,7 @@ int retrace_cmd_alarm(int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, "f:lcC:t:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'f':
-			if (!(secs = parse_seconds(optarg)) || secs > 1e7) {
+			if (!(secs = ((double)retrace_parse_duration_ns(optarg) / 1e9)) || secs > 1e7) {
 				fprintf(stderr, "retrace alarm: --for wants a duration like 90s, 5m, 2h; got '%s'\n", optarg);
 				return 2;
 			}

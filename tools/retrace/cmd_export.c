@@ -62,28 +62,6 @@ static int ref_add(struct ref_list *l, uint64_t hi, uint64_t lo)
 	return 0;
 }
 
-/* "90s", "5m", "2h", "1d", "1500ms" or plain seconds -> ns; 0 on error. */
-static uint64_t parse_duration(const char *v)
-{
-	char *end;
-	double x;
-	errno = 0;
-	x = strtod(v, &end);
-	if (errno || end == v || x <= 0)
-		return 0;
-	if (!*end || !strcmp(end, "s"))
-		return (uint64_t)(x * 1e9);
-	if (!strcmp(end, "ms"))
-		return (uint64_t)(x * 1e6);
-	if (!strcmp(end, "m"))
-		return (uint64_t)(x * 60e9);
-	if (!strcmp(end, "h"))
-		return (uint64_t)(x * 3600e9);
-	if (!strcmp(end, "d"))
-		return (uint64_t)(x * 86400e9);
-	return 0;
-}
-
 static void export_usage(FILE *out)
 {
 	fprintf(out,
@@ -156,7 +134,7 @@ static int parse_args(int argc, char **argv, struct export_opts *o)
 			break;
 		case 'a': o->all = 1; break;
 		case 's':
-			if (!(o->since_ns = parse_duration(optarg))) {
+			if (!(o->since_ns = retrace_parse_duration_ns(optarg))) {
 				fprintf(stderr, "retrace export: --since wants a duration like 90s, 5m, 2h; got '%s'\n",
 					optarg);
 				return -1;

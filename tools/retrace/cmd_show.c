@@ -40,49 +40,6 @@
 
 /* ------------------------------------------------- shared helpers ---- */
 
-const char *retrace_default_store(void)
-{
-	const char *s = getenv("RETRACE_STORE");
-	return s && *s ? s : RT_STORE_DEFAULT_PATH;
-}
-
-int retrace_open_store(const char *cmd, const char *path, struct rt_store **s)
-{
-	struct rt_store_options o = { .path = path, .readonly = 1 };
-	int rc = rt_store_open(s, &o);
-	if (rc != 0) {
-		fprintf(stderr, "retrace %s: cannot open the store %s: %s\n", cmd, path,
-			rt_store_errmsg(*s));
-		rt_store_close(*s);
-		*s = NULL;
-		return -1;
-	}
-	return 0;
-}
-
-void retrace_format_time(uint64_t unix_ns, char *out, size_t cap)
-{
-	time_t t = (time_t)(unix_ns / 1000000000ull);
-	struct tm tm;
-	char base[32];
-	if (!unix_ns) {
-		snprintf(out, cap, "-");
-		return;
-	}
-	gmtime_r(&t, &tm);
-	strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(out, cap, "%s.%03uZ", base, (unsigned)(unix_ns / 1000000ull % 1000));
-}
-
-void retrace_list_ids(char *out, size_t cap, const uint32_t *ids, uint32_t n, const char *sep)
-{
-	uint32_t i;
-	size_t len = 0;
-	out[0] = 0;
-	for (i = 0; i < n && len < cap; i++)
-		len += (size_t)snprintf(out + len, cap - len, "%s%u", i ? sep : "", ids[i]);
-}
-
 int retrace_parse_trace_id(const char *v, uint64_t *hi, uint64_t *lo)
 {
 	size_t n = strlen(v), i;

@@ -18,71 +18,6 @@
 #include "store.h"
 #include "wire/wire.h"
 
-static const char *default_store(void)
-{
-	const char *s = getenv("RETRACE_STORE");
-	return s && *s ? s : RT_STORE_DEFAULT_PATH;
-}
-
-static int open_store(const char *cmd, const char *path, struct rt_store **s)
-{
-	struct rt_store_options o = { .path = path, .readonly = 1 };
-	int rc = rt_store_open(s, &o);
-	if (rc != 0) {
-		fprintf(stderr, "retrace %s: cannot open the store %s: %s\n", cmd, path,
-			rt_store_errmsg(*s));
-		rt_store_close(*s);
-		*s = NULL;
-		return -1;
-	}
-	return 0;
-}
-
-/* "90s", "5m", "2h", "1d", "1500ms" or plain seconds -> ns; 0 on error. */
-static uint64_t parse_duration(const char *v)
-{
-	char *end;
-	double x;
-	errno = 0;
-	x = strtod(v, &end);
-	if (errno || end == v || x <= 0)
-		return 0;
-	if (!*end || !strcmp(end, "s"))
-		return (uint64_t)(x * 1e9);
-	if (!strcmp(end, "ms"))
-		return (uint64_t)(x * 1e6);
-	if (!strcmp(end, "m"))
-		return (uint64_t)(x * 60e9);
-	if (!strcmp(end, "h"))
-		return (uint64_t)(x * 3600e9);
-	if (!strcmp(end, "d"))
-		return (uint64_t)(x * 86400e9);
-	return 0;
-}
-
-static void format_time(uint64_t unix_ns, char *out, size_t cap)
-{
-	time_t t = (time_t)(unix_ns / 1000000000ull);
-	struct tm tm;
-	char base[32];
-	if (!unix_ns) {
-		snprintf(out, cap, "-");
-		return;
-	}
-	gmtime_r(&t, &tm);
-	strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(out, cap, "%s.%03uZ", base, (unsigned)(unix_ns / 1000000ull % 1000));
-}
-
-static void list_ids(char *out, size_t cap, const uint32_t *ids, uint32_t n, const char *sep)
-{
-	uint32_t i;
-	size_t len = 0;
-	out[0] = 0;
-	for (i = 0; i < n && len < cap; i++)
-		len += (size_t)snprintf(out + len, cap - len, "%s%u", i ? sep : "", ids[i]);
-}
-
 /* ------------------------------------------------------------ traces ---- */
 
 struct list_ctx {
@@ -124,10 +59,10 @@ static int print_trace(void *arg, const struct rt_store_trace *t)
 {
 	struct list_ctx *l = arg;
 	char trig[128], agents[512], missing[512], when[40], score[32], weight[32], pattern[24];
-	list_ids(trig, sizeof trig, t->trigger_ids, t->trigger_count, ",");
-	list_ids(agents, sizeof agents, t->agents, t->agent_count, ",");
-	list_ids(missing, sizeof missing, t->missing, t->missing_count, ",");
-	format_time(t->triggered_ns, when, sizeof when);
+	retrace_list_ids(trig, sizeof trig, t->trigger_ids, t->trigger_count, ",");
+	retrace_list_ids(agents, sizeof agents, t->agents, t->agent_count, ",");
+	retrace_list_ids(missing, sizeof missing, t->missing, t->missing_count, ",");
+	retrace_format_time(t->triggered_ns, when, sizeof when);
 	if (l->json) {
 		printf("%s{\"trace_id\":\"%016" PRIx64 "%016" PRIx64 "\",\"group\":%" PRIu64
 		       ",\"triggers\":[%s],\"agents\":[%s],\"missing\":[%s],\"coherent\":%s"
@@ -186,7 +121,7 @@ int retrace_cmd_traces(int argc, char **argv)
 	};
 	struct rt_store_query q = { 0 };
 	struct list_ctx l = { 0 };
-	const char *path = default_store();
+	const char *path = retrace_default_store();
 	struct rt_store *s = NULL;
 	uint64_t since = 0;
 	char *end;
@@ -205,7 +140,7 @@ int retrace_cmd_traces(int argc, char **argv)
 			q.by_trigger = 1;
 			break;
 		case 's':
-			if (!(since = parse_duration(optarg))) {
+			if (!(since = retrace_parse_duration_ns(optarg))) {
 				fprintf(stderr, "retrace traces: --since wants a duration like 90s, 5m, 2h; got '%s'\n", optarg);
 				return 2;
 			}
@@ -234,7 +169,7 @@ int retrace_cmd_traces(int argc, char **argv)
 		clock_gettime(CLOCK_REALTIME, &ts);
 		q.since_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - since;
 	}
-	if (open_store("traces", path, &s) != 0)
+	if (retrace_open_store("traces", path, &s) != 0)
 		return 1;
 	rc = rt_store_list(s, &q, print_trace, &l);
 	if (rc < 0) {
