@@ -409,13 +409,14 @@ int cl_check_records(struct cluster *c, uint64_t hi, uint64_t lo, int h, int rec
 	return rc;
 }
 
-long long cl_agent_figure(struct cluster *c, int h, const char *section, const char *key)
+/* A figure from `retrace status --json TARGET` (e.g. "--pool /p"); -1 if absent. */
+static long long status_figure(const char *target, const char *section, const char *key)
 {
 	char cmd[512], *out = NULL, pat[128], *p;
 	size_t cap = 0;
 	long long v = -1;
 	FILE *f;
-	snprintf(cmd, sizeof cmd, "%s status --json --pool %s", CLI_BIN, c->hosts[h].pool);
+	snprintf(cmd, sizeof cmd, "%s status --json %s", CLI_BIN, target);
 	if (!(f = popen(cmd, "r")))
 		return -1;
 	if (getdelim(&out, &cap, 0, f) > 0) {
@@ -429,4 +430,18 @@ long long cl_agent_figure(struct cluster *c, int h, const char *section, const c
 	free(out);
 	pclose(f);
 	return v;
+}
+
+long long cl_agent_figure(struct cluster *c, int h, const char *section, const char *key)
+{
+	char target[96];
+	snprintf(target, sizeof target, "--pool %s", c->hosts[h].pool);
+	return status_figure(target, section, key);
+}
+
+long long cl_coord_figure(struct cluster *c, const char *section, const char *key)
+{
+	char target[96];
+	snprintf(target, sizeof target, "--coordinator %s", c->coord_url);
+	return status_figure(target, section, key);
 }

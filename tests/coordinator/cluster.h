@@ -97,5 +97,7 @@ int cl_check_records(struct cluster *c, uint64_t hi, uint64_t lo, int h, int rec
 
 /* A figure from `retrace status --json` of host h's agent ("section", "key"); -1 if absent. */
 long long cl_agent_figure(struct cluster *c, int h, const char *section, const char *key);
+/* The same from the coordinator's status. */
+long long cl_coord_figure(struct cluster *c, const char *section, const char *key);
 
 #endif

@@ -56,33 +56,10 @@ static int write_request(int host, retrace_trace_id id, struct cl_run_io *io)
 	return 0;
 }
 
-/* Figure "section"."key" of `retrace status --coordinator --json`; -1 if absent. */
-static long long coord_figure(struct cluster *c, const char *section, const char *key)
-{
-	char cmd[512], *out = NULL, pat[128], *p;
-	size_t cap = 0;
-	long long v = -1;
-	FILE *f;
-	snprintf(cmd, sizeof cmd, "%s status --json --coordinator %s", CLI_BIN, c->coord_url);
-	if (!(f = popen(cmd, "r")))
-		return -1;
-	if (getdelim(&out, &cap, 0, f) > 0) {
-		snprintf(pat, sizeof pat, "\"%s\":{", section);
-		if ((p = strstr(out, pat))) {
-			snprintf(pat, sizeof pat, "\"%s\":", key);
-			if ((p = strstr(p, pat)))
-				v = strtoll(p + strlen(pat), NULL, 10);
-		}
-	}
-	free(out);
-	pclose(f);
-	return v;
-}
-
 static void wait_windows(struct cluster *c, long long want)
 {
 	long long got = -1;
-	for (int i = 0; i < 300 && (got = coord_figure(c, "selection", "windows")) < want; i++)
+	for (int i = 0; i < 300 && (got = cl_coord_figure(c, "selection", "windows")) < want; i++)
 		nap_ms(50);
 	ck_assert_msg(got >= want, "window %lld never closed (windows=%lld; see %s)", want, got,
 		      c->dir);
@@ -214,10 +191,10 @@ START_TEST(budget_per_window_every_group)
 				      v.weight[a], sizes[a]);
 		}
 	}
-	ck_assert_int_eq(coord_figure(&c, "selection", "kept"), 8);
-	ck_assert_int_eq(coord_figure(&c, "selection", "dropped"), 16);
-	ck_assert_int_eq(coord_figure(&c, "selection", "last_window_budget"), 4);
-	ck_assert_int_eq(coord_figure(&c, "store", "traces"), 8);
+	ck_assert_int_eq(cl_coord_figure(&c, "selection", "kept"), 8);
+	ck_assert_int_eq(cl_coord_figure(&c, "selection", "dropped"), 16);
+	ck_assert_int_eq(cl_coord_figure(&c, "selection", "last_window_budget"), 4);
+	ck_assert_int_eq(cl_coord_figure(&c, "store", "traces"), 8);
 	{ /* `retrace traces --json` shows the verdicts. */
 		char cmd[512], *out = NULL;
 		size_t cap = 0;
@@ -263,7 +240,7 @@ START_TEST(operator_alarm_boosts_group)
 	ck_assert_msg(v.kept[API_C] == 3, "alarmed C kept %d, want 3 (half the budget)",
 		      v.kept[API_C]);
 	ck_assert(v.kept[API_A] >= 1 && v.kept[API_B] >= 1);
-	ck_assert_int_eq(coord_figure(&c, "selection", "last_window_alarmed"), 1);
+	ck_assert_int_eq(cl_coord_figure(&c, "selection", "last_window_alarmed"), 1);
 
 	run_cli(&c, "--clear frontend 'GET /c'");
 	run_window(&c, 0x2200, even_mix, NULL, 3);
@@ -312,7 +289,7 @@ START_TEST(no_budget_keeps_everything)
 		ck_assert_int_eq(v.kept[a], 4);
 		ck_assert(v.weight[a] > 3.99 && v.weight[a] < 4.01);
 	}
-	ck_assert_int_eq(coord_figure(&c, "selection", "dropped"), 0);
+	ck_assert_int_eq(cl_coord_figure(&c, "selection", "dropped"), 0);
 	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
 }
 END_TEST
