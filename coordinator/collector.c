@@ -7,7 +7,8 @@
  * ACK naming its slice_seq is queued and goes out only after the commit. A
  * slice already stored (the agent re-sent it after a lost ACK) is acknowledged
  * again and not counted twice. A slice for a trace closed less than state_ttl
- * ago is stored as late and added to the trace's row.
+ * ago is stored as late and added to the trace's row, unless selection deleted
+ * that trace: then it is acknowledged, dropped and counted.
  */
 #include "coord_internal.h"
 
@@ -64,6 +65,13 @@ static void collect_one(struct rt_coord *c, struct coord_in *in)
 	}
 	seq = m.slice.slice_seq;
 	describe(&m.slice, &row, b, len);
+	if (coord_trace_was_unselected(c, m.slice.trace_lo)) {
+		/* Selection deleted the trace: storing this would resurrect a part of it. */
+		c->st.late_slices_unselected++;
+		coord_reply_ack(c, in, 0, &seq, 1);
+		rt_wire_msg_free(&m);
+		return;
+	}
 	late = coord_trace_is_closed(c, m.slice.trace_lo) ||
 	       (!coord_trace_open(c, m.slice.trace_lo) && stored_before(c, &m.slice));
 	row.late = late;

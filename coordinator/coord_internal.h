@@ -156,6 +156,7 @@ struct coord_stats {
 	uint64_t registrations, triggers, trigger_duplicates, trigger_traces;
 	uint64_t bad_messages, bad_slices, text_requests;
 	uint64_t slices, slice_bytes, slice_duplicates, late_slices, orphan_slices;
+	uint64_t late_slices_unselected; /* late, for a trace selection deleted: acked, not stored */
 	uint64_t store_errors;
 	uint64_t remote_sent, remote_retries, remote_failed, remote_bad_replies;
 	uint64_t unknown_agents;
@@ -212,6 +213,10 @@ void coord_handle_reply(struct rt_coord *c, struct coord_req *r);
 int coord_slice_arrived(struct rt_coord *c, const struct rt_wire_slice *s, uint64_t bytes,
 			uint64_t first_ns, uint64_t last_ns, int *late);
 int coord_trace_is_closed(struct rt_coord *c, uint64_t lo);
+/* Selection deleted this closed trace: its late slices are acknowledged and
+ * dropped instead of stored (remembered as long as the trace is, state_ttl). */
+void coord_trace_mark_unselected(struct rt_coord *c, uint64_t lo);
+int coord_trace_was_unselected(struct rt_coord *c, uint64_t lo);
 int coord_trace_open(struct rt_coord *c, uint64_t lo);
 void coord_traversal_tick(struct rt_coord *c, uint64_t now);
 void coord_resume_received(struct rt_coord *c);

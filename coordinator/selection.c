@@ -431,6 +431,7 @@ static void store_verdict(struct rt_coord *c, const struct sel_pending *p, const
 		g->kept++;
 	} else {
 		rc = rt_store_delete_trace(c->store, p->hi, p->lo);
+		coord_trace_mark_unselected(c, p->lo);
 		x->dropped++;
 		g->dropped++;
 	}

@@ -110,6 +110,7 @@ static void collection_section(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_u64(w, "slice_bytes", c->st.slice_bytes);
 	rt_fig_u64(w, "slice_duplicates", c->st.slice_duplicates);
 	rt_fig_u64(w, "late_slices", c->st.late_slices);
+	rt_fig_u64(w, "late_slices_unselected", c->st.late_slices_unselected);
 	rt_fig_u64(w, "orphan_slices", c->st.orphan_slices);
 	rt_fig_u64(w, "malformed_slices", c->st.bad_slices);
 	rt_fig_u64(w, "malformed_messages", c->st.bad_messages);

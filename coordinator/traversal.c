@@ -553,6 +553,22 @@ int coord_trace_is_closed(struct rt_coord *c, uint64_t lo)
 	return coord_map_get(&c->closed, lo, NULL);
 }
 
+/* The closed map's value is the close time; its top bit says "unselected". */
+#define CLOSED_UNSELECTED (1ull << 63)
+
+void coord_trace_mark_unselected(struct rt_coord *c, uint64_t lo)
+{
+	uint64_t at;
+	if (coord_map_get(&c->closed, lo, &at))
+		coord_map_put(&c->closed, lo, at | CLOSED_UNSELECTED);
+}
+
+int coord_trace_was_unselected(struct rt_coord *c, uint64_t lo)
+{
+	uint64_t at;
+	return coord_map_get(&c->closed, lo, &at) && (at & CLOSED_UNSELECTED);
+}
+
 static void account_slice(struct coord_group *g, int idx, uint32_t agent, uint64_t bytes,
 			  uint64_t first_ns, uint64_t last_ns, uint64_t now)
 {
@@ -620,7 +636,7 @@ static void expire_closed(struct rt_coord *c, uint64_t now)
 	uint64_t ttl = (uint64_t)(c->cfg.state_ttl * 1e9), at;
 	while (c->closed_len) {
 		uint64_t lo = c->closed_ring[c->closed_head];
-		if (coord_map_get(&c->closed, lo, &at) && now - at < ttl)
+		if (coord_map_get(&c->closed, lo, &at) && now - (at & ~CLOSED_UNSELECTED) < ttl)
 			break;
 		coord_map_del(&c->closed, lo);
 		c->closed_head = (c->closed_head + 1) % c->closed_cap;

@@ -153,6 +153,39 @@ static struct window_view view_window(struct cluster *c, uint64_t base)
 	return v;
 }
 
+/*
+ * More data written for a trace selection deleted (its agent still holds it as
+ * triggered, so it reports the new buffers) is acknowledged and dropped: the
+ * trace must not come back as a fragment.
+ */
+static void assert_late_data_stays_dropped(struct cluster *c, uint64_t base)
+{
+	struct rt_store_options o = { .path = c->store, .readonly = 1 };
+	struct rt_store *s = NULL;
+	struct rt_store_trace t;
+	uint64_t lo = 0;
+	long long late = -1;
+	int slices = 0;
+	ck_assert_int_eq(rt_store_open(&s, &o), 0);
+	for (int i = 0; i < WINDOW && !lo; i++)
+		if (rt_store_get_trace(s, HI, base + (uint64_t)i, &t) != 0)
+			lo = base + (uint64_t)i;
+	rt_store_close(s);
+	ck_assert_msg(lo != 0, "no dropped trace in the window");
+	ck_assert_int_eq(cl_write(c, 0, HI, lo, 3, NULL, 0), 0);
+	for (int i = 0; i < 200 && late < 1; i++) {
+		nap_ms(50);
+		late = cl_coord_figure(c, "collection", "late_slices_unselected");
+	}
+	ck_assert_msg(late >= 1, "the late slice of dropped trace %llx was not seen (see %s)",
+		      (unsigned long long)lo, c->dir);
+	ck_assert_int_eq(rt_store_open(&s, &o), 0);
+	ck_assert_int_ne(rt_store_get_trace(s, HI, lo, &t), 0);
+	ck_assert_int_eq(rt_store_slices(s, HI, lo, count_slice, &slices), 0);
+	rt_store_close(s);
+	ck_assert_int_eq(slices, 0);
+}
+
 static void start(struct cluster *c, const char *budget_per_min)
 {
 	static char budget[32];
@@ -193,6 +226,7 @@ START_TEST(budget_per_window_every_group)
 	}
 	ck_assert_int_eq(cl_coord_figure(&c, "selection", "kept"), 8);
 	ck_assert_int_eq(cl_coord_figure(&c, "selection", "dropped"), 16);
+	assert_late_data_stays_dropped(&c, 0x1000);
 	ck_assert_int_eq(cl_coord_figure(&c, "selection", "last_window_budget"), 4);
 	ck_assert_int_eq(cl_coord_figure(&c, "store", "traces"), 8);
 	{ /* `retrace traces --json` shows the verdicts. */
