@@ -12,9 +12,25 @@
  * use; creating one when the pool is full evicts the least recently used, and nodes
  * that become empty are pruned, so the tree never exceeds ~3 nodes per cluster.
  * Ids come from a counter (with RT_SEL_MINED_TEMPLATE_BIT set) and stick to a
- * cluster for its whole life. A small direct-mapped memo from the hash of a masked
- * line to its cluster skips the tree for lines seen recently; entries are validated
- * against the cluster id so evictions never leave a dangling match.
+ * cluster for its whole life.
+ *
+ * Nearly every line repeats an earlier one up to its variable parts, so two caches in
+ * front of the tree answer almost all lines without masking or tokenising; both map a
+ * function of the *normalised* line (every byte of an alphanumeric run holding a
+ * digit set to 0, which determines the masked line) to a cluster, validated by the
+ * cluster id so evictions never leave a dangling match:
+ *  1. exemplar cache (lines < 2 KiB): bucket by length and the two blanked 32-byte end
+ *     windows, then compare with the remembered normalised line, 16/32 bytes at a time
+ *     (remembered lines live in a fixed ring arena);
+ *  2. memo keyed by a 64-bit hash of the normalised prefix up to the (max_tokens+1)-th
+ *     token, computed on 64-byte blocks with bit masks (line_key); only that prefix of
+ *     a long line is read.
+ * On a miss the line is masked and tokenised, and a third memo keyed by the hash of
+ * the masked text (the one memo of the first version) is asked before the tree.
+ * Both are exact up to 64-bit hash collisions (as the hash of the masked text used
+ * before), so template ids are those of the plain miner. SSE2 code, plus AVX2 chosen
+ * at run time; scalar code elsewhere (or with RETRACE_SELECT_NO_SIMD; SSE2 only with
+ * RETRACE_SELECT_NO_AVX2). All variants give the same ids.
  */
 #include "internal.h"
 #include "select.h"
@@ -23,7 +39,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define MEMO_SIZE 4096
+#if defined(__SSE2__) && !defined(RETRACE_SELECT_NO_SIMD)
+#include <emmintrin.h>
+#define DRAIN_SSE2 1
+#endif
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(RETRACE_SELECT_NO_SIMD) && !defined(RETRACE_SELECT_NO_AVX2)
+#include <immintrin.h>
+#define DRAIN_AVX2 1 /* compiled for AVX2 as well, chosen at run time */
+#endif
+
+#define MEMO_SIZE 16384 /* by line key, direct-mapped; 24 bytes per entry */
+#define MMEMO_SIZE 4096 /* by masked text, direct-mapped */
+#define SCAN_CHUNK 1024 /* bytes of a line made safe to read at a time (strnlen) */
+#define EX_SETS 1024    /* exemplar cache: sets × ways, normalised lines in a ring arena */
+#define EX_WAYS 4
+#define EX_MAX_LINE 2048 /* longer lines take the line-key path only */
 static const char WILDCARD[] = "<*>";
 
 typedef struct node node;
@@ -54,6 +85,21 @@ typedef struct memo_entry {
     uint32_t id;
 } memo_entry;
 
+/* One remembered line, normalised (see line_key), with the cluster it went to. */
+typedef struct ex_entry {
+    uint64_t key; /* hash of the length and of both blanked end windows */
+    uint64_t pos; /* monotonic arena offset of the normalised bytes */
+    cluster *c;
+    uint32_t len;
+    uint32_t id; /* 0 = empty */
+} ex_entry;
+
+/* Per 64-byte block of the line prefix being keyed: word, digit and valid bits,
+ * then the blanked bits (alphanumeric runs holding a digit). */
+typedef struct scan_block {
+    uint64_t w, dg, v, m;
+} scan_block;
+
 struct rt_sel_drain {
     rt_sel_drain_config cfg;
     node root;
@@ -69,7 +115,15 @@ struct rt_sel_drain {
     uint64_t *tok_hash;
     unsigned char cls[256];
     uint64_t wild_hash;
+    scan_block *blk; /* line key scratch */
+    size_t blk_cap;
+    bool avx2;       /* the CPU has AVX2: use the 32-byte line key code */
+    ex_entry *ex;    /* EX_SETS × EX_WAYS, most recent way first */
+    unsigned char *ex_arena;
+    size_t ex_cap;   /* arena bytes */
+    uint64_t ex_pos; /* monotonic end of the newest normalised line */
     memo_entry memo[MEMO_SIZE];
+    memo_entry mmemo[MMEMO_SIZE];
 };
 
 /* ---------------------------------------------------------------- accounting */
@@ -215,6 +269,635 @@ static unsigned mask_tokenize(rt_sel_drain *d, const char *line, size_t *len)
     return n;
 }
 
+/* ---------------------------------------------------------------- line key */
+
+/* The memo key of a line is a hash of its *normalised prefix*: the bytes before the
+ * (max_tokens + 1)-th token (the whole line if it has fewer), with every byte of an
+ * alphanumeric run that contains a digit set to 0. That prefix determines the masked,
+ * truncated token list exactly (masking only asks which runs hold a digit; a NUL
+ * never occurs inside a C string), so equal keys mean equal masked lines up to 64-bit
+ * hash collisions, as with a hash of the masked text. It is computed on 64-bit masks,
+ * 64 bytes at a time: (1) classify bytes into word / digit / space bits, count token
+ * starts to find where the prefix ends; (2) mark digit runs: the carry of W + D runs
+ * from the first digit of a run to its end, a doubling fill runs back to its start,
+ * carries cross block edges; (3) hash the bytes with the marked ones cleared. Only the
+ * prefix is read, in strnlen-checked chunks, never the rest of a long line. */
+
+#ifdef DRAIN_SSE2
+static inline __m128i sse_digits(__m128i r)
+{
+    __m128i t = _mm_sub_epi8(r, _mm_set1_epi8('0'));
+    return _mm_cmpeq_epi8(_mm_min_epu8(t, _mm_set1_epi8(9)), t);
+}
+
+/* [A-Za-z_] */
+static inline __m128i sse_letters(__m128i r)
+{
+    __m128i t = _mm_sub_epi8(_mm_or_si128(r, _mm_set1_epi8(0x20)), _mm_set1_epi8('a'));
+    __m128i l = _mm_cmpeq_epi8(_mm_min_epu8(t, _mm_set1_epi8(25)), t);
+    return _mm_or_si128(l, _mm_cmpeq_epi8(r, _mm_set1_epi8('_')));
+}
+
+static inline __m128i sse_spaces(__m128i r)
+{
+    __m128i a = _mm_or_si128(_mm_cmpeq_epi8(r, _mm_set1_epi8(' ')),
+                             _mm_cmpeq_epi8(r, _mm_set1_epi8('\t')));
+    __m128i b = _mm_or_si128(_mm_cmpeq_epi8(r, _mm_set1_epi8('\n')),
+                             _mm_cmpeq_epi8(r, _mm_set1_epi8('\r')));
+    return _mm_or_si128(a, b);
+}
+
+/* 16-bit mask → 16 bytes, 0xff where the bit is set. */
+static inline __m128i sse_expand16(unsigned m)
+{
+    __m128i v = _mm_cvtsi32_si128((int)m);
+    v = _mm_unpacklo_epi8(v, v);
+    v = _mm_unpacklo_epi16(v, v);
+    v = _mm_unpacklo_epi32(v, v); /* bytes 0-7: low byte of m, 8-15: high byte */
+    const __m128i bits = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, (char)-128, 1, 2, 4, 8, 16, 32,
+                                       64, (char)-128);
+    return _mm_cmpeq_epi8(_mm_and_si128(v, bits), bits);
+}
+#endif
+
+/* Word, digit and space bits of 64 bytes. */
+static inline void block_masks(const rt_sel_drain *d, const unsigned char *b, uint64_t *w, uint64_t *dg,
+                        uint64_t *sp)
+{
+#ifdef DRAIN_SSE2
+    (void)d;
+    uint64_t W = 0, D = 0, S = 0;
+    for (unsigned k = 0; k < 4; k++) {
+        __m128i r = _mm_loadu_si128((const __m128i *)(b + 16 * k));
+        __m128i dd = sse_digits(r);
+        D |= (uint64_t)(unsigned)_mm_movemask_epi8(dd) << (16 * k);
+        W |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_or_si128(dd, sse_letters(r))) << (16 * k);
+        S |= (uint64_t)(unsigned)_mm_movemask_epi8(sse_spaces(r)) << (16 * k);
+    }
+    *w = W;
+    *dg = D;
+    *sp = S;
+#else
+    uint64_t W = 0, D = 0, S = 0;
+    for (unsigned i = 0; i < 64; i++) {
+        unsigned char k = d->cls[b[i]];
+        W |= (uint64_t)(k & 1) << i;
+        D |= (uint64_t)((k >> 1) & 1) << i;
+        S |= (uint64_t)(k == C_SPACE) << i;
+    }
+    *w = W;
+    *dg = D;
+    *sp = S;
+#endif
+}
+
+static inline void hash_lanes(const uint64_t x[8], uint64_t h[4])
+{
+    for (unsigned k = 0; k < 4; k++) {
+        uint64_t a = (h[k] ^ x[k]) * 0xbf58476d1ce4e5b9ull;
+        a ^= a >> 29;
+        a = (a ^ x[k + 4]) * 0x94d049bb133111ebull;
+        h[k] = a ^ (a >> 32);
+    }
+}
+
+/* One 64-byte block with the bits of m cleared, folded into four hash lanes. */
+static inline void block_hash(const unsigned char *b, uint64_t m, uint64_t h[4])
+{
+    uint64_t x[8];
+#ifdef DRAIN_SSE2
+    for (unsigned k = 0; k < 4; k++) {
+        __m128i r = _mm_loadu_si128((const __m128i *)(b + 16 * k));
+        r = _mm_andnot_si128(sse_expand16((unsigned)(m >> (16 * k)) & 0xffffu), r);
+        _mm_storeu_si128((__m128i *)(x + 2 * k), r);
+    }
+#else
+    unsigned char t[64];
+    for (unsigned i = 0; i < 64; i++)
+        t[i] = (m >> i) & 1u ? 0 : b[i];
+    memcpy(x, t, sizeof x);
+#endif
+    hash_lanes(x, h);
+}
+
+#ifdef DRAIN_AVX2
+/* The same two steps on 32-byte vectors. Classes by nibble lookup: a byte's flags
+ * are lut_hi[high nibble] & lut_lo[low nibble]; 0x80 digit, 0x01 A-O/a-o, 0x02
+ * P-Z/p-z, 0x04 '_', 0x08 tab/LF/CR, 0x10 space. */
+__attribute__((target("avx2"))) static inline void
+block_masks_avx2(const unsigned char *b, uint64_t *w, uint64_t *dg, uint64_t *sp)
+{
+    const __m256i lut_hi = _mm256_setr_epi8(0x08, 0, 0x10, (char)0x80, 0x01, 0x06, 0x01, 0x02, 0,
+                                            0, 0, 0, 0, 0, 0, 0, 0x08, 0, 0x10, (char)0x80,
+                                            0x01, 0x06, 0x01, 0x02, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m256i lut_lo = _mm256_setr_epi8(
+        (char)0x92, (char)0x83, (char)0x83, (char)0x83, (char)0x83, (char)0x83, (char)0x83,
+        (char)0x83, (char)0x83, (char)0x8b, 0x0b, 0x01, 0x01, 0x09, 0x01, 0x05, (char)0x92,
+        (char)0x83, (char)0x83, (char)0x83, (char)0x83, (char)0x83, (char)0x83, (char)0x83,
+        (char)0x83, (char)0x8b, 0x0b, 0x01, 0x01, 0x09, 0x01, 0x05);
+    const __m256i nib = _mm256_set1_epi8(0x0f);
+    uint64_t W = 0, D = 0, S = 0;
+    for (unsigned k = 0; k < 2; k++) {
+        __m256i r = _mm256_loadu_si256((const __m256i *)(b + 32 * k));
+        __m256i hi = _mm256_shuffle_epi8(lut_hi, _mm256_and_si256(_mm256_srli_epi16(r, 4), nib));
+        __m256i lo = _mm256_shuffle_epi8(lut_lo, _mm256_and_si256(r, nib));
+        __m256i f = _mm256_and_si256(hi, lo);
+        __m256i word = _mm256_adds_epu8(_mm256_and_si256(f, _mm256_set1_epi8((char)0x87)),
+                                        _mm256_set1_epi8(0x7f));
+        __m256i space = _mm256_adds_epu8(_mm256_and_si256(f, _mm256_set1_epi8(0x18)),
+                                         _mm256_set1_epi8(0x7f));
+        D |= (uint64_t)(uint32_t)_mm256_movemask_epi8(f) << (32 * k);
+        W |= (uint64_t)(uint32_t)_mm256_movemask_epi8(word) << (32 * k);
+        S |= (uint64_t)(uint32_t)_mm256_movemask_epi8(space) << (32 * k);
+    }
+    *w = W;
+    *dg = D;
+    *sp = S;
+}
+
+/* 32-bit mask → 32 bytes, 0xff where the bit is set. */
+__attribute__((target("avx2"))) static inline __m256i avx2_expand32(uint32_t m)
+{
+    const __m256i pick = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2,
+                                          2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)m), pick);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bits), bits);
+}
+
+/* Hash step of the AVX2 path (XXH3-style, all in vector registers): per 32 bytes
+ * acc += lo32(v ^ s) × hi32(v ^ s) + v with its 64-bit halves swapped, and per
+ * block acc is scrambled (xorshift, multiply) so block order matters. */
+__attribute__((target("avx2"))) static inline void block_hash_avx2(const unsigned char *b,
+                                                                   uint64_t m, __m256i acc[2])
+{
+    const __m256i sec[2] = {
+        _mm256_setr_epi64x((long long)0xbe4ba423396cfeb8ull, (long long)0x1cad21f72c81017cull,
+                           (long long)0xdb979083e96dd4deull, (long long)0x1f67b3b7a4a44072ull),
+        _mm256_setr_epi64x((long long)0x78e5c0cc4ee679cbull, (long long)0x2172ffcc7dd05a82ull,
+                           (long long)0x8e2443f7744608b8ull, (long long)0x4c263a81e69035e0ull)};
+    const __m256i prime = _mm256_set1_epi32((int)0x9e3779b1u);
+    for (unsigned k = 0; k < 2; k++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(b + 32 * k));
+        v = _mm256_andnot_si256(avx2_expand32((uint32_t)(m >> (32 * k))), v);
+        __m256i kx = _mm256_xor_si256(v, sec[k]);
+        __m256i prod = _mm256_mul_epu32(kx, _mm256_srli_epi64(kx, 32));
+        __m256i a = _mm256_add_epi64(acc[k], _mm256_shuffle_epi32(v, 0x4e));
+        a = _mm256_add_epi64(a, prod);
+        a = _mm256_xor_si256(a, _mm256_srli_epi64(a, 47));
+        a = _mm256_xor_si256(a, sec[1 - k]);
+        __m256i lo = _mm256_mul_epu32(a, prime);
+        __m256i hi = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), prime);
+        acc[k] = _mm256_add_epi64(lo, _mm256_slli_epi64(hi, 32));
+    }
+}
+
+/* All blocks of a line prefix; h[0..3] seed both accumulators, h[0..7] get them. */
+__attribute__((target("avx2"))) static void hash_blocks_avx2(const scan_block *blk, size_t nb,
+                                                              const unsigned char *s,
+                                                              uint64_t h[8])
+{
+    __m256i acc[2];
+    acc[0] = acc[1] = _mm256_loadu_si256((const __m256i *)h);
+    unsigned char pad[64];
+    for (size_t i = 0; i < nb; i++) {
+        const unsigned char *b = s + 64 * i;
+        if (blk[i].v != ~0ull) { /* the last block: never read past the prefix */
+            size_t valid = (size_t)__builtin_popcountll(blk[i].v);
+            memset(pad, 0, sizeof pad);
+            memcpy(pad, b, valid);
+            b = pad;
+        }
+        block_hash_avx2(b, blk[i].m | ~blk[i].v, acc);
+    }
+    _mm256_storeu_si256((__m256i *)h, acc[0]);
+    _mm256_storeu_si256((__m256i *)(h + 4), acc[1]);
+}
+#endif
+
+static int grow_blocks(rt_sel_drain *d, size_t need)
+{
+    if (need <= d->blk_cap)
+        return 0;
+    size_t ncap = d->blk_cap ? d->blk_cap * 2 : 64;
+    while (ncap < need)
+        ncap *= 2;
+    scan_block *nb = realloc(d->blk, ncap * sizeof *nb);
+    if (!nb)
+        return -1;
+    d->blk = nb;
+    d->blk_cap = ncap;
+    return 0;
+}
+
+/* Position of the k-th (1-based) set bit of x; x has at least k. */
+static unsigned nth_bit(uint64_t x, unsigned k)
+{
+    while (--k)
+        x &= x - 1;
+    return (unsigned)__builtin_ctzll(x);
+}
+
+/* The line's key (see above); *ok = false when out of memory. */
+static inline __attribute__((always_inline)) uint64_t
+line_key_impl(rt_sel_drain *d, const char *line, bool *ok, bool avx2)
+{
+    (void)avx2;
+    const unsigned char *s = (const unsigned char *)line;
+    size_t avail = strnlen(line, SCAN_CHUNK); /* bytes known to precede the NUL */
+    bool at_end = avail < SCAN_CHUNK;
+    unsigned tokens = 0;
+    uint64_t prev_space = ~0ull; /* bit 63: the byte before the block is whitespace */
+    size_t nb = 0, len = 0;
+    unsigned char pad[64];
+    *ok = true;
+    for (size_t off = 0;; off += 64) {
+        while (!at_end && off + 64 > avail) {
+            size_t more = strnlen(line + avail, SCAN_CHUNK);
+            at_end = more < SCAN_CHUNK;
+            avail += more;
+        }
+        if (grow_blocks(d, nb + 1)) {
+            *ok = false;
+            return 0;
+        }
+        const unsigned char *b = s + off;
+        size_t valid = avail - off < 64 ? avail - off : 64;
+        if (valid < 64) {
+            memset(pad, 0, sizeof pad);
+            memcpy(pad, b, valid);
+            b = pad;
+        }
+        uint64_t v = valid == 64 ? ~0ull : (1ull << valid) - 1;
+        uint64_t w, dg, sp;
+#ifdef DRAIN_AVX2
+        if (avx2)
+            block_masks_avx2(b, &w, &dg, &sp);
+        else
+#endif
+            block_masks(d, b, &w, &dg, &sp);
+        uint64_t tok = v & ~sp;
+        uint64_t starts = tok & ~((tok << 1) | (~prev_space >> 63));
+        unsigned k = (unsigned)__builtin_popcountll(starts);
+        bool cut = false;
+        if (tokens + k > d->cfg.max_tokens) { /* the prefix ends at the next token start */
+            unsigned pos = nth_bit(starts, d->cfg.max_tokens - tokens + 1);
+            v = pos ? (1ull << pos) - 1 : 0;
+            cut = true;
+        }
+        tokens += k;
+        prev_space = sp | ~v;
+        d->blk[nb++] = (scan_block){.w = w & v, .dg = dg & v, .v = v};
+        len = off + (size_t)__builtin_popcountll(v);
+        if (cut || valid < 64)
+            break;
+    }
+    /* digit runs: forward (first digit .. end of run), carry into the next block */
+    uint64_t cin = 0;
+    for (size_t i = 0; i < nb; i++) {
+        scan_block *bk = &d->blk[i];
+        uint64_t seeds = bk->dg | (cin & bk->w & 1u);
+        uint64_t f = (((bk->w + seeds) ^ bk->w) & bk->w) | seeds;
+        cin = f >> 63;
+        bk->m = f;
+    }
+    /* backward (start of run .. first digit), carry into the previous block */
+    uint64_t bin = 0;
+    for (size_t i = nb; i-- > 0;) {
+        scan_block *bk = &d->blk[i];
+        uint64_t m = bk->m | (bin & bk->w & (1ull << 63));
+        uint64_t p = bk->w;
+        m |= p & (m >> 1);
+        p &= p >> 1;
+        m |= p & (m >> 2);
+        p &= p >> 2;
+        m |= p & (m >> 4);
+        p &= p >> 4;
+        m |= p & (m >> 8);
+        p &= p >> 8;
+        m |= p & (m >> 16);
+        p &= p >> 16;
+        m |= p & (m >> 32);
+        bk->m = m;
+        bin = (m & 1u) << 63;
+    }
+    uint64_t h[8] = {0x243f6a8885a308d3ull, 0x13198a2e03707344ull, 0xa4093822299f31d0ull,
+                     0x082efa98ec4e6c89ull};
+    unsigned lanes = 4;
+#ifdef DRAIN_AVX2
+    if (avx2) {
+        hash_blocks_avx2(d->blk, nb, s, h);
+        lanes = 8;
+    } else
+#endif
+    {
+        for (size_t i = 0; i < nb; i++) {
+            const scan_block *bk = &d->blk[i];
+            const unsigned char *b = s + 64 * i;
+            if (bk->v != ~0ull) { /* the last block: never read past the prefix */
+                size_t valid = (size_t)__builtin_popcountll(bk->v);
+                memset(pad, 0, sizeof pad);
+                memcpy(pad, b, valid);
+                b = pad;
+            }
+            block_hash(b, bk->m | ~bk->v, h);
+        }
+    }
+    uint64_t r = rt_sel_mix64(len);
+    for (unsigned k = 0; k < lanes; k++) /* independent mixes: no serial chain */
+        r ^= rt_sel_mix64(h[k] + (k + 1) * 0x632be59bd9b4e019ull);
+    return rt_sel_mix64(r);
+}
+
+#ifdef DRAIN_AVX2
+__attribute__((target("avx2,popcnt"))) static uint64_t line_key_avx2(rt_sel_drain *d,
+                                                                      const char *line, bool *ok)
+{
+    return line_key_impl(d, line, ok, true);
+}
+#endif
+
+static uint64_t line_key(rt_sel_drain *d, const char *line, bool *ok)
+{
+#ifdef DRAIN_AVX2
+    if (d->avx2)
+        return line_key_avx2(d, line, ok);
+#endif
+    return line_key_impl(d, line, ok, false);
+}
+
+/* ---------------------------------------------------------------- exemplar cache */
+
+/* Lines shorter than EX_MAX_LINE first try the exemplar cache: a line whose whole
+ * normalised form equals a remembered one gets that line's cluster. The bucket key
+ * (length, first and last 32 bytes with digit runs blanked, plus the run touching
+ * the inner window edge, which cannot be judged from inside the window) depends only
+ * on the normalised line, and a candidate is checked byte for byte: mostly 16-byte
+ * compares, cheaper than computing the exact line key. */
+
+/* Normalised bytes of line (n bytes) into out. */
+static void normalise_line(const rt_sel_drain *d, const unsigned char *line, size_t n,
+                           unsigned char *out)
+{
+    size_t i = 0;
+    while (i < n) {
+        if (!(d->cls[line[i]] & 1)) {
+            out[i] = line[i];
+            i++;
+            continue;
+        }
+        size_t e = i;
+        unsigned seen = 0;
+        while (e < n && (d->cls[line[e]] & 1))
+            seen |= d->cls[line[e++]];
+        if (seen & 2)
+            memset(out + i, 0, e - i);
+        else
+            memcpy(out + i, line + i, e - i);
+        i = e;
+    }
+}
+
+/* Bits of a 32-byte window the key blanks (w: word bytes, dg: digits). */
+static uint32_t window_blank(uint32_t w, uint32_t dg, bool head)
+{
+    uint64_t W = w, D = dg;
+    uint64_t m = ((((W + D) ^ W) & W) | D) & 0xffffffffu;
+    uint64_t p = W;
+    m |= p & (m >> 1);
+    p &= p >> 1;
+    m |= p & (m >> 2);
+    p &= p >> 2;
+    m |= p & (m >> 4);
+    p &= p >> 4;
+    m |= p & (m >> 8);
+    p &= p >> 8;
+    m |= p & (m >> 16);
+    if (head) {
+        if (w >> 31) {
+            uint32_t gap = ~w & 0x7fffffffu;
+            m |= gap ? w & ~((2u << (31 - __builtin_clz(gap))) - 1u) : w;
+        }
+    } else if (w & 1u) {
+        uint32_t nw = ~w;
+        m |= nw ? (1u << __builtin_ctz(nw)) - 1u : w;
+    }
+    return (uint32_t)m;
+}
+
+static void window_key(const rt_sel_drain *d, const unsigned char *win, bool head,
+                       unsigned char *out)
+{
+#ifdef DRAIN_SSE2
+    (void)d;
+    __m128i a = _mm_loadu_si128((const __m128i *)win);
+    __m128i b = _mm_loadu_si128((const __m128i *)(win + 16));
+    __m128i da = sse_digits(a), db = sse_digits(b);
+    uint32_t dg = (uint32_t)_mm_movemask_epi8(da) | (uint32_t)_mm_movemask_epi8(db) << 16;
+    uint32_t w = (uint32_t)_mm_movemask_epi8(_mm_or_si128(da, sse_letters(a))) |
+                 (uint32_t)_mm_movemask_epi8(_mm_or_si128(db, sse_letters(b))) << 16;
+    uint32_t m = window_blank(w, dg, head);
+    _mm_storeu_si128((__m128i *)out, _mm_andnot_si128(sse_expand16(m & 0xffffu), a));
+    _mm_storeu_si128((__m128i *)(out + 16), _mm_andnot_si128(sse_expand16(m >> 16), b));
+#else
+    uint32_t w = 0, dg = 0;
+    for (unsigned i = 0; i < 32; i++) {
+        unsigned char k = d->cls[win[i]];
+        w |= (uint32_t)(k & 1) << i;
+        dg |= (uint32_t)((k >> 1) & 1) << i;
+    }
+    uint32_t m = window_blank(w, dg, head);
+    for (unsigned i = 0; i < 32; i++)
+        out[i] = (m >> i) & 1u ? 0 : win[i];
+#endif
+}
+
+static uint64_t ex_key(const rt_sel_drain *d, const unsigned char *line, size_t n)
+{
+    unsigned char pad[32], w[64];
+    const unsigned char *head = line, *tail = line + n - 32;
+    if (n < 32) {
+        memset(pad, 0xff, sizeof pad);
+        memcpy(pad, line, n);
+        head = tail = pad;
+    }
+    window_key(d, head, true, w);
+    window_key(d, tail, false, w + 32);
+    return rt_sel_hash_bytes(w, sizeof w, n);
+}
+
+/* Does the line (n bytes) normalise to ex? Non-NUL bytes must be equal; each NUL run
+ * of ex must be alphanumeric in the line and hold a digit (its neighbours in ex are
+ * non-alphanumeric and compared equal, so the run is maximal in the line too). */
+static bool ex_verify(const rt_sel_drain *d, const unsigned char *raw, const unsigned char *ex,
+                      size_t n)
+{
+#ifdef DRAIN_SSE2
+    (void)d;
+    /* mk = NUL bytes of ex. Adding the run starts to mk & ~digit carries through a
+     * digit-free run and out of its top into a non-mk bit (fail), or out of the
+     * vector (pending, settled by the next vector). */
+    const __m128i zero = _mm_setzero_si128();
+    unsigned pending = 0, prev_top = 0;
+    unsigned char rb[16], eb[16];
+    for (size_t i = 0; i < n; i += 16) {
+        __m128i r, s;
+        if (i + 16 <= n) {
+            r = _mm_loadu_si128((const __m128i *)(raw + i));
+            s = _mm_loadu_si128((const __m128i *)(ex + i));
+        } else { /* tail: pad with equal non-alphanumeric bytes */
+            memset(rb, 0xff, sizeof rb);
+            memset(eb, 0xff, sizeof eb);
+            memcpy(rb, raw + i, n - i);
+            memcpy(eb, ex + i, n - i);
+            r = _mm_loadu_si128((const __m128i *)rb);
+            s = _mm_loadu_si128((const __m128i *)eb);
+        }
+        unsigned eq = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(r, s));
+        if (eq == 0xffffu) { /* no NUL in ex here */
+            if (pending)
+                return false;
+            prev_top = 0;
+            continue;
+        }
+        unsigned mk = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(s, zero));
+        if ((eq | mk) != 0xffffu)
+            return false;
+        __m128i dv = sse_digits(r);
+        unsigned dig = (unsigned)_mm_movemask_epi8(dv);
+        unsigned word = (unsigned)_mm_movemask_epi8(_mm_or_si128(dv, sse_letters(r)));
+        if ((mk & ~word) || (pending && !(mk & 1u)))
+            return false;
+        unsigned starts = (mk & ~((mk << 1) | prev_top)) | pending;
+        unsigned sum = (mk & ~dig) + starts;
+        if (sum & ~mk & 0xffffu)
+            return false;
+        pending = (sum >> 16) & 1u;
+        prev_top = (mk >> 15) & 1u;
+    }
+    return !pending;
+#else
+    bool in_run = false, digit = false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char k = d->cls[raw[i]];
+        if (ex[i]) {
+            if ((in_run && !digit) || ex[i] != raw[i])
+                return false;
+            in_run = false;
+            continue;
+        }
+        if (!(k & 1))
+            return false;
+        if (!in_run)
+            digit = false;
+        in_run = true;
+        digit |= (k & 2) != 0;
+    }
+    return !in_run || digit;
+#endif
+}
+
+#ifdef DRAIN_AVX2
+/* ex_verify on 32-byte vectors, without branches on the data (one verdict at the
+ * end: the check nearly always succeeds, and early exits mispredict). */
+__attribute__((target("avx2"))) static bool ex_verify_avx2(const unsigned char *raw,
+                                                            const unsigned char *ex, size_t n)
+{
+    const __m256i lut_hi = _mm256_setr_epi8(0x08, 0, 0x10, (char)0x80, 0x01, 0x06, 0x01, 0x02, 0,
+                                            0, 0, 0, 0, 0, 0, 0, 0x08, 0, 0x10, (char)0x80,
+                                            0x01, 0x06, 0x01, 0x02, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m256i lut_lo = _mm256_setr_epi8(
+        (char)0x92, (char)0x83, (char)0x83, (char)0x83, (char)0x83, (char)0x83, (char)0x83,
+        (char)0x83, (char)0x83, (char)0x8b, 0x0b, 0x01, 0x01, 0x09, 0x01, 0x05, (char)0x92,
+        (char)0x83, (char)0x83, (char)0x83, (char)0x83, (char)0x83, (char)0x83, (char)0x83,
+        (char)0x83, (char)0x8b, 0x0b, 0x01, 0x01, 0x09, 0x01, 0x05);
+    const __m256i nib = _mm256_set1_epi8(0x0f);
+    const __m256i zero = _mm256_setzero_si256();
+    uint64_t bad = 0, pending = 0, prev_top = 0;
+    unsigned char rb[32], eb[32];
+    for (size_t i = 0; i < n; i += 32) {
+        __m256i r, e;
+        if (i + 32 <= n) {
+            r = _mm256_loadu_si256((const __m256i *)(raw + i));
+            e = _mm256_loadu_si256((const __m256i *)(ex + i));
+        } else { /* tail: pad with equal non-alphanumeric bytes */
+            memset(rb, 0xff, sizeof rb);
+            memset(eb, 0xff, sizeof eb);
+            memcpy(rb, raw + i, n - i);
+            memcpy(eb, ex + i, n - i);
+            r = _mm256_loadu_si256((const __m256i *)rb);
+            e = _mm256_loadu_si256((const __m256i *)eb);
+        }
+        uint64_t eq = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(r, e));
+        uint64_t mk = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(e, zero));
+        __m256i hi = _mm256_shuffle_epi8(lut_hi, _mm256_and_si256(_mm256_srli_epi16(r, 4), nib));
+        __m256i lo = _mm256_shuffle_epi8(lut_lo, _mm256_and_si256(r, nib));
+        __m256i f = _mm256_and_si256(hi, lo);
+        uint64_t dig = (uint32_t)_mm256_movemask_epi8(f);
+        uint64_t word = (uint32_t)_mm256_movemask_epi8(_mm256_adds_epu8(
+            _mm256_and_si256(f, _mm256_set1_epi8((char)0x87)), _mm256_set1_epi8(0x7f)));
+        bad |= ~(eq | mk) & 0xffffffffu;
+        bad |= mk & ~word;
+        bad |= pending & ~mk;
+        uint64_t starts = (mk & ~((mk << 1) | prev_top)) | pending;
+        uint64_t sum = (mk & ~dig) + starts;
+        bad |= sum & ~mk & 0xffffffffu;
+        pending = (sum >> 32) & 1u;
+        prev_top = (mk >> 31) & 1u;
+    }
+    return !bad && !pending;
+}
+#endif
+
+static bool ex_live(const rt_sel_drain *d, const ex_entry *e)
+{
+    return e->id && e->c->id == e->id && d->ex_pos - e->pos <= d->ex_cap;
+}
+
+/* The cluster of a remembered line equal to this one after normalising, or NULL. */
+static cluster *ex_lookup(rt_sel_drain *d, ex_entry *set, uint64_t key, const unsigned char *line,
+                          size_t n)
+{
+    for (unsigned w = 0; w < EX_WAYS; w++) {
+        ex_entry *e = &set[w];
+        if (e->key != key || e->len != n || !ex_live(d, e))
+            continue;
+        const unsigned char *x = d->ex_arena + e->pos % d->ex_cap;
+#ifdef DRAIN_AVX2
+        if (d->avx2 ? !ex_verify_avx2(line, x, n) : !ex_verify(d, line, x, n))
+            continue;
+#else
+        if (!ex_verify(d, line, x, n))
+            continue;
+#endif
+        ex_entry hit = *e;
+        memmove(set + 1, set, w * sizeof *set);
+        set[0] = hit;
+        return hit.c;
+    }
+    return NULL;
+}
+
+static void ex_insert(rt_sel_drain *d, ex_entry *set, uint64_t key, const unsigned char *line,
+                      size_t n, cluster *c)
+{
+    unsigned w = EX_WAYS - 1; /* a dead way, else the least recent one */
+    for (unsigned i = 0; i < EX_WAYS; i++)
+        if (!ex_live(d, &set[i])) {
+            w = i;
+            break;
+        }
+    memmove(set + 1, set, w * sizeof *set);
+    size_t off = (size_t)(d->ex_pos % d->ex_cap);
+    if (off + n > d->ex_cap) { /* does not fit before the arena end: next lap */
+        d->ex_pos += d->ex_cap - off;
+        off = 0;
+    }
+    set[0] = (ex_entry){.key = key, .pos = d->ex_pos, .c = c, .len = (uint32_t)n, .id = c->id};
+    d->ex_pos += n;
+    normalise_line(d, line, n, d->ex_arena + off);
+}
+
 /* ---------------------------------------------------------------- lifecycle */
 
 void rt_sel_drain_config_default(rt_sel_drain_config *cfg)
@@ -246,13 +929,22 @@ rt_sel_drain *rt_sel_drain_create(const rt_sel_drain_config *cfg)
     d->pool = calloc(d->cfg.max_clusters, sizeof *d->pool);
     d->toks = calloc(d->cfg.max_tokens, sizeof *d->toks);
     d->tok_hash = calloc(d->cfg.max_tokens, sizeof *d->tok_hash);
-    if (!d->pool || !d->toks || !d->tok_hash) {
+    /* exemplar arena: 256 bytes per cluster, between 64 KiB and 1 MiB */
+    size_t cap = d->cfg.max_clusters * 256;
+    d->ex_cap = cap < ((size_t)64 << 10) ? (size_t)64 << 10 : cap > ((size_t)1 << 20) ? (size_t)1 << 20 : cap;
+    d->ex = calloc(EX_SETS * EX_WAYS, sizeof *d->ex);
+    d->ex_arena = malloc(d->ex_cap);
+    if (!d->pool || !d->toks || !d->tok_hash || !d->ex || !d->ex_arena) {
         free(d->pool);
         free(d->toks);
         free(d->tok_hash);
+        free(d->ex);
+        free(d->ex_arena);
         free(d);
         return NULL;
     }
+    d->ex_pos = d->ex_cap;
+    d->bytes += EX_SETS * EX_WAYS * sizeof *d->ex + d->ex_cap;
     for (size_t i = d->cfg.max_clusters; i-- > 0;) {
         d->pool[i].older = d->free_list;
         d->free_list = &d->pool[i];
@@ -261,6 +953,9 @@ rt_sel_drain *rt_sel_drain_create(const rt_sel_drain_config *cfg)
         d->cls[c] = char_class((unsigned char)c);
     d->wild_hash = hash_token(WILDCARD, 3);
     d->next_id = 1;
+#ifdef DRAIN_AVX2
+    d->avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+#endif
     return d;
 }
 
@@ -297,6 +992,9 @@ void rt_sel_drain_destroy(rt_sel_drain *d)
     free(d->toks);
     free(d->tok_hash);
     free(d->mask_buf);
+    free(d->blk);
+    free(d->ex);
+    free(d->ex_arena);
     free(d);
 }
 
@@ -535,30 +1233,43 @@ static void generalise(rt_sel_drain *d, cluster *c, char **toks)
     }
 }
 
-uint32_t rt_sel_drain_add(rt_sel_drain *d, const char *line)
+/* Memo (by line key), else mask, tokenise, route and match. */
+static cluster *drain_mine(rt_sel_drain *d, const char *line)
 {
+    bool ok;
+    uint64_t h = line_key(d, line, &ok);
+    if (!ok)
+        return NULL;
+    memo_entry *m = &d->memo[h & (MEMO_SIZE - 1)];
+    if (m->line_hash == h && m->c && m->c->id == m->id) {
+        lru_touch(d, m->c);
+        return m->c;
+    }
     size_t need = strlen(line) * 3 + 1; /* masking can grow a 1-char run to "<*>" */
     if (need > d->mask_cap) {
         char *b = realloc(d->mask_buf, need);
         if (!b)
-            return 0;
+            return NULL;
         d->mask_buf = b;
         d->mask_cap = need;
     }
     size_t used;
     unsigned ntok = mask_tokenize(d, line, &used);
-    uint64_t h = hash_token(d->mask_buf, used); /* NULs keep token boundaries */
+    /* the masked text itself (NULs keep token boundaries): lines that differ only in
+     * how long their variable parts are meet here */
+    uint64_t mh = hash_token(d->mask_buf, used);
+    memo_entry *mm = &d->mmemo[mh & (MMEMO_SIZE - 1)];
+    if (mm->line_hash == mh && mm->c && mm->c->id == mm->id) {
+        lru_touch(d, mm->c);
+        *m = (memo_entry){.line_hash = h, .c = mm->c, .id = mm->id};
+        return mm->c;
+    }
     unsigned layers = d->cfg.depth - 3;
     for (unsigned i = 0; i < layers && i < ntok; i++) /* only routed tokens need one */
         d->tok_hash[i] = hash_token(d->toks[i], strlen(d->toks[i]));
-    memo_entry *m = &d->memo[h & (MEMO_SIZE - 1)];
-    if (m->line_hash == h && m->c && m->c->id == m->id) {
-        lru_touch(d, m->c);
-        return m->id;
-    }
     node *leaf = route(d, d->toks, d->tok_hash, ntok, true);
     if (!leaf)
-        return 0;
+        return NULL;
     cluster *c = best_match(leaf, d->toks, ntok, d->cfg.sim_threshold);
     if (c) {
         generalise(d, c, d->toks);
@@ -569,15 +1280,37 @@ uint32_t rt_sel_drain_add(rt_sel_drain *d, const char *line)
             evict_oldest(d);
             leaf = route(d, d->toks, d->tok_hash, ntok, true);
             if (!leaf)
-                return 0;
+                return NULL;
         }
         c = new_cluster(d, leaf, d->toks, ntok);
         if (!c)
-            return 0;
+            return NULL;
     }
-    m->line_hash = h;
-    m->c = c;
-    m->id = c->id;
+    *m = (memo_entry){.line_hash = h, .c = c, .id = c->id};
+    *mm = (memo_entry){.line_hash = mh, .c = c, .id = c->id};
+    return c;
+}
+
+uint32_t rt_sel_drain_add(rt_sel_drain *d, const char *line)
+{
+    const unsigned char *ul = (const unsigned char *)line;
+    size_t n = strnlen(line, EX_MAX_LINE);
+    ex_entry *set = NULL;
+    uint64_t key = 0;
+    if (n > 0 && n < EX_MAX_LINE && n <= d->ex_cap / 16) {
+        key = ex_key(d, ul, n);
+        set = &d->ex[(size_t)(key & (EX_SETS - 1)) * EX_WAYS];
+        cluster *c = ex_lookup(d, set, key, ul, n);
+        if (c) {
+            lru_touch(d, c);
+            return c->id;
+        }
+    }
+    cluster *c = drain_mine(d, line);
+    if (!c)
+        return 0;
+    if (set)
+        ex_insert(d, set, key, ul, n, c);
     return c->id;
 }
 

@@ -4,9 +4,10 @@
  *   [start, log templates in time order, error?, slow?, end]
  * and we emit a 64-bit hash for each consecutive pair, plus (parent end, child start)
  * for every parent/child edge. Event ids are derived from the (service, operation)
- * key, or from the template id for logs. The hashes are sorted and deduplicated, so
- * parallel fan-out duplicates collapse, the Jaccard similarity of two traces is a
- * linear merge, and the pattern id is a hash of the whole sorted set.
+ * key, or from the template id for logs. The hashes are sorted (counting pass on the
+ * top bits + insertion fix-up: the hashes are uniform) and deduplicated, so parallel
+ * fan-out duplicates collapse, the Jaccard similarity of two traces is a linear
+ * merge, and the pattern id is a hash of the whole sorted set.
  */
 #include "internal.h"
 #include "select.h"
@@ -74,7 +75,8 @@ int32_t rt_sel_trace_entry(const rt_sel_trace *t)
     int32_t best = -1;
     for (uint32_t i = 0; i < t->n_spans; i++) {
         const rt_sel_span *s = &t->spans[i];
-        if (s->service && r->service && strcmp(s->service, r->service) == 0)
+        if (s->service && r->service &&
+            (s->service == r->service || strcmp(s->service, r->service) == 0))
             continue;
         if (best < 0 || s->start_ns < t->spans[best].start_ns)
             best = (int32_t)i;
@@ -148,17 +150,15 @@ static uint64_t log_event(uint32_t template_id)
     return rt_sel_combine(((uint64_t)template_id << 8) | EV_LOG, 0x106ull);
 }
 
-static int push(rt_sel_pairs *out, uint64_t a, uint64_t b)
+/* The caller reserved room (rt_sel_encode counts the pairs first). */
+static void push(rt_sel_pairs *out, uint64_t a, uint64_t b)
 {
-    if (rt_sel_grow((void **)&out->v, &out->cap, out->n + 1, sizeof *out->v))
-        return -1;
     out->v[out->n++] = rt_sel_combine(a * 0x9e3779b97f4a7c15ull, b);
-    return 0;
 }
 
 /* In-place quicksort of 64-bit keys with inline comparisons (qsort's callback per
  * comparison dominated encoding time); insertion sort below 16 elements. */
-static void sort_u64(uint64_t *v, size_t n)
+static void quicksort_u64(uint64_t *v, size_t n)
 {
     while (n > 16) {
         uint64_t a = v[0], b = v[n / 2], c = v[n - 1];
@@ -179,11 +179,11 @@ static void sort_u64(uint64_t *v, size_t n)
         }
         /* recurse into the smaller half, loop on the larger: O(log n) stack */
         if (j + 1 < n - j - 1) {
-            sort_u64(v, j + 1);
+            quicksort_u64(v, j + 1);
             v += j + 1;
             n -= j + 1;
         } else {
-            sort_u64(v + j + 1, n - j - 1);
+            quicksort_u64(v + j + 1, n - j - 1);
             n = j + 1;
         }
     }
@@ -194,6 +194,52 @@ static void sort_u64(uint64_t *v, size_t n)
             v[k] = v[k - 1];
         v[k] = x;
     }
+}
+
+static void insertion_u64(uint64_t *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        uint64_t x = v[i];
+        size_t k = i;
+        for (; k > 0 && v[k - 1] > x; k--)
+            v[k] = v[k - 1];
+        v[k] = x;
+    }
+}
+
+/* Sort pair hashes (uniformly spread 64-bit values): one counting pass on the top
+ * bits into ~n buckets, a scatter, then one insertion-sort pass over the whole
+ * array, which only has to fix order inside buckets (about one key each).
+ * Linear and nearly branch-free where quicksort mispredicts half its comparisons;
+ * if some bucket is crowded (not uniform input) the scattered array is quicksorted.
+ * tmp holds n keys. */
+static void sort_u64(uint64_t *v, size_t n, uint64_t *tmp)
+{
+    if (n <= 32) {
+        insertion_u64(v, n);
+        return;
+    }
+    unsigned bits = 64u - (unsigned)__builtin_clzll((unsigned long long)n); /* 2^bits > n */
+    if (bits > 11)
+        bits = 11;
+    size_t nb = (size_t)1 << bits;
+    unsigned shift = 64u - bits;
+    uint32_t start[2049];
+    memset(start, 0, (nb + 1) * sizeof start[0]);
+    for (size_t i = 0; i < n; i++)
+        start[(v[i] >> shift) + 1]++;
+    uint32_t crowd = 0;
+    for (size_t b = 0; b < nb; b++) {
+        crowd = start[b + 1] > crowd ? start[b + 1] : crowd;
+        start[b + 1] += start[b];
+    }
+    for (size_t i = 0; i < n; i++)
+        tmp[start[v[i] >> shift]++] = v[i];
+    if (crowd > 64) /* a crowded bucket (input not uniform): insertion would go quadratic */
+        quicksort_u64(tmp, n);
+    else
+        insertion_u64(tmp, n);
+    memcpy(v, tmp, n * sizeof *v);
 }
 
 static bool span_is_slow(const rt_sel_span *s, uint64_t op, const rt_sel_quantiles *p90,
@@ -208,92 +254,73 @@ static bool span_is_slow(const rt_sel_span *s, uint64_t op, const rt_sel_quantil
     return d > slow_factor * q;
 }
 
-/* Emit the consecutive pairs of one span's canonical event sequence. */
-static int encode_span(const rt_sel_trace *t, const rt_sel_span *s, const rt_sel_quantiles *p90,
-                       double slow_factor, rt_sel_pairs *out)
+/* Emit the consecutive pairs of one span's canonical event sequence (its start and
+ * end events precomputed). */
+static void encode_span(const rt_sel_trace *t, const rt_sel_span *s, uint64_t start,
+                        uint64_t end_ev, const rt_sel_quantiles *p90, double slow_factor,
+                        rt_sel_pairs *out)
 {
     uint64_t op = rt_sel_span_key(s);
-    uint64_t prev = span_event(op, EV_START);
+    uint64_t prev = start;
     uint32_t end = s->first_log + s->n_logs;
     for (uint32_t l = s->first_log; l < end && l < t->n_logs; l++) {
         uint64_t ev = log_event(t->logs[l].template_id);
-        if (push(out, prev, ev))
-            return -1;
+        push(out, prev, ev);
         prev = ev;
     }
     if (s->error) {
         uint64_t ev = span_event(op, EV_ERROR);
-        if (push(out, prev, ev))
-            return -1;
+        push(out, prev, ev);
         prev = ev;
     }
     if (span_is_slow(s, op, p90, slow_factor)) {
         uint64_t ev = span_event(op, EV_SLOW);
-        if (push(out, prev, ev))
-            return -1;
+        push(out, prev, ev);
         prev = ev;
     }
-    return push(out, prev, span_event(op, EV_END));
+    push(out, prev, end_ev);
 }
 
-/* Drop repeated hashes before sorting: fan-out makes many pairs identical, and a
- * small open-addressing set is O(n) while the sort is O(n log n). */
-static size_t dedupe_unsorted(uint64_t *v, size_t n)
+/* Upper bound of the pairs a span emits: its logs, error, slow, end, parent edge. */
+static size_t span_pairs_max(const rt_sel_trace *t, const rt_sel_span *s)
 {
-    uint64_t local[1024];
-    size_t cap = 16;
-    while (cap < 2 * n)
-        cap <<= 1;
-    uint64_t *set = cap <= 1024 ? local : calloc(cap, sizeof *set);
-    if (!set)
-        return n; /* out of memory: the sort-and-skip pass still deduplicates */
-    if (set == local)
-        memset(local, 0, cap * sizeof *local);
-    size_t w = 0;
-    bool zero_seen = false;
-    for (size_t r = 0; r < n; r++) {
-        uint64_t x = v[r];
-        if (x == 0) { /* 0 marks empty slots */
-            if (!zero_seen)
-                v[w++] = 0;
-            zero_seen = true;
-            continue;
-        }
-        size_t i = rt_sel_mix64(x) & (cap - 1);
-        while (set[i] && set[i] != x)
-            i = (i + 1) & (cap - 1);
-        if (set[i])
-            continue;
-        set[i] = x;
-        v[w++] = x;
-    }
-    if (set != local)
-        free(set);
-    return w;
+    size_t logs = 0;
+    if (s->first_log < t->n_logs)
+        logs = s->n_logs < t->n_logs - s->first_log ? s->n_logs : t->n_logs - s->first_log;
+    return logs + 4;
 }
 
 int rt_sel_encode(const rt_sel_trace *t, const rt_sel_quantiles *span_p90, double slow_factor,
                   rt_sel_pairs *out)
 {
     out->n = 0;
+    size_t need = 0;
+    for (uint32_t i = 0; i < t->n_spans; i++)
+        need += span_pairs_max(t, &t->spans[i]);
+    /* room for the pairs, as much again as sort scratch, then start and end events
+     * of every span (each is used twice: its own sequence and its parent edge) */
+    if (rt_sel_grow((void **)&out->v, &out->cap, 2 * need + 2 * (size_t)t->n_spans,
+                    sizeof *out->v))
+        return -1;
+    uint64_t *ev = out->v + 2 * need;
+    for (uint32_t i = 0; i < t->n_spans; i++) {
+        uint64_t op = rt_sel_span_key(&t->spans[i]);
+        ev[2 * i] = span_event(op, EV_START);
+        ev[2 * i + 1] = span_event(op, EV_END);
+    }
     for (uint32_t i = 0; i < t->n_spans; i++) {
         const rt_sel_span *s = &t->spans[i];
-        if (encode_span(t, s, span_p90, slow_factor, out))
-            return -1;
-        if (s->parent >= 0 && (uint32_t)s->parent < t->n_spans && (uint32_t)s->parent != i) {
-            const rt_sel_span *p = &t->spans[s->parent];
-            uint64_t pend = span_event(rt_sel_span_key(p), EV_END);
-            uint64_t cstart = span_event(rt_sel_span_key(s), EV_START);
-            if (push(out, pend, cstart))
-                return -1;
-        }
+        encode_span(t, s, ev[2 * i], ev[2 * i + 1], span_p90, slow_factor, out);
+        if (s->parent >= 0 && (uint32_t)s->parent < t->n_spans && (uint32_t)s->parent != i)
+            push(out, ev[2 * (uint32_t)s->parent + 1], ev[2 * i]);
     }
-    out->n = dedupe_unsorted(out->v, out->n);
-    sort_u64(out->v, out->n);
-    size_t w = 0;
-    for (size_t r = 0; r < out->n; r++)
-        if (w == 0 || out->v[w - 1] != out->v[r])
-            out->v[w++] = out->v[r];
+    sort_u64(out->v, out->n, out->v + need);
+    size_t w = out->n ? 1 : 0; /* drop repeats, without a branch per key */
+    for (size_t r = 1; r < out->n; r++) {
+        uint64_t x = out->v[r];
+        out->v[w] = x;
+        w += x != out->v[w - 1];
+    }
     out->n = w;
     return 0;
 }

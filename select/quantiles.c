@@ -52,7 +52,8 @@ void rt_sel_quantiles_destroy(rt_sel_quantiles *qs)
 
 static p2 *find_slot(p2 *slots, size_t cap, uint64_t key)
 {
-    size_t i = rt_sel_mix64(key) & (cap - 1);
+    /* Fibonacci hashing: one multiply, the top bits pick the slot */
+    size_t i = (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
     while (slots[i].used && slots[i].key != key)
         i = (i + 1) & (cap - 1);
     return &slots[i];
@@ -114,21 +115,13 @@ static void p2_add(p2 *e, double q, double x)
         return;
     }
     e->count++;
-    int k;
-    if (x < e->h[0]) {
-        e->h[0] = x;
-        k = 0;
-    } else if (x >= e->h[4]) {
-        if (x > e->h[4])
-            e->h[4] = x;
-        k = 3;
-    } else {
-        k = 0;
-        while (k < 3 && x >= e->h[k + 1])
-            k++;
-    }
-    for (int i = k + 1; i < 5; i++)
-        e->n[i] += 1;
+    /* cell k of x among the sorted heights, extremes widened; written without
+     * data-dependent branches (same arithmetic: adding 0.0 leaves a position as is) */
+    e->h[0] = x < e->h[0] ? x : e->h[0];
+    e->h[4] = x > e->h[4] ? x : e->h[4];
+    int k = (x >= e->h[1]) + (x >= e->h[2]) + (x >= e->h[3]);
+    for (int i = 1; i < 5; i++)
+        e->n[i] += i > k ? 1.0 : 0.0;
     const double dn[5] = {0, q / 2, q, (1 + q) / 2, 1};
     for (int i = 0; i < 5; i++)
         e->np[i] += dn[i];

@@ -159,6 +159,126 @@ START_TEST(lru_keeps_recently_used_clusters)
 }
 END_TEST
 
+/* ---- caches in front of the tree: same ids as mining the masked text itself ---- */
+
+static unsigned rnd(unsigned *seed)
+{
+    *seed = *seed * 1103515245u + 12345u;
+    return (*seed >> 16) & 0x7fff;
+}
+
+/* A random run of n bytes from an alphabet. */
+static char *put_run(char *p, unsigned n, const char *alphabet, unsigned *seed)
+{
+    size_t k = strlen(alphabet);
+    for (unsigned i = 0; i < n; i++)
+        *p++ = alphabet[rnd(seed) % k];
+    return p;
+}
+
+/* One line of a shape: every line shares a long head and tail (so exemplar buckets,
+ * keyed by length and both ends, collide across shapes); the shape fixes the tokens
+ * in between, and about a third of them are variable: a run with digits (hex ids,
+ * numbers, letters then a digit) or a letters-only run of the same length, which
+ * makes the slot a wildcard. Runs of up to 90 bytes cross the 16/32/64-byte block
+ * edges at every offset; the longest shapes pass 2 KiB and 128 tokens. */
+static void shape_line(char *line, unsigned shape, unsigned *vseed)
+{
+    char *p = line;
+    p += sprintf(p, "c.s.ServiceImpl#%u TraceID: ", 100 + shape % 3);
+    p = put_run(p, 32, "0123456789abcdef", vseed);
+    p += sprintf(p, " SpanID: [");
+    unsigned tseed = shape * 7919u + 1;
+    unsigned ntok = shape < 30 ? 1 + shape % 20 : 100 + (shape % 10) * 40;
+    for (unsigned t = 0; t < ntok; t++) {
+        unsigned len = 1 + rnd(&tseed) % 90, kind = rnd(&tseed) % 9;
+        if (kind < 3) { /* variable slot */
+            unsigned v = rnd(vseed) % 4;
+            if (v == 0)
+                p = put_run(p, len, "0123456789abcdef", vseed), p[-1] = '7';
+            else if (v == 1)
+                p = put_run(p, len, "0123456789", vseed);
+            else if (v == 2)
+                p = put_run(p, len, "ab", vseed), p[-1] = '5';
+            else
+                p = put_run(p, len, "abcdef", vseed); /* no digit: a word */
+        } else if (kind < 6) {
+            unsigned s2 = tseed;
+            p = put_run(p, len, "abcdefghij_", &s2);
+        } else if (kind < 8) {
+            p += sprintf(p, "k%u=(%u,x)", rnd(&tseed) % 7, rnd(&tseed) % 1000);
+        } else {
+            *p++ = ',';
+        }
+        unsigned sp = rnd(&tseed) % 8;
+        *p++ = sp == 0 ? '\t' : ' ';
+        if (sp == 1)
+            *p++ = ' ';
+    }
+    p += sprintf(p, "] status=ok, everything went fine in the end");
+}
+
+START_TEST(caches_give_the_ids_of_the_masked_text)
+{
+    /* Each line goes to one miner raw and to another already masked (masking is then
+     * the identity), so the second one's caches only ever see masked text: both must
+     * give the same ids and end with the same templates. A cache hit that mixed up
+     * two shapes, or a digit run with a word, would show. */
+    rt_sel_drain *raw = rt_sel_drain_create(NULL);
+    rt_sel_drain *ref = rt_sel_drain_create(NULL);
+    ck_assert_ptr_nonnull(raw);
+    ck_assert_ptr_nonnull(ref);
+    static char line[65536], masked[3 * sizeof line]; /* ≤ 460 tokens of ≤ 92 bytes */
+    static char ta[65536], tb[65536];
+    unsigned seed = 11;
+    uint32_t max_id = 0;
+    for (int i = 0; i < 20000; i++) {
+        unsigned shape = rnd(&seed) % 40;
+        shape_line(line, shape, &seed);
+        rt_sel_mask_line(line, masked, sizeof masked);
+        uint32_t a = rt_sel_drain_add(raw, line);
+        uint32_t b = rt_sel_drain_add(ref, masked);
+        ck_assert_msg(a == b, "line %d: id %x vs %x for \"%.80s\"", i, a, b, line);
+        max_id = a > max_id ? a : max_id;
+    }
+    ck_assert_uint_eq(rt_sel_drain_cluster_count(raw), rt_sel_drain_cluster_count(ref));
+    for (uint32_t id = RT_SEL_MINED_TEMPLATE_BIT | 1; id <= max_id; id++) {
+        ck_assert(rt_sel_drain_template(raw, id, ta, sizeof ta));
+        ck_assert(rt_sel_drain_template(ref, id, tb, sizeof tb));
+        ck_assert_str_eq(ta, tb);
+    }
+    rt_sel_drain_destroy(raw);
+    rt_sel_drain_destroy(ref);
+}
+END_TEST
+
+START_TEST(caches_tell_apart_runs_with_and_without_digits)
+{
+    /* Same length, same ends: only a run in the middle differs, digit or not. */
+    rt_sel_drain *d = rt_sel_drain_create(NULL);
+    char a[512], b[512], buf[1024];
+    for (unsigned off = 41; off < 200; off += 7) {
+        if (off % 10 == 0)
+            continue; /* a space: the digit would join two tokens */
+        memset(a, 'q', sizeof a);
+        for (unsigned i = 0; i < 300; i += 10)
+            a[i] = ' ';
+        a[300] = '\0';
+        memcpy(b, a, sizeof b);
+        b[off] = '7'; /* a digit inside one run of b */
+        uint32_t ia = rt_sel_drain_add(d, a);
+        uint32_t ib = rt_sel_drain_add(d, b); /* same cluster, which must generalise */
+        ck_assert_uint_eq(ia, ib);
+        ck_assert(rt_sel_drain_template(d, ib, buf, sizeof buf));
+        ck_assert_ptr_nonnull(strstr(buf, "<*>"));
+        ck_assert_uint_eq(rt_sel_drain_add(d, a), ia);
+        rt_sel_drain_destroy(d);
+        d = rt_sel_drain_create(NULL);
+    }
+    rt_sel_drain_destroy(d);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("select_drain");
@@ -169,6 +289,8 @@ int main(void)
     tcase_add_test(tc, below_threshold_makes_new_cluster);
     tcase_add_test(tc, memory_bounded_with_a_million_distinct_lines);
     tcase_add_test(tc, lru_keeps_recently_used_clusters);
+    tcase_add_test(tc, caches_give_the_ids_of_the_masked_text);
+    tcase_add_test(tc, caches_tell_apart_runs_with_and_without_digits);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
