@@ -608,6 +608,17 @@ static const char *skip_digits(const char *p, int *positional)
 	return p;
 }
 
+/* A width or precision: digits, or '*' taking an int argument. NULL when the
+ * arguments overflow. */
+static const char *parse_field_width(struct retrace_log_site *s, const char *p, int *positional)
+{
+	if (*p != '*')
+		return skip_digits(p, positional);
+	if (add_arg(s, A_INT))
+		return NULL;
+	return skip_digits(p + 1, positional);
+}
+
 /* Fill nargs/types/bad of `s` from its format. */
 static void parse_format(struct retrace_log_site *s)
 {
@@ -631,23 +642,10 @@ static void parse_format(struct retrace_log_site *s)
 		p = skip_digits(p, &positional); /* "%1$d" or a width read again below */
 		while (*p && strchr("-+ #0'I", *p))
 			p++;
-		if (*p == '*') {
-			if (add_arg(s, A_INT))
-				goto bad;
-			p = skip_digits(p + 1, &positional);
-		} else {
-			p = skip_digits(p, &positional);
-		}
-		if (*p == '.') {
-			p++;
-			if (*p == '*') {
-				if (add_arg(s, A_INT))
-					goto bad;
-				p = skip_digits(p + 1, &positional);
-			} else {
-				p = skip_digits(p, &positional);
-			}
-		}
+		if (!(p = parse_field_width(s, p, &positional)))
+			goto bad;
+		if (*p == '.' && !(p = parse_field_width(s, p + 1, &positional)))
+			goto bad;
 		p = parse_length(p, &len);
 		type = conversion_type(*p, len);
 		if (!type || positional || add_arg(s, type))

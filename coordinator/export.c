@@ -349,19 +349,27 @@ static uint8_t otlp_kind(uint8_t kind)
 	return kind <= RETRACE_SPAN_CONSUMER ? kind : 0; /* same numbers as OTLP */
 }
 
-static void otlp_span(struct jw *w, const struct rt_span *s)
+/* `{"traceId":…,"<id_key>":…[,"<parent_key>":…],"name":…` — both formats open a
+ * span this way and differ only in the key names. */
+static void span_head(struct jw *w, const struct rt_span *s, const char *id_key,
+		      const char *parent_key)
 {
-	uint32_t i;
 	jw_lit(w, "{\"traceId\":");
 	jw_hex_id(w, s->trace_hi, s->trace_lo, 1);
-	jw_lit(w, ",\"spanId\":");
+	jw_fmt(w, ",\"%s\":", id_key);
 	jw_hex_id(w, 0, s->span_id, 0);
 	if (s->parent_id) {
-		jw_lit(w, ",\"parentSpanId\":");
+		jw_fmt(w, ",\"%s\":", parent_key);
 		jw_hex_id(w, 0, s->parent_id, 0);
 	}
 	jw_lit(w, ",\"name\":");
 	jw_str(w, s->name);
+}
+
+static void otlp_span(struct jw *w, const struct rt_span *s)
+{
+	uint32_t i;
+	span_head(w, s, "spanId", "parentSpanId");
 	jw_fmt(w, ",\"kind\":%u,\"startTimeUnixNano\":\"%" PRIu64 "\",\"endTimeUnixNano\":\"%" PRIu64
 	       "\"", otlp_kind(s->kind), s->start_ns, s->end_ns);
 	kv_reset(w);
@@ -563,16 +571,7 @@ static void zipkin_span(struct jw *w, const struct rt_decoded_trace *t, const st
 {
 	const struct rt_resource *res = s->resource < t->n_resources ? &t->resources[s->resource] : NULL;
 	const char *kind = zipkin_kind(s->kind);
-	jw_lit(w, "{\"traceId\":");
-	jw_hex_id(w, s->trace_hi, s->trace_lo, 1);
-	jw_lit(w, ",\"id\":");
-	jw_hex_id(w, 0, s->span_id, 0);
-	if (s->parent_id) {
-		jw_lit(w, ",\"parentId\":");
-		jw_hex_id(w, 0, s->parent_id, 0);
-	}
-	jw_lit(w, ",\"name\":");
-	jw_str(w, s->name);
+	span_head(w, s, "id", "parentId");
 	if (kind)
 		jw_fmt(w, ",\"kind\":\"%s\"", kind);
 	if (s->start_ns) {
