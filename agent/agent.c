@@ -216,6 +216,12 @@ static int index_buffer(struct rt_agent *a, uint32_t id, uint32_t bytes, int rec
 		a->ix.traces[t].hi = h->trace_hi;
 	if (rt_index_add_buffer(&a->ix, t, id, bytes, h->first_tick, now) != RT_INDEX_ADDED)
 		return -1;
+	/* Each writer's run of a trace starts at seq 0 and ends with the LAST flag:
+	 * while more runs began than ended, a writer may still add to the trace. */
+	if (h->seq == 0)
+		a->ix.traces[t].streams_begun++;
+	if (ck_pr_load_32(&h->flags) & RT_BUF_LAST)
+		a->ix.traces[t].streams_ended++;
 	a->ix.buf_recovered[id] = (uint8_t)recovered;
 	if (a->ix.traces[t].state != RT_TRACE_UNTRIGGERED) {
 		rt_agent_mark_pinned(a, id, a->ix.traces[t].trigger_id);
@@ -653,6 +659,74 @@ void rt_agent_close(struct rt_agent *a)
 	a->scratch = a->recycle = a->lost = NULL;
 }
 
+/* ---------------------------------------------------- remote triggers ---- */
+
+/* Pop one queue's entries up to the depth it had on entry. */
+static void drain_breadcrumbs_to_depth(struct rt_agent *a, const struct rt_drain_callbacks *cb,
+				       struct rt_drain_stats *ds)
+{
+	unsigned int depth = rt_agent_queue_depth(a, RT_Q_BREADCRUMB), k, got;
+	for (k = 0; k < depth; k += got)
+		if ((got = rt_drain_breadcrumbs(&a->pool, cb, ds)) == 0)
+			break;
+}
+
+/*
+ * Why before every reply, not only in the poll pass: the control thread serves a
+ * remote trigger ahead of the pass (it is on a traversal's critical path), so a
+ * breadcrumb a client deposited long before could still sit in the ring, and
+ * the coordinator would never hear of the hop it names. Triggers are left to
+ * the pass: they do not change what the reply says.
+ */
+void rt_agent_drain_before_reply(struct rt_agent *a)
+{
+	static const struct rt_drain_callbacks no_cb;
+	struct rt_drain_callbacks cb = no_cb;
+	struct rt_drain_stats ds;
+	unsigned int depth, k, got;
+
+	cb.breadcrumb = on_breadcrumb;
+	cb.arg = a;
+	memset(&ds, 0, sizeof ds);
+	pass_clock(a);
+	depth = rt_agent_queue_depth(a, RT_Q_COMPLETE);
+	for (k = 0; k < depth; k += got)
+		if ((got = poll_complete(a, a->pass_now_ns)) == 0)
+			break;
+	drain_breadcrumbs_to_depth(a, &cb, &ds);
+}
+
+/*
+ * A writer's buffer is visible only through its header until it is queued. The
+ * client stores the header's fields, then the flags word (a release store, and
+ * x86 keeps stores in order), so flags are loaded first and the fields after a
+ * load fence. Buffers the index owns are skipped without touching their header
+ * (most of a busy pool), free ones carry flags 0, stashed ones no trace.
+ */
+void rt_agent_count_open(struct rt_agent *a, const uint64_t *los, uint32_t n, uint32_t *open)
+{
+	uint32_t id, i, count = a->pool.hdr->buffer_count;
+	memset(open, 0, n * sizeof *open);
+	for (id = 0; id < count; id++) {
+		const struct rt_buffer_header *h;
+		uint32_t flags;
+		uint64_t lo;
+		if (a->ix.buf_trace[id] != RT_INDEX_NONE)
+			continue;
+		h = rt_pool_buffer(&a->pool, id);
+		flags = ck_pr_load_32(&h->flags);
+		if (!(flags & RT_BUF_INUSE))
+			continue;
+		ck_pr_fence_load();
+		if (h->magic != RT_BUF_MAGIC)
+			continue;
+		lo = h->trace_lo;
+		for (i = 0; i < n; i++)
+			if (los[i] == lo)
+				open[i]++;
+	}
+}
+
 /* ---------------------------------------------------------------- poll ---- */
 
 unsigned int rt_agent_poll(struct rt_agent *a)
@@ -660,7 +734,8 @@ unsigned int rt_agent_poll(struct rt_agent *a)
 	static const struct rt_drain_callbacks no_cb;
 	struct rt_drain_callbacks cb = no_cb;
 	struct rt_drain_stats ds;
-	unsigned int n, k, depth;
+	unsigned int n;
+	uint64_t k;
 
 	cb.breadcrumb = on_breadcrumb;
 	cb.trigger = on_trigger;
@@ -671,14 +746,9 @@ unsigned int rt_agent_poll(struct rt_agent *a)
 	/* Every breadcrumb queued when the pass began goes before any trigger, so a
 	 * trigger never reaches the coordinator without the hops deposited before
 	 * it; bounded by that depth, so a flood of crumbs cannot hold the pass. */
-	depth = rt_agent_queue_depth(a, RT_Q_BREADCRUMB);
-	for (k = 0; k < depth;) {
-		unsigned int got = rt_drain_breadcrumbs(&a->pool, &cb, &ds);
-		if (got == 0)
-			break;
-		k += got;
-	}
-	n += k;
+	k = a->st.breadcrumbs + a->st.bad_breadcrumbs;
+	drain_breadcrumbs_to_depth(a, &cb, &ds);
+	n += (unsigned int)(a->st.breadcrumbs + a->st.bad_breadcrumbs - k);
 	n += rt_drain_triggers(&a->pool, &cb, &ds);
 	a->st.bad_triggers += ds.bad_triggers;
 	enforce_limits(a);

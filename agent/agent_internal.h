@@ -11,6 +11,19 @@
 void rt_agent_recycle(struct rt_agent *a, uint32_t buffer_id);
 void rt_agent_remove_trace(struct rt_agent *a, uint32_t t, int evicted);
 uint32_t rt_agent_trace_for(struct rt_agent *a, uint64_t lo, uint64_t now);
+/*
+ * Take in every complete entry and breadcrumb that clients queued before this
+ * call (up to the depths seen now): a remote trigger is answered from the index,
+ * which must not lag what the host's writers already handed in.
+ */
+void rt_agent_drain_before_reply(struct rt_agent *a);
+/*
+ * For each of the n traces (low halves), count the buffers a writer on this host
+ * still holds: stamped with the trace and in use, not handed to the agent (being
+ * written, or sealed and not yet queued). One pass over the buffers the index
+ * does not own.
+ */
+void rt_agent_count_open(struct rt_agent *a, const uint64_t *los, uint32_t n, uint32_t *open);
 
 /* reporting.c */
 int rt_agent_reporting_open(struct rt_agent *a, char *err, size_t errlen);

@@ -60,6 +60,8 @@ struct rt_trace_entry {
 	uint64_t inflight_bytes; /* their bytes */
 	uint32_t done_buffers;   /* taken and released as delivered (acked, spooled, dropped) */
 	uint64_t done_bytes;
+	uint32_t streams_begun;  /* buffers seen with seq 0: a writer's run of the trace began */
+	uint32_t streams_ended;  /* buffers seen with RT_BUF_LAST: a writer's run ended */
 	uint8_t state;           /* enum rt_trace_state */
 	uint8_t ncrumbs;
 	uint8_t in_use;

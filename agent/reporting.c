@@ -546,6 +546,17 @@ static void reply_figures(const struct rt_trace_entry *e, struct rt_wire_trace *
 	out->bytes = e->bytes + e->inflight_bytes + e->done_bytes;
 }
 
+/*
+ * Writers' runs of the trace that began (a seq-0 buffer) and have not ended (no
+ * LAST buffer yet): a thread that flushed mid-trace, or sealed a full buffer and
+ * has not written the next, holds no buffer the scan could see, yet its end is
+ * still to come.
+ */
+static uint32_t unfinished_runs(const struct rt_trace_entry *e)
+{
+	return e->streams_begun > e->streams_ended ? e->streams_begun - e->streams_ended : 0;
+}
+
 static size_t remote_trigger(struct rt_agent *a, const struct rt_wire_remote_trigger *rq,
 			     uint8_t *out, size_t cap)
 {
@@ -555,18 +566,33 @@ static size_t remote_trigger(struct rt_agent *a, const struct rt_wire_remote_tri
 	uint32_t crumbs[RT_WIRE_MAX_TRACES][RT_INDEX_MAX_CRUMBS];
 	struct rt_wire_breadcrumb_reply rep;
 	struct rt_report_class *c = rt_report_class_of(&a->rep, rq->trigger_id);
+	uint64_t los[RT_WIRE_MAX_TRACES];
+	uint32_t open[RT_WIRE_MAX_TRACES];
 	uint32_t i;
 	c->remote++;
 	a->st.remote_triggers++;
+	rt_agent_drain_before_reply(a);
+	for (i = 0; i < rq->trace_count; i++)
+		los[i] = rq->traces[i].trace_lo;
+	/* Nothing is taken from the queues between this count and the figures below,
+	 * so each buffer of the trace is in exactly one of them: in the index (held,
+	 * in flight or done), or open (with a writer, or queued after the drain). */
+	rt_agent_count_open(a, los, rq->trace_count, open);
 	for (i = 0; i < rq->trace_count; i++) {
 		uint32_t t = pin_trace(a, c, rq->traces[i].trace_hi, rq->traces[i].trace_lo,
 				       rq->trigger_id);
 		memset(&traces[i], 0, sizeof traces[i]);
 		traces[i].trace_hi = rq->traces[i].trace_hi;
 		traces[i].trace_lo = rq->traces[i].trace_lo;
+		traces[i].open = open[i];
+		if (open[i])
+			a->st.remote_open_traces++;
 		if (t == RT_INDEX_NONE)
 			continue;
 		reply_figures(&a->ix.traces[t], &traces[i]);
+		traces[i].open += unfinished_runs(&a->ix.traces[t]);
+		if (traces[i].open && !open[i])
+			a->st.remote_open_traces++;
 		traces[i].breadcrumb_count = a->ix.traces[t].ncrumbs;
 		memcpy(crumbs[i], a->ix.traces[t].crumbs, sizeof crumbs[i]);
 		traces[i].breadcrumbs = crumbs[i];

@@ -76,6 +76,8 @@ enum coord_cell_state {
 	CELL_REPLIED = 2, /* breadcrumb reply received */
 	CELL_FAILED = 3,  /* unknown or unreachable agent */
 	CELL_SEEN = 4,    /* not named: only slices from it (asked nothing) */
+	CELL_OPEN = 5,    /* replied, but a writer there still holds buffers of the
+	                     trace: asked again at ask_again_ns until it says none */
 };
 
 struct coord_cell { /* one (trace of a group, agent) pair */
@@ -88,6 +90,9 @@ struct coord_cell { /* one (trace of a group, agent) pair */
 	uint64_t expect;   /* from its reply: payload bytes in total */
 	uint64_t received; /* payload bytes of slices received */
 	uint32_t slices;
+	uint32_t open;     /* from its last reply: buffers a writer still holds */
+	uint32_t asks;     /* replies that said open, for the back-off */
+	uint64_t ask_again_ns;
 };
 
 struct coord_gtrace {

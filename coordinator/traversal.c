@@ -330,7 +330,8 @@ static void traversal_check_idle(struct rt_coord *c, struct coord_group *g, uint
 	if (g->traversal_ns || g->inflight || g->dirty)
 		return;
 	for (i = 0; i < g->ncells; i++)
-		if (g->cells[i].state == CELL_NEW || g->cells[i].state == CELL_ASKED)
+		if (g->cells[i].state == CELL_NEW || g->cells[i].state == CELL_ASKED ||
+		    g->cells[i].state == CELL_OPEN)
 			return;
 	g->traversal_ns = now - g->created_ns;
 	if (!g->traversal_ns)
@@ -375,8 +376,37 @@ static void dispatch(struct rt_coord *c, struct coord_group *g, uint64_t now)
 	traversal_check_idle(c, g, now);
 }
 
+/*
+ * A reply that says a writer still holds buffers of the trace is not final: the
+ * agent is asked again, soon at first, then less often (10 ms doubling to
+ * 320 ms), until it says none or the group's collect timeout makes the trace
+ * incoherent. Most open writers are a request's last spans being closed after
+ * its response went out: milliseconds.
+ */
+static void cell_open(struct coord_cell *x, uint32_t open, uint64_t now)
+{
+	uint32_t shift = x->asks < 5 ? x->asks : 5;
+	x->state = CELL_OPEN;
+	x->open = open;
+	x->ask_again_ns = now + (10000000ull << shift);
+	x->asks++;
+}
+
+/* Open cells whose time has come are asked again (dispatch sends them). */
+static void reask_open_cells(struct coord_group *g, uint64_t now)
+{
+	uint32_t i;
+	for (i = 0; i < g->ncells; i++) {
+		struct coord_cell *x = &g->cells[i];
+		if (x->state == CELL_OPEN && now >= x->ask_again_ns) {
+			x->state = CELL_NEW;
+			g->dirty = 1;
+		}
+	}
+}
+
 /* Apply a breadcrumb reply; 0, or -1 when it is not a reply to this request. */
-static int apply_reply(struct coord_group *g, struct coord_req *r)
+static int apply_reply(struct coord_group *g, struct coord_req *r, uint64_t now)
 {
 	struct rt_wire_msg m;
 	uint32_t i, k;
@@ -399,6 +429,10 @@ static int apply_reply(struct coord_group *g, struct coord_req *r)
 			x->expect = t->bytes;
 		if (!g->traces[idx].hi)
 			g->traces[idx].hi = t->trace_hi;
+		if (t->open)
+			cell_open(x, t->open, now);
+		else
+			x->open = 0;
 		for (k = 0; k < t->breadcrumb_count; k++)
 			if (t->breadcrumbs[k] != r->agent_id)
 				name_agent(g, idx, t->breadcrumbs[k]);
@@ -418,7 +452,7 @@ void coord_handle_reply(struct rt_coord *c, struct coord_req *r)
 	}
 	g->inflight--;
 	g->last_activity_ns = now;
-	if (r->ok && apply_reply(g, r) == 0) {
+	if (r->ok && apply_reply(g, r, now) == 0) {
 		req_release(c, r);
 		dispatch(c, g, now);
 		return;
@@ -644,9 +678,14 @@ static void expire_closed(struct rt_coord *c, uint64_t now)
 	}
 }
 
+/*
+ * An agent's part is whole only when its last reply said no writer holds any of
+ * the trace and every byte it announced has arrived. A cell still open, never
+ * answered, or failed cannot be shown whole, whatever slices came from it.
+ */
 static int cell_delivered(const struct coord_cell *x)
 {
-	return x->received > 0 && (x->state != CELL_REPLIED || x->received >= x->expect);
+	return x->state == CELL_REPLIED && x->received > 0 && x->received >= x->expect;
 }
 
 static void add_agent(uint32_t *list, uint32_t *n, uint32_t id)
@@ -736,6 +775,7 @@ static void group_tick(struct rt_coord *c, struct coord_group *g, uint64_t now)
 {
 	uint64_t settle = (uint64_t)(c->cfg.settle * 1e9);
 	uint64_t timeout = (uint64_t)(c->cfg.collect_timeout * 1e9);
+	reask_open_cells(g, now);
 	if (g->dirty)
 		dispatch(c, g, now);
 	if (now - g->created_ns >= timeout ||

@@ -237,7 +237,7 @@ static int rd_cstr(struct cur *c, char dst[RT_WIRE_MAX_STR + 1])
 /* Fewest bytes one element can take on the wire. */
 #define MIN_TRIGGER_TRACE 4u /* fixarray, 2 fixints, empty fixarray */
 #define MIN_REMOTE_TRACE 3u
-#define MIN_REPLY_TRACE 6u
+#define MIN_REPLY_TRACE 7u
 #define MIN_SLICE_BUFFER 8u /* fixarray, 5 fixints, bin8 of length 0 */
 #define MIN_SCALAR 1u
 
@@ -280,7 +280,7 @@ static int rd_traces(struct cur *c, struct rt_wire_msg *out, int type, uint32_t 
 		return 0;
 	min_size = type == RT_WIRE_TRIGGER ? MIN_TRIGGER_TRACE
 		 : type == RT_WIRE_REMOTE_TRIGGER ? MIN_REMOTE_TRACE : MIN_REPLY_TRACE;
-	elems = type == RT_WIRE_TRIGGER ? 3 : type == RT_WIRE_REMOTE_TRIGGER ? 2 : 5;
+	elems = type == RT_WIRE_TRIGGER ? 3 : type == RT_WIRE_REMOTE_TRIGGER ? 2 : 6;
 	tcap = cap_by_input(n, left(c), min_size);
 	if (type != RT_WIRE_REMOTE_TRIGGER)
 		bcap = cap_by_input(n * RT_WIRE_MAX_BREADCRUMBS, left(c), MIN_SCALAR);
@@ -299,6 +299,7 @@ static int rd_traces(struct cur *c, struct rt_wire_msg *out, int type, uint32_t 
 		if (type == RT_WIRE_BREADCRUMB_REPLY) {
 			TRY(rd_u32(c, &x.buffers));
 			TRY(rd_u64(c, &x.bytes));
+			TRY(rd_u32(c, &x.open));
 		}
 		if (type != RT_WIRE_REMOTE_TRIGGER) {
 			uint32_t nb;

@@ -159,7 +159,7 @@ static void pack_traces(msgpack_packer *pk, const struct rt_wire_trace *t, uint3
 	msgpack_pack_array(pk, n);
 	for (uint32_t i = 0; i < n; i++) {
 		msgpack_pack_array(pk, type == RT_WIRE_TRIGGER ? 3
-				   : type == RT_WIRE_REMOTE_TRIGGER ? 2 : 5);
+				   : type == RT_WIRE_REMOTE_TRIGGER ? 2 : 6);
 		msgpack_pack_uint64(pk, t[i].trace_hi);
 		msgpack_pack_uint64(pk, t[i].trace_lo);
 		if (type == RT_WIRE_REMOTE_TRIGGER)
@@ -167,6 +167,7 @@ static void pack_traces(msgpack_packer *pk, const struct rt_wire_trace *t, uint3
 		if (type == RT_WIRE_BREADCRUMB_REPLY) {
 			msgpack_pack_uint32(pk, t[i].buffers);
 			msgpack_pack_uint64(pk, t[i].bytes);
+			msgpack_pack_uint32(pk, t[i].open);
 		}
 		msgpack_pack_array(pk, t[i].breadcrumb_count);
 		for (uint32_t j = 0; j < t[i].breadcrumb_count; j++)

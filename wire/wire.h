@@ -80,6 +80,9 @@ struct rt_wire_trace {
 	uint64_t trace_lo;
 	uint64_t bytes;              /* BREADCRUMB_REPLY only: bytes held */
 	uint32_t buffers;            /* BREADCRUMB_REPLY only: buffers held, 0 = no data */
+	uint32_t open;               /* BREADCRUMB_REPLY only: buffers of the trace a writer
+	                                still holds (being written, or sealed and not yet
+	                                handed in): this agent's part is not final yet */
 	uint32_t breadcrumb_count;   /* TRIGGER, BREADCRUMB_REPLY: <= RT_WIRE_MAX_BREADCRUMBS */
 	const uint32_t *breadcrumbs; /* agent ids; ignored (and decoded NULL) in REMOTE_TRIGGER */
 };

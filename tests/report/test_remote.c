@@ -455,6 +455,127 @@ static void ask(struct rt_agent *a, uint64_t hi, uint64_t lo, uint32_t *buffers,
 	rt_wire_buf_free(&req);
 }
 
+/* A full BREADCRUMB_REPLY for one trace (the caller frees m). */
+static void ask_msg(struct rt_agent *a, uint64_t hi, uint64_t lo, struct rt_wire_msg *m)
+{
+	static uint8_t out[1 << 16];
+	struct rt_wire_trace tr;
+	struct rt_wire_remote_trigger rq;
+	struct rt_wire_buf req = { 0 };
+	size_t n;
+	memset(&tr, 0, sizeof tr);
+	tr.trace_hi = hi;
+	tr.trace_lo = lo;
+	rq.request_id = 78;
+	rq.trigger_id = RM_TRIG;
+	rq.trace_count = 1;
+	rq.traces = &tr;
+	ck_assert_int_eq(rt_wire_encode_remote_trigger(&req, &rq), 0);
+	n = rt_agent_handle_request(a, req.data, req.len, out, sizeof out);
+	ck_assert_int_eq(rt_wire_decode(out, n, m), 0);
+	ck_assert_int_eq(m->type, RT_WIRE_BREADCRUMB_REPLY);
+	ck_assert_uint_eq(m->reply.trace_count, 1);
+	rt_wire_buf_free(&req);
+}
+
+/*
+ * The race behind false "coherent" traces: a client handed in a buffer and
+ * deposited a breadcrumb, but the agent had not polled yet when the remote
+ * trigger came (it serves requests ahead of its pass). The reply must still
+ * name the hop and count the buffer, or the coordinator never asks that agent
+ * and calls the trace whole without it. No poll is run here at all.
+ */
+START_TEST(test_reply_sees_undrained_queues)
+{
+	static struct rt_agent a;
+	struct rt_agent_config cfg;
+	struct rt_wire_msg m;
+	char pool[64];
+	const uint64_t lo = 0x5EED000000000001ull;
+	uint32_t id, bytes, k;
+	int named = 0;
+
+	ag_pool_name(pool, sizeof pool, "undrained");
+	rp_config(&cfg, pool, 64, 4096, RM_AGENT, "");
+	rp_open(&a, &cfg);
+	id = ag_take_buffer(&a.pool);
+	bytes = ag_fill_buffer(&a.pool, id, 0x7e, lo, 0, 0, 10, 1);
+	ag_push_complete(&a.pool, lo, id, bytes);
+	ag_push_crumb(&a.pool, lo, RM_UP0);
+	ask_msg(&a, 0x7e, lo, &m);
+	for (k = 0; k < m.reply.traces[0].breadcrumb_count; k++)
+		named |= m.reply.traces[0].breadcrumbs[k] == RM_UP0;
+	ck_assert_msg(named, "the breadcrumb queued before the request is not in the reply (%u crumbs)",
+		      m.reply.traces[0].breadcrumb_count);
+	ck_assert_msg(m.reply.traces[0].buffers == 1 && m.reply.traces[0].bytes == bytes,
+		      "reply: %u buffers, %llu bytes; the queue held 1 buffer of %u bytes",
+		      m.reply.traces[0].buffers, (unsigned long long)m.reply.traces[0].bytes, bytes);
+	ck_assert_uint_eq(m.reply.traces[0].open, 0);
+	rt_wire_msg_free(&m);
+	rt_agent_close(&a);
+}
+END_TEST
+
+/*
+ * A writer still holds buffers of the trace (one being written, one sealed but
+ * not yet queued): the reply must say so, so that the coordinator waits for
+ * them instead of calling this host's part whole. Once they are handed in, the
+ * reply counts them as data and says none is open.
+ */
+START_TEST(test_reply_counts_open_buffers)
+{
+	static struct rt_agent a;
+	struct rt_agent_config cfg;
+	struct rt_wire_msg m;
+	char pool[64];
+	const uint64_t lo = 0x5EED000000000002ull, other = 0x5EED000000000003ull;
+	uint32_t b0, b1, b2, n0, n1;
+
+	ag_pool_name(pool, sizeof pool, "openbufs");
+	rp_config(&cfg, pool, 64, 4096, RM_AGENT, "");
+	rp_open(&a, &cfg);
+	b0 = ag_take_buffer(&a.pool);
+	b1 = ag_take_buffer(&a.pool);
+	b2 = ag_take_buffer(&a.pool);
+	n0 = ag_fill_buffer(&a.pool, b0, 0x7e, lo, 0, 0, 10, 1);  /* sealed, not queued */
+	n1 = ag_fill_buffer(&a.pool, b1, 0x7e, lo, 1, 10, 5, 0);  /* being written */
+	ag_fill_buffer(&a.pool, b2, 0x7e, other, 0, 0, 5, 0);     /* another trace's */
+	ask_msg(&a, 0x7e, lo, &m);
+	ck_assert_msg(m.reply.traces[0].open == 2, "reply: %u open buffers, the writer holds 2",
+		      m.reply.traces[0].open);
+	ck_assert_uint_eq(m.reply.traces[0].buffers, 0);
+	rt_wire_msg_free(&m);
+
+	ag_push_complete(&a.pool, lo, b0, n0);
+	ask_msg(&a, 0x7e, lo, &m);
+	ck_assert_uint_eq(m.reply.traces[0].open, 1);
+	ck_assert_uint_eq(m.reply.traces[0].buffers, 1);
+	rt_wire_msg_free(&m);
+
+	ck_pr_store_32(&rt_pool_buffer(&a.pool, b1)->flags, RT_BUF_INUSE | RT_BUF_SEALED | RT_BUF_LAST);
+	ag_push_complete(&a.pool, lo, b1, n1);
+	ask_msg(&a, 0x7e, lo, &m);
+	ck_assert_uint_eq(m.reply.traces[0].open, 0);
+	ck_assert_uint_eq(m.reply.traces[0].buffers, 2);
+	ck_assert_uint_eq(m.reply.traces[0].bytes, (uint64_t)n0 + n1);
+	rt_wire_msg_free(&m);
+	ck_assert_uint_ge(a.st.remote_open_traces, 2);
+
+	/* A writer flushed mid-trace: everything handed in, no buffer held, but its
+	 * run has not ended (no LAST buffer yet): still open. */
+	b0 = ag_take_buffer(&a.pool);
+	n0 = ag_fill_buffer(&a.pool, b0, 0x7e, other + 1, 0, 0, 10, 1);
+	ck_pr_store_32(&rt_pool_buffer(&a.pool, b0)->flags, RT_BUF_INUSE | RT_BUF_SEALED);
+	ag_push_complete(&a.pool, other + 1, b0, n0);
+	ask_msg(&a, 0x7e, other + 1, &m);
+	ck_assert_msg(m.reply.traces[0].open == 1,
+		      "a run with no LAST buffer yet: reply says %u open", m.reply.traces[0].open);
+	ck_assert_uint_eq(m.reply.traces[0].buffers, 1);
+	rt_wire_msg_free(&m);
+	rt_agent_close(&a);
+}
+END_TEST
+
 START_TEST(test_cumulative_reply)
 {
 	static struct rt_agent a;
@@ -535,6 +656,14 @@ static Suite *remote_suite(void)
 	t = tcase_create("inflight_reply");
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, test_inflight_reply);
+	suite_add_tcase(s, t);
+	t = tcase_create("reply_sees_undrained_queues");
+	tcase_set_timeout(t, 30);
+	tcase_add_test(t, test_reply_sees_undrained_queues);
+	suite_add_tcase(s, t);
+	t = tcase_create("reply_counts_open_buffers");
+	tcase_set_timeout(t, 30);
+	tcase_add_test(t, test_reply_counts_open_buffers);
 	suite_add_tcase(s, t);
 	t = tcase_create("cumulative_reply");
 	tcase_set_timeout(t, 60);

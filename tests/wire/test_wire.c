@@ -160,6 +160,7 @@ static void gen_traces(struct owned *o, int type, uint32_t n, enum gen_mode mode
 		if (type == RT_WIRE_BREADCRUMB_REPLY) {
 			t->buffers = rnd_u32();
 			t->bytes = rnd_u64();
+			t->open = rnd_u32();
 		}
 		if (type != RT_WIRE_REMOTE_TRIGGER) {
 			uint32_t nb = pick_count(0, RT_WIRE_MAX_BREADCRUMBS, mode);
@@ -280,8 +281,9 @@ static int traces_eq(int type, const struct rt_wire_trace *a, const struct rt_wi
 		if (a[i].trace_hi != b[i].trace_hi || a[i].trace_lo != b[i].trace_lo)
 			NEQ("trace id");
 		if (type == RT_WIRE_BREADCRUMB_REPLY &&
-		    (a[i].buffers != b[i].buffers || a[i].bytes != b[i].bytes))
-			NEQ("trace buffers/bytes");
+		    (a[i].buffers != b[i].buffers || a[i].bytes != b[i].bytes ||
+		     a[i].open != b[i].open))
+			NEQ("trace buffers/bytes/open");
 		if (type == RT_WIRE_REMOTE_TRIGGER)
 			continue;
 		if (a[i].breadcrumb_count != b[i].breadcrumb_count)
@@ -828,12 +830,17 @@ static const struct raw_case raw_cases[] = {
 	    "\x95\x01\x03\x00\x00\x91\x93\x00\x00\x90", RT_WIRE_E_EXTRA),
 	RAW("remote: ok", "\x95\x01\x03\x00\x00\x91\x92\x00\x00", RT_WIRE_OK),
 	RAW("remote: no traces", "\x95\x01\x03\x00\x00\x90", RT_WIRE_E_VALUE),
-	/* [1,4, request, agent, [[hi, lo, buffers, bytes, bcs]]] */
+	/* [1,4, request, agent, [[hi, lo, buffers, bytes, open, bcs]]] */
 	RAW("reply: no traces, ok", "\x95\x01\x04\x00\x00\x90", RT_WIRE_OK),
 	RAW("reply: trace without bytes",
 	    "\x95\x01\x04\x00\x00\x91\x94\x00\x00\x00\x90", RT_WIRE_E_MISSING),
+	RAW("reply: trace without open",
+	    "\x95\x01\x04\x00\x00\x91\x95\x00\x00\x00\x00\x90", RT_WIRE_E_MISSING),
 	RAW("reply: buffers 2^32",
-	    "\x95\x01\x04\x00\x00\x91\x95\x00\x00\xcf\x00\x00\x00\x01\x00\x00\x00\x00\x00\x90",
+	    "\x95\x01\x04\x00\x00\x91\x96\x00\x00\xcf\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x90",
+	    RT_WIRE_E_TYPE),
+	RAW("reply: open 2^32",
+	    "\x95\x01\x04\x00\x00\x91\x96\x00\x00\x00\x00\xcf\x00\x00\x00\x01\x00\x00\x00\x00\x90",
 	    RT_WIRE_E_TYPE),
 };
 
@@ -902,7 +909,7 @@ static const struct node f_trig_trace[] = {
 	{.k = K_LIST, .name = "breadcrumbs", .limit = 256, .sub = &n_bc}};
 static const struct node f_remote_trace[] = {U64("trace_hi"), U64("trace_lo")};
 static const struct node f_reply_trace[] = {
-	U64("trace_hi"), U64("trace_lo"), U32("buffers"), U64("bytes"),
+	U64("trace_hi"), U64("trace_lo"), U32("buffers"), U64("bytes"), U32("open"),
 	{.k = K_LIST, .name = "breadcrumbs", .limit = 256, .sub = &n_bc}};
 static const struct node f_buffer[] = {U32("pid"), U32("tid"), U32("seq"), U32("flags"),
 				       U64("first_tick"), {.k = K_BIN, .name = "data"}};
@@ -911,7 +918,7 @@ static const struct node n_trig_trace = {.k = K_TUPLE, .name = "trace", .sub = f
 static const struct node n_remote_trace = {.k = K_TUPLE, .name = "trace",
 					   .sub = f_remote_trace, .nsub = 2};
 static const struct node n_reply_trace = {.k = K_TUPLE, .name = "trace",
-					  .sub = f_reply_trace, .nsub = 5};
+					  .sub = f_reply_trace, .nsub = 6};
 static const struct node n_buffer = {.k = K_TUPLE, .name = "buffer", .sub = f_buffer,
 				     .nsub = 6};
 
