@@ -579,8 +579,12 @@ static size_t remote_trigger(struct rt_agent *a, const struct rt_wire_remote_tri
 	 * in flight or done), or open (with a writer, or queued after the drain). */
 	rt_agent_count_open(a, los, rq->trace_count, open);
 	for (i = 0; i < rq->trace_count; i++) {
-		uint32_t t = pin_trace(a, c, rq->traces[i].trace_hi, rq->traces[i].trace_lo,
-				       rq->trigger_id);
+		/* A trace this host has nothing of, and no writer holds, gets no entry:
+		 * remote triggers naming unknown traces must not fill the table. */
+		uint32_t t = open[i] || rt_index_find(&a->ix, rq->traces[i].trace_lo) != RT_INDEX_NONE
+				     ? pin_trace(a, c, rq->traces[i].trace_hi,
+						 rq->traces[i].trace_lo, rq->trigger_id)
+				     : RT_INDEX_NONE;
 		memset(&traces[i], 0, sizeof traces[i]);
 		traces[i].trace_hi = rq->traces[i].trace_hi;
 		traces[i].trace_lo = rq->traces[i].trace_lo;

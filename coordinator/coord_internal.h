@@ -125,6 +125,22 @@ struct coord_group {
 	uint64_t last_activity_ns;
 	uint64_t traversal_ns;    /* 0 until the traversal went idle */
 	uint32_t next_free;
+	uint32_t share;           /* index+1 of the trigger share it is charged to */
+};
+
+/*
+ * The group table is shared fairly among trigger ids: a storm of one trigger
+ * must not starve a quiet one. Each open group is charged to the trigger id that
+ * opened it; one id may hold at most max_groups / (other ids holding groups + 2),
+ * so there is always room for a newcomer. Ids past COORD_SHARES share the last
+ * entry (id 0, "other").
+ */
+#define COORD_SHARES 64
+struct coord_share {
+	uint32_t trigger_id;
+	uint32_t open;            /* groups open charged to it */
+	uint64_t opened;
+	uint64_t dropped;         /* groups refused: over its share, or the table full */
 };
 
 struct coord_req {
@@ -188,6 +204,8 @@ struct rt_coord {
 	uint32_t group_free;         /* free list head (index+1, 0 = none) */
 	uint32_t groups_open;
 	uint64_t next_group_id;
+	struct coord_share shares[COORD_SHARES];
+	uint32_t nshares;
 	struct coord_map traces;     /* trace_lo -> group index << 8 | trace index */
 	struct coord_map closed;     /* trace_lo -> monotonic close time */
 	uint64_t *closed_ring;       /* FIFO of closed trace_lo for expiry */

@@ -102,6 +102,26 @@ static void traversal_section(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_f(w, "latency_p99_ms", (double)p99 / 1e6);
 }
 
+/* Per trigger id: its share of the group table (the fairness that keeps a quiet
+ * trigger collected under another's storm). */
+static void shares_section(struct rt_figures *w, struct rt_coord *c)
+{
+	char key[64];
+	uint32_t i;
+	rt_fig_section(w, "trigger_shares");
+	for (i = 0; i < c->nshares; i++) {
+		const struct coord_share *sh = &c->shares[i];
+		if (!sh->opened && !sh->dropped)
+			continue;
+		snprintf(key, sizeof key, "trigger_%u_open", sh->trigger_id);
+		rt_fig_u64(w, key, sh->open);
+		snprintf(key, sizeof key, "trigger_%u_opened", sh->trigger_id);
+		rt_fig_u64(w, key, sh->opened);
+		snprintf(key, sizeof key, "trigger_%u_dropped", sh->trigger_id);
+		rt_fig_u64(w, key, sh->dropped);
+	}
+}
+
 static void collection_section(struct rt_figures *w, struct rt_coord *c)
 {
 	uint64_t closed = c->st.traces_coherent + c->st.traces_incoherent;
@@ -143,6 +163,7 @@ size_t rt_coord_status(struct rt_coord *c, int json, char *out, size_t cap)
 	coordinator_section(&w, c);
 	agents_section(&w, c);
 	traversal_section(&w, c);
+	shares_section(&w, c);
 	collection_section(&w, c);
 	store_section(&w, c);
 	coord_selection_figures(&w, c);

@@ -92,12 +92,47 @@ void coord_traversal_free(struct rt_coord *c)
 
 /* ------------------------------------------------------------ groups ---- */
 
-static struct coord_group *group_alloc(struct rt_coord *c, uint64_t now)
+/* The share a trigger id is charged to (created on first use). */
+static struct coord_share *share_of(struct rt_coord *c, uint32_t trigger_id)
+{
+	uint32_t i, free_slot = COORD_SHARES;
+	for (i = 0; i < c->nshares; i++) {
+		if (c->shares[i].trigger_id == trigger_id)
+			return &c->shares[i];
+		if (c->shares[i].open == 0 && free_slot == COORD_SHARES && i < COORD_SHARES - 1)
+			free_slot = i;
+	}
+	if (c->nshares < COORD_SHARES - 1)
+		free_slot = c->nshares++;
+	if (free_slot == COORD_SHARES) { /* every slot busy: the shared "other" entry */
+		c->nshares = COORD_SHARES;
+		c->shares[COORD_SHARES - 1].trigger_id = 0;
+		return &c->shares[COORD_SHARES - 1];
+	}
+	memset(&c->shares[free_slot], 0, sizeof c->shares[free_slot]);
+	c->shares[free_slot].trigger_id = trigger_id;
+	return &c->shares[free_slot];
+}
+
+/* Most groups one share may hold now: there is always room for one more id. */
+static uint32_t share_cap(const struct rt_coord *c, const struct coord_share *sh)
+{
+	uint32_t i, others = 0, n = c->cfg.max_groups ? c->cfg.max_groups : 1, cap;
+	for (i = 0; i < c->nshares; i++)
+		if (&c->shares[i] != sh && c->shares[i].open)
+			others++;
+	cap = n / (others + 2);
+	return cap ? cap : 1;
+}
+
+static struct coord_group *group_alloc(struct rt_coord *c, uint64_t now, uint32_t trigger_id)
 {
 	struct coord_group *g;
+	struct coord_share *sh = share_of(c, trigger_id);
 	uint32_t i;
-	if (!c->group_free) {
+	if (!c->group_free || sh->open >= share_cap(c, sh)) {
 		c->st.groups_dropped++;
+		sh->dropped++;
 		return NULL;
 	}
 	i = c->group_free - 1;
@@ -106,6 +141,9 @@ static struct coord_group *group_alloc(struct rt_coord *c, uint64_t now)
 	free(g->cells);
 	memset(g, 0, sizeof *g);
 	g->id = c->next_group_id++;
+	g->share = (uint32_t)(sh - c->shares) + 1;
+	sh->open++;
+	sh->opened++;
 	g->created_ns = now;
 	g->last_activity_ns = now;
 	c->groups_open++;
@@ -116,6 +154,9 @@ static struct coord_group *group_alloc(struct rt_coord *c, uint64_t now)
 static void group_release(struct rt_coord *c, struct coord_group *g)
 {
 	uint32_t i = (uint32_t)(g - c->groups);
+	if (g->share && c->shares[g->share - 1].open)
+		c->shares[g->share - 1].open--;
+	g->share = 0;
 	free(g->cells);
 	g->cells = NULL;
 	g->ncells = g->cap = 0;
@@ -537,7 +578,7 @@ int coord_handle_trigger(struct rt_coord *c, const struct rt_wire_trigger *t,
 	int idx;
 	for (i = 0; i < t->trace_count && !g; i++)
 		g = group_of(c, t->traces[i].trace_lo, &idx);
-	if (!g && !(g = group_alloc(c, now))) {
+	if (!g && !(g = group_alloc(c, now, t->trigger_id))) {
 		c->st.traces_dropped += t->trace_count;
 		coord_log(c, LOG_WARN, "%u trace groups open: trigger %u/%llu dropped",
 			  c->cfg.max_groups, t->agent_id, (unsigned long long)t->trigger_seq);
@@ -636,7 +677,7 @@ int coord_slice_arrived(struct rt_coord *c, const struct rt_wire_slice *s, uint6
 		*late = 1;
 		return 0;
 	}
-	if (!(g = group_alloc(c, now)))
+	if (!(g = group_alloc(c, now, s->trigger_id)))
 		return -1;
 	if ((idx = group_add_trace(c, g, s->trace_hi, s->trace_lo)) < 0) {
 		group_release(c, g);

@@ -204,6 +204,60 @@ START_TEST(coordinator_kill9_mid_traversal)
 }
 END_TEST
 
+/*
+ * A storm of one trigger must not starve another of the coordinator's group
+ * table. Groups are held open (a long --settle) while trigger A fires on ten
+ * traces in a table of eight: A may hold at most half, so trigger B, fired
+ * after the storm, still gets a group. Before the shares, A took all eight and
+ * B was dropped.
+ */
+START_TEST(storm_leaves_room_for_a_quiet_trigger)
+{
+	struct cluster c;
+	const uint32_t storm = 200, quiet = 201;
+	long long a_open, a_dropped, b_opened, b_dropped;
+	cl_coord_args[0] = "--max-groups";
+	cl_coord_args[1] = "8";
+	cl_coord_args[2] = "--settle";
+	cl_coord_args[3] = "30";
+	cl_coord_args[4] = "--collect-timeout";
+	cl_coord_args[5] = "60";
+	ck_assert_int_eq(cl_start(&c, 1, 256), 0);
+	for (int i = 0; i < 10; i++) {
+		write_on(&c, 0, 0x5000 + (uint64_t)i, NULL, 0);
+		ck_assert_int_eq(cl_trigger(&c, 0, HI, 0x5000 + (uint64_t)i, storm, NULL, 0), 0);
+	}
+	/* Wait until the coordinator has decided on all ten (opened or dropped). */
+	for (int k = 0; k < 300; k++) {
+		a_open = cl_coord_figure(&c, "trigger_shares", "trigger_200_opened");
+		a_dropped = cl_coord_figure(&c, "trigger_shares", "trigger_200_dropped");
+		if (a_open >= 4 && a_dropped >= 6)
+			break;
+		nap_ms(50);
+	}
+	a_open = cl_coord_figure(&c, "trigger_shares", "trigger_200_open");
+	a_dropped = cl_coord_figure(&c, "trigger_shares", "trigger_200_dropped");
+	/* (A dropped trace's slices, arriving as orphans, are refused too.) */
+	ck_assert_msg(a_open == 4 && a_dropped >= 6,
+		      "storm trigger: %lld groups open, %lld dropped; want 4 (half of 8) and >= 6",
+		      a_open, a_dropped);
+	write_on(&c, 0, 0x6000, NULL, 0);
+	ck_assert_int_eq(cl_trigger(&c, 0, HI, 0x6000, quiet, NULL, 0), 0);
+	for (int k = 0; k < 300; k++) {
+		if (cl_coord_figure(&c, "trigger_shares", "trigger_201_opened") +
+			    (cl_coord_figure(&c, "trigger_shares", "trigger_201_dropped") > 0) >= 1)
+			break;
+		nap_ms(50);
+	}
+	b_opened = cl_coord_figure(&c, "trigger_shares", "trigger_201_opened");
+	b_dropped = cl_coord_figure(&c, "trigger_shares", "trigger_201_dropped");
+	ck_assert_msg(b_opened == 1 && b_dropped <= 0,
+		      "quiet trigger under the storm: %lld opened, %lld dropped", b_opened, b_dropped);
+	cl_coord_args[0] = NULL;
+	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
+}
+END_TEST
+
 /* One TCase per test, so ctest runs each as its own entry (CK_RUN_CASE). */
 #define ADD_CASE(s, fn)                                      \
 	do {                                                 \
@@ -221,6 +275,7 @@ static Suite *e2e_suite(void)
 	ADD_CASE(s, lateral_group_of_eleven);
 	ADD_CASE(s, eviction_race_is_incoherent);
 	ADD_CASE(s, coordinator_kill9_mid_traversal);
+	ADD_CASE(s, storm_leaves_room_for_a_quiet_trigger);
 	return s;
 }
 
