@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "retrace.h"
+#include "tracer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -266,10 +267,8 @@ struct retrace_attr {
 	} v;
 };
 
-/* OpenTelemetry span status codes (any int works with the status filter). */
-#define RETRACE_STATUS_UNSET 0
-#define RETRACE_STATUS_OK 1
-#define RETRACE_STATUS_ERROR 2
+/* Span status codes are OpenTelemetry's, RETRACE_STATUS_UNSET / _OK / _ERROR of
+ * tracer.h (any int works with the status filter). */
 
 struct retrace_span_summary {
 	retrace_trace_id trace_id;

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# tests/consumer/consumer.sh BUILD_DIR AGENT_BIN CLI_BIN — the installed library as a
+# user meets it: install the build to a temporary prefix, build a C and a C++
+# program with only `pkg-config --cflags --libs retrace`, run both against a real
+# agent's pool, and check what the agent saw. Also checks that libretrace.so
+# exports the documented API (retrace_*) and nothing else.
+set -euo pipefail
+build=$1 agent=$2 cli=$3
+src=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d /tmp/rt-consumer-XXXXXX)
+pool=/rt-consumer-$$
+apid=
+cleanup() {
+  [ -n "$apid" ] && kill "$apid" 2>/dev/null && wait "$apid" 2>/dev/null || true
+  rm -f "/dev/shm$pool"
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "consumer: FAILED: $*" >&2; exit 1; }
+
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+pc=$(find "$tmp/prefix" -name retrace.pc | head -1)
+[ -n "$pc" ] || fail "retrace.pc was not installed"
+export PKG_CONFIG_PATH=$(dirname "$pc")
+libdir=$(pkg-config --variable=libdir retrace)
+[ -f "$libdir/libretrace_triggers.a" ] || fail "libretrace_triggers is not installed"
+
+others=$(nm -D --defined-only "$libdir/libretrace.so" | awk '$2 != "A" && $3 !~ /^retrace_/ {print $3}')
+[ -z "$others" ] || fail "libretrace.so exports internal symbols: $(echo $others | head -c 300)"
+
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Wextra -Werror "$src/consumer.c" -o "$tmp/consumer" \
+  $(pkg-config --cflags --libs retrace) || fail "the C program does not build"
+# shellcheck disable=SC2046
+c++ -std=c++17 -Wall -Wextra -Werror "$src/consumer.cpp" -o "$tmp/consumer++" \
+  $(pkg-config --cflags --libs retrace) || fail "the C++ program does not build"
+
+"$agent" --pool "$pool" --agent-id 9 --unlink --ready-file "$tmp/ready" \
+  --status "ipc://$tmp/status" --listen tcp://127.0.0.1:0 >"$tmp/agent.log" 2>&1 &
+apid=$!
+for _ in $(seq 200); do [ -e "$tmp/ready" ] && break; sleep 0.05; done
+[ -e "$tmp/ready" ] || fail "the agent did not start: $(cat "$tmp/agent.log")"
+
+export LD_LIBRARY_PATH=$libdir RETRACE_POOL=$pool
+"$tmp/consumer" || fail "the C program failed"
+"$tmp/consumer++" || fail "the C++ program failed"
+
+# The agent took the C program's percentile and exception triggers and the C++
+# program's exception trigger.
+seen=0
+for _ in $(seq 100); do
+  seen=$("$cli" status --agent "ipc://$tmp/status" --json |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["queues"]["trigger_groups"])' 2>/dev/null || echo 0)
+  [ "$seen" -ge 3 ] && break
+  sleep 0.05
+done
+[ "$seen" -ge 3 ] || fail "the agent saw $seen trigger groups, want >= 3"
+echo "consumer: installed library used from C and C++ via pkg-config; $seen trigger groups seen"
