@@ -9,8 +9,10 @@
  *   3. evicts least-recently-seen untriggered traces while occupancy (buffers not
  *      in the available queue) is above the threshold, and applies the overload
  *      policy to triggered data past its share (reporting.c);
- *   4. every liveness interval, checks each registry slot's process (pid plus
- *      start time, so pid reuse is caught) and salvages a dead client's buffers;
+ *   4. every liveness interval, puts back what a client overwrote in the shared
+ *      header and repairs the rings (check_pool, below), then checks each
+ *      registry slot's process (pid plus start time, so pid reuse is caught) and
+ *      salvages a dead client's buffers;
  *   5. pushes every freed buffer back to the available queue in one batch, its
  *      header cleared first: a header that still said SEALED would look like data
  *      to the next agent that rebuilds from headers.
@@ -25,6 +27,21 @@
  *   otherwise        free if found in the available queue, else "lost": looked at
  *                    again after a grace second (a client may have popped it and
  *                    not stamped it yet) and freed if still blank.
+ *
+ * Shared memory is written by every client, so the agent takes no bound from
+ * it: the geometry is its own copy (pool.geo, validated at create/attach), ring
+ * indexes use the masks of that copy, and every id a client can write is checked
+ * against it. check_pool, each liveness interval:
+ *   - writes back any header field that differs from the copy (counted);
+ *   - per ring, reads the counters twice; if they held still and make no sense
+ *     (more claimed than the ring holds, or more published than claimed), the
+ *     ring is emptied (counted) and what it held is recovered from the headers:
+ *     blank unowned buffers of the available queue go on the lost list, sealed
+ *     unindexed ones of the complete queue are indexed as recovered;
+ *   - if p_tail stood still behind p_head for RING_STALL_NS, a producer died in
+ *     its claim window: the claims are published (counted), after voiding any
+ *     id of the available queue in them that is not a free buffer, so that no
+ *     stale id reaches a client. Consumers validate the rest as always.
  */
 #include "agent.h"
 
@@ -44,6 +61,11 @@
 
 #define COMPLETE_BATCH 256u
 #define LOST_GRACE_NS 1000000000ull
+/* p_tail standing still this long behind p_head: its producer died mid-enqueue
+ * (the window is a few instructions; a preempted producer finishes within a
+ * time slice). */
+#define RING_STALL_NS 1000000000ull
+#define VOID_BUFFER_ID UINT32_MAX /* an available entry no client will use */
 
 uint64_t rt_agent_now_ns(void)
 {
@@ -62,7 +84,8 @@ static uint64_t unix_now_ns(void)
 uint32_t rt_agent_queue_depth(const struct rt_agent *a, int q)
 {
 	struct ck_ring *r = a->pool.ring[q];
-	return ck_pr_load_uint(&r->p_tail) - ck_pr_load_uint(&r->c_head);
+	uint32_t d = ck_pr_load_uint(&r->p_tail) - ck_pr_load_uint(&r->c_head);
+	return d <= a->pool.geo.ring_mask[q] ? d : 0; /* nonsense until check_pool resets it */
 }
 
 uint32_t rt_agent_free_buffers(const struct rt_agent *a)
@@ -73,7 +96,7 @@ uint32_t rt_agent_free_buffers(const struct rt_agent *a)
 uint32_t rt_agent_clients_attached(const struct rt_agent *a)
 {
 	uint32_t i, n = 0;
-	for (i = 0; i < a->pool.hdr->registry_slots; i++)
+	for (i = 0; i < a->pool.geo.registry_slots; i++)
 		if (ck_pr_load_32(&a->pool.registry[i].pid) != 0)
 			n++;
 	return n;
@@ -91,9 +114,7 @@ static void recycle_flush(struct rt_agent *a)
 			n = 256;
 		for (i = 0; i < n; i++)
 			batch[i].buffer_id = a->recycle[done + i];
-		if (!rt_available_push_batch(a->pool.ring[RT_Q_AVAILABLE],
-					     RT_POOL_SLOTS(&a->pool, RT_Q_AVAILABLE, rt_available_entry),
-					     batch, n))
+		if (!rt_pool_push_available(&a->pool, batch, n))
 			a->st.recycle_fail += n; /* only if the ring is corrupt: leak, never reuse twice */
 		done += n;
 	}
@@ -150,7 +171,7 @@ static uint32_t evict_oldest(struct rt_agent *a)
 static uint64_t occupancy(const struct rt_agent *a)
 {
 	uint32_t free_now = rt_agent_free_buffers(a);
-	uint32_t total = a->pool.hdr->buffer_count;
+	uint32_t total = a->pool.geo.buffer_count;
 	return free_now >= total ? 0 : total - free_now;
 }
 
@@ -262,9 +283,7 @@ static unsigned int poll_complete(struct rt_agent *a, uint64_t now)
 {
 	struct rt_complete_entry in[COMPLETE_BATCH];
 	unsigned int n, i;
-	n = rt_complete_pop_batch(a->pool.ring[RT_Q_COMPLETE],
-				  RT_POOL_SLOTS(&a->pool, RT_Q_COMPLETE, rt_complete_entry),
-				  in, COMPLETE_BATCH);
+	n = rt_pool_pop_complete(&a->pool, in, COMPLETE_BATCH);
 	a->st.complete_entries += n;
 	for (i = 0; i < n; i++)
 		handle_complete(a, &in[i], now);
@@ -363,7 +382,7 @@ static int slot_process_alive(const struct rt_client_slot *s)
 static int writer_alive(const struct rt_agent *a, const struct rt_buffer_header *h)
 {
 	uint32_t slot = h->client_slot;
-	if (slot < a->pool.hdr->registry_slots &&
+	if (slot < a->pool.geo.registry_slots &&
 	    ck_pr_load_32(&a->pool.registry[slot].pid) == h->pid)
 		return slot_process_alive(&a->pool.registry[slot]);
 	return h->pid == 0 || kill((pid_t)h->pid, 0) == 0 || errno != ESRCH;
@@ -372,7 +391,7 @@ static int writer_alive(const struct rt_agent *a, const struct rt_buffer_header 
 /* A registry slot's process died: keep its data, free its stash and its slot. */
 static void reap_client(struct rt_agent *a, uint32_t slot, uint32_t pid, uint64_t now)
 {
-	uint32_t id, n = a->pool.hdr->buffer_count;
+	uint32_t id, n = a->pool.geo.buffer_count;
 	for (id = 0; id < n; id++) {
 		struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
 		uint32_t flags;
@@ -395,7 +414,7 @@ static void reap_client(struct rt_agent *a, uint32_t slot, uint32_t pid, uint64_
 static void check_liveness(struct rt_agent *a, uint64_t now)
 {
 	uint32_t i;
-	for (i = 0; i < a->pool.hdr->registry_slots; i++) {
+	for (i = 0; i < a->pool.geo.registry_slots; i++) {
 		struct rt_client_slot *s = &a->pool.registry[i];
 		uint32_t pid = ck_pr_load_32(&s->pid);
 		if (pid != 0 && !slot_process_alive(s)) {
@@ -415,14 +434,12 @@ static void check_liveness(struct rt_agent *a, uint64_t now)
  */
 static uint8_t *snapshot_available(struct rt_agent *a)
 {
-	uint32_t total = a->pool.hdr->buffer_count, n, i;
+	uint32_t total = a->pool.geo.buffer_count, n, i;
 	uint8_t *in_queue = calloc(total, 1);
 	struct rt_available_entry batch[256];
 	if (!in_queue)
 		return NULL;
-	while ((n = rt_available_pop_batch(a->pool.ring[RT_Q_AVAILABLE],
-					   RT_POOL_SLOTS(&a->pool, RT_Q_AVAILABLE, rt_available_entry),
-					   batch, 256)) > 0) {
+	while ((n = rt_pool_pop_available(&a->pool, batch, 256)) > 0) {
 		for (i = 0; i < n; i++) {
 			uint32_t id = batch[i].buffer_id;
 			if (id >= total || in_queue[id]) {
@@ -467,7 +484,7 @@ static void order_recovered(struct rt_agent *a)
 
 static void rebuild_from_headers(struct rt_agent *a)
 {
-	uint32_t id, n = a->pool.hdr->buffer_count;
+	uint32_t id, n = a->pool.geo.buffer_count;
 	uint64_t now = rt_agent_now_ns();
 	uint8_t *in_queue;
 
@@ -526,6 +543,143 @@ static void reclaim_lost(struct rt_agent *a)
 	a->nlost = 0;
 }
 
+/* ------------------------------------------------------- shared memory ---- */
+
+static const char *const queue_names[RT_Q_COUNT] = { "available", "complete", "breadcrumb",
+						     "trigger" };
+
+/*
+ * A ring was emptied: get back from the headers what it held. Blank buffers
+ * nobody owns were free ids: they go on the lost list (a client may have popped
+ * one a moment ago and not stamped it yet, hence the grace time). Sealed buffers
+ * the index does not own lost their complete entry: indexed as recovered, so
+ * that the entry, if it still comes, is an echo.
+ */
+static void recover_after_reset(struct rt_agent *a, int q, uint64_t now)
+{
+	uint32_t id, n = a->pool.geo.buffer_count;
+	for (id = 0; id < n; id++) {
+		const struct rt_buffer_header *h;
+		uint32_t flags;
+		if (a->ix.buf_trace[id] != RT_INDEX_NONE || a->lost_flag[id])
+			continue;
+		h = rt_pool_buffer(&a->pool, id);
+		flags = ck_pr_load_32(&h->flags);
+		if (q == RT_Q_AVAILABLE && (h->magic != RT_BUF_MAGIC || flags == 0)) {
+			a->lost[a->nlost++] = id;
+			a->lost_flag[id] = 1;
+		} else if (q == RT_Q_COMPLETE && h->magic == RT_BUF_MAGIC &&
+			   (flags & RT_BUF_SEALED) && salvage_buffer(a, id, flags, now)) {
+			a->st.recovered_buffers++;
+		}
+	}
+	if (q == RT_Q_AVAILABLE)
+		a->lost_check_ns = now + LOST_GRACE_NS;
+}
+
+/*
+ * Before a stalled claim of the available queue is published: an id in it that
+ * is not a free buffer (out of range, owned by the index or in flight, stamped
+ * by a writer, on the lost list, or free once already in the ring) would hand
+ * one buffer to two writers, so it is voided; clients skip void ids (counted
+ * as bad_available). Stale ids are what a dead producer's slots hold.
+ */
+static void void_stale_ids(struct rt_agent *a, const struct rt_ring_counters *c)
+{
+	struct rt_available_entry *slots = RT_POOL_SLOTS(&a->pool, RT_Q_AVAILABLE, rt_available_entry);
+	uint32_t mask = a->pool.geo.ring_mask[RT_Q_AVAILABLE], n = a->pool.geo.buffer_count;
+	uint8_t *seen = calloc(n, 1);
+	unsigned int i;
+	for (i = c->c_head; i != c->p_head; i++) {
+		struct rt_available_entry *e = &slots[i & mask];
+		uint32_t id = e->buffer_id;
+		int claimed = (int)(i - c->p_tail) >= 0, ok = seen && id < n && !seen[id];
+		if (ok && claimed) {
+			const struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
+			ok = a->ix.buf_trace[id] == RT_INDEX_NONE && !a->lost_flag[id] &&
+			     (h->magic != RT_BUF_MAGIC || ck_pr_load_32(&h->flags) == 0);
+		}
+		if (seen && id < n)
+			seen[id] = 1;
+		if (claimed && !ok) {
+			e->buffer_id = VOID_BUFFER_ID;
+			a->st.ring_slots_voided++;
+		}
+	}
+	free(seen);
+}
+
+/* Counters that make no sense are reset; a claim stalled for long is published. */
+static void check_ring(struct rt_agent *a, int q, uint64_t now)
+{
+	struct ck_ring *r = a->pool.ring[q];
+	uint32_t mask = a->pool.geo.ring_mask[q];
+	struct rt_ring_counters c;
+	int still = rt_ring_still(r, &c), valid = rt_ring_counters_valid(&c, mask);
+	if (still && !valid) {
+		rt_ring_reset(r);
+		a->st.ring_resets++;
+		a->ring_stall[q].watching = 0;
+		rt_log_limited(&a->pool_log, now, RT_LOG_WARN,
+			       "pool %s: the %s queue's counters made no sense (consumer %u, published "
+			       "%u, claimed %u, capacity %u): emptied it (a client wrote them, or the "
+			       "memory is corrupt)", a->pool.name, queue_names[q], c.c_head, c.p_tail,
+			       c.p_head, mask + 1);
+		recover_after_reset(a, q, now);
+		return;
+	}
+	if (!valid || c.p_tail == c.p_head) {
+		a->ring_stall[q].watching = 0;
+		return;
+	}
+	if (!a->ring_stall[q].watching || a->ring_stall[q].p_tail != c.p_tail) {
+		a->ring_stall[q].watching = 1;
+		a->ring_stall[q].p_tail = c.p_tail;
+		a->ring_stall[q].since_ns = now;
+		return;
+	}
+	if (now - a->ring_stall[q].since_ns < RING_STALL_NS)
+		return;
+	if (q == RT_Q_AVAILABLE)
+		void_stale_ids(a, &c);
+	if (rt_ring_publish_claims(r, &c)) {
+		a->st.ring_stalls_repaired++;
+		rt_log_limited(&a->pool_log, now, RT_LOG_WARN,
+			       "pool %s: the %s queue stood still for %.1f s behind %u claimed "
+			       "entries (a producer died mid-enqueue): published them", a->pool.name,
+			       queue_names[q], (double)(now - a->ring_stall[q].since_ns) / 1e9,
+			       c.p_head - c.p_tail);
+	}
+	a->ring_stall[q].watching = 0;
+}
+
+/*
+ * What clients may have overwritten: the header's geometry is put back from our
+ * copy (clients attaching later read it), a state other than READY too, and the
+ * rings are checked. Our own pending frees go out first, so that the rings show
+ * every free id.
+ */
+static void check_pool(struct rt_agent *a, uint64_t now)
+{
+	unsigned int fixed;
+	int q;
+	recycle_flush(a);
+	fixed = rt_pool_restore_geometry(&a->pool);
+	if (ck_pr_load_32(&a->pool.hdr->state) != RT_POOL_READY) {
+		ck_pr_store_32(&a->pool.hdr->state, RT_POOL_READY);
+		fixed++;
+	}
+	if (fixed) {
+		a->st.header_fields_restored += fixed;
+		rt_log_limited(&a->pool_log, now, RT_LOG_WARN,
+			       "pool %s: %u fields of the shared header differed from its geometry; "
+			       "put back (a client wrote them, or the memory is corrupt)",
+			       a->pool.name, fixed);
+	}
+	for (q = 0; q < RT_Q_COUNT; q++)
+		check_ring(a, q, now);
+}
+
 /*
  * The pass's clocks, from the TSC: clock_gettime costs several times an rdtsc
  * here and a busy agent runs millions of passes. The TSC is re-anchored to the
@@ -553,7 +707,7 @@ static void anchor_clock(struct rt_agent *a)
 
 static int alloc_state(struct rt_agent *a, char *err, size_t errlen)
 {
-	uint32_t n = a->pool.hdr->buffer_count;
+	uint32_t n = a->pool.geo.buffer_count;
 	uint32_t cap = a->cfg.trace_capacity ? a->cfg.trace_capacity : 2 * n;
 	a->recycle_cap = 1024;
 	a->scratch = malloc((size_t)n * sizeof *a->scratch);
@@ -625,7 +779,7 @@ int rt_agent_open(struct rt_agent *a, const struct rt_agent_config *cfg, char *e
 	}
 	a->start_ns = rt_agent_now_ns();
 	a->start_unix_ns = unix_now_ns();
-	a->ns_per_tick = a->pool.hdr->tsc_hz ? 1e9 / (double)a->pool.hdr->tsc_hz : 1.0;
+	a->ns_per_tick = a->pool.geo.tsc_hz ? 1e9 / (double)a->pool.geo.tsc_hz : 1.0;
 	/* Sequence numbers start at the start time, so that those of an agent that
 	 * restarted never repeat its predecessor's (the collector and coordinator
 	 * dedup by agent id and sequence; spooled slices keep their old ones). */
@@ -705,7 +859,7 @@ void rt_agent_drain_before_reply(struct rt_agent *a)
  */
 void rt_agent_count_open(struct rt_agent *a, const uint64_t *los, uint32_t n, uint32_t *open)
 {
-	uint32_t id, i, count = a->pool.hdr->buffer_count;
+	uint32_t id, i, count = a->pool.geo.buffer_count;
 	memset(open, 0, n * sizeof *open);
 	for (id = 0; id < count; id++) {
 		const struct rt_buffer_header *h;
@@ -754,6 +908,7 @@ unsigned int rt_agent_poll(struct rt_agent *a)
 	enforce_limits(a);
 	if (a->pass_now_ns >= a->next_liveness_ns) {
 		anchor_clock(a);
+		check_pool(a, a->pass_now_ns);
 		check_liveness(a, a->pass_now_ns);
 		rt_agent_expire_triggered(a);
 		a->next_liveness_ns = a->pass_now_ns + (uint64_t)(a->cfg.liveness_interval * 1e9);

@@ -28,6 +28,7 @@
 
 #include "config.h"
 #include "index.h"
+#include "log.h"
 #include "report.h"
 #include "uplink.h"
 #include "shm/pool.h"
@@ -70,9 +71,17 @@ struct rt_agent_stats {
 	uint64_t slice_bytes_acked;
 	uint64_t spool_full;        /* slices neither sent nor spooled (spool full) */
 	uint64_t spool_errors;      /* spool appends or reads that failed with an I/O error */
+	uint64_t spool_cursor_errors; /* sent spooled slices whose cursor write failed */
+	uint64_t spool_foreign;     /* spooled records that were not slices (skipped) */
+	/* shared memory a client wrote (agent.c: check_pool) */
+	uint64_t header_fields_restored; /* header geometry fields put back */
+	uint64_t ring_stalls_repaired;   /* claims of dead producers published */
+	uint64_t ring_slots_voided;      /* available ids in such claims that were not free */
+	uint64_t ring_resets;            /* rings whose counters made no sense, emptied */
 };
 
 struct rt_spool;
+struct rt_agent_guard;
 
 struct rt_agent {
 	struct rt_agent_config cfg;
@@ -99,7 +108,17 @@ struct rt_agent {
 	struct rt_spool *spool;     /* NULL: no spool */
 	int collector_down;         /* last round trip failed: spool until a probe succeeds */
 	uint64_t next_probe_ns;
-	uint64_t spool_retry_ns;    /* the spool was full: try again after this */
+	uint64_t spool_retry_ns;    /* the spool was full or failed: try again after this */
+	uint64_t spool_backoff_ns;  /* the last wait after a failed append (doubles) */
+	uint64_t spool_unconsumed;  /* id of a spooled slice sent whose cursor write failed */
+	uint64_t cursor_retry_ns, cursor_backoff_ns; /* when and how long: its next try */
+	struct rt_log_limit spool_log; /* spool errors: a line per 10 s at most */
+	struct rt_log_limit pool_log;  /* shared-memory repairs: likewise */
+	struct {                    /* per queue: p_tail standing still behind p_head */
+		uint32_t p_tail;
+		int watching;
+		uint64_t since_ns;
+	} ring_stall[RT_Q_COUNT];
 	uint64_t slice_seq, trigger_seq;
 	struct rt_wire_buf msg;     /* encoding scratch */
 	struct rt_wire_slice_buffer *slicebufs; /* encoding scratch, one per buffer */
@@ -108,6 +127,7 @@ struct rt_agent {
 	uint8_t *lost_flag;         /* per buffer: still on the lost list */
 	uint32_t nlost;
 	uint64_t lost_check_ns;     /* when to look at them again */
+	struct rt_agent_guard *guard; /* who may ask what (guard.h); NULL admits all */
 };
 
 /*
@@ -137,6 +157,12 @@ void rt_agent_close(struct rt_agent *a);
  */
 size_t rt_agent_handle_request(struct rt_agent *a, const uint8_t *req, size_t len,
 			       uint8_t *out, size_t cap);
+
+/*
+ * At the top of a remote trigger: 0 to serve it, or the ACK status to refuse it
+ * with, when its sender is over its rate (agent/guard.h; counted there).
+ */
+int32_t rt_agent_remote_refused(struct rt_agent *a);
 
 /* Helpers shared with the status page and tests. */
 uint64_t rt_agent_now_ns(void);

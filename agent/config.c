@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shm/pool.h"
 
@@ -46,7 +47,7 @@ static const struct opt_row rows[] = {
 	{ "agent-id", 'a', T_U32, F(agent_id), 0, "ID", "this agent's 32-bit id, not 0 (default 1)" },
 	{ "group", 'g', T_LONG, F(group), 0, "GID", "give the pool to this group, mode 0660" },
 	{ "listen", 'l', T_STR, F(listen), S(listen), "URL", "nng URL the coordinator reaches us on (default tcp://127.0.0.1:7710)" },
-	{ "status", 's', T_STR, F(status_addr), S(status_addr), "URL", "local nng URL for `retrace status` (default ipc:///tmp/retrace-POOL.status)" },
+	{ "status", 's', T_STR, F(status_addr), S(status_addr), "URL", "local nng URL for `retrace status` (default ipc:///tmp/retrace-UID/POOL.status)" },
 	{ "coordinator", 'C', T_STR, F(coordinator), S(coordinator), "URL", "coordinator URL (default: none)" },
 	{ "log-level", 'v', T_LEVEL, F(log_level), 0, "LEVEL", "error, warn, info or debug (default info)" },
 	{ "liveness-interval", 0, T_SECONDS, F(liveness_interval), 0, "SEC", "seconds between client liveness scans (default 0.25)" },
@@ -67,6 +68,13 @@ static const struct opt_row rows[] = {
 	{ "report-hold", 0, T_RATE, F(report_hold), 0, "SEC", "with a backlog, a trace's first slice waits this long, so agents decide overload alike (default 0.02; 0 = off)" },
 	{ "spool-dir", 0, T_STR, F(spool_dir), S(spool_dir), "DIR", "spool slices here while the collector is away (default: none)" },
 	{ "spool-max", 0, T_U64, F(spool_max), 0, "BYTES", "spool size limit (default 1073741824)" },
+	{ "tls-ca", 0, T_STR, F(tls_ca), S(tls_ca), "FILE", "CA certificate (PEM): TLS on every tcp:// address (docs/security.md)" },
+	{ "tls-cert", 0, T_STR, F(tls_cert), S(tls_cert), "FILE", "our certificate (PEM, CN=agent-ID; scripts/retrace-keys.sh)" },
+	{ "tls-key", 0, T_STR, F(tls_key), S(tls_key), "FILE", "the certificate's private key (PEM)" },
+	{ "insecure", 0, T_FLAG, F(insecure), 0, NULL, "allow plain tcp:// beyond loopback without certificates (a trusted network only)" },
+	{ "remote-trigger-rate", 0, T_RATE, F(remote_trigger_rate), 0, "PER_S", "remote triggers accepted per second per peer (default 5000; 0 = no limit)" },
+	{ "remote-trigger-burst", 0, T_RATE, F(remote_trigger_burst), 0, "N", "remote-trigger burst per peer (default 10000)" },
+	{ "max-connections", 0, T_U32, F(max_connections), 0, "N", "connections each control address holds at once (default 16; 0 = no cap)" },
 };
 
 #define NROWS (sizeof rows / sizeof rows[0])
@@ -76,7 +84,9 @@ static const char *level_names[] = { "error", "warn", "info", "debug" };
 void rt_agent_default_status_addr(const char *pool, char *out, size_t outlen)
 {
 	const char *name = pool[0] == '/' ? pool + 1 : pool;
-	snprintf(out, outlen, "ipc:///tmp/retrace-%s.status", name);
+	/* A per-user directory the agent creates 0700 (main.c): a predictable name
+	 * in /tmp itself could be taken first by another local user. */
+	snprintf(out, outlen, "ipc:///tmp/retrace-%u/%s.status", (unsigned)getuid(), name);
 }
 
 void rt_agent_config_defaults(struct rt_agent_config *c)
@@ -103,6 +113,9 @@ void rt_agent_config_defaults(struct rt_agent_config *c)
 	c->max_slice_bytes = 4u << 20;
 	c->report_hold = 0.02;
 	c->spool_max = 1ull << 30;
+	c->remote_trigger_rate = 5000;
+	c->remote_trigger_burst = 10000;
+	c->max_connections = 16;
 }
 
 void rt_agent_usage(FILE *out)
@@ -357,7 +370,9 @@ int rt_agent_config_parse(struct rt_agent_config *c, int argc, char **argv, FILE
 		fprintf(err, "retrace-agent: unexpected argument '%s' (try --help)\n", argv[optind]);
 		return -1;
 	}
-	if (c->status_addr[0] == 0)
+	if (c->status_addr[0] == 0) {
 		rt_agent_default_status_addr(c->pool, c->status_addr, sizeof c->status_addr);
+		c->status_default = 1;
+	}
 	return check_config(c, err);
 }

@@ -53,6 +53,15 @@ struct rt_agent_config {
 	double report_hold;         /* seconds a triggered trace waits before its first slice */
 	char spool_dir[256];        /* empty: no spool */
 	uint64_t spool_max;         /* bytes */
+	/* authentication and limits (docs/security.md, agent/guard.h) */
+	char tls_ca[256];           /* CA of the deployment; all three set: TLS on tcp:// */
+	char tls_cert[256];         /* our certificate, CN=agent-ID */
+	char tls_key[256];
+	int insecure;               /* allow plain tcp:// beyond loopback */
+	double remote_trigger_rate; /* remote triggers per second per peer; 0 = no limit */
+	double remote_trigger_burst;
+	uint32_t max_connections;   /* per listener of the control socket */
+	int status_default;         /* status_addr was derived (its directory is ours to make) */
 };
 
 /* Fill the defaults (they work for the demo on one host). */
@@ -68,7 +77,8 @@ int rt_agent_config_parse(struct rt_agent_config *c, int argc, char **argv, FILE
 /* Read one config file into c; -1 with "file:line: why" on err. */
 int rt_agent_config_load(struct rt_agent_config *c, const char *path, FILE *err);
 
-/* The status address derived from the pool name when none is given. */
+/* The status address derived from the pool name when none is given:
+ * ipc:///tmp/retrace-UID/NAME.status, in a directory only that user may enter. */
 void rt_agent_default_status_addr(const char *pool, char *out, size_t outlen);
 
 void rt_agent_usage(FILE *out);

@@ -1,11 +1,12 @@
 /*
  * agent/control.c — the REP endpoint's thread.
  *
- * The thread blocks in nng_recv with a 200 ms timeout (to notice stop), puts the
- * request in the mailbox, raises `pending` with release order, and waits on the
- * condition variable until the poll thread has written the reply; then it sends
- * the reply. REP sockets answer requests in order, one at a time, which is all a
- * status query or a coordinator's remote trigger needs.
+ * The thread blocks in nng_recvmsg with a 200 ms timeout (to notice stop), puts
+ * the request and who sent it (its pipe's peer, daemon/tls.h) in the mailbox,
+ * raises `pending` with release order, and waits on the condition variable until
+ * the poll thread has written the reply; then it sends the reply. REP sockets
+ * answer requests in order, one at a time, which is all a status query or a
+ * coordinator's remote trigger needs.
  */
 #include "nng_close.h"
 #include "control.h"
@@ -25,52 +26,57 @@ static void *control_main(void *arg)
 {
 	struct rt_control *c = arg;
 	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
-		void *buf = NULL;
-		size_t sz = 0;
-		int rv = nng_recv(c->sock, &buf, &sz, NNG_FLAG_ALLOC);
+		nng_msg *msg = NULL;
+		struct rt_peer peer;
+		int rv = nng_recvmsg(c->sock, &msg, 0);
 		if (rv == NNG_ETIMEDOUT)
 			continue;
 		if (rv != 0)
 			break;
+		rt_peer_of(msg, &peer); /* here: the pipe may be gone by the time it is served */
 		pthread_mutex_lock(&c->mu);
-		c->req = buf;
-		c->req_len = sz;
+		c->msg = msg;
+		c->req = nng_msg_body(msg);
+		c->req_len = nng_msg_len(msg);
+		c->peer = peer;
 		c->answered = 0;
 		__atomic_store_n(&c->pending, 1, __ATOMIC_RELEASE);
 		if (c->wake_fd >= 0)
 			eventfd_write(c->wake_fd, 1);
 		while (!c->answered && !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE))
 			pthread_cond_wait(&c->cv, &c->mu);
+		c->msg = NULL;
+		c->req = NULL;
 		pthread_mutex_unlock(&c->mu);
-		nng_free(buf, sz);
+		nng_msg_free(msg);
 		if (c->answered)
 			nng_send(c->sock, c->reply, c->reply_len, 0);
 	}
 	return NULL;
 }
 
-static int listen_one(struct rt_control *c, const char *url, char *err, size_t errlen)
+static int listen_one(struct rt_control *c, const char *url, const struct rt_tls *tls, char *err,
+		      size_t errlen)
 {
 	nng_listener l;
 	nng_sockaddr sa;
-	int rv = nng_listen(c->sock, url, &l, 0);
-	if (rv != 0) {
-		snprintf(err, errlen, "cannot listen on %s: %s", url, nng_strerror(rv));
+	if (rt_tls_listen(c->sock, tls, url, &l, err, errlen) != 0)
 		return -1;
-	}
 	snprintf(c->bound[c->nbound], sizeof c->bound[0], "%s", url);
 	if (nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) == 0 && sa.s_family == NNG_AF_INET) {
 		/* Port 0 asks for any free port: say which one we got. */
 		const uint8_t *ip = (const uint8_t *)&sa.s_in.sa_addr;
-		snprintf(c->bound[c->nbound], sizeof c->bound[0], "tcp://%u.%u.%u.%u:%u",
-			 ip[0], ip[1], ip[2], ip[3],
+		snprintf(c->bound[c->nbound], sizeof c->bound[0], "%stcp://%u.%u.%u.%u:%u",
+			 rt_url_is_tls(url) ? "tls+" : "", ip[0], ip[1], ip[2], ip[3],
 			 (unsigned)ntohs(sa.s_in.sa_port));
 	}
+	c->listener_ids[c->nbound] = nng_listener_id(l);
 	c->nbound++;
 	return 0;
 }
 
 int rt_control_start(struct rt_control *c, const char *const *urls, int nurls,
+		     const struct rt_tls *tls, uint32_t max_connections, size_t max_request,
 		     char *err, size_t errlen)
 {
 	int i, rv;
@@ -90,9 +96,10 @@ int rt_control_start(struct rt_control *c, const char *const *urls, int nurls,
 		return -1;
 	}
 	nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, 200);
-	nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, 64u << 20);
+	nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, max_request);
+	c->cap = rt_pipe_cap_attach(c->sock, max_connections);
 	for (i = 0; i < nurls && c->nbound < RT_CONTROL_MAX_ADDRS; i++)
-		if (urls[i] && urls[i][0] && listen_one(c, urls[i], err, errlen) != 0)
+		if (urls[i] && urls[i][0] && listen_one(c, urls[i], tls, err, errlen) != 0)
 			goto fail;
 	if (pthread_create(&c->thread, NULL, control_main, c) != 0) {
 		snprintf(err, errlen, "cannot start the control thread");
@@ -101,7 +108,8 @@ int rt_control_start(struct rt_control *c, const char *const *urls, int nurls,
 	c->running = 1;
 	return 0;
 fail:
-	rt_nng_close_bounded(c->sock, RT_NNG_CLOSE_WAIT_MS);
+	rt_pipe_cap_free(c->cap, rt_nng_close_bounded(c->sock, RT_NNG_CLOSE_WAIT_MS) == 0);
+	c->cap = NULL;
 	free(c->reply);
 	c->reply = NULL;
 	if (c->wake_fd >= 0)
@@ -131,7 +139,8 @@ void rt_control_stop(struct rt_control *c)
 	pthread_cond_signal(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 	pthread_join(c->thread, NULL);
-	rt_nng_close_bounded(c->sock, RT_NNG_CLOSE_WAIT_MS);
+	rt_pipe_cap_free(c->cap, rt_nng_close_bounded(c->sock, RT_NNG_CLOSE_WAIT_MS) == 0);
+	c->cap = NULL;
 	free(c->reply);
 	c->reply = NULL;
 	c->running = 0;

@@ -20,6 +20,9 @@
 
 #include <nng/nng.h>
 
+#include "daemon/guard.h"
+#include "daemon/tls.h"
+
 #define RT_CONTROL_MAX_ADDRS 4
 #define RT_CONTROL_REPLY_MAX (1u << 20)
 
@@ -37,17 +40,33 @@ struct rt_control {
 	int answered;
 	int stop;
 	int running;
-	uint8_t *req;        /* owned by nng while pending */
+	uint8_t *req;        /* the body of msg while pending */
 	size_t req_len;
+	nng_msg *msg;
+	struct rt_peer peer; /* who sent it (daemon/tls.h) */
+	int listener_ids[RT_CONTROL_MAX_ADDRS]; /* nng listener of each bound address */
+	struct rt_pipe_cap *cap; /* connections per address (daemon/guard.h) */
 	uint8_t *reply;
 	size_t reply_len;
 	char bound[RT_CONTROL_MAX_ADDRS][128]; /* addresses actually bound */
 	int nbound;
 };
 
-/* Listen on each non-empty URL and start the thread. -1 with a sentence in err. */
+/*
+ * Listen on each non-empty URL and start the thread. tls+tcp:// URLs need tls
+ * (and admit only peers with a certificate of its CA); each address holds at
+ * most max_connections at once (0: no cap). Requests over max_request bytes
+ * make nng drop the connection. -1 with a sentence in err.
+ */
 int rt_control_start(struct rt_control *c, const char *const *urls, int nurls,
+		     const struct rt_tls *tls, uint32_t max_connections, size_t max_request,
 		     char *err, size_t errlen);
+
+/* 1 if the waiting request came in on urls[i]. */
+static inline int rt_control_request_on(const struct rt_control *c, int i)
+{
+	return i < c->nbound && c->peer.listener >= 0 && c->peer.listener == c->listener_ids[i];
+}
 
 static inline int rt_control_pending(struct rt_control *c)
 {

@@ -6,15 +6,26 @@
  * passes sleep, doubling from 20 us up to 1 ms, so an idle agent costs ~1000
  * wake-ups a second and a busy one never sleeps. SIGTERM/SIGINT end the loop;
  * the pool is kept for the next agent unless --unlink was given.
+ *
+ * Before anything else it settles how it talks (docs/security.md): with
+ * certificates every tcp:// address becomes tls+tcp:// and the certificate must
+ * name this agent (CN=agent-ID); without, it refuses a tcp:// address beyond
+ * loopback unless --insecure. The default status address lives in a directory
+ * it makes 0700 and checks is its own.
  */
 #include "nng_close.h"
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "control.h"
+#include "daemon/tls.h"
+#include "guard.h"
 #include "log.h"
 #include "retrace/retrace.h"
 
@@ -29,10 +40,84 @@ static void on_signal(int sig)
 	stop_requested = 1;
 }
 
+struct serve {
+	struct rt_agent *a;
+	struct rt_control *ctl;
+};
+
 static size_t handle_request(void *arg, const uint8_t *req, size_t len, uint8_t *out,
 			     size_t cap)
 {
-	return rt_agent_handle_request(arg, req, len, out, cap);
+	struct serve *x = arg;
+	size_t n;
+	if (x->a->guard) { /* who is asking, for guard.c and the remote-trigger bucket */
+		x->a->guard->peer = x->ctl->peer;
+		/* The local ipc address only: its directory admits the agent's user alone. */
+		x->a->guard->from_status = rt_control_request_on(x->ctl, 0) &&
+					   strncmp(x->ctl->bound[0], "ipc://", 6) == 0;
+	}
+	if ((n = rt_agent_guard_admit(x->a, req, len, out, cap)) != 0)
+		return n;
+	return rt_agent_handle_request(x->a, req, len, out, cap);
+}
+
+/* TLS identity and URL policy; rewrites cfg's URLs. -1 with a sentence in err. */
+static int secure(struct rt_agent_config *cfg, struct rt_tls **tls, char *err, size_t errlen)
+{
+	struct rt_tls_opts o;
+	char url[RT_AGENT_ADDR_MAX];
+	uint32_t id = 0;
+	struct {
+		const char *what;
+		char *v;
+	} urls[] = { { "--listen", cfg->listen }, { "--coordinator", cfg->coordinator },
+		     { "--collector", cfg->collector }, { "--status", cfg->status_addr } };
+	memset(&o, 0, sizeof o);
+	snprintf(o.ca, sizeof o.ca, "%s", cfg->tls_ca);
+	snprintf(o.cert, sizeof o.cert, "%s", cfg->tls_cert);
+	snprintf(o.key, sizeof o.key, "%s", cfg->tls_key);
+	if (rt_tls_load(&o, tls, err, errlen) < 0)
+		return -1;
+	if (*tls && !(rt_name_agent_id(rt_tls_name(*tls), &id) && id == cfg->agent_id)) {
+		snprintf(err, errlen, "the certificate %s names '%s', not agent-%u (--agent-id): the "
+			 "coordinator would refuse everything this agent sends", cfg->tls_cert,
+			 rt_tls_name(*tls), cfg->agent_id);
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++) {
+		if (rt_url_secure(*tls, cfg->insecure, urls[i].what, urls[i].v, url, sizeof url, err,
+				  errlen) != 0)
+			return -1;
+		snprintf(urls[i].v, RT_AGENT_ADDR_MAX, "%s", url);
+	}
+	return 0;
+}
+
+/* The default status address's directory: ours, and nobody else may write it. */
+static int status_dir(const char *url, char *err, size_t errlen)
+{
+	char dir[RT_AGENT_ADDR_MAX], *slash;
+	struct stat sb;
+	if (strncmp(url, "ipc://", 6) != 0)
+		return 0;
+	if (strlen(url + 6) >= sizeof dir)
+		return 0;
+	memcpy(dir, url + 6, strlen(url + 6) + 1);
+	if (!(slash = strrchr(dir, '/')) || slash == dir)
+		return 0;
+	*slash = 0;
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot make the status directory %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	if (lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid() ||
+	    (sb.st_mode & 022)) {
+		snprintf(err, errlen, "the status directory %s is not a directory of this user that "
+			 "only it may write (another user may have made it first): remove it, or "
+			 "give --status URL", dir);
+		return -1;
+	}
+	return 0;
 }
 
 static void install_signals(void)
@@ -60,12 +145,13 @@ static void touch_ready_file(const char *path)
 
 static void run(struct rt_agent *a, struct rt_control *ctl)
 {
+	struct serve x = { a, ctl };
 	uint64_t sleep_ns = IDLE_SLEEP_MIN_NS;
 	while (!stop_requested) {
 		unsigned int n = 0;
 		/* A request first: a remote trigger is on a traversal's critical path. */
 		if (rt_control_pending(ctl)) {
-			rt_control_serve(ctl, handle_request, a);
+			rt_control_serve(ctl, handle_request, &x);
 			n++;
 		}
 		n += rt_agent_poll(a);
@@ -79,11 +165,21 @@ static void run(struct rt_agent *a, struct rt_control *ctl)
 	}
 }
 
+/* An early exit: the identity goes too (its key is wiped on the way). */
+static int quit(struct rt_tls *tls, int rc)
+{
+	rt_tls_set_process(NULL);
+	rt_tls_free(tls);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static struct rt_agent agent;
+	static struct rt_agent_guard guard;
 	struct rt_agent_config cfg;
 	struct rt_control ctl;
+	struct rt_tls *tls = NULL;
 	char err[512];
 	const char *urls[2];
 	int rc;
@@ -93,18 +189,31 @@ int main(int argc, char **argv)
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
 	rt_log_level = cfg.log_level;
+	if (secure(&cfg, &tls, err, sizeof err) != 0) {
+		fprintf(stderr, "retrace-agent: %s\n", err);
+		return quit(tls, 2);
+	}
+	rt_tls_set_process(tls);
+	if (cfg.status_default && status_dir(cfg.status_addr, err, sizeof err) != 0) {
+		fprintf(stderr, "retrace-agent: %s\n", err);
+		return quit(tls, 1);
+	}
 	install_signals();
 	if ((rc = rt_agent_open(&agent, &cfg, err, sizeof err)) != RETRACE_OK) {
 		fprintf(stderr, "retrace-agent: %s\n", err);
-		return rc == RETRACE_E_EXISTS ? 3 : 1;
+		return quit(tls, rc == RETRACE_E_EXISTS ? 3 : 1);
 	}
+	rt_agent_guard_init(&guard, tls != NULL, cfg.remote_trigger_rate, cfg.remote_trigger_burst);
+	guard.max_connections = cfg.max_connections;
+	agent.guard = &guard;
 	urls[0] = cfg.status_addr;
 	urls[1] = cfg.listen;
-	if (rt_control_start(&ctl, urls, 2, err, sizeof err) != 0) {
+	if (rt_control_start(&ctl, urls, 2, tls, cfg.max_connections, RT_AGENT_REQUEST_HARD, err,
+			     sizeof err) != 0) {
 		fprintf(stderr, "retrace-agent: %s\n", err);
 		agent.cfg.unlink_at_exit = 0; /* clients may be writing into it */
 		rt_agent_close(&agent);
-		return 1;
+		return quit(tls, 1);
 	}
 	if (ctl.nbound > 1)
 		snprintf(agent.cfg.listen, sizeof agent.cfg.listen, "%s", ctl.bound[1]);
@@ -113,11 +222,12 @@ int main(int argc, char **argv)
 		rt_control_stop(&ctl);
 		agent.cfg.unlink_at_exit = 0;
 		rt_agent_close(&agent);
-		return 1;
+		return quit(tls, 1);
 	}
+	guard.cap = ctl.cap;
 	rt_log(RT_LOG_INFO, "agent %u %s pool %s (%u x %u B buffers); status on %s, listening on %s",
 	       cfg.agent_id, agent.took_over ? "took over" : "created", cfg.pool,
-	       agent.pool.hdr->buffer_count, agent.pool.hdr->buffer_size, ctl.bound[0],
+	       agent.pool.geo.buffer_count, agent.pool.geo.buffer_size, ctl.bound[0],
 	       ctl.nbound > 1 ? ctl.bound[1] : "(none)");
 	touch_ready_file(cfg.ready_file);
 	run(&agent, &ctl);
@@ -125,9 +235,10 @@ int main(int argc, char **argv)
 	       (unsigned long long)agent.st.buffers_indexed,
 	       (unsigned long long)agent.ix.st.evicted_traces);
 	rt_control_stop(&ctl);
+	agent.guard = NULL;
 	rt_agent_close(&agent);
 	if (rt_nng_close_abandoned())
 		rt_log(RT_LOG_WARN, "%llu socket close(s) hung in nng and were abandoned",
 		       (unsigned long long)rt_nng_close_abandoned());
-	return 0;
+	return quit(tls, 0);
 }

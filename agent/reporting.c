@@ -28,7 +28,12 @@
  *      with no spool room, put back at the head of its trace to be sent again;
  *   2. while the collector is down, probes it once a second with the oldest
  *      spooled slice; while the spool holds anything, new slices join the spool
- *      behind it, so slices reach the collector in the order they were cut;
+ *      behind it, so slices reach the collector in the order they were cut. A
+ *      failed spool write (a full disk) is retried after a back-off doubling
+ *      from 20 ms to 2 s, the slice waiting on its trace meanwhile; a spooled
+ *      slice whose cursor cannot be moved after it was acknowledged holds the
+ *      spool back (it is never sent again) while the cursor write is retried
+ *      with the same back-off. Their log lines come once per 10 s at most;
  *   3. takes the next trace from the fair schedule, cuts a slice of up to
  *      max_slice_bytes and RT_WIRE_MAX_SLICE_BUFFERS buffers from its oldest
  *      buffers (ordered by writer and sequence inside the slice), encodes it
@@ -51,6 +56,11 @@
 #include "spool.h"
 
 #define PROBE_EVERY_NS 1000000000ull
+/* A spool write that failed (a full disk, an I/O error) is tried again after a
+ * wait that doubles from the first to the last: a disk that stays full costs a
+ * few attempts a second, not one per pass. */
+#define SPOOL_BACKOFF_MIN_NS 20000000ull   /* 20 ms */
+#define SPOOL_BACKOFF_MAX_NS 2000000000ull /* 2 s */
 #define LEVEL_RELAX_NS 2000000000ull /* low pressure this long: levels come down a step */
 #define LEVEL_SETTLE_NS 100000000ull /* after a raise: longer than two agents' raises lie apart */
 
@@ -260,9 +270,9 @@ static int encode_slice(struct rt_agent *a, uint64_t hi, uint64_t lo, uint32_t t
 	m.slice_seq = seq;
 	m.trace_hi = hi;
 	m.trace_lo = lo;
-	m.tsc_hz = a->pool.hdr->tsc_hz;
-	m.tsc_ref_tick = a->pool.hdr->tsc_ref_tick;
-	m.tsc_ref_unix_ns = a->pool.hdr->tsc_ref_unix_ns;
+	m.tsc_hz = a->pool.geo.tsc_hz;
+	m.tsc_ref_tick = a->pool.geo.tsc_ref_tick;
+	m.tsc_ref_unix_ns = a->pool.geo.tsc_ref_unix_ns;
 	m.buffer_count = n;
 	m.buffers = wb;
 	a->msg.len = 0;
@@ -331,12 +341,23 @@ static void drop_unsendable(struct rt_agent *a, struct rt_uplink_slot *s)
 
 enum { SPOOLED = 0, SPOOL_LATER = -1, SPOOL_UNSENDABLE = -2 };
 
-/* Spool the slice held by slot s (re-encoded from shared memory). */
+/* The next wait after a failed spool write: twice the last, within the bounds. */
+static uint64_t spool_backoff(uint64_t *cur)
+{
+	*cur = *cur == 0 ? SPOOL_BACKOFF_MIN_NS
+			 : *cur >= SPOOL_BACKOFF_MAX_NS / 2 ? SPOOL_BACKOFF_MAX_NS : *cur * 2;
+	return *cur;
+}
+
+/*
+ * Spool the slice held by slot s (re-encoded from shared memory). While a
+ * failed append's back-off runs, nothing is tried: the slice waits on its trace.
+ */
 static int spool_slot(struct rt_agent *a, struct rt_uplink_slot *s)
 {
-	uint64_t id;
+	uint64_t id, wait;
 	int rc;
-	if (!a->spool)
+	if (!a->spool || a->pass_now_ns < a->spool_retry_ns)
 		return SPOOL_LATER;
 	if (encode_slice(a, s->trace_hi, s->trace_lo, s->trigger_id, s->seq, s->bufs,
 			 s->nbuf) != 0)
@@ -349,9 +370,16 @@ static int spool_slot(struct rt_agent *a, struct rt_uplink_slot *s)
 	}
 	if (rc != 0) {
 		a->st.spool_errors++;
-		rt_log(RT_LOG_ERROR, "spool %s: %s", a->cfg.spool_dir, rt_spool_strerror(rc));
+		wait = spool_backoff(&a->spool_backoff_ns);
+		a->spool_retry_ns = a->pass_now_ns + wait;
+		rt_log_limited(&a->spool_log, a->pass_now_ns, RT_LOG_ERROR,
+			       "spool %s: cannot write a slice: %s (%llu failed so far); slices wait "
+			       "on their traces, next try in %llu ms", a->cfg.spool_dir,
+			       rt_spool_strerror(rc), (unsigned long long)a->st.spool_errors,
+			       (unsigned long long)(wait / 1000000));
 		return SPOOL_LATER;
 	}
+	a->spool_backoff_ns = 0;
 	slot_class(a, s)->slices_spooled++;
 	slot_class(a, s)->bytes_spooled += s->bytes;
 	a->st.slices_spooled++;
@@ -371,13 +399,43 @@ static int spool_or_return(struct rt_agent *a, struct rt_uplink_slot *s)
 	return rc == SPOOL_LATER ? -1 : 0;
 }
 
+/*
+ * A spooled record is done with (the collector has it, or it is no slice): move
+ * the spool's cursor past it. If the cursor cannot be written, the record stays
+ * the oldest pending one, and sending it again would make the collector count a
+ * duplicate on every pass; so the spool holds back (drain_spool sends nothing)
+ * and only the cursor write is tried again, with back-off. 0 once it moved.
+ */
+static int spool_mark_done(struct rt_agent *a, uint64_t id)
+{
+	uint64_t wait;
+	int rc = rt_spool_consume(a->spool, id);
+	/* MISMATCH or EMPTY: the record is no longer the oldest pending one (the
+	 * spool skipped it as damaged): nothing to hold back for. */
+	if (rc == 0 || rc == RT_SPOOL_MISMATCH || rc == RT_SPOOL_EMPTY) {
+		a->spool_unconsumed = 0;
+		a->cursor_backoff_ns = 0;
+		return 0;
+	}
+	a->st.spool_cursor_errors++;
+	a->spool_unconsumed = id;
+	wait = spool_backoff(&a->cursor_backoff_ns);
+	a->cursor_retry_ns = a->pass_now_ns + wait;
+	rt_log_limited(&a->spool_log, a->pass_now_ns, RT_LOG_ERROR,
+		       "spool %s: record %llu is done with but the spool's cursor cannot be "
+		       "written: %s; the spool holds back (nothing is sent again), next try in "
+		       "%llu ms", a->cfg.spool_dir, (unsigned long long)id, rt_spool_strerror(rc),
+		       (unsigned long long)(wait / 1000000));
+	return -1;
+}
+
 static void finish_slot(struct rt_agent *a, struct rt_uplink_slot *s)
 {
 	if (s->x.ok) {
 		a->collector_down = 0;
 		if (s->from_spool) {
-			rt_spool_consume(a->spool, s->spool_id);
 			a->st.spool_sent++;
+			spool_mark_done(a, s->spool_id);
 		} else {
 			slot_class(a, s)->slices_acked++;
 			slot_class(a, s)->bytes_acked += s->bytes;
@@ -468,7 +526,13 @@ static void drain_spool(struct rt_agent *a)
 	struct rt_uplink_slot *s;
 	uint32_t i;
 	int rc;
-	if (!a->spool || !a->up.coll_open || spool_pending(a) == 0)
+	if (!a->spool || spool_pending(a) == 0)
+		return;
+	/* A record done with whose cursor write failed: only the cursor is retried. */
+	if (a->spool_unconsumed &&
+	    (a->pass_now_ns < a->cursor_retry_ns || spool_mark_done(a, a->spool_unconsumed) != 0))
+		return;
+	if (!a->up.coll_open || spool_pending(a) == 0)
 		return;
 	for (i = 0; i < RT_UPLINK_SLOTS; i++)
 		if (a->up.slots[i].x.state != RT_SLOT_FREE && a->up.slots[i].from_spool)
@@ -480,8 +544,10 @@ static void drain_spool(struct rt_agent *a)
 	if ((rc = rt_spool_peek(a->spool, &rec, &len, &id)) != 0) {
 		if (rc < 0) {
 			a->st.spool_errors++;
-			rt_log(RT_LOG_ERROR, "spool %s: cannot read the oldest slice: %s",
-			       a->cfg.spool_dir, rt_spool_strerror(rc));
+			rt_log_limited(&a->spool_log, a->pass_now_ns, RT_LOG_ERROR,
+				       "spool %s: cannot read the oldest slice: %s (%llu failed so far)",
+				       a->cfg.spool_dir, rt_spool_strerror(rc),
+				       (unsigned long long)a->st.spool_errors);
 			a->next_probe_ns = a->pass_now_ns + PROBE_EVERY_NS;
 		}
 		return;
@@ -489,8 +555,13 @@ static void drain_spool(struct rt_agent *a)
 	{
 		struct rt_wire_msg m;
 		if (rt_wire_decode(rec, len, &m) != 0 || m.type != RT_WIRE_SLICE) {
+			/* Checksummed, so not damage: a record of another program. */
 			rt_wire_msg_free(&m);
-			rt_spool_consume(a->spool, id); /* checksummed, so only a foreign record */
+			a->st.spool_foreign++;
+			rt_log_limited(&a->spool_log, a->pass_now_ns, RT_LOG_WARN,
+				       "spool %s: record %llu is not a slice; skipped", a->cfg.spool_dir,
+				       (unsigned long long)id);
+			spool_mark_done(a, id);
 			return;
 		}
 		s->seq = m.slice.slice_seq;
@@ -560,6 +631,10 @@ static uint32_t unfinished_runs(const struct rt_trace_entry *e)
 static size_t remote_trigger(struct rt_agent *a, const struct rt_wire_remote_trigger *rq,
 			     uint8_t *out, size_t cap)
 {
+	/* Per-peer rate limit first (agent/guard.h): a flood pins nothing. */
+	int32_t refused = rt_agent_remote_refused(a);
+	if (refused)
+		return error_ack(a, refused, out, cap);
 	struct rt_wire_trace traces[RT_WIRE_MAX_TRACES];
 	/* Copies: pinning a later trace of the request may reclaim an earlier,
 	 * quiet one's entry when the table is full. */
@@ -662,8 +737,8 @@ int rt_agent_reporting_open(struct rt_agent *a, char *err, size_t errlen)
 	snprintf(rc.weights, sizeof rc.weights, "%s", a->cfg.trigger_weights);
 	if (rt_report_init(&a->rep, &rc, a->ix.capacity, err, errlen) != 0)
 		return -1;
-	a->slicebufs = calloc(a->pool.hdr->buffer_count, sizeof *a->slicebufs);
-	a->spool_slot.bufs = malloc((size_t)a->pool.hdr->buffer_count * sizeof(uint32_t));
+	a->slicebufs = calloc(a->pool.geo.buffer_count, sizeof *a->slicebufs);
+	a->spool_slot.bufs = malloc((size_t)a->pool.geo.buffer_count * sizeof(uint32_t));
 	if (!a->slicebufs || !a->spool_slot.bufs) {
 		snprintf(err, errlen, "out of memory for slice scratch");
 		return -1;
@@ -703,18 +778,18 @@ int rt_agent_connect(struct rt_agent *a, const char *control_addr, char *err, si
 	else if (gethostname(r.host, sizeof r.host - 1) != 0)
 		snprintf(r.host, sizeof r.host, "unknown");
 	snprintf(r.control_addr, sizeof r.control_addr, "%s", control_addr ? control_addr : "");
-	r.buffer_size = a->pool.hdr->buffer_size;
-	r.buffer_count = a->pool.hdr->buffer_count;
-	r.tsc_hz = a->pool.hdr->tsc_hz;
-	r.tsc_ref_tick = a->pool.hdr->tsc_ref_tick;
-	r.tsc_ref_unix_ns = a->pool.hdr->tsc_ref_unix_ns;
+	r.buffer_size = a->pool.geo.buffer_size;
+	r.buffer_count = a->pool.geo.buffer_count;
+	r.tsc_hz = a->pool.geo.tsc_hz;
+	r.tsc_ref_tick = a->pool.geo.tsc_ref_tick;
+	r.tsc_ref_unix_ns = a->pool.geo.tsc_ref_unix_ns;
 	a->msg.len = 0;
 	if (rt_wire_encode_register(&a->msg, &r) != 0) {
 		snprintf(err, errlen, "cannot encode the registration");
 		return -1;
 	}
 	return rt_uplink_open(&a->up, a->cfg.collector, a->cfg.coordinator,
-			      a->pool.hdr->buffer_count, a->cfg.outbox,
+			      a->pool.geo.buffer_count, a->cfg.outbox,
 			      (int)a->cfg.report_timeout_ms, &a->msg, err, errlen);
 }
 

@@ -19,7 +19,10 @@
  * Consume: write the consumed id into one of two 32-byte checksummed slots of
  * the cursor file, alternately (a torn slot write leaves the other slot good),
  * then delete the head segment once it is read to the end and another segment
- * follows (or it is full).
+ * follows (or it is full). The cursor's blocks are reserved at open, so that
+ * consuming, which is what frees space, needs none on a full disk; and an
+ * append that finds the disk full gives up a wholly consumed last segment and
+ * tries once more.
  *
  * Open: validate every segment header (bad ones are deleted and counted), then
  * walk every record of every segment and check both CRCs. A record whose header
@@ -543,6 +546,13 @@ static int open_cursor(struct rt_spool *s, const char *dir, char *err, size_t er
 		return fd;
 	}
 	s->cursor_fd = fd;
+	/* Reserve the cursor's blocks now: on a disk that fills up later, moving the
+	 * cursor (which is what frees space) must not need space. KEEP_SIZE leaves the
+	 * file's length, and so what open reads back, as it was. Not fatal: a failed
+	 * cursor write is reported by consume. */
+	if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, CURSOR_SLOT1_OFF + CURSOR_SLOT) != 0 &&
+	    errno != EOPNOTSUPP && errno != ENOSYS)
+		s->st.io_errors++;
 	if ((n = pread_full(fd, b, sizeof b, 0)) < 0) {
 		errf(err, errlen, "spool %s/%s: cannot read: %s", dir, CURSOR_FILE, strerror((int)-n));
 		return (int)n;
@@ -1172,7 +1182,22 @@ static void account_append(struct rt_spool *s, int new_seg, int fd, uint64_t rb)
 		drop_finished_heads(s); /* the segment we left may be all consumed */
 }
 
-int rt_spool_append(struct rt_spool *s, const void *rec, size_t len, uint64_t *id)
+/*
+ * The disk is full: a last segment with nothing pending still holds its
+ * consumed records (it is kept for appends to continue in). Give it up, so that
+ * its space serves the next segment. 1 if one went.
+ */
+static int drop_consumed_tail(struct rt_spool *s)
+{
+	if (s->nsegs != 1 || s->segs[0].live_records != 0)
+		return 0;
+	drop_head_segment(s);
+	if (s->sync)
+		fsync(s->dir_fd);
+	return 1;
+}
+
+static int append_once(struct rt_spool *s, const void *rec, size_t len, uint64_t *id)
 {
 	static const uint8_t zeros[8];
 	uint8_t sh[SEG_HDR], rh[REC_HDR];
@@ -1217,6 +1242,14 @@ int rt_spool_append(struct rt_spool *s, const void *rec, size_t len, uint64_t *i
 		*id = s->next_id;
 	account_append(s, new_seg, fd, rb);
 	return 0;
+}
+
+int rt_spool_append(struct rt_spool *s, const void *rec, size_t len, uint64_t *id)
+{
+	int rc = append_once(s, rec, len, id);
+	if ((rc == -ENOSPC || rc == -EDQUOT) && drop_consumed_tail(s))
+		rc = append_once(s, rec, len, id);
+	return rc;
 }
 
 int rt_spool_peek(struct rt_spool *s, const void **rec, size_t *len, uint64_t *id)

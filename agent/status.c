@@ -6,6 +6,7 @@
  * coordinator's status uses the same writer).
  */
 #include "agent.h"
+#include "guard.h"
 #include "spool.h"
 #include "wire/figures.h"
 
@@ -30,12 +31,13 @@ static void agent_section(struct rt_figures *w, const struct rt_agent *a)
 
 static void buffer_section(struct rt_figures *w, const struct rt_agent *a)
 {
-	const struct rt_pool_header *h = a->pool.hdr;
+	const struct rt_pool_header *h = a->pool.hdr;     /* counters clients add to */
+	const struct rt_pool_geometry *g = &a->pool.geo; /* ours: clients write the header */
 	uint64_t free_now = rt_agent_free_buffers(a), idx = a->ix.st.buffers;
-	uint64_t held = h->buffer_count > free_now + idx ? h->buffer_count - free_now - idx : 0;
+	uint64_t held = g->buffer_count > free_now + idx ? g->buffer_count - free_now - idx : 0;
 	rt_fig_section(w, "buffers");
-	rt_fig_u64(w, "size", h->buffer_size);
-	rt_fig_u64(w, "total", h->buffer_count);
+	rt_fig_u64(w, "size", g->buffer_size);
+	rt_fig_u64(w, "total", g->buffer_count);
 	rt_fig_u64(w, "free", free_now);
 	rt_fig_u64(w, "indexed", idx);
 	rt_fig_u64(w, "held_by_clients", held);
@@ -97,6 +99,10 @@ static void malformed_section(struct rt_figures *w, const struct rt_agent *a)
 	rt_fig_u64(w, "triggers", a->st.bad_triggers);
 	rt_fig_u64(w, "available_bad_id", ck_pr_load_64((uint64_t *)&h->bad_available));
 	rt_fig_u64(w, "corrupt_frames", a->st.corrupt_frames);
+	rt_fig_u64(w, "header_fields_restored", a->st.header_fields_restored);
+	rt_fig_u64(w, "ring_stalls_repaired", a->st.ring_stalls_repaired);
+	rt_fig_u64(w, "ring_slots_voided", a->st.ring_slots_voided);
+	rt_fig_u64(w, "ring_resets", a->st.ring_resets);
 }
 
 static void client_section(struct rt_figures *w, const struct rt_agent *a)
@@ -104,7 +110,7 @@ static void client_section(struct rt_figures *w, const struct rt_agent *a)
 	const struct rt_pool_header *h = a->pool.hdr;
 	rt_fig_section(w, "clients");
 	rt_fig_u64(w, "attached", rt_agent_clients_attached(a));
-	rt_fig_u64(w, "registry_slots", h->registry_slots);
+	rt_fig_u64(w, "registry_slots", a->pool.geo.registry_slots);
 	rt_fig_u64(w, "registry_full", ck_pr_load_64((uint64_t *)&h->registry_full));
 	rt_fig_u64(w, "died", a->st.clients_died);
 	rt_fig_u64(w, "dead_buffers_indexed", a->st.dead_buffers_indexed);
@@ -144,6 +150,10 @@ static void reporting_section(struct rt_figures *w, const struct rt_agent *a)
 	rt_fig_u64(w, "spool_sent", a->st.spool_sent);
 	rt_fig_u64(w, "spool_full", a->st.spool_full);
 	rt_fig_u64(w, "spool_errors", a->st.spool_errors);
+	rt_fig_u64(w, "spool_cursor_errors", a->st.spool_cursor_errors);
+	rt_fig_u64(w, "spool_foreign", a->st.spool_foreign);
+	rt_fig_u64(w, "spool_backoff_ms", a->spool_backoff_ns / 1000000);
+	rt_fig_u64(w, "spool_held_back", (uint64_t)(a->spool_unconsumed != 0));
 	if (a->spool) {
 		struct rt_spool_stats ss;
 		rt_spool_stats(a->spool, &ss);
@@ -208,5 +218,6 @@ size_t rt_agent_status(const struct rt_agent *a, int json, char *out, size_t out
 	client_section(&w, a);
 	reporting_section(&w, a);
 	trigger_sections(&w, a);
+	rt_agent_guard_figures(&w, a);
 	return rt_fig_end(&w);
 }

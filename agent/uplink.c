@@ -13,9 +13,14 @@
  * messages; its head is sent, and popped only when acknowledged. A failure
  * backs off one second and sends the head again (the coordinator dedups by
  * agent id and trigger_seq). REGISTER goes first and again every 5 s.
+ *
+ * tls+tcp:// URLs are dialled with the process's TLS identity (daemon/tls.h):
+ * both links talk only to a peer whose certificate is the coordinator's.
  */
 #include "nng_close.h"
 #include "uplink.h"
+
+#include "daemon/tls.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,10 +97,13 @@ static void exchange_close(struct rt_exchange *x)
 static int dial(nng_socket *s, const char *url, char *err, size_t errlen)
 {
 	int rv = nng_req0_open(s);
-	if (rv == 0)
-		rv = nng_dial(*s, url, NULL, NNG_FLAG_NONBLOCK);
 	if (rv != 0) {
 		snprintf(err, errlen, "cannot dial %s: %s", url, nng_strerror(rv));
+		return -1;
+	}
+	if (rt_tls_dial(*s, rt_tls_process(), url, RT_TLS_COORDINATOR_NAME, NNG_FLAG_NONBLOCK, err,
+			errlen) != 0) {
+		nng_close(*s);
 		return -1;
 	}
 	nng_socket_set_ms(*s, NNG_OPT_RECONNMINT, 50);

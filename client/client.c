@@ -11,7 +11,11 @@
  *   - A full buffer, or retrace_end, seals the buffer (bytes, then the SEALED flag
  *     with release order) and appends {trace, buffer, bytes} to a per-thread
  *     pending batch, pushed to the complete queue in one batch when it is full,
- *     older than ~1 ms at an end, on a trigger, a flush or thread exit.
+ *     at the trace's end, on a trigger, a flush or thread exit.
+ *   - Each begin opens a new writer stream: a process-unique stream id (from a
+ *     per-thread block of RT_STREAM_BLOCK ids) goes into every buffer header's
+ *     `tid` field, and the stream's buffers are numbered from seq 0. Detach and
+ *     attach move the stream with the trace.
  *   - With no pool or no free buffer the thread writes into its own discard
  *     buffer: counted per thread, per client slot and in the pool header.
  *   - After fork() the child forgets the parent's buffers (they are the parent's)
@@ -190,7 +194,6 @@ static int attach_locked(void)
 		return rc;
 	}
 	rt_client.slot = registry_claim(&rt_client.pool_storage);
-	rt_client.flush_ticks = rt_client.pool_storage.hdr->tsc_hz / 1000;
 	if (rt_client.warned && !rt_client.cfg.quiet)
 		fprintf(stderr, "retrace: attached to pool %s\n", ao.name);
 	rt_client.warned = 0;
@@ -334,8 +337,6 @@ static void seal_buffer(struct rt_thread *t, int last)
 		h->bytes = bytes;
 		ck_pr_fence_store(); /* bytes and payload before the SEALED flag */
 		ck_pr_store_32(&h->flags, RT_BUF_INUSE | RT_BUF_SEALED | (last ? RT_BUF_LAST : 0));
-		if (t->n_pending == 0)
-			t->pending_first_tick = retrace_ticks();
 		t->pending[t->n_pending].trace_lo = c->id.lo;
 		t->pending[t->n_pending].buffer_id = c->buffer_id;
 		t->pending[t->n_pending].bytes = bytes;
@@ -442,7 +443,7 @@ static void acquire_buffer(struct rt_thread *t)
 	h->trace_hi = c->id.hi;
 	h->trace_lo = c->id.lo;
 	h->pid = c->writer_pid;
-	h->tid = c->writer_tid;
+	h->tid = c->writer_stream; /* the field names the writer stream (shm/pool.h) */
 	h->seq = c->next_seq++;
 	h->bytes = 0;
 	h->client_slot = rt_client.slot;
@@ -461,12 +462,17 @@ static void acquire_buffer(struct rt_thread *t)
 
 /* ---------------------------------------------------- trace scope ---- */
 
+/*
+ * The trace's last buffer is handed in at its end, always: a sealed buffer left
+ * in the pending batch of a thread that then goes idle (a pool worker after a
+ * burst) would stay invisible to the agent, and the trace could never be shown
+ * complete. One push per ended trace that wrote data; full buffers in the
+ * middle of a trace still travel in batches.
+ */
 static void end_trace(struct rt_thread *t)
 {
 	seal_buffer(t, 1);
-	if (t->n_pending &&
-	    (retrace_ticks() - t->pending_first_tick > rt_client.flush_ticks))
-		flush_pending(t);
+	flush_pending(t);
 	t->ctx.active = 0;
 	t->ctx.recorded = 0;
 	retrace_fast_tls.reserved = NULL;
@@ -494,9 +500,16 @@ int retrace_begin(retrace_trace_id id)
 	c->span_origin = RT_SPAN_NONE;
 	c->resource_written = 0;
 	rt_tracer_reset(t);
+	/* A new writer stream per begin, so its sequence may restart at 0 even when
+	 * this thread already wrote this trace (a pool thread serving a second call
+	 * of the same request): see RT_STREAM_BLOCK. */
+	if (__builtin_expect(t->stream_next == t->stream_end, 0)) {
+		t->stream_next = ck_pr_faa_32(&rt_client.next_stream, RT_STREAM_BLOCK);
+		t->stream_end = t->stream_next + RT_STREAM_BLOCK;
+	}
 	c->next_seq = 0;
 	c->writer_pid = t->pid;
-	c->writer_tid = t->tid;
+	c->writer_stream = t->stream_next++;
 	c->hops[0] = c->hops[1] = 0;
 	if (__builtin_expect(t->incoming.valid, 0)) {
 		if (t->incoming.id.lo == id.lo && t->incoming.id.hi == id.hi) {

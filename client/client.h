@@ -23,6 +23,7 @@
 #define RT_BUFFER_NONE UINT32_MAX
 #define RT_BUFFER_DISCARD (UINT32_MAX - 1)
 #define RT_MAX_BATCH 32
+#define RT_RESPONSE_CRUMBS 4 /* callee agents remembered per writer stream */
 
 /* Where the trace context's span_id came from (tracer.c decides with it whether
  * the id may be a parent and whether it is "the current span"). */
@@ -42,7 +43,8 @@ struct rt_trace_ctx {
 	uint8_t *data;        /* payload start of the current buffer */
 	uint32_t buffer_id;   /* RT_BUFFER_NONE / RT_BUFFER_DISCARD / id */
 	uint32_t next_seq;
-	uint32_t writer_pid, writer_tid;
+	uint32_t writer_pid;
+	uint32_t writer_stream; /* buffer header `tid`: this begin's stream id */
 	retrace_agent_id hops[2]; /* previous hops from the incoming context */
 	uint8_t active, recorded, fired;
 	uint8_t resource_written; /* RESOURCE event written in this writer stream */
@@ -87,6 +89,7 @@ struct rt_thread {
 	uint8_t in_ring_op;
 	uint32_t tid;
 	uint32_t pid;        /* cached: getpid() is a system call on current glibc */
+	uint32_t stream_next, stream_end; /* this thread's block of writer-stream ids */
 	unsigned fork_generation;
 	struct rt_trace_ctx ctx;
 	struct rt_incoming incoming;
@@ -95,9 +98,17 @@ struct rt_thread {
 	uint32_t n_spare;
 	struct rt_complete_entry pending[RT_MAX_BATCH];
 	uint32_t n_pending;
-	uint64_t pending_first_tick;
 	uint8_t *discard;
 	size_t discard_size;
+	/* Callee agents the current writer stream already left a breadcrumb for
+	 * through retrace_deserialize_response (context.c): a caller that makes
+	 * many calls to one service pushes one breadcrumb, not one per call. */
+	struct {
+		uint64_t trace_lo;
+		uint32_t stream;
+		uint32_t n;               /* entries used, then replaced round robin */
+		retrace_agent_id agent[RT_RESPONSE_CRUMBS];
+	} crumbed;
 	struct retrace_thread_stats stats;
 	struct rt_tracer_thread tracer;
 };
@@ -109,12 +120,23 @@ struct rt_client_state {
 	struct retrace_config cfg;
 	char pool_name[64];
 	uint32_t slot;                 /* registry slot or UINT32_MAX */
-	uint64_t flush_ticks;          /* pending complete entries older than this flush */
 	uint64_t next_attach_ns;       /* retry schedule when the pool is missing */
 	int configured;
 	int warned;
 	unsigned fork_generation;
+	uint32_t next_stream;          /* writer-stream ids handed out, in blocks */
 };
+
+/*
+ * Writer-stream ids (the buffer header's `tid` field, shm/pool.h): every begin
+ * takes a fresh one, unique within the process, so that a thread that begins
+ * the same trace twice writes two streams whose sequence numbers both start at
+ * 0 without one being taken for a re-sent copy of the other. A thread takes
+ * RT_STREAM_BLOCK ids at a time from the process counter (one atomic add per
+ * block), so begin stays a thread-local increment and threads never share a
+ * cache line on it.
+ */
+#define RT_STREAM_BLOCK 256u
 
 extern struct rt_client_state rt_client;
 extern __thread struct rt_thread rt_thread_tls __attribute__((tls_model("initial-exec")));

@@ -15,6 +15,15 @@
  *
  * Binary form (34 bytes, big-endian ids): version 0 | flags (bit0 sampled,
  * bit1 fired) | trace id (16) | span id (8) | hop0 (4) | hop1 (4).
+ *
+ * Responses go the other way: "rt=HHHHHHHH.F" (the callee's agent id and fired
+ * flag; binary: version 0 | flags bit0 fired | agent id (4)). The caller's side
+ * leaves a breadcrumb to the callee's agent and ORs the fired flag into its
+ * context. It pushes no trigger: the callee's own trigger already leads the
+ * coordinator to the caller (the request named the caller's agent), and later
+ * calls carry the fired flag on. A small per-thread list of the callee agents
+ * the current writer stream already named keeps a caller that calls one
+ * service a hundred times from pushing a hundred breadcrumbs.
  */
 #include "client.h"
 
@@ -350,4 +359,82 @@ int retrace_deserialize_binary(const uint8_t *in, size_t len, struct retrace_wir
 	if (rc == RETRACE_OK)
 		deposit(out);
 	return rc;
+}
+
+/* ----------------------------------------------------------- responses ---- */
+
+#define RESPONSE_CHARS (RETRACE_RESPONSE_TEXT_LEN - 1) /* "rt=HHHHHHHH.F" */
+
+int retrace_serialize_response(char *out, size_t size)
+{
+	struct rt_thread *t = &rt_thread_tls;
+	if (!out || size < RETRACE_RESPONSE_TEXT_LEN)
+		return RETRACE_E_INVAL;
+	if (!t->ctx.active)
+		return RETRACE_E_NOTRACE;
+	snprintf(out, size, "rt=%08x.%c", retrace_local_agent(), t->ctx.fired ? '1' : '0');
+	return RESPONSE_CHARS;
+}
+
+int retrace_serialize_response_binary(uint8_t out[RETRACE_RESPONSE_BINARY_LEN])
+{
+	struct rt_thread *t = &rt_thread_tls;
+	if (!out)
+		return RETRACE_E_INVAL;
+	if (!t->ctx.active)
+		return RETRACE_E_NOTRACE;
+	out[0] = 0;
+	out[1] = t->ctx.fired ? 1 : 0;
+	put_be(out + 2, retrace_local_agent(), 4);
+	return RETRACE_RESPONSE_BINARY_LEN;
+}
+
+/* Has this writer stream already named `agent`? Remembers it if not. */
+static int crumbed_before(struct rt_thread *t, retrace_agent_id agent)
+{
+	uint32_t i, n;
+	if (t->crumbed.trace_lo != t->ctx.id.lo || t->crumbed.stream != t->ctx.writer_stream) {
+		t->crumbed.trace_lo = t->ctx.id.lo;
+		t->crumbed.stream = t->ctx.writer_stream;
+		t->crumbed.n = 0;
+	}
+	n = t->crumbed.n < RT_RESPONSE_CRUMBS ? t->crumbed.n : RT_RESPONSE_CRUMBS;
+	for (i = 0; i < n; i++)
+		if (t->crumbed.agent[i] == agent)
+			return 1;
+	t->crumbed.agent[t->crumbed.n++ % RT_RESPONSE_CRUMBS] = agent;
+	if (t->crumbed.n >= 2 * RT_RESPONSE_CRUMBS) /* keep the counter small, slots full */
+		t->crumbed.n -= RT_RESPONSE_CRUMBS;
+	return 0;
+}
+
+/* The caller's side of a parsed response. */
+static int deposit_response(retrace_agent_id agent, int fired)
+{
+	struct rt_thread *t = &rt_thread_tls;
+	if (!t->ctx.active)
+		return RETRACE_E_NOTRACE;
+	if (fired)
+		t->ctx.fired = 1; /* later calls of this trace say so */
+	if (t->ctx.recorded && agent != 0 && agent != retrace_local_agent() &&
+	    !crumbed_before(t, agent))
+		rt_push_breadcrumb(t, t->ctx.id.lo, agent);
+	return RETRACE_OK;
+}
+
+int retrace_deserialize_response(const char *value)
+{
+	uint64_t agent;
+	if (!value || strnlen(value, RETRACE_RESPONSE_TEXT_LEN) != RESPONSE_CHARS ||
+	    value[0] != 'r' || value[1] != 't' || value[2] != '=' || value[11] != '.' ||
+	    (value[12] != '0' && value[12] != '1') || parse_hex(value + 3, 8, &agent))
+		return RETRACE_E_INVAL;
+	return deposit_response((retrace_agent_id)agent, value[12] == '1');
+}
+
+int retrace_deserialize_response_binary(const uint8_t *in, size_t len)
+{
+	if (!in || len != RETRACE_RESPONSE_BINARY_LEN || in[0] != 0 || (in[1] & ~1u))
+		return RETRACE_E_INVAL;
+	return deposit_response((retrace_agent_id)get_be(in + 2, 4), in[1] & 1);
 }

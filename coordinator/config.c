@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -17,7 +18,7 @@
 
 #include "store.h"
 
-enum opt_type { T_STR, T_SECONDS, T_U32, T_U64, T_FLAG, T_LEVEL, T_CONFIG };
+enum opt_type { T_STR, T_SECONDS, T_U32, T_U64, T_FLAG, T_LEVEL, T_CONFIG, T_GID };
 
 struct opt_row {
 	const char *name;
@@ -50,6 +51,12 @@ static const struct opt_row rows[] = {
 	{ "select-window-traces", T_U32, F(select_window_traces), "N", "also close a selection window after N coherent traces (default 0 = by time only)" },
 	{ "select-budget", T_SECONDS, F(select_budget), "N", "traces kept per minute; the rest of each window is deleted (default 0 = keep all)" },
 	{ "select-no-trigger-alarms", T_FLAG, F(select_no_trigger_alarms), NULL, "do not alarm the entry API of traces a (non head-sampling) trigger collected" },
+	{ "tls-ca", T_STR, F(tls_ca), "FILE", "CA certificate (PEM) of the deployment: TLS on every tcp:// address (docs/security.md)" },
+	{ "tls-cert", T_STR, F(tls_cert), "FILE", "our certificate (PEM, CN=coordinator; scripts/retrace-keys.sh)" },
+	{ "tls-key", T_STR, F(tls_key), "FILE", "the certificate's private key (PEM)" },
+	{ "insecure", T_FLAG, F(insecure), NULL, "allow plain tcp:// beyond loopback without certificates (a trusted network only)" },
+	{ "max-connections", T_U32, F(max_connections), "N", "connections each listener holds at once (default 1024 with TLS, 16 without)" },
+	{ "store-group", T_GID, F(store_group), "GROUP", "create the store file 0640 for this group (name or id; default 0600)" },
 };
 
 #define NROWS (sizeof rows / sizeof rows[0])
@@ -71,6 +78,7 @@ void rt_coord_config_defaults(struct rt_coord_config *c)
 	c->max_groups = 4096;
 	c->log_level = 2;
 	c->select_window = 60.0;
+	c->store_group = -1;
 }
 
 void rt_coord_usage(FILE *out)
@@ -183,6 +191,21 @@ static int parse_value(const struct opt_row *r, const char *v, struct rt_coord_c
 	}
 	case T_CONFIG:
 		return load_file(c, v, err);
+	case T_GID: {
+		struct group *g = getgrnam(v);
+		unsigned long long x;
+		if (g) {
+			*(long *)p = (long)g->gr_gid;
+			return 0;
+		}
+		if (*v == '-')
+			goto bad;
+		x = strtoull(v, &end, 10);
+		if (errno || *end || end == v || x >= UINT32_MAX)
+			goto bad;
+		*(long *)p = (long)x;
+		return 0;
+	}
 	}
 bad:
 	fprintf(err, "retrace-coordinator: bad value '%s' for --%s%s%s\n", v, r->name,

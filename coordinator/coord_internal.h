@@ -13,6 +13,9 @@
 #include <nng/nng.h>
 
 #include "coordinator.h"
+#include "daemon/guard.h"
+#include "daemon/tls.h"
+#include "decode.h"
 #include "store.h"
 #include "wire/wire.h"
 
@@ -22,6 +25,15 @@
 #define COORD_IN_COLLECT 32                   /* REP contexts on the collector socket */
 #define COORD_MAX_REQS 1024                   /* remote triggers in flight */
 #define COORD_LATENCY_RING 8192               /* traversal latency samples kept */
+/* Requests on the coordinator socket: a TRIGGER is at most ~85 KB (64 traces of
+ * 256 breadcrumbs); larger ones are refused and counted, and past the hard
+ * bound nng drops the connection before the message exists (daemon/guard.h). */
+#define COORD_REQUEST_MAX (256u << 10)
+#define COORD_REQUEST_HARD (1u << 20)
+/* Connections per listener when --max-connections is 0: without TLS only
+ * loopback is served (a host's own agents and operators). */
+#define COORD_MAX_CONNECTIONS_TLS 1024
+#define COORD_MAX_CONNECTIONS_PLAIN 16
 
 enum { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
 void coord_log(const struct rt_coord *c, int level, const char *fmt, ...)
@@ -63,7 +75,10 @@ struct coord_directory {
 };
 
 struct coord_agent *coord_dir_find(struct rt_coord *c, uint32_t id);
-int coord_dir_register(struct rt_coord *c, const struct rt_wire_register *r);
+/* proven: the sender's certificate names r->agent_id (TLS); without it a live
+ * id keeps its address (docs/security.md). 0, an RT_WIRE_E_ or RT_STORE_E_
+ * code, or RT_ACK_REFUSED (counted). */
+int coord_dir_register(struct rt_coord *c, const struct rt_wire_register *r, int proven);
 int coord_dir_load(struct rt_coord *c);
 void coord_dir_expire(struct rt_coord *c);
 void coord_dir_free(struct rt_coord *c);
@@ -119,6 +134,7 @@ struct coord_group {
 	uint32_t ncells, cap;
 	uint32_t inflight;        /* remote triggers outstanding */
 	int has_trigger;          /* 0: opened by an orphan slice */
+	int recollect;            /* opened by an operator's recollect: skips selection */
 	int dirty;                /* cells to dispatch */
 	uint64_t created_ns;      /* monotonic */
 	uint64_t triggered_unix_ns;
@@ -169,8 +185,21 @@ struct coord_in {
 	nng_msg *msg;             /* the request, until handled */
 	nng_msg *reply;           /* queued until the store committed */
 	int durable;              /* the reply promises something stored */
+	struct rt_peer peer;      /* who sent msg (auth.c) */
 	struct rt_coord *c;
 	struct coord_in *next_ready;
+};
+
+/* Refusals (auth.c, `retrace status` section security). */
+struct coord_sec_stats {
+	uint64_t oversize;          /* requests over COORD_REQUEST_MAX */
+	uint64_t unauthenticated;   /* TLS on, no verified certificate behind the request */
+	uint64_t register_identity; /* REGISTER for an id the certificate does not name */
+	uint64_t register_moves;    /* REGISTER moving a live agent id (no TLS) */
+	uint64_t register_addr;     /* REGISTER with an address we will not dial */
+	uint64_t triggers_refused;  /* TRIGGER for an agent the sender is not */
+	uint64_t slices_refused;    /* SLICE for an agent the sender is not */
+	uint64_t operator_refused;  /* alarm add/clear from a non-operator */
 };
 
 struct coord_stats {
@@ -183,6 +212,9 @@ struct coord_stats {
 	uint64_t unknown_agents;
 	uint64_t groups_opened, groups_closed, groups_dropped, traces_dropped;
 	uint64_t traces_coherent, traces_incoherent;
+	uint64_t traces_incomplete;  /* every agent delivered, but the spans show a hole */
+	uint64_t traces_undecodable; /* could not be decoded at close: not shown complete */
+	uint64_t recollections;      /* operator recollect requests accepted */
 	uint64_t retained_deleted;
 };
 
@@ -222,6 +254,9 @@ struct rt_coord {
 	struct rt_wire_buf out;
 	struct coord_stats st;
 	struct coord_selection *sel; /* selection.c: windows, alarms, per-group counts */
+	struct rt_tls *tls;          /* auth.c: our identity; NULL = plain (loopback) */
+	struct rt_pipe_cap *cap_listen, *cap_collect;
+	struct coord_sec_stats sec;
 };
 
 uint64_t coord_now_ns(void);      /* CLOCK_MONOTONIC */
@@ -257,13 +292,44 @@ int coord_selection_init(struct rt_coord *c);
 void coord_selection_free(struct rt_coord *c);
 /* A trace row close_group just stored: coherent ones are decoded and join the open
  * window (which may close here when it is full); the rest bypass selection. */
-void coord_selection_add(struct rt_coord *c, const struct rt_store_trace *row);
+/*
+ * Operator's "recollect": traverse a stored trace again (its data may still be on
+ * hosts: an agent that restarted, a collector that was down) and rewrite its row.
+ * Writes a one-line answer ("ok ..." or "error: ...") into out.
+ */
+size_t coord_recollect_request(struct rt_coord *c, const char *req, size_t len, char *out,
+			       size_t cap);
+/* `decoded`: the trace decoded from the store at close (NULL if that failed). */
+void coord_selection_add(struct rt_coord *c, const struct rt_store_trace *row,
+			 const struct rt_decoded_trace *decoded);
+/* Decode a trace's stored slices (inside the loop's transaction). 0 or -1. */
+int coord_decode_stored(struct rt_coord *c, uint64_t hi, uint64_t lo,
+			struct rt_decoded_trace *out);
 /* Close the window when its time is up; expire operator alarms. */
 void coord_selection_tick(struct rt_coord *c, uint64_t now);
 /* A text request "alarm ..." (add / list / clear); the reply text goes to out. */
 size_t coord_alarm_request(struct rt_coord *c, const char *req, size_t len, char *out,
 			   size_t cap);
 void coord_selection_figures(struct rt_figures *w, struct rt_coord *c);
+
+/* auth.c (docs/security.md) */
+struct rt_figures;
+int coord_auth_open(struct rt_coord *c, char *err, size_t errlen); /* TLS, URL policy */
+void coord_auth_close(struct rt_coord *c);
+uint32_t coord_auth_max_connections(const struct rt_coord *c);
+/* 1: handle the request; 0: refused, counted, its reply queued. Sets in->peer. */
+int coord_admit_request(struct rt_coord *c, struct coord_in *in);
+/* Slices whose sender may speak for their agent id go to admitted (returns how
+ * many); the others get a refusal ACK and are counted. */
+uint32_t coord_admit_slices(struct rt_coord *c, struct coord_in **batch, uint32_t n,
+			    struct coord_in **admitted);
+/* 1 if peer may speak for agent_id (TLS: its certificate is agent-N; plain: the
+ * id is in the directory); 0 is logged with `what`. */
+int coord_auth_agent(struct rt_coord *c, const struct rt_peer *p, uint32_t agent_id,
+		     const char *what);
+/* An agent control address the coordinator will dial. */
+int coord_auth_addr_ok(const struct rt_coord *c, const char *addr);
+void coord_auth_figures(struct rt_figures *w, struct rt_coord *c);
 
 /* coordinator.c */
 void coord_reply(struct rt_coord *c, struct coord_in *in, const void *data, size_t len);

@@ -13,6 +13,11 @@
  * A trigger is acknowledged once it is stored as pending: a coordinator killed
  * mid-traversal resumes it at start-up, and an agent that got no ack re-sends
  * it (dedup by agent id and trigger_seq).
+ *
+ * Every request and slice is admitted first (auth.c: size, sender, role); a
+ * refused one gets its error reply in the same turn and is counted. Both
+ * listeners are TLS when certificates are configured (daemon/tls.h) and cap
+ * their connections (daemon/guard.h).
  */
 #include "nng_close.h"
 #include "coord_internal.h"
@@ -164,10 +169,12 @@ static void handle_text(struct rt_coord *c, struct coord_in *in, const uint8_t *
 		n = rt_coord_status(c, len >= 11 && memcmp(b + 7, "json", 4) == 0, out, cap) + 1;
 	else if (is_text(b, len, "alarm"))
 		n = coord_alarm_request(c, (const char *)b, len, out, cap) + 1;
+	else if (is_text(b, len, "recollect"))
+		n = coord_recollect_request(c, (const char *)b, len, out, cap) + 1;
 	else if (is_text(b, len, "ping"))
 		n = (size_t)snprintf(out, cap, "pong coordinator") + 1;
 	else
-		n = (size_t)snprintf(out, cap, "error: unknown request (try status, status json, ping, alarm list)") + 1;
+		n = (size_t)snprintf(out, cap, "error: unknown request (try status, status json, ping, alarm list, recollect TRACE_ID)") + 1;
 	coord_reply(c, in, out, n);
 	free(out);
 }
@@ -177,8 +184,14 @@ static void handle_trigger_msg(struct rt_coord *c, struct coord_in *in, const st
 {
 	const struct rt_wire_trigger *t = &m->trigger;
 	uint64_t now = coord_unix_ns();
-	int rc = rt_store_put_trigger(c->store, t->agent_id, t->trigger_seq, now, raw, len);
 	uint64_t seq = t->trigger_seq;
+	int rc;
+	if (!coord_auth_agent(c, &in->peer, t->agent_id, "trigger")) {
+		c->sec.triggers_refused++;
+		coord_reply_ack(c, in, RT_ACK_REFUSED, NULL, 0);
+		return;
+	}
+	rc = rt_store_put_trigger(c->store, t->agent_id, t->trigger_seq, now, raw, len);
 	if (rc < 0) {
 		c->st.store_errors++;
 		coord_log(c, LOG_ERROR, "store: %s", rt_store_errmsg(c->store));
@@ -208,8 +221,15 @@ static void handle_coord_request(struct rt_coord *c, struct coord_in *in)
 	rc = rt_wire_decode(b, len, &m);
 	in->durable = rc == 0;
 	if (rc == 0 && m.type == RT_WIRE_REGISTER) {
+		/* With TLS the certificate must name the agent id (auth.c). */
+		int proven = c->tls && coord_auth_agent(c, &in->peer, m.reg.agent_id, "registration");
 		c->st.registrations++;
-		rc = coord_dir_register(c, &m.reg);
+		if (c->tls && !proven) {
+			c->sec.register_identity++;
+			rc = RT_ACK_REFUSED;
+		} else {
+			rc = coord_dir_register(c, &m.reg, proven);
+		}
 		coord_reply_ack(c, in, rc, NULL, 0);
 	} else if (rc == 0 && m.type == RT_WIRE_TRIGGER) {
 		handle_trigger_msg(c, in, &m, b, len);
@@ -260,6 +280,7 @@ static int is_text_msg(const struct coord_in *in)
 static void run_once(struct rt_coord *c, uint64_t wait_ns)
 {
 	struct coord_in *in, *slices[COORD_IN_COLLECT], *reqs[COORD_IN_COORD];
+	struct coord_in *admitted[COORD_IN_COLLECT];
 	struct coord_req *rq;
 	uint32_t ns = 0, nc = 0, i;
 	int rc;
@@ -278,8 +299,11 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 	}
 	rc = rt_store_begin(c->store);
 	if (rc == 0) {
-		coord_process_slices(c, slices, ns);
+		/* Refused slices and requests get their replies here (auth.c). */
+		coord_process_slices(c, admitted, coord_admit_slices(c, slices, ns, admitted));
 		for (i = 0; i < nc; i++) {
+			if (!coord_admit_request(c, reqs[i]))
+				continue;
 			if (is_text_msg(reqs[i]))
 				handle_text(c, reqs[i], nng_msg_body(reqs[i]->msg),
 					    nng_msg_len(reqs[i]->msg));
@@ -323,18 +347,22 @@ static int open_rep(struct rt_coord *c, nng_socket *s, const char *url, char *bo
 		snprintf(err, errlen, "cannot open a socket: %s", nng_strerror(rv));
 		return -1;
 	}
-	nng_socket_set_size(*s, NNG_OPT_RECVMAXSZ, RT_WIRE_MAX_MESSAGE + 1024);
-	if ((rv = nng_listen(*s, url, &l, 0)) != 0) {
-		snprintf(err, errlen, "cannot listen on %s: %s", url, nng_strerror(rv));
+	/* Slices up to the wire's limit on the collector only; the coordinator
+	 * socket's requests are small (auth.c refuses the larger ones). */
+	nng_socket_set_size(*s, NNG_OPT_RECVMAXSZ,
+			    collector ? RT_WIRE_MAX_MESSAGE + 1024 : COORD_REQUEST_HARD);
+	*(collector ? &c->cap_collect : &c->cap_listen) =
+		rt_pipe_cap_attach(*s, coord_auth_max_connections(c));
+	if (rt_tls_listen(*s, c->tls, url, &l, err, errlen) != 0)
 		return -1;
-	}
 	snprintf(bound, RT_COORD_URL_MAX, "%s", url);
 	{
 		nng_sockaddr sa;
 		if (nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) == 0 && sa.s_family == NNG_AF_INET) {
 			const uint8_t *ip = (const uint8_t *)&sa.s_in.sa_addr;
-			snprintf(bound, RT_COORD_URL_MAX, "tcp://%u.%u.%u.%u:%u", ip[0], ip[1], ip[2],
-				 ip[3], (unsigned)((sa.s_in.sa_port >> 8) | ((sa.s_in.sa_port & 0xff) << 8)));
+			snprintf(bound, RT_COORD_URL_MAX, "%stcp://%u.%u.%u.%u:%u",
+				 rt_url_is_tls(url) ? "tls+" : "", ip[0], ip[1], ip[2], ip[3],
+				 (unsigned)((sa.s_in.sa_port >> 8) | ((sa.s_in.sa_port & 0xff) << 8)));
 		}
 	}
 	for (i = 0; i < n; i++) {
@@ -411,7 +439,16 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 	pthread_condattr_destroy(&ca);
 	c->start_ns = coord_now_ns();
 	c->start_unix_ns = coord_unix_ns();
+	/* Certificates and the plain-transport policy first: a refused setting
+	 * leaves no store file behind. It may rewrite c->cfg's URLs (tls+tcp://). */
+	if (coord_auth_open(c, err, errlen) != 0) {
+		rt_coord_close(c);
+		return NULL;
+	}
+	cfg = &c->cfg;
 	so.path = cfg->store;
+	so.group_readable = cfg->store_group >= 0;
+	so.gid = cfg->store_group;
 	so.sync_full = cfg->sync_full;
 	so.max_age_ns = (uint64_t)(cfg->retain_age * 1e9);
 	so.max_bytes = cfg->retain_bytes;
@@ -459,10 +496,11 @@ void rt_coord_close(struct rt_coord *c)
 	for (i = 0; i < COORD_IN_COORD + COORD_IN_COLLECT; i++)
 		if (c->in[i].aio)
 			nng_aio_stop(c->in[i].aio);
-	if (nng_socket_id(c->coord_sock) > 0)
-		rt_nng_close_bounded(c->coord_sock, RT_NNG_CLOSE_WAIT_MS);
-	if (nng_socket_id(c->collect_sock) > 0)
-		rt_nng_close_bounded(c->collect_sock, RT_NNG_CLOSE_WAIT_MS);
+	/* A connection cap lives as long as its socket may call it back. */
+	rt_pipe_cap_free(c->cap_listen, nng_socket_id(c->coord_sock) <= 0 ||
+				      rt_nng_close_bounded(c->coord_sock, RT_NNG_CLOSE_WAIT_MS) == 0);
+	rt_pipe_cap_free(c->cap_collect, nng_socket_id(c->collect_sock) <= 0 ||
+				       rt_nng_close_bounded(c->collect_sock, RT_NNG_CLOSE_WAIT_MS) == 0);
 	for (i = 0; i < COORD_IN_COORD + COORD_IN_COLLECT; i++) {
 		if (c->in[i].aio)
 			nng_aio_free(c->in[i].aio);
@@ -472,6 +510,7 @@ void rt_coord_close(struct rt_coord *c)
 	coord_traversal_free(c);
 	coord_selection_free(c);
 	coord_dir_free(c);
+	coord_auth_close(c);
 	rt_store_close(c->store);
 	rt_wire_buf_free(&c->out);
 	pthread_cond_destroy(&c->cv);

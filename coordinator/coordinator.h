@@ -46,6 +46,13 @@ struct rt_coord_config {
 	uint32_t select_window_traces;     /* also close a window after N traces (0 = time only) */
 	double select_budget;              /* traces kept per minute (0 = keep every trace) */
 	int select_no_trigger_alarms;      /* triggers do not alarm their traces' groups */
+	/* Authentication and limits (docs/security.md). */
+	char tls_ca[RT_COORD_URL_MAX];     /* CA of the deployment (PEM) */
+	char tls_cert[RT_COORD_URL_MAX];   /* our certificate, CN=coordinator */
+	char tls_key[RT_COORD_URL_MAX];    /* its key */
+	int insecure;                      /* allow plain tcp:// beyond loopback */
+	uint32_t max_connections;          /* per listener; 0 = 1024 with TLS, 16 without */
+	long store_group;                  /* -1: store file 0600; else 0640 with this group */
 };
 
 void rt_coord_config_defaults(struct rt_coord_config *c);

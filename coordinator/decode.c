@@ -27,6 +27,14 @@
  * missing. Orphan events (ATTR/LOG/END of a span with no START) are counted at
  * the end, because the START may come from a stream read later.
  *
+ * Duplicates: a (agent, pid, tid, seq) key names one buffer (tid is the
+ * writer stream of one begin..end run, shm/pool.h), so a repeated key is a
+ * re-sent copy and is dropped; if its bytes differ from the copy read, two
+ * buffers claimed one key and one of them is lost: counted as a conflict.
+ *
+ * Unmatched calls: once the spans are built, a CLIENT/PRODUCER span that no
+ * SERVER/CONSUMER span has as parent is flagged (flag_unmatched says why).
+ *
  * Buffer flags (shm/pool.h) are not needed: RT_BUF_LAST only says a stream's
  * tail is complete, and a record still open at the end of what we have is
  * counted truncated either way.
@@ -864,6 +872,13 @@ static int same_stream(const struct in_buf *x, const struct in_buf *y)
 	return x->agent == y->agent && x->pid == y->pid && x->tid == y->tid;
 }
 
+/* A re-sent copy has the same payload; flags may differ (a later copy can be
+ * PINNED), so they are not compared. */
+static int same_bytes(const struct in_buf *x, const struct in_buf *y)
+{
+	return x->len == y->len && (!x->len || memcmp(x->data, y->data, x->len) == 0);
+}
+
 static int on_record(struct build *b, const uint8_t *rec, size_t len)
 {
 	struct event e;
@@ -914,15 +929,18 @@ static int read_stream(struct build *b, const struct in_buf *bufs, size_t n,
 {
 	struct rt_reassembler ra;
 	uint64_t expect = 0;
-	size_t i;
+	size_t i, kept = 0; /* the copy of the current seq that is read */
 	int rc = 0;
 	rt_reasm_init(&ra);
 	b->segment = 0;
 	for (i = 0; i < n && rc == 0; i++) {
 		if (i && bufs[i].seq == bufs[i - 1].seq) {
 			b->st->duplicate_buffers++;
+			if (!same_bytes(&bufs[kept], &bufs[i]))
+				b->st->conflicting_buffers++;
 			continue;
 		}
+		kept = i;
 		if (bufs[i].seq != expect) {
 			b->st->gaps += bufs[i].seq - expect;
 			rt_reasm_gap(&ra);
@@ -1488,6 +1506,65 @@ out:
 	return rc;
 }
 
+/* peer.untraced = true (RETRACE_ATTR_PEER_UNTRACED): the call went to a peer
+ * that writes no trace data. */
+static int peer_untraced(const struct rt_span *s)
+{
+	uint32_t i;
+	for (i = 0; i < s->n_attrs; i++) {
+		const struct rt_attr *a = &s->attrs[i];
+		if (strcmp(a->key, RETRACE_ATTR_PEER_UNTRACED) != 0)
+			continue;
+		if ((a->value.type == RT_VAL_BOOL && a->value.u.b) ||
+		    (a->value.type == RT_VAL_STR && strcmp(a->value.u.s, "true") == 0))
+			return 1;
+	}
+	return 0;
+}
+
+static int remote_kind(uint8_t kind)
+{
+	return kind == RETRACE_SPAN_SERVER || kind == RETRACE_SPAN_CONSUMER;
+}
+
+/*
+ * A CLIENT or PRODUCER span is the local half of a call; the callee's first
+ * span (SERVER or CONSUMER) names it as parent, since it is the span id the
+ * context carried. When no decoded span does, the callee's side never reached
+ * us (its host was not reached, evicted its data, or lost it): flag and count.
+ * Either remote kind matches either local kind, so an RPC whose handler is
+ * instrumented as a CONSUMER (or a message consumed by a SERVER span) is not
+ * reported missing; what counts is that the other side arrived.
+ */
+static int flag_unmatched(struct rt_decoded_trace *t)
+{
+	uint8_t *matched = calloc(t->n_spans ? t->n_spans : 1, 1);
+	uint32_t i;
+	if (!matched)
+		return -1;
+	for (i = 0; i < t->n_spans; i++)
+		if (t->spans[i].parent >= 0 && remote_kind(t->spans[i].kind))
+			matched[t->spans[i].parent] = 1;
+	for (i = 0; i < t->n_spans; i++) {
+		struct rt_span *s = &t->spans[i];
+		if ((s->kind != RETRACE_SPAN_CLIENT && s->kind != RETRACE_SPAN_PRODUCER) ||
+		    matched[i] || peer_untraced(s))
+			continue;
+		s->flags |= RT_SPAN_UNMATCHED;
+		t->st.unmatched_client_spans++;
+	}
+	free(matched);
+	return 0;
+}
+
+int rt_decode_complete(const struct rt_decode_stats *st)
+{
+	return st->gaps == 0 && st->partial_spans == 0 && st->orphan_events == 0 &&
+	       st->orphan_chunks == 0 && st->corrupt_frames == 0 && st->corrupt_events == 0 &&
+	       st->truncated_records == 0 && st->missing_templates == 0 &&
+	       st->conflicting_buffers == 0 && st->unmatched_client_spans == 0;
+}
+
 static int cmp_u32(const void *pa, const void *pb)
 {
 	uint32_t x = *(const uint32_t *)pa, y = *(const uint32_t *)pb;
@@ -1552,6 +1629,8 @@ int rt_decoder_finish(struct rt_decoder *d, struct rt_decoded_trace *out)
 	    list_agents(d, arena, out) == 0)
 		rc = 0;
 	out->st = d->st;
+	if (rc == 0 && flag_unmatched(out) != 0)
+		rc = -1;
 	build_free(&b);
 	rt_decoder_free(d);
 	if (rc != 0)

@@ -11,13 +11,19 @@
  *     crashes on any bytes, and skips + counts what it cannot decode; every span
  *     that was not damaged comes out intact.
  *   - Buffers may arrive in any order and from several slices of the same agent;
- *     they are grouped per writer stream (agent, pid, tid), ordered by sequence
- *     and deduplicated. A missing sequence number is a gap: records cut by it are
- *     dropped (counted) and every span with events on both sides of it, or open
- *     across it, is marked RT_SPAN_PARTIAL; nothing is invented.
+ *     they are grouped per writer stream (agent, pid, tid: one begin..end run,
+ *     shm/pool.h), ordered by sequence and deduplicated (a re-sent copy repeats
+ *     its key; a copy with other bytes is counted as a conflict). A missing
+ *     sequence number is a gap: records cut by it are dropped (counted) and
+ *     every span with events on both sides of it, or open across it, is marked
+ *     RT_SPAN_PARTIAL; nothing is invented.
  *   - A span whose start (or end) event was never seen is still output, flagged
  *     RT_SPAN_NO_START (or RT_SPAN_NO_END) and RT_SPAN_PARTIAL; its missing time
  *     is set to the one it has (zero duration).
+ *   - A CLIENT (or PRODUCER) span that no decoded SERVER or CONSUMER span has as
+ *     its parent is flagged RT_SPAN_UNMATCHED and counted, unless it carries
+ *     peer.untraced=true: the other side of a call is missing.
+ *   - rt_decode_complete() says whether nothing of the above was found.
  *   - Output is deterministic: spans ordered by (start_ns, span_id); a span's logs
  *     by time; attributes in the order written.
  *   - All strings and arrays of an rt_decoded_trace live in its own arena and stay
@@ -82,6 +88,12 @@ struct rt_resource {
 #define RT_SPAN_PARTIAL 0x1u  /* a gap in its writer stream touched it */
 #define RT_SPAN_NO_START 0x2u /* only its end (and maybe attrs/logs) were seen */
 #define RT_SPAN_NO_END 0x4u   /* never ended in the data we have */
+#define RT_SPAN_UNMATCHED 0x8u /* a CLIENT (PRODUCER) span no decoded SERVER or
+				  CONSUMER span names as its parent: the callee's
+				  side of the call never arrived. Exempt: a span
+				  with peer.untraced = true (bool, or the string
+				  "true"; RETRACE_ATTR_PEER_UNTRACED in tracer.h),
+				  which called a peer that is not traced */
 
 struct rt_span {
 	uint64_t trace_hi, trace_lo;
@@ -101,14 +113,18 @@ struct rt_span {
 	uint32_t n_logs;
 	uint32_t resource;        /* index into the trace's resources */
 	uint32_t agent_id;        /* host (agent) it was recorded on */
-	uint32_t pid, tid;        /* writer */
+	uint32_t pid, tid;        /* writer: process, writer-stream id (shm/pool.h) */
 	uint32_t flags;           /* RT_SPAN_* */
 };
 
 struct rt_decode_stats {
 	uint64_t slices;
 	uint64_t buffers;
-	uint64_t duplicate_buffers;  /* same (agent, pid, tid, seq) seen again */
+	uint64_t duplicate_buffers;  /* same (agent, pid, tid, seq) seen again:
+					dropped (a re-sent copy) */
+	uint64_t conflicting_buffers; /* of those, copies whose bytes differ from
+					 the kept one: two different buffers
+					 claimed one key, so data was lost */
 	uint64_t gaps;               /* missing sequence numbers, per stream */
 	uint64_t records;            /* whole records rebuilt */
 	uint64_t events;             /* tracer events decoded */
@@ -125,7 +141,18 @@ struct rt_decode_stats {
 	uint64_t foreign_slices;     /* slices of another trace, ignored */
 	uint64_t duplicate_spans;    /* a second SPAN_START of one span id (the
 					first one is kept) */
+	uint64_t unmatched_client_spans; /* spans flagged RT_SPAN_UNMATCHED */
 };
+
+/*
+ * 1 if the decode shows a structurally complete trace: no gap, no partial span,
+ * no orphan event or chunk, no corrupt frame or event, no truncated record, no
+ * missing template, no duplicate buffer that differed from its first copy and
+ * no unmatched client span. Identical re-sent buffers, raw records, foreign
+ * slices and duplicate span ids do not count against it. It says nothing about
+ * hosts that delivered nothing at all (the collector's traversal knows those).
+ */
+int rt_decode_complete(const struct rt_decode_stats *st);
 
 struct rt_decoded_trace {
 	uint64_t trace_hi, trace_lo;

@@ -14,7 +14,17 @@
  * Each agent gets one REQ socket, dialled without blocking (nng reconnects in
  * the background); every remote trigger opens its own context on it so any
  * number run in parallel. A new address closes the old socket: requests on it
- * fail and are retried on the new one.
+ * fail and are retried on the new one. With TLS the socket talks only to a
+ * peer whose certificate is agent-N.
+ *
+ * Who may move an agent (docs/security.md). With TLS the REGISTER's sender has
+ * proven it is agent N (auth.c), so it may name any tls+tcp:// address. Without
+ * TLS nothing proves it: an agent id registered within agent_ttl keeps its
+ * address, and a REGISTER naming another one is refused and counted until the
+ * id has been silent for a whole TTL (an agent that restarts on a new port
+ * waits that long; one that restarts on its old address does not). The host,
+ * pid and start time a REGISTER carries are its own claims, so they decide
+ * nothing. Addresses the coordinator will not dial (auth.c) are refused too.
  */
 #include "nng_close.h"
 #include "coord_internal.h"
@@ -43,9 +53,16 @@ static void close_socket(struct coord_agent *a)
 
 static void open_socket(struct rt_coord *c, struct coord_agent *a)
 {
+	char name[32], err[512];
 	int rv;
 	if (a->sock_open || !a->addr[0])
 		return;
+	if (!coord_auth_addr_ok(c, a->addr)) {
+		/* E.g. a plain address stored before TLS was configured. */
+		coord_log(c, LOG_WARN, "agent %u: not dialling %s (%s)", a->id, a->addr,
+			  c->tls ? "not tls+tcp://" : "not loopback; see --insecure");
+		return;
+	}
 	if ((rv = nng_req0_open(&a->sock)) != 0) {
 		coord_log(c, LOG_ERROR, "agent %u: cannot open a socket: %s", a->id, nng_strerror(rv));
 		return;
@@ -54,8 +71,9 @@ static void open_socket(struct rt_coord *c, struct coord_agent *a)
 	nng_socket_set_ms(a->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
 	nng_socket_set_ms(a->sock, NNG_OPT_RECONNMINT, 10);
 	nng_socket_set_ms(a->sock, NNG_OPT_RECONNMAXT, 1000);
-	if ((rv = nng_dial(a->sock, a->addr, NULL, NNG_FLAG_NONBLOCK)) != 0) {
-		coord_log(c, LOG_WARN, "agent %u: cannot dial %s: %s", a->id, a->addr, nng_strerror(rv));
+	snprintf(name, sizeof name, "agent-%u", a->id);
+	if (rt_tls_dial(a->sock, c->tls, a->addr, name, NNG_FLAG_NONBLOCK, err, sizeof err) != 0) {
+		coord_log(c, LOG_WARN, "agent %u: %s", a->id, err);
 		rt_nng_close_bounded(a->sock, RT_NNG_CLOSE_WAIT_MS);
 		return;
 	}
@@ -92,12 +110,34 @@ static int persist(struct rt_coord *c, const struct coord_agent *a)
 	return rt_store_put_agent(c->store, &sa);
 }
 
-int coord_dir_register(struct rt_coord *c, const struct rt_wire_register *r)
+/* Registered (or loaded) within agent_ttl; agent_ttl 0 keeps agents for ever. */
+static int live(const struct rt_coord *c, const struct coord_agent *a)
+{
+	uint64_t ttl = (uint64_t)(c->cfg.agent_ttl * 1e9);
+	return ttl == 0 || coord_now_ns() - a->seen_mono_ns <= ttl;
+}
+
+int coord_dir_register(struct rt_coord *c, const struct rt_wire_register *r, int proven)
 {
 	struct coord_agent *a = coord_dir_find(c, r->agent_id);
 	int fresh = a == NULL;
 	if (r->agent_id == 0)
 		return RT_WIRE_E_VALUE;
+	if (!coord_auth_addr_ok(c, r->control_addr)) {
+		c->sec.register_addr++;
+		coord_log(c, LOG_WARN, "agent %u: registration refused: will not dial %s (%s)",
+			  r->agent_id, r->control_addr,
+			  c->tls ? "not tls+tcp://" : "not loopback; see --insecure");
+		return RT_ACK_REFUSED;
+	}
+	if (a && !proven && strcmp(a->addr, r->control_addr) != 0 && live(c, a)) {
+		c->sec.register_moves++;
+		coord_log(c, LOG_WARN, "agent %u: registration at %s refused: the agent registered "
+			  "at %s %.0f s ago (without TLS an address moves only after --agent-ttl "
+			  "of silence)", r->agent_id, r->control_addr, a->addr,
+			  (double)(coord_now_ns() - a->seen_mono_ns) / 1e9);
+		return RT_ACK_REFUSED;
+	}
 	if (!a && !(a = add_entry(c, r->agent_id)))
 		return RT_WIRE_E_NOMEM;
 	if (strcmp(a->addr, r->control_addr) != 0) {

@@ -383,6 +383,8 @@ static void otlp_span(struct jw *w, const struct rt_span *s)
 		kv_bool(w, "retrace.no_start", 1);
 	if (s->flags & RT_SPAN_NO_END)
 		kv_bool(w, "retrace.no_end", 1);
+	if (s->flags & RT_SPAN_UNMATCHED)
+		kv_bool(w, "retrace.unmatched", 1);
 	otlp_attributes(w, 1);
 	if (s->n_logs && s->logs) {
 		jw_lit(w, ",\"events\":[");
@@ -541,6 +543,8 @@ static void zipkin_gather_tags(struct jw *w, const struct rt_decoded_trace *t,
 		kv_bool(w, "retrace.no_start", 1);
 	if (s->flags & RT_SPAN_NO_END)
 		kv_bool(w, "retrace.no_end", 1);
+	if (s->flags & RT_SPAN_UNMATCHED)
+		kv_bool(w, "retrace.unmatched", 1);
 }
 
 static void zipkin_annotations(struct jw *w, const struct rt_span *s)

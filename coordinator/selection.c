@@ -247,27 +247,6 @@ static int real_trigger(const struct rt_store_trace *row)
 	return 0;
 }
 
-/* --------------------------------------------------------- decoding ---- */
-
-static int feed_slice(void *arg, const struct rt_store_slice *sl)
-{
-	return rt_decoder_add_message(arg, sl->msg, sl->msg_len) ? -1 : 0;
-}
-
-static int decode_trace(struct rt_coord *c, const struct rt_store_trace *row,
-			struct rt_decoded_trace *out)
-{
-	struct rt_decoder *d = rt_decoder_new(row->trace_hi, row->trace_lo);
-	memset(out, 0, sizeof *out);
-	if (!d)
-		return -1;
-	if (rt_store_slices(c->store, row->trace_hi, row->trace_lo, feed_slice, d) != 0) {
-		rt_decoder_free(d);
-		return -1;
-	}
-	return rt_decoder_finish(d, out);
-}
-
 static int by_time(const void *a, const void *b)
 {
 	const rt_sel_log *x = a, *y = b;
@@ -547,10 +526,11 @@ void coord_selection_free(struct rt_coord *c)
 	c->sel = NULL;
 }
 
-void coord_selection_add(struct rt_coord *c, const struct rt_store_trace *row)
+void coord_selection_add(struct rt_coord *c, const struct rt_store_trace *row,
+			 const struct rt_decoded_trace *decoded)
 {
 	struct coord_selection *x = c->sel;
-	struct rt_decoded_trace dt;
+	const struct rt_decoded_trace *dt = decoded;
 	struct sel_pending *p;
 	if (!x)
 		return;
@@ -558,19 +538,16 @@ void coord_selection_add(struct rt_coord *c, const struct rt_store_trace *row)
 		x->bypass_incoherent++;
 		return;
 	}
-	if (decode_trace(c, row, &dt) != 0) {
+	if (!dt) {
 		x->decode_errors++;
-		rt_decoded_trace_free(&dt);
 		return;
 	}
-	if (dt.n_spans == 0) {
+	if (dt->n_spans == 0) {
 		x->bypass_no_spans++;
-		rt_decoded_trace_free(&dt);
 		return;
 	}
 	if (grow((void **)&x->pend, &x->pend_cap, x->npend + 1, sizeof *x->pend)) {
 		x->select_errors++;
-		rt_decoded_trace_free(&dt);
 		return;
 	}
 	p = &x->pend[x->npend];
@@ -578,15 +555,13 @@ void coord_selection_add(struct rt_coord *c, const struct rt_store_trace *row)
 	p->hi = row->trace_hi;
 	p->lo = row->trace_lo;
 	p->triggered = real_trigger(row);
-	if (convert(x, &dt, p) != 0) {
+	if (convert(x, dt, p) != 0) {
 		/* Undo the partial append; the trace stays stored, unselected. */
 		x->nspans = p->first_span;
 		x->nlogs = p->first_log;
 		x->select_errors++;
-		rt_decoded_trace_free(&dt);
 		return;
 	}
-	rt_decoded_trace_free(&dt);
 	if (!x->window_start_ns)
 		x->window_start_ns = coord_now_ns();
 	x->npend++;

@@ -126,6 +126,9 @@ static void collection_section(struct rt_figures *w, struct rt_coord *c)
 {
 	uint64_t closed = c->st.traces_coherent + c->st.traces_incoherent;
 	rt_fig_section(w, "collection");
+	rt_fig_u64(w, "traces_incomplete", c->st.traces_incomplete);
+	rt_fig_u64(w, "traces_undecodable", c->st.traces_undecodable);
+	rt_fig_u64(w, "recollections", c->st.recollections);
 	rt_fig_u64(w, "slices", c->st.slices);
 	rt_fig_u64(w, "slice_bytes", c->st.slice_bytes);
 	rt_fig_u64(w, "slice_duplicates", c->st.slice_duplicates);
@@ -167,5 +170,6 @@ size_t rt_coord_status(struct rt_coord *c, int json, char *out, size_t cap)
 	collection_section(&w, c);
 	store_section(&w, c);
 	coord_selection_figures(&w, c);
+	coord_auth_figures(&w, c);
 	return rt_fig_end(&w);
 }

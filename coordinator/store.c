@@ -54,17 +54,24 @@
  * cut-off (1 h without max_age). Freed pages are reused; the file does not
  * shrink.
  *
+ * A writable open creates a missing file itself, 0600 (0640 with a group when
+ * the options name one), before SQLite opens it: SQLite would create it 0644
+ * (less the umask), readable by every local user, and gives its -wal and -shm
+ * files the main file's mode.
+ *
  * A handle is not thread-safe: one thread at a time uses it.
  */
 #include "store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -879,6 +886,25 @@ static int check_path(struct rt_store *s)
 	}
 }
 
+/* A missing store file is created private (see the top of this file). */
+static int create_private(struct rt_store *s, const struct rt_store_options *o)
+{
+	int fd = open(s->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return errno == EEXIST ? 0 : seterr(s, RT_STORE_E_OPEN, "%s: cannot create: %s",
+						    s->path, strerror(errno));
+	if (o->group_readable &&
+	    (fchown(fd, (uid_t)-1, (gid_t)o->gid) != 0 || fchmod(fd, 0640) != 0)) {
+		int e = errno;
+		close(fd);
+		unlink(s->path);
+		return seterr(s, RT_STORE_E_OPEN, "%s: cannot give it to group %ld: %s", s->path,
+			      o->gid, strerror(e));
+	}
+	close(fd);
+	return 0;
+}
+
 int rt_store_open(struct rt_store **out, const struct rt_store_options *o)
 {
 	struct rt_store *s;
@@ -903,6 +929,8 @@ int rt_store_open(struct rt_store **out, const struct rt_store_options *o)
 	s->opt_max_age = o->max_age_ns;
 	s->opt_max_bytes = o->max_bytes;
 	if ((rc = check_path(s)))
+		return open_fail(s, rc);
+	if (!s->readonly && (rc = create_private(s, o)))
 		return open_fail(s, rc);
 
 	flags = SQLITE_OPEN_NOMUTEX |

@@ -49,6 +49,8 @@ struct rt_store_options {
 	int sync_full;          /* PRAGMA synchronous=FULL (power-safe) instead of NORMAL */
 	uint64_t max_age_ns;    /* retention by age (0 = keep forever) */
 	uint64_t max_bytes;     /* retention by size of the slices' data (0 = no limit) */
+	int group_readable;     /* a new file is 0640 with group `gid` (else 0600) */
+	long gid;
 };
 
 struct rt_store;

@@ -771,18 +771,80 @@ static void build_row(struct rt_coord *c, const struct coord_group *g, int idx,
 	row->traversal_ns = g->traversal_ns;
 }
 
+static int feed_slice(void *arg, const struct rt_store_slice *sl)
+{
+	return rt_decoder_add_message(arg, sl->msg, sl->msg_len) ? -1 : 0;
+}
+
+int coord_decode_stored(struct rt_coord *c, uint64_t hi, uint64_t lo,
+			struct rt_decoded_trace *out)
+{
+	struct rt_decoder *d = rt_decoder_new(hi, lo);
+	memset(out, 0, sizeof *out);
+	if (!d)
+		return -1;
+	if (rt_store_slices(c->store, hi, lo, feed_slice, d) != 0) {
+		rt_decoder_free(d);
+		return -1;
+	}
+	return rt_decoder_finish(d, out);
+}
+
+/*
+ * The last word on "coherent": every named agent said its part is final and
+ * delivered it (build_row), and the spans themselves show no hole — no gap in a
+ * writer's buffers, no span without its start or end, no client call whose
+ * server side never arrived (a hop no breadcrumb named), nothing corrupt. A
+ * trace that cannot be decoded cannot be shown complete either. Returns 1 when
+ * `dt` holds the decoded trace (the caller frees it).
+ */
+static int confirm_complete(struct rt_coord *c, struct rt_store_trace *row,
+			    struct rt_decoded_trace *dt)
+{
+	const struct rt_decode_stats *st = &dt->st;
+	if (coord_decode_stored(c, row->trace_hi, row->trace_lo, dt) != 0) {
+		rt_decoded_trace_free(dt);
+		c->st.traces_undecodable++;
+		row->coherent = 0;
+		coord_log(c, LOG_WARN, "trace %016llx%016llx: cannot be decoded at close: incoherent",
+			  (unsigned long long)row->trace_hi, (unsigned long long)row->trace_lo);
+		return 0;
+	}
+	if (!rt_decode_complete(st)) {
+		c->st.traces_incomplete++;
+		row->coherent = 0;
+		coord_log(c, LOG_WARN,
+			  "trace %016llx%016llx: every agent delivered, but the spans show a hole "
+			  "(gaps %llu, partial spans %llu, unmatched client spans %llu, corrupt "
+			  "frames %llu, truncated records %llu): incoherent",
+			  (unsigned long long)row->trace_hi, (unsigned long long)row->trace_lo,
+			  (unsigned long long)st->gaps, (unsigned long long)st->partial_spans,
+			  (unsigned long long)st->unmatched_client_spans,
+			  (unsigned long long)st->corrupt_frames,
+			  (unsigned long long)st->truncated_records);
+	}
+	return 1;
+}
+
 static void close_group(struct rt_coord *c, struct coord_group *g, uint64_t now)
 {
 	struct rt_store_trace row;
+	struct rt_decoded_trace dt;
 	uint32_t i;
 	for (i = 0; i < g->ntraces; i++) {
+		int decoded = 0;
 		build_row(c, g, (int)i, &row);
+		if (row.coherent)
+			decoded = confirm_complete(c, &row, &dt);
 		if (rt_store_put_trace(c->store, &row) < 0) {
 			c->st.store_errors++;
 			coord_log(c, LOG_ERROR, "store: %s", rt_store_errmsg(c->store));
-		} else {
-			coord_selection_add(c, &row); /* may delete it again at window end */
+		} else if (!g->recollect) {
+			/* may delete it again at window end */
+			coord_selection_add(c, &row, decoded ? &dt : NULL);
 		}
+		if (decoded)
+			rt_decoded_trace_free(&dt);
 		if (row.coherent)
 			c->st.traces_coherent++;
 		else
@@ -881,4 +943,85 @@ void coord_resume_received(struct rt_coord *c)
 int coord_trace_open(struct rt_coord *c, uint64_t lo)
 {
 	return coord_map_get(&c->traces, lo, NULL);
+}
+
+/* ------------------------------------------------------ recollection ---- */
+
+struct recollect_ctx {
+	struct coord_group *g;
+	uint64_t now;
+};
+
+static int recollect_slice(void *arg, const struct rt_store_slice *sl)
+{
+	struct recollect_ctx *r = arg;
+	account_slice(r->g, 0, sl->agent_id, sl->bytes, sl->first_ns, sl->last_ns, r->now);
+	return 0;
+}
+
+static int parse_trace_id(const char *s, size_t n, uint64_t *hi, uint64_t *lo)
+{
+	char buf[33];
+	char *end;
+	if (n != 32)
+		return -1;
+	memcpy(buf, s, 16);
+	buf[16] = 0;
+	*hi = strtoull(buf, &end, 16);
+	if (*end)
+		return -1;
+	memcpy(buf, s + 16, 16);
+	*lo = strtoull(buf, &end, 16);
+	return *end || (*hi == 0 && *lo == 0) ? -1 : 0;
+}
+
+/*
+ * "recollect TRACE_ID": the stored row names the agents that delivered and those
+ * that were missing; each is asked again as in a first traversal (agents answer
+ * a repeated remote trigger idempotently and report what they still hold), the
+ * slices already stored count as received, and the group closes by the usual
+ * rules, replacing the row. The trace does not enter selection again.
+ */
+size_t coord_recollect_request(struct rt_coord *c, const char *req, size_t len, char *out,
+			       size_t cap)
+{
+	struct rt_store_trace row;
+	struct coord_group *g;
+	struct recollect_ctx r;
+	uint64_t hi, lo, now = coord_now_ns();
+	const char *id = req + 10;
+	size_t n = len > 10 ? len - 10 : 0;
+	uint32_t i;
+	while (n && (id[n - 1] == 0 || id[n - 1] == '\n' || id[n - 1] == ' '))
+		n--;
+	if (len < 10 || parse_trace_id(id, n, &hi, &lo) != 0)
+		return (size_t)snprintf(out, cap, "error: usage: recollect TRACE_ID (32 hex digits)");
+	if (coord_map_get(&c->traces, lo, NULL))
+		return (size_t)snprintf(out, cap, "error: trace %.32s is being collected now", id);
+	if (rt_store_get_trace(c->store, hi, lo, &row) != 0)
+		return (size_t)snprintf(out, cap, "error: no stored trace %.32s", id);
+	if (!(g = group_alloc(c, now, row.trigger_count ? row.trigger_ids[0] : 0)))
+		return (size_t)snprintf(out, cap, "error: %u trace groups open: try again later",
+					c->groups_open);
+	coord_map_del(&c->closed, lo); /* its slices are no longer late */
+	if (group_add_trace(c, g, hi, lo) != 0) {
+		group_release(c, g);
+		return (size_t)snprintf(out, cap, "error: cannot track trace %.32s", id);
+	}
+	g->has_trigger = 1;
+	g->recollect = 1;
+	g->triggered_unix_ns = row.triggered_ns;
+	for (i = 0; i < row.trigger_count && i < RT_STORE_MAX_TRIGGERS; i++)
+		add_trigger_id(g, row.trigger_ids[i]);
+	r.g = g;
+	r.now = now;
+	rt_store_slices(c->store, hi, lo, recollect_slice, &r);
+	for (i = 0; i < row.agent_count; i++)
+		name_agent(g, 0, row.agents[i]);
+	for (i = 0; i < row.missing_count; i++)
+		name_agent(g, 0, row.missing[i]);
+	c->st.recollections++;
+	return (size_t)snprintf(out, cap, "ok re-collecting trace %.32s from %u agent(s); "
+				"`retrace show` it when the coordinator has closed it",
+				id, row.agent_count + row.missing_count);
 }

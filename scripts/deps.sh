@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Install the Debian packages retrace needs, if any is missing (run as root).
 set -euo pipefail
+# libmbedtls-dev: daemon/tls.c's nng TLS engine (the mbedTLS nng itself uses);
+# openssl: scripts/retrace-keys.sh makes the certificates.
 pkgs=(build-essential cmake pkg-config libck-dev libmsgpack-dev libnng-dev liburing-dev
-      check libsqlite3-dev libjansson-dev)
+      check libsqlite3-dev libjansson-dev libmbedtls-dev openssl)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -95,6 +95,7 @@ size_t rt_sel_dataset_count(const rt_sel_dataset *ds) { return ds->n_traces; }
 rt_sel_trace *rt_sel_dataset_trace(rt_sel_dataset *ds, size_t i) { return &ds->traces[i]; }
 size_t rt_sel_dataset_spans(const rt_sel_dataset *ds) { return ds->n_spans; }
 size_t rt_sel_dataset_logs(const rt_sel_dataset *ds) { return ds->n_logs; }
+void rt_sel_dataset_read_stats(const rt_sel_dataset *ds, rt_sel_read_stats *out) { *out = ds->stats; }
 
 void rt_sel_ds_error(char *err, size_t len, const char *fmt, ...)
 {

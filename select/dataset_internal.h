@@ -37,6 +37,7 @@ struct rt_sel_dataset {
     size_t n_raw_spans, raw_spans_cap;
     rt_sel_raw_log *raw_logs;
     size_t n_raw_logs, raw_logs_cap;
+    rt_sel_read_stats stats; /* rows read and skipped by the CSV reader */
 };
 
 char *rt_sel_ds_strdup(rt_sel_dataset *ds, const char *s, size_t n);

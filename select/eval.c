@@ -277,19 +277,21 @@ typedef struct replay {
 } replay;
 
 static int replay_window(replay *r, const rt_sel_eval_options *opt, rt_sel_trace *w, size_t off,
-                         size_t n, labels *lb)
+                         size_t n, double coverage, labels *lb)
 {
     r->credit += opt->rate * (double)n;
-    size_t budget = (size_t)floor(r->credit + 1e-9);
-    r->credit -= (double)budget;
+    size_t budget = r->credit > 0 ? (size_t)floor(r->credit + 1e-9) : 0;
     size_t n_alarms = opt->alarm_on_errors ? error_alarms(w, n, r->alarms) : 0;
     rt_sel_result res;
     double t0 = now_s();
     rt_sel_mine_templates(r->sel, w, n); /* timed apart: tracer-API logs skip it */
     double tm = now_s();
-    if (rt_sel_select_window(r->sel, w, n, budget, r->alarms, n_alarms, &res))
+    if (rt_sel_select_window_part(r->sel, w, n, budget, r->alarms, n_alarms, coverage, &res))
         return -1;
     double t1 = now_s();
+    /* An incident scale-up borrows from later windows' credit, so the kept share still
+     * tracks the rate (to within one trace per window). */
+    r->credit -= (double)res.budget;
     r->t_mining += tm - t0;
     for (size_t i = 0; i < n; i++) {
         lb->pattern[off + i] = res.verdicts[i].pattern;
@@ -328,7 +330,14 @@ static int replay_all(replay *r, rt_sel_dataset *ds, const rt_sel_eval_options *
         size_t j = i + 1;
         while (j < n && trace_start(&all[j]) < end)
             j++;
-        if (replay_window(r, opt, &all[i], i, j - i, lb))
+        /* The last window ends with the data: it covers only up to its last trace. */
+        double coverage = 1.0;
+        if (j == n) {
+            uint64_t last = trace_start(&all[j - 1]), first = trace_start(&all[i]);
+            double span = (double)(last - first) + 1e9; /* at least a second */
+            coverage = span < (double)width ? span / (double)width : 1.0;
+        }
+        if (replay_window(r, opt, &all[i], i, j - i, coverage, lb))
             return -1;
         ++*windows;
         if (opt->progress && (*windows % 16 == 0 || j == n))

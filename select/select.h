@@ -242,6 +242,14 @@ int rt_sel_select_window(rt_selector *s, rt_sel_trace *traces, size_t n, size_t 
                          const uint64_t *alarmed_groups, size_t n_alarmed,
                          rt_sel_result *out);
 
+/* Same, for a window that covers only `coverage` (0, 1] of the usual window length
+ * (e.g. the last, cut-off window of a replay, or a window closed early): its traffic
+ * is judged as n / coverage, so a short window is not mistaken for a traffic drop
+ * that would scale the budget up. rt_sel_select_window is coverage 1. */
+int rt_sel_select_window_part(rt_selector *s, rt_sel_trace *traces, size_t n, size_t budget,
+                              const uint64_t *alarmed_groups, size_t n_alarmed, double coverage,
+                              rt_sel_result *out);
+
 /* ------------------------------------------------------------------ datasets */
 
 typedef struct rt_sel_dataset rt_sel_dataset;
@@ -257,6 +265,19 @@ rt_sel_dataset *rt_sel_dataset_read_nezha(const char *dir, char *err, size_t err
  * with "FILE: byte N: what" in err. Traces are sorted by start. */
 rt_sel_dataset *rt_sel_dataset_read_otlp_json(const char *dir, char *err, size_t errlen);
 void rt_sel_dataset_free(rt_sel_dataset *ds);
+
+/* What a reader read and what it had to skip. The Nezha CSV reader skips (and counts)
+ * rows it cannot use: a wrong number of fields, bad ids or times, a Duration that does
+ * not match the times (a row cut inside it), an unterminated or malformed quoted field,
+ * a Log column that is not one JSON object with a "log"/"message"/"msg" string. An
+ * evaluation should refuse a dataset with skipped rows unless told to accept it. The
+ * OTLP reader fails on malformed input instead, so its counts stay 0. */
+typedef struct rt_sel_read_stats {
+    size_t span_rows, span_rows_skipped;
+    size_t log_rows, log_rows_skipped;
+    char first_problem[256]; /* "FILE: line N: what" of the first skipped row */
+} rt_sel_read_stats;
+void rt_sel_dataset_read_stats(const rt_sel_dataset *ds, rt_sel_read_stats *out);
 size_t rt_sel_dataset_count(const rt_sel_dataset *ds);
 rt_sel_trace *rt_sel_dataset_trace(rt_sel_dataset *ds, size_t i);
 size_t rt_sel_dataset_spans(const rt_sel_dataset *ds);

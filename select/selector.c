@@ -418,18 +418,22 @@ out:
 
 /* ---------------------------------------------------------------- budget */
 
-static size_t effective_budget(rt_selector *s, size_t n, size_t budget, bool any_alarm)
+/* Traffic is compared as a rate: a window that covers only part of the usual length
+ * (coverage < 1, e.g. the last, cut-off window of a replay) is not a traffic drop. */
+static size_t effective_budget(rt_selector *s, size_t n_traces, size_t budget, bool any_alarm,
+                               double coverage)
 {
     double avg = s->traffic_avg;
+    double n = (double)n_traces / coverage;
     size_t out = budget;
-    if (any_alarm && avg > 0 && (double)n < s->cfg.drop_ratio * avg) {
-        double scale = avg / ((double)n > 1 ? (double)n : 1.0);
+    if (any_alarm && avg > 0 && n < s->cfg.drop_ratio * avg) {
+        double scale = avg / (n > 1 ? n : 1.0);
         if (scale > s->cfg.max_budget_scale)
             scale = s->cfg.max_budget_scale;
         out = (size_t)floor((double)budget * scale);
     }
     double a = s->cfg.traffic_smoothing;
-    s->traffic_avg = avg < 0 ? (double)n : (1 - a) * avg + a * (double)n;
+    s->traffic_avg = avg < 0 ? n : (1 - a) * avg + a * n;
     return out;
 }
 
@@ -481,7 +485,16 @@ static size_t count_groups(const rt_selector *s, size_t n)
 int rt_sel_select_window(rt_selector *s, rt_sel_trace *traces, size_t n, size_t budget,
                          const uint64_t *alarmed_groups, size_t n_alarmed, rt_sel_result *out)
 {
+    return rt_sel_select_window_part(s, traces, n, budget, alarmed_groups, n_alarmed, 1.0, out);
+}
+
+int rt_sel_select_window_part(rt_selector *s, rt_sel_trace *traces, size_t n, size_t budget,
+                              const uint64_t *alarmed_groups, size_t n_alarmed, double coverage,
+                              rt_sel_result *out)
+{
     *out = (rt_sel_result){0};
+    if (!(coverage > 0) || coverage > 1)
+        coverage = 1.0;
     if (n == 0)
         return 0;
     if (prepare_window(s, n) || analyse_traces(s, traces, n))
@@ -508,7 +521,7 @@ int rt_sel_select_window(rt_selector *s, rt_sel_trace *traces, size_t n, size_t 
     start[ng] = n;
     for (size_t g = 0; g < ng; g++)
         sizes[g] = start[g + 1] - start[g];
-    size_t eff = effective_budget(s, n, budget, any_alarm);
+    size_t eff = effective_budget(s, n, budget, any_alarm, coverage);
     for (size_t g = 0; g < ng; g++) {
         group_stat *st = group_stats(s, s->info[start[g]].group);
         recent[g] = st ? st->kept : 0.0;

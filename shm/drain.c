@@ -6,6 +6,9 @@
  * are regrouped: an entry with group_index 0 opens a group of group_size; the
  * following entries must continue it in order. Because a group was published by
  * one batch enqueue, a group cut by our batch limit is completed by popping again.
+ * Rings are indexed with the pool's own copy of their masks, and buffer ids are
+ * checked against its own copy of the buffer count (rt_pool.geo), never against
+ * the shared header a client could have rewritten.
  */
 #include "drain.h"
 
@@ -16,7 +19,7 @@
 int rt_complete_entry_check(const struct rt_pool *p, const struct rt_complete_entry *e)
 {
 	const struct rt_buffer_header *h;
-	if (e->buffer_id >= p->hdr->buffer_count)
+	if (e->buffer_id >= p->geo.buffer_count)
 		return RT_CE_RANGE;
 	if (e->bytes > rt_pool_payload_size(p))
 		return RT_CE_BYTES;
@@ -36,9 +39,7 @@ static unsigned int drain_complete(struct rt_pool *p, const struct rt_drain_call
 	struct rt_available_entry back[DRAIN_BATCH];
 	unsigned int n, i, nb = 0;
 
-	n = rt_complete_pop_batch(p->ring[RT_Q_COMPLETE],
-				  RT_POOL_SLOTS(p, RT_Q_COMPLETE, rt_complete_entry),
-				  in, DRAIN_BATCH);
+	n = rt_pool_pop_complete(p, in, DRAIN_BATCH);
 	for (i = 0; i < n; i++) {
 		if (rt_complete_entry_check(p, &in[i]) != RT_CE_OK) {
 			st->bad_complete++;
@@ -51,10 +52,7 @@ static unsigned int drain_complete(struct rt_pool *p, const struct rt_drain_call
 				   rt_pool_buffer_data(p, in[i].buffer_id));
 		back[nb++].buffer_id = in[i].buffer_id;
 	}
-	if (nb && !(cb && cb->keep_buffers) &&
-	    !rt_available_push_batch(p->ring[RT_Q_AVAILABLE],
-				     RT_POOL_SLOTS(p, RT_Q_AVAILABLE, rt_available_entry),
-				     back, nb))
+	if (nb && !(cb && cb->keep_buffers) && !rt_pool_push_available(p, back, nb))
 		st->recycle_fail += nb;
 	return n;
 }
@@ -65,9 +63,7 @@ unsigned int rt_drain_breadcrumbs(struct rt_pool *p, const struct rt_drain_callb
 	struct rt_breadcrumb_entry in[DRAIN_BATCH];
 	unsigned int n, i;
 
-	n = rt_breadcrumb_pop_batch(p->ring[RT_Q_BREADCRUMB],
-				    RT_POOL_SLOTS(p, RT_Q_BREADCRUMB, rt_breadcrumb_entry),
-				    in, DRAIN_BATCH);
+	n = rt_pool_pop_breadcrumb(p, in, DRAIN_BATCH);
 	for (i = 0; i < n; i++) {
 		st->breadcrumbs++;
 		if (cb && cb->breadcrumb)
@@ -87,11 +83,9 @@ unsigned int rt_drain_triggers(struct rt_pool *p, const struct rt_drain_callback
 			       struct rt_drain_stats *st)
 {
 	struct rt_trigger_entry group[RETRACE_MAX_LATERAL + 1], e;
-	struct ck_ring *ring = p->ring[RT_Q_TRIGGER];
-	struct rt_trigger_entry *slots = RT_POOL_SLOTS(p, RT_Q_TRIGGER, rt_trigger_entry);
 	unsigned int handled = 0, have = 0;
 
-	while ((handled < DRAIN_BATCH || have > 0) && rt_trigger_pop(ring, slots, &e)) {
+	while ((handled < DRAIN_BATCH || have > 0) && rt_pool_pop_trigger(p, &e, 1) == 1) {
 		handled++;
 		if (have == 0) {
 			if (e.group_index != 0 || e.group_size == 0 ||

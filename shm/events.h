@@ -35,12 +35,13 @@
  *   RESOURCE    pid:u32  map{str: str | int | float64 | bool}
  *               (service.name, host.name, process.pid, user attributes)
  *
- * Self-description: every writer stream (the buffers of one trace written by one
- * (pid, tid) of one host) carries a RESOURCE event before its first other event,
- * and a TEMPLATE event before the first LOG of each template in that trace, so a
- * slice decodes without any other source. Template ids are the 64-bit FNV-1a hash
- * of the format string (RETRACE_EVENT_TEMPLATE_ID), so they are equal on every
- * host for the same text and stable across restarts.
+ * Self-description: every writer stream (the buffers one begin..end run wrote:
+ * one (pid, tid) of one host, where tid is the stream id of shm/pool.h) carries
+ * a RESOURCE event before its first other event, and a TEMPLATE event before the
+ * first LOG of each template in that stream, so a slice decodes without any other
+ * source. Template ids are the 64-bit FNV-1a hash of the format string
+ * (RETRACE_EVENT_TEMPLATE_ID), so they are equal on every host for the same text
+ * and stable across restarts.
  */
 #ifndef RETRACE_SHM_EVENTS_H
 #define RETRACE_SHM_EVENTS_H

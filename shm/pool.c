@@ -4,11 +4,19 @@
  * Create computes the layout from the geometry (every region 64-byte aligned,
  * buffers page-aligned), makes the POSIX shared-memory object with O_EXCL and the
  * requested mode (fchmod so the umask cannot widen or narrow it), sizes it with
- * ftruncate (pages stay unbacked until touched), writes the header with
- * state = INITIALIZING, initialises the rings, optionally fills the available
- * queue, and only then release-stores state = READY. Attach maps the header page
- * alone first, validates every field against the object's real size, and maps the
- * whole object only if all of it is consistent.
+ * posix_fallocate, which reserves every page in /dev/shm (ftruncate alone leaves
+ * them unbacked, and the first write to a page a full /dev/shm cannot back kills
+ * the writer with SIGBUS), writes the header with state = INITIALIZING,
+ * initialises the rings, optionally fills the available queue, and only then
+ * release-stores state = READY. A pool that does not fit is refused with the
+ * size wanted and the space free.
+ *
+ * Attach maps the header page alone first, copies it, validates the copy against
+ * the object's real size, checks that the object's memory is reserved (st_blocks),
+ * maps the whole object, and copies and validates the header again (it may have
+ * changed between the maps), with the rings' own size and mask. The copy that
+ * passed becomes the process's geometry (struct rt_pool.geo): nothing is read
+ * from the shared header for a bound afterwards, since every client can write it.
  */
 #include "pool.h"
 
@@ -21,6 +29,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -161,14 +170,35 @@ static int open_error(int e, const char *name, const char *what, char *err,
 		    name, strerror(e));
 }
 
+/* The process's own copy of a validated header's geometry. */
+static void geo_from(struct rt_pool_geometry *g, const struct rt_pool_header *h)
+{
+	int q;
+	memset(g, 0, sizeof *g);
+	g->total_size = h->total_size;
+	g->buffers_offset = h->buffers_offset;
+	g->registry_offset = h->registry_offset;
+	g->buffer_size = h->buffer_size;
+	g->buffer_count = h->buffer_count;
+	g->registry_slots = h->registry_slots;
+	g->page_size = h->page_size;
+	for (q = 0; q < RT_Q_COUNT; q++) {
+		g->rings[q] = h->rings[q];
+		g->ring_mask[q] = h->rings[q].capacity - 1;
+	}
+	g->tsc_hz = h->tsc_hz;
+	g->tsc_ref_tick = h->tsc_ref_tick;
+	g->tsc_ref_unix_ns = h->tsc_ref_unix_ns;
+}
+
 static void map_regions(struct rt_pool *p)
 {
 	int q;
 	p->hdr = (struct rt_pool_header *)p->base;
-	p->registry = (struct rt_client_slot *)(p->base + p->hdr->registry_offset);
+	p->registry = (struct rt_client_slot *)(p->base + p->geo.registry_offset);
 	for (q = 0; q < RT_Q_COUNT; q++) {
-		p->ring[q] = (struct ck_ring *)(p->base + p->hdr->rings[q].ring_offset);
-		p->slots[q] = p->base + p->hdr->rings[q].slots_offset;
+		p->ring[q] = (struct ck_ring *)(p->base + p->geo.rings[q].ring_offset);
+		p->slots[q] = p->base + p->geo.rings[q].slots_offset;
 	}
 }
 
@@ -176,26 +206,57 @@ static void fill_available(struct rt_pool *p)
 {
 	struct rt_available_entry batch[256];
 	uint32_t id = 0, n;
-	while (id < p->hdr->buffer_count) {
-		for (n = 0; n < 256 && id < p->hdr->buffer_count; n++, id++)
+	while (id < p->geo.buffer_count) {
+		for (n = 0; n < 256 && id < p->geo.buffer_count; n++, id++)
 			batch[n].buffer_id = id;
-		rt_available_push_batch(p->ring[RT_Q_AVAILABLE],
-					RT_POOL_SLOTS(p, RT_Q_AVAILABLE, rt_available_entry),
-					batch, n);
+		rt_pool_push_available(p, batch, n);
 	}
+}
+
+static double mib(uint64_t bytes)
+{
+	return (double)bytes / (1024.0 * 1024.0);
+}
+
+/*
+ * Reserve the object's whole size in /dev/shm (extending it if needed). A pool
+ * that does not fit is refused here, with what it wanted and what was free:
+ * sparse pages would kill the first process that touched one /dev/shm could no
+ * longer back.
+ */
+static int reserve_memory(int fd, const char *name, uint64_t size,
+			  uint32_t buffer_count, uint32_t buffer_size, char *err,
+			  size_t errlen)
+{
+	struct statvfs v;
+	int rc;
+	do
+		rc = posix_fallocate(fd, 0, (off_t)size);
+	while (rc == EINTR);
+	if (rc == 0)
+		return RETRACE_OK;
+	if (statvfs("/dev/shm", &v) != 0)
+		memset(&v, 0, sizeof v);
+	return fail(err, errlen, RETRACE_E_SYS,
+		    "cannot reserve %.1f MiB of shared memory for pool %s (%u buffers of %u bytes): "
+		    "%s; /dev/shm has %.1f MiB free of %.1f MiB. Make the pool smaller "
+		    "(retrace-agent --buffers N, --buffer-size BYTES) or /dev/shm larger "
+		    "(docker run --shm-size=SIZE; mount -o remount,size=SIZE /dev/shm)",
+		    mib(size), name, buffer_count, buffer_size, strerror(rc),
+		    mib((uint64_t)v.f_bavail * v.f_frsize), mib((uint64_t)v.f_blocks * v.f_frsize));
 }
 
 static int size_and_map(struct rt_pool *p, const struct rt_pool_create_opts *o,
 			const struct rt_pool_header *proto, char *err, size_t errlen)
 {
+	int rc;
 	if (o->group >= 0 && fchown(p->fd, (uid_t)-1, (gid_t)o->group) != 0)
 		return open_error(errno, o->name, "chown", err, errlen);
 	if (fchmod(p->fd, o->mode) != 0)
 		return open_error(errno, o->name, "chmod", err, errlen);
-	if (ftruncate(p->fd, (off_t)proto->total_size) != 0)
-		return fail(err, errlen, RETRACE_E_SYS,
-			    "cannot size pool %s to %llu bytes: %s", o->name,
-			    (unsigned long long)proto->total_size, strerror(errno));
+	if ((rc = reserve_memory(p->fd, o->name, proto->total_size, proto->buffer_count,
+				 proto->buffer_size, err, errlen)) != RETRACE_OK)
+		return rc;
 	p->size = proto->total_size;
 	p->base = mmap(NULL, p->size, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, 0);
 	if (p->base == MAP_FAILED) {
@@ -236,19 +297,19 @@ int rt_pool_create(const struct rt_pool_create_opts *o, struct rt_pool *p,
 		shm_unlink(o->name);
 		return rc;
 	}
+	proto.magic = RT_POOL_MAGIC;
+	proto.abi_version = RT_ABI_VERSION;
+	proto.mode = o->mode;
+	proto.agent_pid = (uint32_t)getpid();
+	proto.agent_id = o->agent_id;
+	proto.generation = 1;
+	proto.agent_start_time = rt_process_start_time(getpid());
+	rt_tsc_calibrate(&proto.tsc_hz, &proto.tsc_ref_tick, &proto.tsc_ref_unix_ns, 20);
+	geo_from(&p->geo, &proto);
 	memcpy(p->base, &proto, sizeof proto);
 	map_regions(p);
-	p->hdr->magic = RT_POOL_MAGIC;
-	p->hdr->abi_version = RT_ABI_VERSION;
-	p->hdr->mode = o->mode;
-	p->hdr->agent_pid = (uint32_t)getpid();
-	p->hdr->agent_id = o->agent_id;
-	p->hdr->generation = 1;
-	p->hdr->agent_start_time = rt_process_start_time(getpid());
-	rt_tsc_calibrate(&p->hdr->tsc_hz, &p->hdr->tsc_ref_tick,
-			 &p->hdr->tsc_ref_unix_ns, 20);
 	for (q = 0; q < RT_Q_COUNT; q++)
-		ck_ring_init(p->ring[q], p->hdr->rings[q].capacity);
+		ck_ring_init(p->ring[q], p->geo.rings[q].capacity);
 	if (o->fill_available)
 		fill_available(p);
 	ck_pr_fence_store();
@@ -350,11 +411,34 @@ static int check_expected(const struct rt_pool_attach_opts *o,
 	return RETRACE_OK;
 }
 
+/*
+ * The rings' own size and mask in the live mapping (ck reads its mask from the
+ * ring): a client would index slots with them. The owner puts them back instead.
+ */
+static int check_ring_structs(struct rt_pool *p, int restore, char *err, size_t errlen)
+{
+	int q;
+	for (q = 0; q < RT_Q_COUNT; q++) {
+		struct ck_ring *r = p->ring[q];
+		uint32_t cap = p->geo.rings[q].capacity;
+		if (ck_pr_load_uint(&r->size) == cap && ck_pr_load_uint(&r->mask) == cap - 1)
+			continue;
+		if (!restore)
+			return fail(err, errlen, RETRACE_E_GEOMETRY,
+				    "pool header is inconsistent: queue %d ring size %u / mask %u "
+				    "for capacity %u", q, r->size, r->mask, cap);
+		ck_pr_store_uint(&r->size, cap);
+		ck_pr_store_uint(&r->mask, cap - 1);
+	}
+	return RETRACE_OK;
+}
+
 int rt_pool_attach(const struct rt_pool_attach_opts *o, struct rt_pool *p,
 		   char *err, size_t errlen)
 {
 	const char *name = o->name ? o->name : RT_POOL_DEFAULT_NAME;
 	struct rt_pool_attach_opts opts = *o;
+	struct rt_pool_header copy;
 	struct stat st;
 	void *head;
 	int rc;
@@ -378,10 +462,25 @@ int rt_pool_attach(const struct rt_pool_attach_opts *o, struct rt_pool *p,
 		rc = open_error(errno, name, "map", err, errlen);
 		goto out_close;
 	}
-	rc = rt_pool_validate(head, (size_t)st.st_size, err, errlen);
-	if (rc == RETRACE_OK)
-		rc = check_expected(&opts, head, err, errlen);
+	/* Judge a copy: the shared header can change while it is being checked. */
+	memcpy(&copy, head, sizeof copy);
 	munmap(head, sizeof(struct rt_pool_header));
+	rc = rt_pool_validate(&copy, (size_t)st.st_size, err, errlen);
+	if (rc == RETRACE_OK)
+		rc = check_expected(&opts, &copy, err, errlen);
+	if (rc != RETRACE_OK)
+		goto out_close;
+	/* Touching a page /dev/shm cannot back kills the process (SIGBUS): map only
+	 * an object whose every page is reserved. An owner reserves them now. */
+	if (opts.take_over)
+		rc = reserve_memory(p->fd, name, (uint64_t)st.st_size, copy.buffer_count,
+				    copy.buffer_size, err, errlen);
+	else if ((uint64_t)st.st_blocks * 512u < (uint64_t)st.st_size)
+		rc = fail(err, errlen, RETRACE_E_NOTREADY,
+			  "pool %s has only %.1f of its %.1f MiB of memory reserved (made by an "
+			  "older agent, or /dev/shm is full): not attaching, as touching the rest "
+			  "could kill this process; restart retrace-agent to reserve it",
+			  name, mib((uint64_t)st.st_blocks * 512u), mib((uint64_t)st.st_size));
 	if (rc != RETRACE_OK)
 		goto out_close;
 	p->size = (size_t)st.st_size;
@@ -391,15 +490,23 @@ int rt_pool_attach(const struct rt_pool_attach_opts *o, struct rt_pool *p,
 		rc = open_error(errno, name, "map", err, errlen);
 		goto out_close;
 	}
-	/* The header may have changed between the two maps: check the live one. */
-	rc = rt_pool_validate((struct rt_pool_header *)p->base, p->size, err, errlen);
+	/* The header may have changed between the two maps: judge it again. */
+	memcpy(&copy, p->base, sizeof copy);
+	rc = rt_pool_validate(&copy, p->size, err, errlen);
+	if (rc == RETRACE_OK)
+		rc = check_expected(&opts, &copy, err, errlen);
+	if (rc == RETRACE_OK) {
+		geo_from(&p->geo, &copy);
+		map_regions(p);
+		rc = check_ring_structs(p, opts.take_over, err, errlen);
+	}
 	if (rc != RETRACE_OK) {
 		munmap(p->base, p->size);
 		p->base = NULL;
+		p->hdr = NULL;
 		goto out_close;
 	}
 	snprintf(p->name, sizeof p->name, "%s", name);
-	map_regions(p);
 	return RETRACE_OK;
 out_close:
 	close(p->fd);
@@ -421,7 +528,7 @@ int rt_pool_lock_owner(struct rt_pool *p, char *err, size_t errlen)
 int rt_pool_takeover(const char *name, uint32_t agent_id, struct rt_pool *p,
 		     char *err, size_t errlen)
 {
-	struct rt_pool_attach_opts ao = { .name = name };
+	struct rt_pool_attach_opts ao = { .name = name, .take_over = 1 };
 	int rc = rt_pool_attach(&ao, p, err, errlen);
 	if (rc != RETRACE_OK)
 		return rc;
@@ -436,6 +543,51 @@ int rt_pool_takeover(const char *name, uint32_t agent_id, struct rt_pool *p,
 	ck_pr_fence_store();
 	ck_pr_inc_64(&p->hdr->generation);
 	return RETRACE_OK;
+}
+
+unsigned int rt_pool_restore_geometry(struct rt_pool *p)
+{
+	struct rt_pool_header *h = p->hdr;
+	const struct rt_pool_geometry *g = &p->geo;
+	unsigned int fixed = 0;
+	int q;
+	/* Each field read once (volatile), compared with our copy, written back. */
+#define RESTORE(field, want)                                                   \
+	do {                                                                   \
+		if (*(volatile __typeof__(h->field) *)&h->field != (want)) {   \
+			*(volatile __typeof__(h->field) *)&h->field = (want);  \
+			fixed++;                                               \
+		}                                                              \
+	} while (0)
+	RESTORE(magic, RT_POOL_MAGIC);
+	RESTORE(abi_version, RT_ABI_VERSION);
+	RESTORE(total_size, g->total_size);
+	RESTORE(header_size, (uint32_t)sizeof *h);
+	RESTORE(page_size, g->page_size);
+	RESTORE(buffer_size, g->buffer_size);
+	RESTORE(buffer_count, g->buffer_count);
+	RESTORE(buffers_offset, g->buffers_offset);
+	RESTORE(registry_offset, g->registry_offset);
+	RESTORE(registry_slots, g->registry_slots);
+	for (q = 0; q < RT_Q_COUNT; q++) {
+		RESTORE(rings[q].ring_offset, g->rings[q].ring_offset);
+		RESTORE(rings[q].slots_offset, g->rings[q].slots_offset);
+		RESTORE(rings[q].capacity, g->rings[q].capacity);
+		RESTORE(rings[q].entry_size, g->rings[q].entry_size);
+		if (ck_pr_load_uint(&p->ring[q]->size) != g->rings[q].capacity) {
+			ck_pr_store_uint(&p->ring[q]->size, g->rings[q].capacity);
+			fixed++;
+		}
+		if (ck_pr_load_uint(&p->ring[q]->mask) != g->ring_mask[q]) {
+			ck_pr_store_uint(&p->ring[q]->mask, g->ring_mask[q]);
+			fixed++;
+		}
+	}
+	RESTORE(tsc_hz, g->tsc_hz);
+	RESTORE(tsc_ref_tick, g->tsc_ref_tick);
+	RESTORE(tsc_ref_unix_ns, g->tsc_ref_unix_ns);
+#undef RESTORE
+	return fixed;
 }
 
 void rt_pool_detach(struct rt_pool *p)

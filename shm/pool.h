@@ -10,6 +10,14 @@
  *   - Every offset, size and count in the header is checked against the object's
  *     real size before anything is dereferenced; a bad pool gives an error code
  *     and a sentence, never a crash.
+ *   - The header is read once, at create or attach, into the process's own copy
+ *     (struct rt_pool.geo), which validation judged; every bound used afterwards
+ *     (buffer addresses, ring masks) comes from that copy, never again from the
+ *     shared header, which any client can write.
+ *   - The pool's memory is reserved (posix_fallocate) when it is created, so no
+ *     writer can die of SIGBUS on a full /dev/shm: a pool that does not fit is
+ *     refused with the size wanted and the space free. Attach refuses an object
+ *     whose memory is not all reserved.
  *   - Layout changes bump RT_ABI_VERSION; a mismatch is refused on attach.
  *   - All structs here are fixed-size, little-endian host order, with explicit
  *     padding, so 64-bit processes built by different compilers agree.
@@ -30,7 +38,8 @@
 #include "ring.h"
 
 #define RT_POOL_MAGIC 0x4C4F4F5045525452ull /* "RTREPOOL" little-endian */
-#define RT_ABI_VERSION 2u /* 2: STASHED/PINNED flags, pin_trigger */
+#define RT_ABI_VERSION 3u /* 2: STASHED/PINNED flags, pin_trigger;
+			   * 3: buffer header `tid` is a writer-stream id */
 #define RT_BUF_MAGIC 0x46554252u            /* "RBUF" */
 
 #define RT_POOL_DEFAULT_NAME "/retrace"
@@ -114,8 +123,14 @@ struct rt_buffer_header {
 	uint64_t trace_hi;
 	uint64_t trace_lo;
 	uint32_t pid;         /* writer process */
-	uint32_t tid;         /* writer thread (the thread that began the trace) */
-	uint32_t seq;         /* this buffer's number within the trace, per writer */
+	uint32_t tid;         /* writer-stream id, not a thread id (ABI 3): unique
+			       * per (pid, retrace_begin), kept by detach/attach.
+			       * A thread that begins one trace twice writes two
+			       * streams, so (pid, tid, seq) names one buffer and
+			       * only a re-sent copy of it repeats the key. */
+	uint32_t seq;         /* this buffer's number within its writer stream,
+			       * from 0; a buffer lost to the discard path
+			       * leaves a gap */
 	uint32_t bytes;       /* payload bytes used; final once SEALED */
 	uint32_t client_slot; /* registry slot of the writer, or UINT32_MAX */
 	uint32_t pin_trigger; /* with RT_BUF_PINNED: the trigger id that pinned it */
@@ -183,8 +198,26 @@ struct rt_pool_header {
 
 /* ---- a mapped pool, as seen by one process ---- */
 
+/*
+ * The geometry as validated at create/attach, in the process's own memory:
+ * the shared header is writable by every client, so bounds come from here.
+ */
+struct rt_pool_geometry {
+	uint64_t total_size;
+	uint64_t buffers_offset;
+	uint64_t registry_offset;
+	uint32_t buffer_size;
+	uint32_t buffer_count;
+	uint32_t registry_slots;
+	uint32_t page_size;
+	struct rt_ring_desc rings[RT_Q_COUNT];
+	uint32_t ring_mask[RT_Q_COUNT]; /* capacity - 1 */
+	uint64_t tsc_hz, tsc_ref_tick, tsc_ref_unix_ns;
+};
+
 struct rt_pool {
 	struct rt_pool_header *hdr;
+	struct rt_pool_geometry geo;
 	uint8_t *base;
 	size_t size;
 	int fd;
@@ -214,6 +247,10 @@ struct rt_pool_attach_opts {
 	const char *name;
 	uint32_t expect_buffer_size;  /* 0: any */
 	uint32_t expect_buffer_count; /* 0: any */
+	int take_over;                /* the caller becomes the owner (rt_pool_takeover):
+				       * reserve the memory instead of requiring it, and
+				       * restore the rings' own size and mask instead of
+				       * refusing them */
 };
 
 /* Defaults for create options. */
@@ -260,11 +297,20 @@ int rt_pool_validate(const struct rt_pool_header *h, size_t object_size,
 /* Total object size for a geometry (0 if it does not fit in 64 bits). */
 uint64_t rt_pool_layout_size(const struct rt_pool_create_opts *o);
 
+/*
+ * The owner's repair of the shared header: every geometry field (sizes, counts,
+ * offsets, ring descriptors, the rings' own size and mask, TSC calibration)
+ * that differs from the process's own copy is written back. Returns how many
+ * fields were wrong (0: the header is intact).
+ */
+unsigned int rt_pool_restore_geometry(struct rt_pool *p);
+
+/* Addresses come from the validated copy: `id` must be < geo.buffer_count. */
 static inline struct rt_buffer_header *rt_pool_buffer(const struct rt_pool *p,
 						      uint32_t id)
 {
-	return (struct rt_buffer_header *)(p->base + p->hdr->buffers_offset +
-					   (uint64_t)id * p->hdr->buffer_size);
+	return (struct rt_buffer_header *)(p->base + p->geo.buffers_offset +
+					   (uint64_t)id * p->geo.buffer_size);
 }
 
 static inline uint8_t *rt_pool_buffer_data(const struct rt_pool *p, uint32_t id)
@@ -274,12 +320,66 @@ static inline uint8_t *rt_pool_buffer_data(const struct rt_pool *p, uint32_t id)
 
 static inline uint32_t rt_pool_payload_size(const struct rt_pool *p)
 {
-	return p->hdr->buffer_size - RT_BUF_HEADER_SIZE;
+	return p->geo.buffer_size - RT_BUF_HEADER_SIZE;
 }
 
 /* Typed queue accessors. */
 #define RT_POOL_RING(p, q) ((p)->ring[(q)])
 #define RT_POOL_SLOTS(p, q, type) ((struct type *)(p)->slots[(q)])
+
+/*
+ * Queue operations of the pool's owner (and of anyone who must not trust the
+ * rings' shared masks): the index mask is the process's own copy, and a push
+ * waits at most RT_POOL_OWNER_WAIT yields behind a stalled producer (its
+ * entries are then published by the owner's repair of the stall).
+ */
+#define RT_POOL_OWNER_WAIT 64ul
+
+static inline bool rt_pool_push_available(const struct rt_pool *p,
+					  const struct rt_available_entry *e,
+					  unsigned int n)
+{
+	return rt_ring_enqueue_batch_m(p->ring[RT_Q_AVAILABLE],
+				       p->geo.ring_mask[RT_Q_AVAILABLE],
+				       p->slots[RT_Q_AVAILABLE], e, sizeof *e, n,
+				       RT_POOL_OWNER_WAIT);
+}
+
+static inline unsigned int rt_pool_pop_available(const struct rt_pool *p,
+						 struct rt_available_entry *out,
+						 unsigned int max)
+{
+	return rt_ring_dequeue_batch_m(p->ring[RT_Q_AVAILABLE],
+				       p->geo.ring_mask[RT_Q_AVAILABLE],
+				       p->slots[RT_Q_AVAILABLE], out, sizeof *out, max);
+}
+
+static inline unsigned int rt_pool_pop_complete(const struct rt_pool *p,
+						struct rt_complete_entry *out,
+						unsigned int max)
+{
+	return rt_ring_dequeue_batch_m(p->ring[RT_Q_COMPLETE],
+				       p->geo.ring_mask[RT_Q_COMPLETE],
+				       p->slots[RT_Q_COMPLETE], out, sizeof *out, max);
+}
+
+static inline unsigned int rt_pool_pop_breadcrumb(const struct rt_pool *p,
+						  struct rt_breadcrumb_entry *out,
+						  unsigned int max)
+{
+	return rt_ring_dequeue_batch_m(p->ring[RT_Q_BREADCRUMB],
+				       p->geo.ring_mask[RT_Q_BREADCRUMB],
+				       p->slots[RT_Q_BREADCRUMB], out, sizeof *out, max);
+}
+
+static inline unsigned int rt_pool_pop_trigger(const struct rt_pool *p,
+					       struct rt_trigger_entry *out,
+					       unsigned int max)
+{
+	return rt_ring_dequeue_batch_m(p->ring[RT_Q_TRIGGER],
+				       p->geo.ring_mask[RT_Q_TRIGGER],
+				       p->slots[RT_Q_TRIGGER], out, sizeof *out, max);
+}
 
 /* TSC ticks to Unix nanoseconds with the pool's calibration. */
 uint64_t rt_pool_ticks_to_unix_ns(const struct rt_pool_header *h, uint64_t tick);

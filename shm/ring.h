@@ -8,21 +8,34 @@
  * call, so every process uses its own mapping address).
  *
  * Promises:
- *   - Single operations are ck's own ck_ring_{enqueue,dequeue}_mpmc on typed slots.
- *     The client uses the batch forms only (a batch of one for single entries):
- *     their commit wait yields the core after RT_RING_SPIN_LIMIT spins.
- *   - Batch operations follow ck's protocol exactly (a producer claims slots by a
- *     CAS on p_head, copies, waits for p_tail to reach its claim, then publishes by
- *     storing p_tail; a consumer copies then claims by a CAS on c_head) but move n
- *     counters at once. They interoperate with ck's single operations on the same
- *     ring. A batch enqueue is all-or-nothing and its entries become visible to
+ *   - Single operations are batches of one. ck's own ck_ring_{enqueue,dequeue}_mpmc
+ *     (CK_RING_PROTOTYPE) still interoperate on the same rings, but their commit
+ *     wait neither yields nor survives a repair, so nothing of ours uses them.
+ *     The commit wait of ours yields the core after RT_RING_SPIN_LIMIT spins.
+ *   - Batch operations follow ck's protocol (a producer claims slots by a CAS on
+ *     p_head, copies, waits for p_tail to reach its claim, then publishes by
+ *     moving p_tail, with a CAS where ck stores; a consumer copies then claims by
+ *     a CAS on c_head) but move n counters at once. A batch enqueue is all-or-nothing and its entries become visible to
  *     consumers at the same instant: that is how a trigger and its lateral traces
  *     reach the agent as one group.
  *   - A ring of capacity C (a power of two) holds at most C - 1 entries (ck's rule).
  *
- * Hazard shared with every MP ring of this design: a producer killed between its
- * claim and its publish stalls later producers of that ring in the commit wait.
- * The window is a handful of instructions; docs/shm-abi.md discusses recovery.
+ * Untrusted rings (every process can write the counters and the ring's own
+ * size and mask): the _m forms take the index mask from the caller, who keeps
+ * its own copy of the geometry, so no slot outside the array is ever touched;
+ * no loop waits on counters that make no sense (a consumer that finds more
+ * than a ring can hold returns 0, a producer finds the ring full); and the
+ * commit wait ends when p_tail passes the producer's claim, which only the
+ * pool's owner does, to repair a ring (below).
+ *
+ * A producer killed between its claim and its publish stalls later producers
+ * of that ring in the commit wait. The window is a handful of instructions.
+ * The owner repairs it (rt_ring_publish_claims, like ck_ring_repair but with a
+ * CAS, so it never moves p_tail backwards): when p_tail has stood still behind
+ * p_head for a long time, it moves p_tail to p_head. Producers waiting behind
+ * the dead claim then find p_tail past their own claim: their entries, copied
+ * before they waited, are published, and they return. Producers publish with a
+ * CAS from their claim for the same reason. docs/shm-abi.md has the rules.
  */
 #ifndef RETRACE_SHM_RING_H
 #define RETRACE_SHM_RING_H
@@ -35,16 +48,25 @@
 /* Pause-spins before a producer waiting on an earlier one yields its core. */
 #define RT_RING_SPIN_LIMIT 256u
 
+/* wait_limit for a producer that waits as long as it takes (clients). */
+#define RT_RING_WAIT_FOREVER (~0ul)
+
 /*
- * Enqueue n entries of ts bytes each, all or nothing. Returns false (nothing
- * written) if fewer than n free slots remain.
+ * Enqueue n entries of ts bytes each, all or nothing, indexing slots with
+ * `mask` (the caller's own copy: capacity - 1). Returns false (nothing written)
+ * if fewer than n free slots remain, or if the counters say the ring holds more
+ * than it can. After `wait_limit` yields in the commit wait (RT_RING_WAIT_FOREVER:
+ * none) the producer stops waiting and returns true: its entries are written
+ * and claimed, and the owner's repair publishes them with the stalled claim
+ * in front of them.
  */
-static inline bool rt_ring_enqueue_batch(struct ck_ring *ring, void *slots,
-					 const void *entries, unsigned int ts,
-					 unsigned int n)
+static inline bool rt_ring_enqueue_batch_m(struct ck_ring *ring, unsigned int mask,
+					   void *slots, const void *entries,
+					   unsigned int ts, unsigned int n,
+					   unsigned long wait_limit)
 {
-	const unsigned int mask = ring->mask;
 	unsigned int producer, consumer, i;
+	unsigned long k;
 
 	if (n == 0)
 		return true;
@@ -65,7 +87,7 @@ static inline bool rt_ring_enqueue_batch(struct ck_ring *ring, void *slots,
 			ck_pr_fence_load();
 			fresh = ck_pr_load_uint(&ring->p_head);
 			if (fresh == producer)
-				return false; /* really full */
+				return false; /* really full (or nonsense) */
 			producer = fresh;
 		}
 	}
@@ -75,24 +97,40 @@ static inline bool rt_ring_enqueue_batch(struct ck_ring *ring, void *slots,
 	/* Publish in claim order: wait for earlier producers. One preempted in its
 	 * claim window holds everyone behind it for its time slice, so after a short
 	 * spin give the core away instead of burning it. */
-	for (i = 0; ck_pr_load_uint(&ring->p_tail) != producer; i++) {
-		if (i < RT_RING_SPIN_LIMIT)
+	for (k = 0;; k++) {
+		unsigned int tail = ck_pr_load_uint(&ring->p_tail);
+
+		if (tail == producer)
+			break;
+		if ((int)(tail - producer) > 0)
+			return true; /* the owner published past our claim */
+		if (k < RT_RING_SPIN_LIMIT) {
 			ck_pr_stall();
-		else
-			sched_yield();
+			continue;
+		}
+		if (wait_limit != RT_RING_WAIT_FOREVER &&
+		    k - RT_RING_SPIN_LIMIT >= wait_limit)
+			return true; /* written and claimed: the owner's repair publishes it */
+		sched_yield();
 	}
 	ck_pr_fence_store();
-	ck_pr_store_uint(&ring->p_tail, producer + n);
+	/* A CAS, not a store: if the owner moved p_tail past us meanwhile, it must
+	 * not go back. */
+	ck_pr_cas_uint(&ring->p_tail, producer, producer + n);
 	return true;
 }
 
-/* Dequeue up to max entries; returns how many were copied into out. */
-static inline unsigned int rt_ring_dequeue_batch(struct ck_ring *ring,
-						 const void *slots, void *out,
-						 unsigned int ts,
-						 unsigned int max)
+/*
+ * Dequeue up to max entries with the caller's mask; returns how many were
+ * copied into out. Counters that put more than `mask` entries in the ring
+ * (a corrupt ring) give 0: the owner resets such a ring.
+ */
+static inline unsigned int rt_ring_dequeue_batch_m(struct ck_ring *ring,
+						   unsigned int mask,
+						   const void *slots, void *out,
+						   unsigned int ts,
+						   unsigned int max)
 {
-	const unsigned int mask = ring->mask;
 	unsigned int consumer, producer, n, i;
 
 	if (max == 0)
@@ -104,8 +142,13 @@ static inline unsigned int rt_ring_dequeue_batch(struct ck_ring *ring,
 		n = producer - consumer;
 		if (n == 0)
 			return 0;
-		if (n > mask) { /* stale consumer snapshot: reload and retry */
-			consumer = ck_pr_load_uint(&ring->c_head);
+		if (n > mask) {
+			/* A stale consumer snapshot (reload and retry), or nonsense. */
+			unsigned int fresh = ck_pr_load_uint(&ring->c_head);
+
+			if (fresh == consumer)
+				return 0;
+			consumer = fresh;
 			continue;
 		}
 		if (n > max)
@@ -125,6 +168,82 @@ static inline unsigned int rt_ring_dequeue_batch(struct ck_ring *ring,
 	return n;
 }
 
+/* The forms that trust the ring's own mask (a client's view of its pool). */
+static inline bool rt_ring_enqueue_batch(struct ck_ring *ring, void *slots,
+					 const void *entries, unsigned int ts,
+					 unsigned int n)
+{
+	return rt_ring_enqueue_batch_m(ring, ck_pr_load_uint(&ring->mask), slots,
+				       entries, ts, n, RT_RING_WAIT_FOREVER);
+}
+
+static inline unsigned int rt_ring_dequeue_batch(struct ck_ring *ring,
+						 const void *slots, void *out,
+						 unsigned int ts,
+						 unsigned int max)
+{
+	return rt_ring_dequeue_batch_m(ring, ck_pr_load_uint(&ring->mask), slots,
+				       out, ts, max);
+}
+
+/* ---- the owner's view: checks and repairs ---- */
+
+struct rt_ring_counters {
+	unsigned int c_head, p_tail, p_head;
+};
+
+/*
+ * Read the three counters twice; 1 if nothing moved in between (the values
+ * held together at one instant, so they can be judged), 0 if the ring is live.
+ */
+static inline int rt_ring_still(const struct ck_ring *ring, struct rt_ring_counters *c)
+{
+	struct rt_ring_counters again;
+
+	c->c_head = ck_pr_load_uint(&ring->c_head);
+	c->p_tail = ck_pr_load_uint(&ring->p_tail);
+	c->p_head = ck_pr_load_uint(&ring->p_head);
+	ck_pr_fence_load();
+	again.c_head = ck_pr_load_uint(&ring->c_head);
+	again.p_tail = ck_pr_load_uint(&ring->p_tail);
+	again.p_head = ck_pr_load_uint(&ring->p_head);
+	return again.c_head == c->c_head && again.p_tail == c->p_tail &&
+	       again.p_head == c->p_head;
+}
+
+/*
+ * ck_ring_valid's rules, with wrap-around and the caller's mask: at most mask
+ * entries claimed, and the published ones a part of them.
+ */
+static inline bool rt_ring_counters_valid(const struct rt_ring_counters *c,
+					  unsigned int mask)
+{
+	unsigned int used = c->p_head - c->c_head, published = c->p_tail - c->c_head;
+
+	return used <= mask && published <= used;
+}
+
+/* Publish every claim up to c->p_head (producers that died in their window). */
+static inline bool rt_ring_publish_claims(struct ck_ring *ring,
+					  const struct rt_ring_counters *c)
+{
+	return ck_pr_cas_uint(&ring->p_tail, c->p_tail, c->p_head);
+}
+
+/*
+ * Empty the ring where its producers are (what it held is dropped): the owner's
+ * answer to counters that make no sense. Producers that claimed before p_head
+ * find p_tail past their claim and return; consumers reload c_head.
+ */
+static inline void rt_ring_reset(struct ck_ring *ring)
+{
+	unsigned int head = ck_pr_load_uint(&ring->p_head);
+
+	ck_pr_store_uint(&ring->p_tail, head);
+	ck_pr_fence_store();
+	ck_pr_store_uint(&ring->c_head, head);
+}
+
 static inline unsigned int rt_ring_count(const struct ck_ring *ring)
 {
 	return ck_ring_size(ring);
@@ -142,12 +261,13 @@ static inline unsigned int rt_ring_count(const struct ck_ring *ring)
 	static inline bool rt_##name##_push(struct ck_ring *r, struct type *s, \
 					    const struct type *e)             \
 	{                                                                      \
-		return ck_ring_enqueue_mpmc_##name(r, s, (struct type *)e);    \
+		return rt_ring_enqueue_batch(r, s, e, sizeof(struct type), 1); \
 	}                                                                      \
 	static inline bool rt_##name##_pop(struct ck_ring *r, struct type *s,  \
 					   struct type *e)                     \
 	{                                                                      \
-		return ck_ring_dequeue_mpmc_##name(r, s, e);                   \
+		return rt_ring_dequeue_batch(r, s, e, sizeof(struct type), 1)  \
+		       == 1;                                                   \
 	}                                                                      \
 	static inline bool rt_##name##_push_batch(                             \
 		struct ck_ring *r, struct type *s, const struct type *e,       \

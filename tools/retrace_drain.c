@@ -160,7 +160,7 @@ static void dump_buffer(void *arg, const struct rt_complete_entry *e,
 		s->records++;
 		if (s->dump) {
 			uint32_t i;
-			printf("record trace=%016llx%016llx pid=%u tid=%u seq=%u len=%u%s%s data=",
+			printf("record trace=%016llx%016llx pid=%u stream=%u seq=%u len=%u%s%s data=",
 			       (unsigned long long)h->trace_hi, (unsigned long long)h->trace_lo,
 			       h->pid, h->tid, h->seq, f.len,
 			       (f.flags & RETRACE_FRAME_CONT_PREV) ? " cont-prev" : "",

@@ -20,8 +20,11 @@
  *
  * Propagation: an incoming traceparent/tracestate goes through
  * retrace_deserialize (breadcrumbs to the previous hops), outgoing calls carry
- * retrace_serialize's headers, and every response names this host's agent in
- * x-retrace-agent so the caller can leave a breadcrumb pointing down the tree.
+ * retrace_serialize's headers, and every traced response carries
+ * retrace_serialize_response's value in RETRACE_RESPONSE_HEADER
+ * (x-retrace-response: this host's agent and fired flag), which the caller hands
+ * to retrace_deserialize_response: a breadcrumb pointing down the tree, so a
+ * trigger at the caller reaches the callee.
  *
  * Shutdown: SIGTERM/SIGINT are taken by sigwait in the main thread; new requests
  * get 503 while queued and running ones finish, then the server stops, the
@@ -78,7 +81,8 @@ struct counters {
 	atomic_ullong requests, ok, failed, rejected_draining;
 	atomic_ullong fresh_traces, bad_traceparent, upstream_traces;
 	atomic_ullong injected_errors, triggers, trigger_errors, slow_injected;
-	atomic_ullong calls, call_transport_errors, call_failures, breadcrumbs;
+	atomic_ullong calls, call_transport_errors, call_failures;
+	atomic_ullong trace_responses, bad_trace_responses; /* x-retrace-response read */
 	atomic_ullong record_errors, lost_responses;
 };
 
@@ -166,7 +170,8 @@ static void serve_usage(FILE *out)
 		"\n"
 		"Request headers: traceparent/tracestate (W3C), x-shop-fail: SERVICE[,...],\n"
 		"x-shop-slow: SERVICE[,...], x-shop-lateral: N (0..%d), x-shop-delay-trigger-ms: MS.\n"
-		"Responses carry x-retrace-agent: <agent id of this host>. GET /stats gives counters.\n"
+		"Traced responses carry x-retrace-response (retrace_serialize_response: this host's\n"
+		"agent id and fired flag). GET /stats gives counters.\n"
 		"SIGTERM or SIGINT stop the service after in-flight requests finish.\n",
 		SHOP_MAX_CALLS, SHOP_TRIGGER_ERROR, SHOP_DEFAULT_TIMEOUT_MS, SHOP_MAX_LATERAL_HEADER);
 }
@@ -633,7 +638,6 @@ static void end_server_span(struct rq *r, unsigned status, int injected, int tra
 struct call_result {
 	int transport_error; /* nng error, 0 if a response came back */
 	unsigned status;
-	retrace_agent_id agent;
 };
 
 static void call_downstream(struct rq *r, nng_http_req *in, unsigned i, struct call_result *out)
@@ -681,20 +685,22 @@ static void call_downstream(struct rq *r, nng_http_req *in, unsigned i, struct c
 	out->status = nng_http_res_get_status(res);
 	if (out->status != 200)
 		atomic_fetch_add(&s->c.call_failures, 1);
-	if ((hv = nng_http_res_get_header(res, "x-retrace-agent")) != NULL) {
-		uint64_t a;
-		if (shop_parse_u64(hv, 0, UINT32_MAX, &a) == 0)
-			out->agent = (retrace_agent_id)a;
-	}
+	/* Still inside the trace (and the CLIENT span): the callee's agent gets a
+	 * breadcrumb here, and a trigger the callee fired marks our trace fired. */
+	if (s->trace && (hv = nng_http_res_get_header(res, RETRACE_RESPONSE_HEADER)) != NULL)
+		atomic_fetch_add(retrace_deserialize_response(hv) == RETRACE_OK
+					 ? &s->c.trace_responses
+					 : &s->c.bad_trace_responses,
+				 1);
 }
 
 /* ---------------------------------------------------------- responses ---- */
 
+/* trace_response: retrace_serialize_response's value, or NULL (untraced). */
 static void respond(struct shop *s, nng_aio *aio, uint16_t status, const char *body,
-		    const char *trace_hex)
+		    const char *trace_hex, const char *trace_response)
 {
 	nng_http_res *res = NULL;
-	char agent[16];
 	if (nng_http_res_alloc(&res) != 0) {
 		atomic_fetch_add(&s->c.lost_responses, 1);
 		nng_aio_finish(aio, NNG_ENOMEM); /* nng closes the connection */
@@ -704,8 +710,8 @@ static void respond(struct shop *s, nng_aio *aio, uint16_t status, const char *b
 	if (status == 502)
 		nng_http_res_set_reason(res, "Bad Gateway"); /* nng 1.5 has no phrase for it */
 	nng_http_res_set_header(res, "Content-Type", "application/json");
-	snprintf(agent, sizeof agent, "%u", s->trace ? retrace_local_agent() : 0u);
-	nng_http_res_set_header(res, "x-retrace-agent", agent);
+	if (trace_response)
+		nng_http_res_set_header(res, RETRACE_RESPONSE_HEADER, trace_response);
 	nng_http_res_set_header(res, "x-shop-service", s->svc);
 	if (trace_hex)
 		nng_http_res_set_header(res, "x-shop-trace", trace_hex);
@@ -731,9 +737,9 @@ static void handle(struct worker *w, struct job *job)
 	const char *method = nng_http_req_get_method(req);
 	const char *uri = nng_http_req_get_uri(req);
 	int from_upstream = 0, injected = 0, transport_err = 0, down_fail = 0;
-	unsigned i, status, lateral_want, delay_ms, n_crumbs = 0;
-	retrace_agent_id crumbs[SHOP_MAX_CALLS];
-	char body[160];
+	unsigned i, status, lateral_want, delay_ms;
+	char body[160], trace_response[RETRACE_RESPONSE_TEXT_LEN];
+	int have_response = 0;
 
 	memset(&r, 0, sizeof r);
 	memset(&wc, 0, sizeof wc);
@@ -829,17 +835,6 @@ static void handle(struct worker *w, struct job *job)
 		if (cr.status != 200)
 			down_fail = 1;
 		emitf(&r, "event=reply callee=%s status=%u", s->calls[i].name, cr.status);
-		if (s->trace && cr.agent != 0 && cr.agent != retrace_local_agent()) {
-			/* One breadcrumb per distinct callee agent and request. */
-			unsigned k;
-			for (k = 0; k < n_crumbs && crumbs[k] != cr.agent; k++)
-				;
-			if (k == n_crumbs) {
-				crumbs[n_crumbs++] = cr.agent;
-				retrace_breadcrumb(cr.agent);
-				atomic_fetch_add(&s->c.breadcrumbs, 1);
-			}
-		}
 	}
 
 	/* 5. Injected failure: this service fires the trigger; callers only relay. */
@@ -875,13 +870,17 @@ static void handle(struct worker *w, struct job *job)
 		retrace_percentile_add(s->slow, r.id, shop_now_ns() - job->t_enqueued);
 	if (s->record_fd >= 0)
 		flush_records(&r);
-	if (s->trace)
+	if (s->trace) {
+		/* Last thing in the trace, so the fired flag includes this request's
+		 * own triggers. */
+		have_response = retrace_serialize_response(trace_response, sizeof trace_response) > 0;
 		retrace_end();
+	}
 
 	atomic_fetch_add(status == 200 ? &s->c.ok : &s->c.failed, 1);
 	snprintf(body, sizeof body, "{\"trace\":\"%s\",\"status\":%u,\"service\":\"%s\"}\n", r.hex,
 		 status, s->svc);
-	respond(s, job->aio, (uint16_t)status, body, r.hex);
+	respond(s, job->aio, (uint16_t)status, body, r.hex, have_response ? trace_response : NULL);
 }
 
 /* ------------------------------------------------------------ workers ---- */
@@ -944,7 +943,7 @@ static void on_request(nng_aio *aio)
 
 	if (atomic_load(&s->draining)) {
 		atomic_fetch_add(&s->c.rejected_draining, 1);
-		respond(s, aio, 503, "{\"status\":503,\"error\":\"shutting down\"}\n", NULL);
+		respond(s, aio, 503, "{\"status\":503,\"error\":\"shutting down\"}\n", NULL, NULL);
 		return;
 	}
 	job = malloc(sizeof *job);
@@ -981,14 +980,15 @@ static void format_stats(struct shop *s, char *out, size_t n)
 		 "\"upstream_traces\":%llu,\"bad_traceparent\":%llu,\"injected_errors\":%llu,"
 		 "\"triggers\":%llu,\"trigger_errors\":%llu,\"slow_injected\":%llu,"
 		 "\"slow_triggers\":%llu,\"slow_trigger_errors\":%llu,\"calls\":%llu,"
-		 "\"call_transport_errors\":%llu,\"call_failures\":%llu,\"breadcrumbs\":%llu,"
-		 "\"record_errors\":%llu,\"lost_responses\":%llu}\n",
+		 "\"call_transport_errors\":%llu,\"call_failures\":%llu,\"trace_responses\":%llu,"
+		 "\"bad_trace_responses\":%llu,\"record_errors\":%llu,\"lost_responses\":%llu}\n",
 		 s->svc, s->trace ? retrace_local_agent() : 0u, s->trace ? retrace_attached() : 0,
 		 C(requests), C(ok), C(failed), C(rejected_draining), C(fresh_traces),
 		 C(upstream_traces), C(bad_traceparent), C(injected_errors), C(triggers),
 		 C(trigger_errors), C(slow_injected), (unsigned long long)ps.fired,
 		 (unsigned long long)ps.fire_errors, C(calls), C(call_transport_errors),
-		 C(call_failures), C(breadcrumbs), C(record_errors), C(lost_responses));
+		 C(call_failures), C(trace_responses), C(bad_trace_responses), C(record_errors),
+		 C(lost_responses));
 }
 
 /* GET /stats, answered on the nng thread (no blocking work). */
@@ -996,9 +996,9 @@ static void on_stats(nng_aio *aio)
 {
 	nng_http_handler *h = nng_aio_get_input(aio, 1);
 	struct shop *s = nng_http_handler_get_data(h);
-	char body[1024];
+	char body[1536]; /* every counter at 20 digits fits */
 	format_stats(s, body, sizeof body);
-	respond(s, aio, 200, body, NULL);
+	respond(s, aio, 200, body, NULL, NULL);
 }
 
 /* --------------------------------------------------------------- main ---- */
@@ -1091,7 +1091,7 @@ int shop_serve_main(int argc, char **argv)
 	sigset_t sigs;
 	unsigned i, bound = 0;
 	int help = 0, rc, sig = 0, exit_code = 0;
-	char stats[1024];
+	char stats[1536];
 
 	memset(s, 0, sizeof *s);
 	snprintf(s->host, sizeof s->host, "127.0.0.1");

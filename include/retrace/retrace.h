@@ -277,8 +277,10 @@ int retrace_trigger(retrace_trace_id id, uint32_t trigger_id,
 /* -------------------------------------------------------- propagation ---- */
 
 /*
- * Record that the current trace came from the host whose agent is `agent`
- * (pushes {trace id, agent} onto the breadcrumb queue). 0 is ignored.
+ * Record that the current trace came from (or went to) the host whose agent is
+ * `agent` (pushes {trace id, agent} onto the breadcrumb queue). 0 is ignored.
+ * The context functions below call it for you: retrace_deserialize for the
+ * previous hops, retrace_deserialize_response for a callee.
  */
 int retrace_breadcrumb(retrace_agent_id agent);
 
@@ -333,6 +335,59 @@ int retrace_parse_binary(const uint8_t *in, size_t len,
 /* Parse + deposit, as retrace_deserialize. */
 int retrace_deserialize_binary(const uint8_t *in, size_t len,
 			       struct retrace_wire_context *out);
+
+/* ---------------------------------------------------------- responses ---- */
+
+/*
+ * The way back. A request carries the caller's agent id to the callee (rt= in
+ * tracestate), so a trigger fired at the callee finds the caller. For a trigger
+ * fired at the caller (or above it) to find the callee, the callee's agent id
+ * must travel back in the response: the callee writes it with
+ * retrace_serialize_response(), the caller hands it to
+ * retrace_deserialize_response(), which leaves a breadcrumb to the callee's host.
+ * The response also carries the callee's fired-trigger flag, so the caller
+ * learns at once that the trace was triggered below it and tells its later
+ * calls (as it would for a fired incoming context).
+ *
+ * Text form, for a response header named RETRACE_RESPONSE_HEADER:
+ * "rt=HHHHHHHH.F" — the callee's agent id (8 lowercase hex digits, 00000000 when
+ * it is not attached to a pool) and its fired flag (0 or 1). Binary form,
+ * RETRACE_RESPONSE_BINARY_LEN bytes: version (0) | flags (bit 0 fired, others
+ * 0) | agent id (4 bytes, big-endian). See docs/client.md, "Responses".
+ *
+ * The header is our own rather than W3C's draft `traceresponse`: that one has
+ * the syntax of traceparent (trace id, span id, flags) and no room for a vendor
+ * member, so reusing its name with another syntax would break the proxies and
+ * tracers that parse it.
+ */
+#define RETRACE_RESPONSE_HEADER "x-retrace-response"
+#define RETRACE_RESPONSE_TEXT_LEN 14   /* buffer size for the text form, NUL included */
+#define RETRACE_RESPONSE_BINARY_LEN 6
+
+/*
+ * Callee side, while in the trace: write the text form into `out` (`size` bytes,
+ * at least RETRACE_RESPONSE_TEXT_LEN), NUL-terminated. Returns the characters
+ * written without the NUL (13), RETRACE_E_NOTRACE outside a trace, or
+ * RETRACE_E_INVAL if `out` is NULL or too small.
+ */
+int retrace_serialize_response(char *out, size_t size);
+
+/*
+ * Caller side, in the trace the call belonged to: parse `value` strictly (exactly
+ * the text form above) and leave a breadcrumb to the callee's agent unless it is
+ * 0 or this host's own (at most one per callee agent among the last few of this
+ * writer stream: repeated calls to one service push one breadcrumb); a set fired
+ * flag marks the current trace as fired. Returns RETRACE_OK, RETRACE_E_INVAL for
+ * a malformed (or NULL) value, nothing deposited, or RETRACE_E_NOTRACE outside a
+ * trace.
+ */
+int retrace_deserialize_response(const char *value);
+
+/* The binary form of the two above. serialize returns RETRACE_RESPONSE_BINARY_LEN
+ * or RETRACE_E_NOTRACE; deserialize accepts exactly len ==
+ * RETRACE_RESPONSE_BINARY_LEN with version 0 and no unknown flag bit. */
+int retrace_serialize_response_binary(uint8_t out[RETRACE_RESPONSE_BINARY_LEN]);
+int retrace_deserialize_response_binary(const uint8_t *in, size_t len);
 
 /* --------------------------------------------------- trace percentage ---- */
 

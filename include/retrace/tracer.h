@@ -100,6 +100,15 @@ void retrace_attr_int(const char *key, int64_t value);
 void retrace_attr_double(const char *key, double value);
 void retrace_attr_bool(const char *key, int value);
 
+/*
+ * Set on a CLIENT or PRODUCER span, with retrace_attr_bool(RETRACE_ATTR_PEER_UNTRACED,
+ * 1), when the peer it calls is not traced with retrace (a database, a third-party
+ * API): the decoder then expects no SERVER/CONSUMER span under it and does not
+ * flag the span as unmatched (the coordinator's RT_SPAN_UNMATCHED), which would
+ * keep the trace from being shown complete.
+ */
+#define RETRACE_ATTR_PEER_UNTRACED "peer.untraced"
+
 /* ---------------------------------------------------------------- logs ---- */
 
 /*

@@ -1,7 +1,9 @@
 /*
  * Moving a trace between threads with detach/attach, and fork(): the records
- * written on both threads land in one trace in order under the original writer;
- * a forked child starts with no trace and never touches the parent's buffers.
+ * written on both threads land in one trace in order under the original writer
+ * stream; a forked child starts with no trace and never touches the parent's
+ * buffers. A thread that begins the same trace twice writes two streams whose
+ * buffers never share a (pid, tid, seq) key.
  */
 #include <check.h>
 #include <pthread.h>
@@ -55,7 +57,10 @@ START_TEST(test_detach_attach_across_threads)
 	ck_assert_mem_eq(col.recs[1].data, "two", 3);
 	ck_assert_mem_eq(col.recs[2].data, "three", 5);
 	ck_assert_uint_eq(col.bufs[0].h.trace_hi, 5);
-	ck_assert_uint_eq(col.bufs[0].h.tid, (uint32_t)gettid());
+	/* Both threads wrote one writer stream: the one begin opened. */
+	ck_assert_uint_eq(col.recs[1].tid, col.recs[0].tid);
+	ck_assert_uint_eq(col.recs[2].tid, col.recs[0].tid);
+	ck_assert_uint_eq(col.bufs[0].h.seq, 0);
 	collection_free(&col);
 	retrace_shutdown();
 	test_pool_destroy(&pool);
@@ -157,6 +162,85 @@ START_TEST(test_trigger_group_and_breadcrumbs)
 }
 END_TEST
 
+/*
+ * A pool thread serving two calls of one request: it begins trace 88, writes
+ * enough for two buffers, ends; serves trace 99; begins 88 again, and once more
+ * with a detach/attach round trip in the middle. Every run is its own writer
+ * stream numbered from seq 0, so no two buffers share (pid, tid, seq): a reader
+ * that drops a repeated key as a re-sent copy (the decoder does) loses nothing.
+ */
+START_TEST(test_same_trace_twice_on_one_thread)
+{
+	struct rt_pool pool;
+	struct collection col = {0};
+	retrace_context ctx;
+	static char big[6000];
+	char name[64];
+	uint32_t streams[8];
+	size_t i, j, n_streams = 0, seen_first = 0, seen_second = 0, seen_third = 0;
+
+	memset(big, 'b', sizeof big);
+	test_pool_name(name, sizeof name, "twice");
+	test_pool_create(&pool, name, 4096, 64);
+	test_client_init(name, 4);
+	retrace_begin((retrace_trace_id){0, 88});
+	retrace_tracepoint("first", 5);
+	retrace_tracepoint(big, sizeof big); /* seq 0 and 1 */
+	retrace_end();
+	retrace_begin((retrace_trace_id){0, 99});
+	retrace_tracepoint("other", 5);
+	retrace_end();
+	retrace_begin((retrace_trace_id){0, 88});
+	retrace_tracepoint("second", 6);
+	retrace_end();
+	retrace_begin((retrace_trace_id){0, 88});
+	retrace_tracepoint("third-a", 7);
+	retrace_detach(&ctx);
+	retrace_attach(&ctx); /* the stream moves with the context */
+	retrace_tracepoint("third-b", 7);
+	retrace_end();
+	retrace_flush();
+	collect_all(&pool, &col);
+
+	for (i = 0; i < col.n_bufs; i++) {
+		const struct rt_buffer_header *h = &col.bufs[i].h;
+		for (j = i + 1; j < col.n_bufs; j++) {
+			const struct rt_buffer_header *o = &col.bufs[j].h;
+			ck_assert_msg(!(h->pid == o->pid && h->tid == o->tid && h->seq == o->seq),
+				      "buffers %zu and %zu share (pid %u, tid %u, seq %u)", i, j,
+				      h->pid, h->tid, h->seq);
+		}
+		if (h->trace_lo != 88)
+			continue;
+		for (j = 0; j < n_streams && streams[j] != h->tid; j++)
+			;
+		if (j == n_streams)
+			streams[n_streams++] = h->tid;
+	}
+	ck_assert_uint_eq(n_streams, 3); /* three begins of trace 88 */
+	ck_assert_uint_eq(col.seq_gaps, 0);
+	for (i = 0; i < col.n_recs; i++) {
+		const struct collected_record *r = &col.recs[i];
+		if (r->trace_lo != 88)
+			continue;
+		if (r->len == 5 && !memcmp(r->data, "first", 5))
+			seen_first++;
+		else if (r->len == 6 && !memcmp(r->data, "second", 6))
+			seen_second++;
+		else if (r->len == 7 && !memcmp(r->data, "third-", 6))
+			seen_third++;
+		else
+			ck_assert_uint_eq(r->len, sizeof big);
+	}
+	ck_assert_uint_eq(seen_first, 1);
+	ck_assert_uint_eq(seen_second, 1);
+	ck_assert_uint_eq(seen_third, 2);
+	collection_free(&col);
+	retrace_shutdown();
+	test_pool_destroy(&pool);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("client_context");
@@ -164,6 +248,7 @@ int main(void)
 	tcase_add_test(tc, test_detach_attach_across_threads);
 	tcase_add_test(tc, test_fork_child_fresh_state);
 	tcase_add_test(tc, test_trigger_group_and_breadcrumbs);
+	tcase_add_test(tc, test_same_trace_twice_on_one_thread);
 	suite_add_tcase(s, tc);
 	return test_run_suite(s);
 }

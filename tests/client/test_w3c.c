@@ -3,6 +3,9 @@
  * inputs; malformed ones are rejected (or, for tracestate, discarded as the spec
  * asks) without a crash. serialize/deserialize round trips through text and the
  * binary form, and deserialize deposits breadcrumbs and the upstream trigger.
+ * Responses (retrace_serialize_response / retrace_deserialize_response, text and
+ * binary) round trip, deposit a breadcrumb to the callee's agent and carry the
+ * fired flag back; malformed ones (a table, then fuzzing) deposit nothing.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -193,6 +196,230 @@ START_TEST(test_round_trip_and_deposit)
 }
 END_TEST
 
+/* ------------------------------------------------------------ responses ---- */
+
+/* Attach to a fresh test pool (agent id 42). */
+static void response_pool(struct rt_pool *pool, const char *tag)
+{
+	char name[64];
+	test_pool_name(name, sizeof name, tag);
+	test_pool_create(pool, name, 4096, 16);
+	test_client_init(name, 4);
+	ck_assert_uint_eq(retrace_local_agent(), 42);
+}
+
+/* The fired flag of the current trace, as the response would carry it. */
+static int current_fired(void)
+{
+	char v[RETRACE_RESPONSE_TEXT_LEN];
+	ck_assert_int_eq(retrace_serialize_response(v, sizeof v), RETRACE_RESPONSE_TEXT_LEN - 1);
+	return v[12] == '1';
+}
+
+/*
+ * Callee writes, caller reads: the text and binary forms round trip, the caller
+ * leaves one breadcrumb per callee agent (not its own, not 0, not twice in one
+ * writer stream) and picks up the callee's fired flag; no trigger is pushed.
+ */
+START_TEST(test_response_round_trip_and_deposit)
+{
+	struct rt_pool pool;
+	struct collection col = {0};
+	char v[RETRACE_RESPONSE_TEXT_LEN], tp[64], ts[64];
+	uint8_t bin[RETRACE_RESPONSE_BINARY_LEN];
+	static const uint8_t from5[RETRACE_RESPONSE_BINARY_LEN] = {0, 0, 0, 0, 0, 5};
+	static const uint8_t fired_bin[RETRACE_RESPONSE_BINARY_LEN] = {0, 1, 0, 0, 0x10, 0};
+	const retrace_trace_id id = {0x11, 0x2222};
+
+	response_pool(&pool, "resp");
+	/* outside a trace */
+	ck_assert_int_eq(retrace_serialize_response(v, sizeof v), RETRACE_E_NOTRACE);
+	ck_assert_int_eq(retrace_deserialize_response("rt=00000007.0"), RETRACE_E_NOTRACE);
+	ck_assert_int_eq(retrace_serialize_response_binary(bin), RETRACE_E_NOTRACE);
+	ck_assert_int_eq(retrace_deserialize_response_binary(from5, sizeof from5), RETRACE_E_NOTRACE);
+
+	retrace_begin(id);
+	/* the callee's side */
+	ck_assert_int_eq(retrace_serialize_response(v, sizeof v), 13);
+	ck_assert_str_eq(v, "rt=0000002a.0");
+	ck_assert_int_eq(retrace_serialize_response(v, RETRACE_RESPONSE_TEXT_LEN - 1), RETRACE_E_INVAL);
+	ck_assert_int_eq(retrace_serialize_response(NULL, 64), RETRACE_E_INVAL);
+	ck_assert_int_eq(retrace_serialize_response_binary(bin), RETRACE_RESPONSE_BINARY_LEN);
+	ck_assert_uint_eq(bin[0], 0);
+	ck_assert_uint_eq(bin[1], 0);
+	ck_assert_uint_eq(bin[5], 42);
+
+	/* the caller's side */
+	ck_assert_int_eq(retrace_deserialize_response("rt=00000007.0"), RETRACE_OK);
+	ck_assert_int_eq(retrace_deserialize_response("rt=00000007.0"), RETRACE_OK); /* again */
+	ck_assert_int_eq(retrace_deserialize_response(v), RETRACE_OK);         /* our own */
+	ck_assert_int_eq(retrace_deserialize_response("rt=00000000.0"), RETRACE_OK);
+	ck_assert_int_eq(retrace_deserialize_response_binary(from5, sizeof from5), RETRACE_OK);
+	ck_assert_int_eq(current_fired(), 0);
+	ck_assert_int_eq(retrace_deserialize_response("rt=0000abcd.1"), RETRACE_OK);
+	ck_assert_int_eq(current_fired(), 1); /* the callee fired */
+	ck_assert_int_eq(retrace_serialize(tp, sizeof tp, ts, sizeof ts, NULL), RETRACE_OK);
+	ck_assert_str_eq(ts, "rt=0000002a.00000000.1"); /* and later calls say so */
+	ck_assert_int_eq(retrace_serialize_response_binary(bin), RETRACE_RESPONSE_BINARY_LEN);
+	ck_assert_uint_eq(bin[1], 1);
+	retrace_end();
+
+	/* a new begin of the same trace is a new writer stream: named again */
+	retrace_begin(id);
+	ck_assert_int_eq(current_fired(), 0);
+	ck_assert_int_eq(retrace_deserialize_response_binary(fired_bin, sizeof fired_bin), RETRACE_OK);
+	ck_assert_int_eq(current_fired(), 1);
+	ck_assert_int_eq(retrace_deserialize_response("rt=00000007.0"), RETRACE_OK);
+	retrace_end();
+	retrace_flush();
+
+	collect_all(&pool, &col);
+	ck_assert_uint_eq(col.n_crumbs, 5);
+	ck_assert_uint_eq(col.crumbs[0][1], 7);
+	ck_assert_uint_eq(col.crumbs[1][1], 5);
+	ck_assert_uint_eq(col.crumbs[2][1], 0xabcd);
+	ck_assert_uint_eq(col.crumbs[3][1], 0x1000);
+	ck_assert_uint_eq(col.crumbs[4][1], 7);
+	for (size_t i = 0; i < col.n_crumbs; i++)
+		ck_assert_uint_eq(col.crumbs[i][0], id.lo);
+	ck_assert_uint_eq(col.n_triggers, 0); /* the callee's trigger leads to us */
+	collection_free(&col);
+	retrace_shutdown();
+	test_pool_destroy(&pool);
+}
+END_TEST
+
+/* A caller that calls one service 100 times, then six others twice each: one
+ * breadcrumb per callee agent (the client remembers the last four a writer
+ * stream named, so more agents than that still dedupe back-to-back repeats). */
+START_TEST(test_response_many_calls)
+{
+	struct rt_pool pool;
+	struct collection col = {0};
+	char v[RETRACE_RESPONSE_TEXT_LEN];
+	int i;
+
+	response_pool(&pool, "respmany");
+	retrace_begin((retrace_trace_id){0, 0x77});
+	for (i = 0; i < 100; i++)
+		ck_assert_int_eq(retrace_deserialize_response("rt=00000003.0"), RETRACE_OK);
+	for (i = 0; i < 6; i++) { /* six agents: more than are remembered */
+		snprintf(v, sizeof v, "rt=%08x.0", 100 + i);
+		ck_assert_int_eq(retrace_deserialize_response(v), RETRACE_OK);
+		ck_assert_int_eq(retrace_deserialize_response(v), RETRACE_OK);
+	}
+	retrace_end();
+	retrace_flush();
+	collect_all(&pool, &col);
+	ck_assert_uint_eq(col.n_crumbs, 7);
+	collection_free(&col);
+	retrace_shutdown();
+	test_pool_destroy(&pool);
+}
+END_TEST
+
+static const char *const bad_responses[] = {
+	"", "rt=", "rt=00000007", "rt=00000007.", "rt=0000002A.0", "rt=00000007.2",
+	"rt=00000007.0 ", " rt=00000007.0", "rt=0000007.0", "rt=000000007.0", "RT=00000007.0",
+	"rt:00000007.0", "rt=00000007,0", "rt=0000000g.0", "rt=00000007.00", "rt=-0000007.0",
+	"rt=00000007.1,x=y", "tr=00000007.1", "rt=00000007.0\n", "rt=0x000007.0",
+};
+
+/* Reference validator, written apart from the library's. */
+static int response_valid(const char *s, size_t len)
+{
+	size_t i;
+	if (len != 13 || memcmp(s, "rt=", 3) != 0 || s[11] != '.' || (s[12] != '0' && s[12] != '1'))
+		return 0;
+	for (i = 3; i < 11; i++)
+		if (!strchr("0123456789abcdef", s[i]) || s[i] == 0)
+			return 0;
+	return 1;
+}
+
+static uint64_t fuzz_state = 0x243f6a8885a308d3ull;
+
+static uint64_t fuzz_next(void)
+{
+	fuzz_state ^= fuzz_state << 13;
+	fuzz_state ^= fuzz_state >> 7;
+	fuzz_state ^= fuzz_state << 17;
+	return fuzz_state;
+}
+
+/*
+ * Malformed responses, from a table and 5000 random strings (mostly mutations of
+ * a valid value, so the parser is probed near the edge) and 5000 random binary
+ * forms: every one is refused, nothing is deposited and the trace is not
+ * marked fired.
+ */
+START_TEST(test_response_malformed_and_fuzz)
+{
+	struct rt_pool pool;
+	struct collection col = {0};
+	char v[32];
+	uint8_t b[10];
+	size_t i, len, k, refused = 0;
+
+	response_pool(&pool, "respfuzz");
+	retrace_begin((retrace_trace_id){0, 0x99});
+	ck_assert_int_eq(retrace_deserialize_response(NULL), RETRACE_E_INVAL);
+	for (i = 0; i < sizeof bad_responses / sizeof bad_responses[0]; i++) {
+		ck_assert_msg(!response_valid(bad_responses[i], strlen(bad_responses[i])), "%zu", i);
+		ck_assert_msg(retrace_deserialize_response(bad_responses[i]) == RETRACE_E_INVAL,
+			      "accepted \"%s\"", bad_responses[i]);
+	}
+	for (i = 0; i < 5000; i++) {
+		if (i % 2) { /* a mutation of a valid value */
+			snprintf(v, sizeof v, "rt=%08x.1", (unsigned)(fuzz_next() % 1000 + 1));
+			len = 13;
+			for (k = 0; k < 1 + fuzz_next() % 3; k++) {
+				switch (fuzz_next() % 3) {
+				case 0:
+					if (len)
+						v[fuzz_next() % len] = (char)(1 + fuzz_next() % 255);
+					break;
+				case 1: len = fuzz_next() % (len + 1); break;
+				default:
+					if (len < sizeof v - 1)
+						v[len++] = (char)(1 + fuzz_next() % 255);
+				}
+			}
+			v[len] = 0;
+		} else { /* anything printable-ish */
+			len = fuzz_next() % 20;
+			for (k = 0; k < len; k++)
+				v[k] = (char)(1 + fuzz_next() % 127);
+			v[len] = 0;
+		}
+		len = strlen(v);
+		if (response_valid(v, len))
+			continue; /* a mutation can land on a valid value: not this test's */
+		ck_assert_msg(retrace_deserialize_response(v) == RETRACE_E_INVAL, "accepted \"%s\"", v);
+		refused++;
+	}
+	ck_assert_uint_gt(refused, 4000);
+	for (i = 0; i < 5000; i++) {
+		len = fuzz_next() % (sizeof b + 1);
+		for (k = 0; k < len; k++)
+			b[k] = (uint8_t)(fuzz_next() % 4 == 0 ? 0 : fuzz_next());
+		if (len == RETRACE_RESPONSE_BINARY_LEN && b[0] == 0 && b[1] <= 1)
+			continue;
+		ck_assert_int_eq(retrace_deserialize_response_binary(b, len), RETRACE_E_INVAL);
+	}
+	ck_assert_int_eq(retrace_deserialize_response_binary(NULL, 6), RETRACE_E_INVAL);
+	ck_assert_int_eq(current_fired(), 0);
+	retrace_end();
+	retrace_flush();
+	collect_all(&pool, &col);
+	ck_assert_uint_eq(col.n_crumbs, 0);
+	ck_assert_uint_eq(col.n_triggers, 0);
+	collection_free(&col);
+	retrace_shutdown();
+	test_pool_destroy(&pool);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("client_w3c");
@@ -204,6 +431,9 @@ int main(void)
 			    (int)(sizeof ts_cases / sizeof ts_cases[0]));
 	tcase_add_test(tc, test_tracestate_limits);
 	tcase_add_test(tc, test_round_trip_and_deposit);
+	tcase_add_test(tc, test_response_round_trip_and_deposit);
+	tcase_add_test(tc, test_response_many_calls);
+	tcase_add_test(tc, test_response_malformed_and_fuzz);
 	suite_add_tcase(s, tc);
 	return test_run_suite(s);
 }

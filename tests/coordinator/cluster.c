@@ -38,6 +38,8 @@ struct cl_cmd {
 
 cl_run_fn_t cl_run_fn;
 const char *cl_coord_args[CL_MAX_COORD_ARGS + 1];
+const char *cl_agent_args[CL_MAX_AGENT_ARGS + 1];
+const char *cl_agent_tls_dir;
 
 static void nap_ms(double ms)
 {
@@ -231,12 +233,24 @@ void cl_kill_coordinator(struct cluster *c)
 static int start_host(struct cluster *c, int h, uint32_t buffers)
 {
 	struct cl_host *x = &c->hosts[h];
-	char id[16], nbuf[16], ready[256], log[256];
-	char *argv[] = { AGENT_BIN, "--pool", x->pool, "--agent-id", id, "--buffers", nbuf,
-			 "--buffer-size", "8192", "--listen", "tcp://127.0.0.1:0", "--coordinator",
-			 c->coord_url, "--collector", c->collect_url, "--unlink", "--ready-file", ready,
-			 "--report-timeout", "1000", NULL };
-	int to[2], from[2];
+	char id[16], nbuf[16], ready[256], log[256], ca[256], crt[256], key[256];
+	char *argv[21 + 6 + CL_MAX_AGENT_ARGS + 1] = {
+		AGENT_BIN, "--pool", x->pool, "--agent-id", id, "--buffers", nbuf,
+		"--buffer-size", "8192", "--listen", "tcp://127.0.0.1:0", "--coordinator",
+		c->coord_url, "--collector", c->collect_url, "--unlink", "--ready-file", ready,
+		"--report-timeout", "1000", NULL };
+	int to[2], from[2], n = 20;
+	if (cl_agent_tls_dir) {
+		snprintf(ca, sizeof ca, "%s/ca.crt", cl_agent_tls_dir);
+		snprintf(crt, sizeof crt, "%s/agent-%d.crt", cl_agent_tls_dir, h + 1);
+		snprintf(key, sizeof key, "%s/agent-%d.key", cl_agent_tls_dir, h + 1);
+		const char *tls[] = { "--tls-ca", ca, "--tls-cert", crt, "--tls-key", key };
+		for (int i = 0; i < 6; i++)
+			argv[n++] = (char *)tls[i];
+	}
+	for (int i = 0; i < CL_MAX_AGENT_ARGS && cl_agent_args[i]; i++)
+		argv[n++] = (char *)cl_agent_args[i];
+	argv[n] = NULL;
 	snprintf(x->pool, sizeof x->pool, "/rt-e2e-%d-%d", (int)getpid(), h);
 	snprintf(id, sizeof id, "%d", h + 1);
 	snprintf(nbuf, sizeof nbuf, "%u", buffers);

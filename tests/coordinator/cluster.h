@@ -44,6 +44,12 @@ struct cluster {
  * before cl_start. */
 #define CL_MAX_COORD_ARGS 16
 extern const char *cl_coord_args[CL_MAX_COORD_ARGS + 1];
+/* Extra arguments of every agent (NULL-terminated); and, when set, a directory
+ * made by scripts/retrace-keys.sh: agent h then gets --tls-ca DIR/ca.crt
+ * --tls-cert DIR/agent-(h+1).crt --tls-key DIR/agent-(h+1).key. */
+#define CL_MAX_AGENT_ARGS 8
+extern const char *cl_agent_args[CL_MAX_AGENT_ARGS + 1];
+extern const char *cl_agent_tls_dir;
 
 /* Start a coordinator and n hosts (agent ids 1..n), each pool with `buffers` 8 KiB buffers. */
 int cl_start(struct cluster *c, int nhosts, uint32_t buffers);

@@ -9,7 +9,9 @@
  * duplicating and going through encoded SLICE messages. Damage tests drop,
  * corrupt and truncate data and check what is flagged and counted and that
  * everything undamaged is still exact. Random input runs 1000 times with a
- * fixed seed (the suite also runs under ASan).
+ * fixed seed (the suite also runs under ASan). Client spans without their
+ * server side are flagged; rt_decode_complete is checked field by field; and
+ * the CLI's summaries of a stored trace name duplicates and unmatched spans.
  */
 #include <check.h>
 #include <inttypes.h>
@@ -21,6 +23,7 @@
 #include "common/suite.h"
 #include "decode.h"
 #include "evgen.h"
+#include "store.h"
 #include "retrace/retrace.h"
 #include "shm/events.h"
 
@@ -59,7 +62,7 @@ static void setup_agents(struct eg *g)
  *   A1 pid 100 tid 1: 0x1001 "GET /checkout" SERVER (root), 0x1002 "validate"
  *                     (child, templated log), loose free-text log
  *   A1 pid 100 tid 2: 0x1003 "worker" (child of 0x1001, free-text log)
- *   A1 pid 200 tid 1: 0x1004 "side" PRODUCER (child of 0x1001)
+ *   A1 pid 200 tid 1: 0x1004 "side" PRODUCER (child of 0x1001, peer.untraced)
  *   A2 pid 300 tid 5: 0x2001 "inventory" (child of 0x1001 across agents, ERROR),
  *                     0x2002 "db.query" CLIENT (child, a 3000-byte attribute)
  *   A3 pid 400 tid 9: 0x3001 "consume" CONSUMER (child of 0x2002)
@@ -99,6 +102,7 @@ static void build_scenario(struct eg *g)
 
 	eg_resource(a3, "sidecar", "host-a");
 	eg_span_start(a3, 0x1004, 0x1001, K_PRODUCER, EG_T(40), "side");
+	eg_attr(a3, 0x1004, "peer.untraced", EG_B(1)); /* no consumer expected */
 	eg_span_end(a3, 0x1004, EG_T(60), ST_OK, 0, NULL);
 
 	eg_span_end(a, 0x1001, EG_T(900), ST_OK, 0, NULL);
@@ -305,9 +309,13 @@ static void check_scenario(const struct rt_decoded_trace *t)
 	ck_assert_uint_eq(t->st.missing_templates, 0);
 	ck_assert_uint_eq(t->st.partial_spans, 0);
 	ck_assert_uint_eq(t->st.raw_records, 0);
-	/* 5 resources, 3 templates, 7 starts, 7 ends, 6 attrs, 6 logs */
-	ck_assert_uint_eq(t->st.events, 34);
-	ck_assert_uint_eq(t->st.records, 34);
+	/* db.query (CLIENT) has its CONSUMER; side (PRODUCER) is exempt */
+	ck_assert_uint_eq(t->st.unmatched_client_spans, 0);
+	ck_assert_uint_eq(t->st.conflicting_buffers, 0);
+	ck_assert(rt_decode_complete(&t->st));
+	/* 5 resources, 3 templates, 7 starts, 7 ends, 7 attrs, 6 logs */
+	ck_assert_uint_eq(t->st.events, 35);
+	ck_assert_uint_eq(t->st.records, 35);
 }
 
 /* Decode all agents' buffers of g, one slice per agent, in order. */
@@ -462,6 +470,9 @@ START_TEST(test_duplicates)
 	check_scenario(&t);
 	ck_assert_uint_eq(t.st.buffers, 2 * g.n_bufs + 3);
 	ck_assert_uint_eq(t.st.duplicate_buffers, g.n_bufs + 3);
+	/* identical re-sent copies: nothing was lost */
+	ck_assert_uint_eq(t.st.conflicting_buffers, 0);
+	ck_assert(rt_decode_complete(&t.st));
 	rt_decoded_trace_free(&t);
 	free(bufs);
 	eg_free(&g);
@@ -533,6 +544,7 @@ START_TEST(test_dropped_buffer)
 	decode_without(&g, drop, &t);
 
 	ck_assert_uint_eq(t.st.gaps, 1);
+	ck_assert(!rt_decode_complete(&t.st));
 	ck_assert_uint_eq(t.st.truncated_records, 1); /* the big attribute */
 	ck_assert_uint_ge(t.st.orphan_chunks, 1);     /* its tail after the gap */
 	ck_assert_uint_eq(t.n_spans, 4);
@@ -1195,6 +1207,291 @@ START_TEST(test_ten_thousand_spans)
 }
 END_TEST
 
+/* ---------------------------------------------------- duplicate keys ---- */
+
+/*
+ * What a client before writer streams produced when one thread began the same
+ * trace twice: the second run restarted seq at 0 under the same (pid, tid), so
+ * its buffers repeat keys with other bytes. The decoder cannot get the second
+ * run back, but it must say so: the copies count as conflicting, the server
+ * span of the lost run leaves its client span unmatched, and the decode is not
+ * complete. With distinct stream ids (the client today) both runs decode.
+ */
+START_TEST(test_conflicting_duplicates)
+{
+	struct eg g;
+	struct rt_decoded_trace t;
+	struct eg_stream *fe, *run1, *run2;
+	int fixed;
+
+	for (fixed = 0; fixed < 2; fixed++) {
+		eg_init(&g, TRACE_HI, TRACE_LO, 4096);
+		setup_agents(&g);
+		fe = eg_stream(&g, A1, 100, 1);
+		run1 = eg_stream(&g, A2, 300, 5);
+		run2 = eg_stream(&g, A2, 300, fixed ? 6 : 5);
+		eg_resource(fe, "frontend", "host-a");
+		eg_span_start(fe, 0x1, 0, K_SERVER, EG_T(1), "GET /twice");
+		eg_span_start(fe, 0x2, 0x1, K_CLIENT, EG_T(2), "call cart");
+		eg_span_end(fe, 0x2, EG_T(3), ST_OK, 0, NULL);
+		eg_span_start(fe, 0x3, 0x1, K_CLIENT, EG_T(4), "call cart");
+		eg_span_end(fe, 0x3, EG_T(5), ST_OK, 0, NULL);
+		eg_span_end(fe, 0x1, EG_T(6), ST_OK, 0, NULL);
+		eg_resource(run1, "cart", "host-b");
+		eg_span_start(run1, 0x10, 0x2, K_SERVER, EG_T(2), "POST /cart");
+		eg_span_end(run1, 0x10, EG_T(3), ST_OK, 0, NULL);
+		eg_resource(run2, "cart", "host-b");
+		eg_span_start(run2, 0x11, 0x3, K_SERVER, EG_T(4), "POST /cart");
+		eg_span_end(run2, 0x11, EG_T(5), ST_OK, 0, NULL);
+		eg_finish(&g);
+		decode_without(&g, NULL, &t);
+		if (fixed) {
+			ck_assert_uint_eq(t.n_spans, 5);
+			ck_assert_uint_eq(t.st.duplicate_buffers, 0);
+			ck_assert_uint_eq(t.st.unmatched_client_spans, 0);
+			ck_assert(rt_decode_complete(&t.st));
+		} else {
+			ck_assert_uint_eq(t.n_spans, 4);
+			ck_assert_uint_eq(t.st.duplicate_buffers, 1);
+			ck_assert_uint_eq(t.st.conflicting_buffers, 1);
+			ck_assert_uint_eq(t.st.unmatched_client_spans, 1);
+			ck_assert_uint_eq(span_by_id(&t, 0x3)->flags, RT_SPAN_UNMATCHED);
+			ck_assert_uint_eq(span_by_id(&t, 0x2)->flags, 0);
+			ck_assert(!rt_decode_complete(&t.st));
+		}
+		rt_decoded_trace_free(&t);
+		eg_free(&g);
+	}
+}
+END_TEST
+
+/* ------------------------------------------------- unmatched calls ---- */
+
+/*
+ * A1 writes the caller side: a SERVER root and calls of every flavour; A2 and
+ * A3 the callee sides that exist:
+ *   0x2 CLIENT  <- 0x20 SERVER on A2           matched
+ *   0x3 CLIENT  (no callee)                    unmatched
+ *   0x4 CLIENT  peer.untraced = true           exempt
+ *   0x5 CLIENT  peer.untraced = "true"         exempt
+ *   0x6 CLIENT  peer.untraced = false          unmatched
+ *   0x7 PRODUCER <- 0x30 CONSUMER on A3        matched
+ *   0x8 PRODUCER (no consumer)                 unmatched
+ *   0x9 CLIENT  <- 0x21 INTERNAL on A2 only    unmatched (not a callee's entry)
+ *   0xa CLIENT  <- 0x31 CONSUMER on A3         matched (either remote kind)
+ */
+static void build_calls(struct eg *g)
+{
+	struct eg_stream *a = eg_stream(g, A1, 100, 1);
+	struct eg_stream *b = eg_stream(g, A2, 300, 5);
+	struct eg_stream *c = eg_stream(g, A3, 400, 9);
+	static const uint8_t kinds[] = { K_CLIENT, K_CLIENT, K_CLIENT, K_CLIENT, K_CLIENT,
+					 K_PRODUCER, K_PRODUCER, K_CLIENT, K_CLIENT };
+	uint64_t id;
+	eg_resource(a, "frontend", "host-a");
+	eg_span_start(a, 0x1, 0, K_SERVER, EG_T(1), "GET /calls");
+	for (id = 0x2; id <= 0xa; id++) {
+		eg_span_start(a, id, 0x1, kinds[id - 2], EG_T(id * 10), "call");
+		if (id == 0x4)
+			eg_attr(a, id, "peer.untraced", EG_B(1));
+		if (id == 0x5)
+			eg_attr(a, id, "peer.untraced", EG_S("true"));
+		if (id == 0x6)
+			eg_attr(a, id, "peer.untraced", EG_B(0));
+		eg_span_end(a, id, EG_T(id * 10 + 5), ST_OK, 0, NULL);
+	}
+	eg_span_end(a, 0x1, EG_T(200), ST_OK, 0, NULL);
+	eg_resource(b, "cart", "host-b");
+	eg_span_start(b, 0x20, 0x2, K_SERVER, EG_T(21), "serve");
+	eg_span_end(b, 0x20, EG_T(22), ST_OK, 0, NULL);
+	eg_span_start(b, 0x21, 0x9, K_INTERNAL, EG_T(91), "local work");
+	eg_span_end(b, 0x21, EG_T(92), ST_OK, 0, NULL);
+	eg_resource(c, "queue", "host-c");
+	eg_span_start(c, 0x30, 0x7, K_CONSUMER, EG_T(71), "consume");
+	eg_span_end(c, 0x30, EG_T(72), ST_OK, 0, NULL);
+	eg_span_start(c, 0x31, 0xa, K_CONSUMER, EG_T(101), "handle");
+	eg_span_end(c, 0x31, EG_T(102), ST_OK, 0, NULL);
+	eg_finish(g);
+}
+
+START_TEST(test_unmatched_client_spans)
+{
+	static const uint64_t unmatched[] = { 0x3, 0x6, 0x8, 0x9 };
+	struct eg g;
+	struct rt_decoded_trace t;
+	char *drop;
+	size_t i, k;
+
+	eg_init(&g, TRACE_HI, TRACE_LO, 4096);
+	setup_agents(&g);
+	build_calls(&g);
+	decode_without(&g, NULL, &t);
+	ck_assert_uint_eq(t.n_spans, 14);
+	ck_assert_uint_eq(t.st.unmatched_client_spans, 4);
+	for (i = 0; i < t.n_spans; i++) {
+		int want = 0;
+		for (k = 0; k < sizeof unmatched / sizeof unmatched[0]; k++)
+			want |= t.spans[i].span_id == unmatched[k];
+		ck_assert_msg(t.spans[i].flags == (want ? RT_SPAN_UNMATCHED : 0u),
+			      "span %" PRIx64 " flags %u", t.spans[i].span_id, t.spans[i].flags);
+	}
+	/* nothing else is wrong, yet the trace is not complete */
+	ck_assert_uint_eq(t.st.gaps + t.st.partial_spans + t.st.orphan_events, 0);
+	ck_assert(!rt_decode_complete(&t.st));
+	rt_decoded_trace_free(&t);
+
+	/* A2's slice lost: its SERVER span was the only match of 0x2 */
+	drop = calloc(g.n_bufs, 1);
+	for (i = 0; i < g.n_bufs; i++)
+		drop[i] = g.bufs[i].agent == A2;
+	decode_without(&g, drop, &t);
+	ck_assert_uint_eq(t.st.unmatched_client_spans, 5);
+	ck_assert_uint_eq(span_by_id(&t, 0x2)->flags, RT_SPAN_UNMATCHED);
+	rt_decoded_trace_free(&t);
+	free(drop);
+	eg_free(&g);
+}
+END_TEST
+
+/* rt_decode_complete: every structural problem alone makes it false; what is
+ * harmless (identical re-sends, raw records, foreign slices, a span id started
+ * twice) does not. */
+START_TEST(test_decode_complete)
+{
+	struct rt_decode_stats st;
+	uint64_t *bad[] = { &st.gaps, &st.partial_spans, &st.orphan_events, &st.orphan_chunks,
+			    &st.corrupt_frames, &st.corrupt_events, &st.truncated_records,
+			    &st.missing_templates, &st.conflicting_buffers,
+			    &st.unmatched_client_spans };
+	uint64_t *fine[] = { &st.slices, &st.buffers, &st.duplicate_buffers, &st.records,
+			     &st.events, &st.raw_records, &st.foreign_slices,
+			     &st.duplicate_spans };
+	size_t i;
+	memset(&st, 0, sizeof st);
+	ck_assert(rt_decode_complete(&st));
+	for (i = 0; i < sizeof fine / sizeof fine[0]; i++)
+		*fine[i] = 3;
+	ck_assert(rt_decode_complete(&st));
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		*bad[i] = 1;
+		ck_assert_msg(!rt_decode_complete(&st), "problem %zu ignored", i);
+		*bad[i] = 0;
+	}
+}
+END_TEST
+
+/* ------------------------------------------------ the CLI's summary ---- */
+
+/* Run `CLI args` (a shell command line); its stdout, whole (caller frees). */
+static char *run_cli(const char *args)
+{
+	char cmd[1024], *out = NULL;
+	size_t cap = 0;
+	FILE *p;
+	snprintf(cmd, sizeof cmd, "%s %s", CLI_BIN, args);
+	p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	if (getdelim(&out, &cap, 0, p) < 0) {
+		free(out);
+		out = strdup("");
+	}
+	pclose(p);
+	return out;
+}
+
+/*
+ * A stored trace whose slice was delivered twice (identical) and which has an
+ * unmatched client span: `retrace show` (text and --json) and `retrace export`
+ * must name both problems, never print "clean" / "none".
+ */
+START_TEST(test_cli_summary_names_duplicates)
+{
+	char dir[] = "/tmp/rt-decode-cli-XXXXXX", path[128], args[512], *out;
+	struct rt_store_options o = { 0 };
+	struct rt_store *s = NULL;
+	struct rt_store_trace row;
+	struct rt_wire_buf msg;
+	struct eg_stream *a;
+	struct eg g;
+	int k;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/retrace.db", dir);
+	eg_init(&g, TRACE_HI, TRACE_LO, 4096);
+	setup_agents(&g);
+	a = eg_stream(&g, A1, 100, 1);
+	eg_resource(a, "frontend", "host-a");
+	eg_span_start(a, 0x1, 0, K_SERVER, EG_T(1), "GET /x");
+	eg_span_start(a, 0x2, 0x1, K_CLIENT, EG_T(2), "call nobody");
+	eg_span_end(a, 0x2, EG_T(3), ST_OK, 0, NULL);
+	eg_span_end(a, 0x1, EG_T(4), ST_OK, 0, NULL);
+	eg_finish(&g);
+	rt_wire_buf_init(&msg);
+	ck_assert_int_eq(eg_slice_msg(&g, A1, NULL, 0, &msg), 0);
+
+	o.path = path;
+	ck_assert_int_eq(rt_store_open(&s, &o), 0);
+	ck_assert_int_eq(rt_store_begin(s), 0);
+	for (k = 0; k < 2; k++) { /* the same slice, delivered twice */
+		struct rt_store_slice sl = { .trace_hi = TRACE_HI, .trace_lo = TRACE_LO,
+					     .agent_id = A1, .trigger_id = 100,
+					     .slice_seq = (uint64_t)k + 1, .received_ns = ns(EG_T(10)),
+					     .buffers = (uint32_t)g.n_bufs, .bytes = 100,
+					     .first_ns = ns(EG_T(1)), .last_ns = ns(EG_T(4)),
+					     .msg = msg.data, .msg_len = msg.len };
+		ck_assert_int_eq(rt_store_put_slice(s, &sl), 0);
+	}
+	memset(&row, 0, sizeof row);
+	row.trace_hi = TRACE_HI;
+	row.trace_lo = TRACE_LO;
+	row.trigger_count = 1;
+	row.trigger_ids[0] = 100;
+	row.agent_count = 1;
+	row.agents[0] = A1;
+	row.coherent = 1;
+	row.first_ns = ns(EG_T(1));
+	row.last_ns = ns(EG_T(4));
+	row.slices = 2;
+	row.bytes = 200;
+	ck_assert_int_eq(rt_store_put_trace(s, &row), 0);
+	ck_assert_int_eq(rt_store_commit(s), 0);
+	rt_store_close(s);
+
+	snprintf(args, sizeof args, "show --store '%s' %016" PRIx64 "%016" PRIx64, path,
+		 (uint64_t)TRACE_HI, (uint64_t)TRACE_LO);
+	out = run_cli(args);
+	ck_assert_msg(!strstr(out, "decode: clean"), "show:\n%s", out);
+	ck_assert_msg(strstr(out, "1 unmatched client span"), "show:\n%s", out);
+	ck_assert_msg(strstr(out, "duplicate buffer"), "show:\n%s", out);
+	ck_assert_msg(strstr(out, "(unmatched: no server side)"), "show:\n%s", out);
+	free(out);
+
+	snprintf(args, sizeof args, "show --json --store '%s' %016" PRIx64 "%016" PRIx64, path,
+		 (uint64_t)TRACE_HI, (uint64_t)TRACE_LO);
+	out = run_cli(args);
+	ck_assert_msg(strstr(out, "\"unmatched_client_spans\":1"), "show --json:\n%s", out);
+	ck_assert_msg(strstr(out, "\"conflicting_buffers\":0"), "show --json:\n%s", out);
+	ck_assert_msg(strstr(out, "\"complete\":false"), "show --json:\n%s", out);
+	ck_assert_msg(!strstr(out, "\"duplicate_buffers\":0"), "show --json:\n%s", out);
+	ck_assert_msg(strstr(out, "retrace.unmatched"), "show --json:\n%s", out);
+	free(out);
+
+	/* export: the summary goes to stderr, the document to stdout */
+	snprintf(args, sizeof args, "export --store '%s' --format otlp-json %016" PRIx64 "%016" PRIx64
+		 " 2>&1 >/dev/null", path, (uint64_t)TRACE_HI, (uint64_t)TRACE_LO);
+	out = run_cli(args);
+	ck_assert_msg(!strstr(out, "decode problems: none"), "export:\n%s", out);
+	ck_assert_msg(strstr(out, "duplicate buffer"), "export:\n%s", out);
+	ck_assert_msg(strstr(out, "1 unmatched client span"), "export:\n%s", out);
+	free(out);
+
+	rt_wire_buf_free(&msg);
+	eg_free(&g);
+	snprintf(args, sizeof args, "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(args), 0);
+}
+END_TEST
+
 static Suite *decode_suite(void)
 {
 	Suite *s = suite_create("coordinator_decode");
@@ -1215,6 +1512,10 @@ static Suite *decode_suite(void)
 	tcase_add_test(tc, test_duplicate_span_id);
 	tcase_add_test(tc, test_random_input);
 	tcase_add_test(tc, test_ten_thousand_spans);
+	tcase_add_test(tc, test_conflicting_duplicates);
+	tcase_add_test(tc, test_unmatched_client_spans);
+	tcase_add_test(tc, test_decode_complete);
+	tcase_add_test(tc, test_cli_summary_names_duplicates);
 	suite_add_tcase(s, tc);
 	return s;
 }

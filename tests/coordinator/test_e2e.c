@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cluster.h"
+#include "retrace/tracer.h"
 #include "common/suite.h"
 
 #define HI 0x0123456789abcdefull
@@ -258,6 +259,124 @@ START_TEST(storm_leaves_room_for_a_quiet_trigger)
 }
 END_TEST
 
+/*
+ * A request whose call to another host left no breadcrumb there (the callee's
+ * response context was not passed back, the callee is on a host whose agent
+ * never heard of the trace): every agent the coordinator knows of delivers, yet
+ * the trace is not whole. Scenario 0 writes a server span with one CLIENT call
+ * nothing answers; scenario 1 the same call marked peer.untraced (a call to a
+ * service that is not traced), which is complete.
+ */
+static int one_sided_call(int host, retrace_trace_id id, struct cl_run_io *io)
+{
+	(void)host;
+	if (retrace_begin(id) != 1)
+		return 1;
+	retrace_span_start("GET /order", RETRACE_SPAN_SERVER);
+	retrace_span_start("POST /payment", RETRACE_SPAN_CLIENT);
+	if (io->scenario == 1)
+		retrace_attr_bool(RETRACE_ATTR_PEER_UNTRACED, 1);
+	retrace_span_end_ok();
+	retrace_span_end_ok();
+	retrace_end();
+	return 0;
+}
+
+START_TEST(unanswered_call_is_incoherent)
+{
+	struct cluster c;
+	struct rt_store_trace t;
+	struct cl_run_io io;
+	cl_run_fn = one_sided_call;
+	ck_assert_int_eq(cl_start(&c, 1, 256), 0);
+	memset(&io, 0, sizeof io);
+	io.scenario = 0;
+	ck_assert_int_eq(cl_run(&c, 0, HI, 0x7001, &io), 0);
+	io.scenario = 1;
+	ck_assert_int_eq(cl_run(&c, 0, HI, 0x7002, &io), 0);
+	ck_assert_int_eq(cl_trigger(&c, 0, HI, 0x7001, ERROR_TRIGGER, NULL, 0), 0);
+	ck_assert_int_eq(cl_trigger(&c, 0, HI, 0x7002, ERROR_TRIGGER, NULL, 0), 0);
+	ck_assert_msg(cl_wait_trace(&c, HI, 0x7001, 15, &t) == 0, "trace never stored (see %s)", c.dir);
+	ck_assert_msg(!t.coherent,
+		      "a CLIENT span whose server side never arrived was stored coherent (see %s)",
+		      c.dir);
+	ck_assert_msg(cl_wait_trace(&c, HI, 0x7002, 15, &t) == 0, "trace never stored (see %s)", c.dir);
+	ck_assert_msg(t.coherent, "a call marked peer.untraced made the trace incoherent (see %s)",
+		      c.dir);
+	ck_assert_int_eq(cl_coord_figure(&c, "collection", "traces_incomplete"), 1);
+	cl_run_fn = NULL;
+	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
+}
+END_TEST
+
+/*
+ * A writer that has not ended its run of the trace when the traversal reaches
+ * its host: the agent says "open", the coordinator keeps asking and, at the
+ * collect timeout, stores the trace incoherent — never coherent with the rest
+ * still to come. Once the writer ends the trace, `retrace recollect` traverses
+ * it again and the row becomes coherent with everything written.
+ * Scenario 10 begins the trace and opens a span (the harness flushes after it:
+ * everything handed in, but no LAST buffer); scenario 11 ends both.
+ */
+static int open_then_end(int host, retrace_trace_id id, struct cl_run_io *io)
+{
+	(void)host;
+	if (io->scenario == 10) {
+		if (retrace_begin(id) != 1)
+			return 1;
+		retrace_span_start("GET /slow", RETRACE_SPAN_SERVER);
+		retrace_attr_int("step", 1);
+		return 0;
+	}
+	retrace_attr_int("step", 2);
+	retrace_span_end_ok();
+	retrace_end();
+	return 0;
+}
+
+START_TEST(open_writer_is_not_coherent_until_recollected)
+{
+	struct cluster c;
+	struct rt_store_trace t;
+	struct cl_run_io io;
+	char cmd[512];
+	const uint64_t lo = 0x8001;
+	int k;
+	cl_run_fn = open_then_end;
+	cl_coord_args[0] = "--collect-timeout";
+	cl_coord_args[1] = "2";
+	ck_assert_int_eq(cl_start(&c, 1, 256), 0);
+	memset(&io, 0, sizeof io);
+	io.scenario = 10;
+	ck_assert_int_eq(cl_run(&c, 0, HI, lo, &io), 0);
+	ck_assert_int_eq(cl_trigger(&c, 0, HI, lo, ERROR_TRIGGER, NULL, 0), 0);
+	ck_assert_msg(cl_wait_trace(&c, HI, lo, 15, &t) == 0, "trace never stored (see %s)", c.dir);
+	ck_assert_msg(!t.coherent, "stored coherent while its writer had not ended it (see %s)",
+		      c.dir);
+	ck_assert_msg(has_agent(t.missing, t.missing_count, 1), "agent 1 not listed missing");
+	ck_assert_int_ge(cl_agent_figure(&c, 0, "reporting", "remote_open_traces"), 1);
+
+	io.scenario = 11;
+	ck_assert_int_eq(cl_run(&c, 0, HI, lo, &io), 0);
+	snprintf(cmd, sizeof cmd, "%s recollect --coordinator %s %016llx%016llx >/dev/null",
+		 CLI_BIN, c.coord_url, (unsigned long long)HI, (unsigned long long)lo);
+	ck_assert_msg(system(cmd) == 0, "retrace recollect failed");
+	for (k = 0; k < 200; k++) {
+		ck_assert_int_eq(cl_wait_trace(&c, HI, lo, 5, &t), 0);
+		if (t.coherent)
+			break;
+		nap_ms(50);
+	}
+	ck_assert_msg(t.coherent, "still incoherent after the writer ended and a recollect (see %s)",
+		      c.dir);
+	ck_assert_uint_eq(t.agent_count, 1);
+	ck_assert_int_eq(cl_coord_figure(&c, "collection", "recollections"), 1);
+	cl_run_fn = NULL;
+	cl_coord_args[0] = NULL;
+	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
+}
+END_TEST
+
 /* One TCase per test, so ctest runs each as its own entry (CK_RUN_CASE). */
 #define ADD_CASE(s, fn)                                      \
 	do {                                                 \
@@ -276,6 +395,8 @@ static Suite *e2e_suite(void)
 	ADD_CASE(s, eviction_race_is_incoherent);
 	ADD_CASE(s, coordinator_kill9_mid_traversal);
 	ADD_CASE(s, storm_leaves_room_for_a_quiet_trigger);
+	ADD_CASE(s, unanswered_call_is_incoherent);
+	ADD_CASE(s, open_writer_is_not_coherent_until_recollected);
 	return s;
 }
 

@@ -9,6 +9,12 @@
  * the test measured around the writes.
  *
  * Request: frontend (host 0) -> cart (host 1) -> payment (host 2, fails).
+ *
+ * one_thread_serves_two_calls: the frontend calls cart twice in one request and
+ * cart's writer (one thread, like a pool thread) serves both calls with another
+ * trace in between. Both server spans must come back (no buffer of the second
+ * run taken for a duplicate of the first), each under its own client span, and
+ * the decode must be complete (no duplicate buffers, no unmatched client span).
  */
 #include <check.h>
 #include <signal.h>
@@ -104,10 +110,74 @@ static void payment(retrace_trace_id id, struct cl_run_io *io)
 	retrace_end();
 }
 
+/* ----------------------------------------- one thread, two calls ---- */
+
+enum { SC_CHAIN = 0, SC_TWO_CALLS = 1 };
+enum { TC_FE_SERVER, TC_CALL_1, TC_CALL_2, TC_CART_1, TC_CART_2, TC_SPANS };
+#define OTHER_LO 0x0000000000fedcbbull /* the trace cart serves in between */
+
+/* Frontend: two client spans, each context on its own pair of lines of out. */
+static void frontend_two_calls(retrace_trace_id id, struct cl_run_io *io)
+{
+	char tp[64], ts[160];
+	size_t used = 0;
+	retrace_begin(id);
+	io->ids[TC_FE_SERVER] = retrace_span_start("GET /twice", RETRACE_SPAN_SERVER);
+	for (int k = 0; k < 2; k++) {
+		io->ids[TC_CALL_1 + k] = retrace_span_start("call cart", RETRACE_SPAN_CLIENT);
+		retrace_serialize(tp, sizeof tp, ts, sizeof ts, NULL);
+		used += (size_t)snprintf(io->out + used, sizeof io->out - used, "%s\n%s\n", tp, ts);
+		retrace_span_end_ok();
+	}
+	retrace_span_end_ok();
+	retrace_end();
+}
+
+/* Cart: serve call k from the k-th context in io->in, on this one thread. */
+static int cart_call(retrace_trace_id id, char *line_tp, char *line_ts, struct cl_run_io *io,
+		     int k)
+{
+	struct retrace_wire_context w;
+	if (retrace_deserialize(line_tp, line_ts, &w) != RETRACE_OK || w.trace_id.lo != id.lo)
+		return -1;
+	retrace_begin(w.trace_id);
+	io->ids[TC_CART_1 + k] = retrace_span_start("POST /cart/reserve", RETRACE_SPAN_SERVER);
+	retrace_log(RETRACE_LOG_INFO, "call %d of this request", k + 1);
+	retrace_span_end_ok();
+	if (k == 1)
+		retrace_trigger(id, ERROR_TRIGGER, NULL, 0);
+	retrace_end();
+	return 0;
+}
+
+static int cart_two_calls(retrace_trace_id id, struct cl_run_io *io)
+{
+	char copy[sizeof io->in], *line[4], *p = copy;
+	snprintf(copy, sizeof copy, "%s", io->in);
+	for (int i = 0; i < 4; i++) {
+		line[i] = p;
+		if (!(p = strchr(p, '\n')))
+			return -1;
+		*p++ = 0;
+	}
+	if (cart_call(id, line[0], line[1], io, 0) != 0)
+		return -1;
+	retrace_begin((retrace_trace_id){ id.hi, OTHER_LO }); /* another request between */
+	retrace_span_start("GET /other", RETRACE_SPAN_SERVER);
+	retrace_span_end_ok();
+	retrace_end();
+	return cart_call(id, line[2], line[3], io, 1);
+}
+
 static int run_host(int host, retrace_trace_id id, struct cl_run_io *io)
 {
 	retrace_set_service_name(service_of_host[host]);
 	retrace_resource_str("deployment.environment", "test");
+	if (io->scenario == SC_TWO_CALLS) {
+		if (host == 0)
+			frontend_two_calls(id, io);
+		return host == 0 ? 0 : cart_two_calls(id, io);
+	}
 	if (host > 0 && begin_from(id, io) != 0)
 		return -1;
 	if (host == 0)
@@ -375,12 +445,70 @@ START_TEST(three_hosts_spans_round_trip)
 }
 END_TEST
 
+START_TEST(one_thread_serves_two_calls)
+{
+	struct cluster c;
+	struct rt_store_trace row;
+	struct rt_decoded_trace t;
+	struct cl_run_io io[2];
+	uint64_t ids[TC_SPANS];
+	const struct rt_span *s;
+	char *tree;
+
+	cl_run_fn = run_host;
+	ck_assert_int_eq(cl_start(&c, 2, 256), 0);
+	memset(io, 0, sizeof io);
+	io[0].scenario = io[1].scenario = SC_TWO_CALLS;
+	ck_assert_int_eq(cl_run(&c, 0, HI, LO, &io[0]), 0);
+	snprintf(io[1].in, sizeof io[1].in, "%s", io[0].out);
+	ck_assert_int_eq(cl_run(&c, 1, HI, LO, &io[1]), 0);
+	for (int k = 0; k < TC_SPANS; k++) {
+		ids[k] = io[0].ids[k] | io[1].ids[k];
+		ck_assert_msg(ids[k] != 0, "span slot %d was not started", k);
+	}
+	ck_assert_msg(cl_wait_trace(&c, HI, LO, 20, &row) == 0, "trace never stored (%s)", c.dir);
+	ck_assert_msg(row.coherent, "incoherent: %u agents", row.agent_count);
+	ck_assert_uint_eq(row.agent_count, 2);
+
+	decode_stored(&c, &t);
+	ck_assert_uint_eq(t.st.duplicate_buffers, 0);
+	ck_assert_uint_eq(t.st.conflicting_buffers, 0);
+	ck_assert_uint_eq(t.st.unmatched_client_spans, 0);
+	ck_assert_uint_eq(t.st.gaps, 0);
+	ck_assert(rt_decode_complete(&t.st));
+	ck_assert_uint_eq(t.n_spans, TC_SPANS);
+	for (int k = 0; k < 2; k++) {
+		s = span_by_id(&t, ids[TC_CART_1 + k]);
+		expect_span(&t, s, "POST /cart/reserve", RETRACE_SPAN_SERVER, ids[TC_CALL_1 + k], 2,
+			    RETRACE_STATUS_OK);
+		ck_assert_uint_eq(s->n_logs, 1);
+		s = span_by_id(&t, ids[TC_CALL_1 + k]);
+		expect_span(&t, s, "call cart", RETRACE_SPAN_CLIENT, ids[TC_FE_SERVER], 1,
+			    RETRACE_STATUS_OK);
+	}
+	/* The two runs are two writer streams of one process. */
+	ck_assert_uint_eq(span_by_id(&t, ids[TC_CART_1])->pid, span_by_id(&t, ids[TC_CART_2])->pid);
+	ck_assert_uint_ne(span_by_id(&t, ids[TC_CART_1])->tid, span_by_id(&t, ids[TC_CART_2])->tid);
+	rt_decoded_trace_free(&t);
+
+	tree = cli_output(&c, "show");
+	ck_assert_msg(strstr(tree, "decode: clean"), "tree:\n%s", tree);
+	free(tree);
+	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
+}
+END_TEST
+
+/* One TCase per test, so ctest runs each as its own entry (CK_RUN_CASE). */
 static Suite *roundtrip_suite(void)
 {
 	Suite *s = suite_create("coordinator_roundtrip");
 	TCase *tc = tcase_create("three_hosts_spans_round_trip");
 	tcase_set_timeout(tc, 80);
 	tcase_add_test(tc, three_hosts_spans_round_trip);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("one_thread_serves_two_calls");
+	tcase_set_timeout(tc, 80);
+	tcase_add_test(tc, one_thread_serves_two_calls);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -8,7 +8,8 @@
  *   - a byte stream from a child (non-blocking, grown as it arrives) carrying
  *     "batches": what a child wrote to one trace, record by record, exactly;
  *   - reassembly of a trace from the slices a collector received: buffers in
- *     (pid, tid, seq) order, frames through shm/frame.h's reassembler;
+ *     (pid, tid, seq) order (tid: the writer stream), frames through
+ *     shm/frame.h's reassembler;
  *   - temp directories removed at exit.
  */
 #ifndef RETRACE_TESTS_REPORT_RPTEST_H
@@ -347,9 +348,11 @@ static inline int rp_check_trace(const struct tc_collector *c, size_t from, size
 		struct rt_frame f;
 		uint32_t pos = 0;
 		int fr;
-		if (x->pid != b->h.pid || x->tid != b->h.tid) {
+		/* One batch is one begin..end run: one writer stream of the child's
+		 * process (the header's tid is a stream id, not the thread's). */
+		if (x->pid != b->h.pid || x->tid != v[0].b->tid) {
 			snprintf(msg, msglen, "trace %llx: buffer from writer %u/%u, want %u/%u",
-				 (unsigned long long)b->h.lo, x->pid, x->tid, b->h.pid, b->h.tid);
+				 (unsigned long long)b->h.lo, x->pid, x->tid, b->h.pid, v[0].b->tid);
 			rc = -1;
 			break;
 		}

@@ -13,9 +13,18 @@
  * restart_seq: after a restart with slices still spooled, the new agent cuts new
  *   slices; (agent id, slice_seq) must still name one slice only, since the
  *   collector acknowledges and joins slices by it.
+ *
+ * enospc, space_returns, cursor_stuck: the spool's disk is full (a 64 KiB
+ *   tmpfs, or a file size limit where nothing can be mounted): failed appends
+ *   back off and are logged once per 10 s; whether the collector or the space
+ *   comes back first, every triggered trace arrives exactly once; a cursor
+ *   that cannot be written holds the spool back instead of re-sending a slice.
  */
 #include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
 
+#include "common/smallfs.h"
 #include "rptest.h"
 
 #define SP_AGENT 0x5B001
@@ -72,12 +81,16 @@ struct sp_env {
 	size_t nreps;
 };
 
-static void sp_setup(struct sp_env *e, const char *tag)
+/* With dir NULL a fresh temp directory is the spool; else dir (made by the caller). */
+static void sp_setup_dir(struct sp_env *e, const char *tag, const char *dir)
 {
 	char err[256];
 	memset(e, 0, sizeof *e);
 	ag_pool_name(e->pool, sizeof e->pool, tag);
-	rp_tempdir(e->dir, sizeof e->dir, tag);
+	if (dir)
+		snprintf(e->dir, sizeof e->dir, "%s", dir);
+	else
+		rp_tempdir(e->dir, sizeof e->dir, tag);
 	tc_init(&e->c);
 	/* Bind once to own a port, then go away: the collector is down. */
 	ck_assert_msg(tc_start(&e->c, "tcp://127.0.0.1:0", err, sizeof err) == 0, "%s", err);
@@ -86,6 +99,11 @@ static void sp_setup(struct sp_env *e, const char *tag)
 	e->cfg.unlink_at_exit = 0;  /* the pool outlives the first agent */
 	e->cfg.report_timeout_ms = 300;
 	snprintf(e->cfg.spool_dir, sizeof e->cfg.spool_dir, "%s", e->dir);
+}
+
+static void sp_setup(struct sp_env *e, const char *tag)
+{
+	sp_setup_dir(e, tag, NULL);
 }
 
 /* Take the child's reports; 1 once it closed the pipe. */
@@ -478,6 +496,270 @@ START_TEST(test_clean_stop)
 }
 END_TEST
 
+/* ------------------------------------------------------- a full disk ---- */
+
+#define SP_DISK_BYTES (64u * 1024u)
+
+static void sp_fsize_limit(rlim_t soft)
+{
+	struct rlimit rl;
+	ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &rl), 0);
+	rl.rlim_cur = soft == RLIM_INFINITY || soft > rl.rlim_max ? rl.rlim_max : soft;
+	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+}
+
+/*
+ * Make the spool directory a 64 KiB disk: a tmpfs of that size in a mount
+ * namespace of this test process alone, or, where nothing can be mounted, a
+ * file size limit of the same size (writes past it fail with EFBIG; SIGXFSZ is
+ * ignored). Either way appends really fail in the kernel. Must run before any
+ * thread starts. Returns 1 for the tmpfs.
+ */
+static int sp_small_disk(const char *dir)
+{
+	char why[1024];
+	signal(SIGXFSZ, SIG_IGN);
+	if (smallfs_mount(dir, "64k", why, sizeof why) == 0)
+		return 1;
+	fprintf(stderr, "report_spool: no tmpfs (%s); limiting file sizes to %u bytes instead\n",
+		why, SP_DISK_BYTES);
+	sp_fsize_limit(SP_DISK_BYTES);
+	return 0;
+}
+
+/* Space returns. */
+static void sp_grow_disk(const char *dir, int tmpfs)
+{
+	char why[1024];
+	if (tmpfs)
+		ck_assert_msg(smallfs_resize(dir, "16m", why, sizeof why) == 0, "%s", why);
+	else
+		sp_fsize_limit(RLIM_INFINITY);
+}
+
+/* Send this process's stderr (the agent's log) to a file; returns the saved fd. */
+static int sp_capture_log(char *path, size_t n)
+{
+	int fd, saved;
+	snprintf(path, n, "/tmp/rt-test-rp%d-log-%d-XXXXXX", (int)ag_runner_pid, (int)getpid());
+	fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	fflush(stderr);
+	saved = dup(2);
+	ck_assert_int_ge(saved, 0);
+	ck_assert_int_eq(dup2(fd, 2), 2);
+	close(fd);
+	return saved;
+}
+
+/* Put stderr back, echo the log, and count its lines holding both words. */
+static unsigned sp_log_lines(const char *path, int saved, const char *w1, const char *w2)
+{
+	char line[2048];
+	unsigned n = 0;
+	FILE *f;
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof line, f)) {
+		if (strstr(line, w1) && strstr(line, w2)) {
+			n++;
+			fprintf(stderr, "  log: %s", line);
+		}
+	}
+	fclose(f);
+	unlink(path);
+	return n;
+}
+
+/* A figure of `retrace status --json`, by name. */
+static uint64_t sp_status_u64(const struct rt_agent *a, const char *name)
+{
+	static char st[1 << 16];
+	char key[96];
+	const char *p;
+	rt_agent_status(a, 1, st, sizeof st);
+	snprintf(key, sizeof key, "\"%s\":", name);
+	p = strstr(st, key);
+	ck_assert_msg(p != NULL, "retrace status shows no %s", name);
+	p += strlen(key);
+	while (*p == ' ')
+		p++;
+	return strtoull(p, NULL, 10);
+}
+
+/* How many of the reported traces the collector holds any slice of. */
+static size_t sp_arrived(struct sp_env *e)
+{
+	size_t r, i, n = 0;
+	tc_lock(&e->c);
+	for (r = 0; r < e->nreps; r++) {
+		for (i = 0; i < e->c.nslices; i++)
+			if (e->c.slices[i].trace_lo == e->reps[r].lo)
+				break;
+		n += i < e->c.nslices;
+	}
+	tc_unlock(&e->c);
+	return n;
+}
+
+/* Run SP_K triggered traces into an agent whose spool disk fills up. */
+static void sp_fill_disk(struct sp_env *e, struct rt_agent *a)
+{
+	struct ag_reader rd;
+	pid_t kid = sp_start_child(e, 0, SP_K, &rd);
+	int ok;
+	RP_UNTIL(ok, a, 40, sp_read(e, &rd) && e->nreps == SP_K && a->st.triggered_traces >= SP_K &&
+				    rt_agent_queue_depth(a, RT_Q_COMPLETE) == 0 &&
+				    rt_agent_queue_depth(a, RT_Q_TRIGGER) == 0 && a->st.spool_errors > 0);
+	ck_assert_msg(ok, "the disk never filled: reports %zu, triggered %llu, spooled %llu, "
+		      "spool_errors %llu, spool_full %llu", e->nreps,
+		      (unsigned long long)a->st.triggered_traces,
+		      (unsigned long long)a->st.slices_spooled, (unsigned long long)a->st.spool_errors,
+		      (unsigned long long)a->st.spool_full);
+	ag_assert_exited_ok(kid, 20, "spool child");
+	close(rd.fd);
+}
+
+/*
+ * Issue 18 item 2: the spool's disk is full (64 KiB for 20 triggered slices of
+ * ~7 KB each) and the collector down. Failed appends are retried with back-off
+ * (waits doubling from 20 ms to 2 s), not on every pass, and logged at most once
+ * per 10 s. Then the collector returns while the disk is still full: what the
+ * spool holds drains (moving its cursor needs no new space), nothing is sent
+ * twice, and the slices that never fitted go straight to the collector, so
+ * every triggered trace arrives exactly once.
+ */
+START_TEST(test_spool_enospc)
+{
+	static struct sp_env e;
+	static struct rt_agent a;
+	char dir[256], err[256], logpath[256];
+	uint64_t e0, e1, t0, t1, tstart, bound;
+	unsigned lines;
+	int ok, saved;
+
+	rp_tempdir(dir, sizeof dir, "nosp");
+	sp_small_disk(dir);
+	sp_setup_dir(&e, "nosp", dir);
+	saved = sp_capture_log(logpath, sizeof logpath);
+	tstart = ag_now_ns();
+	rp_open(&a, &e.cfg);
+	sp_fill_disk(&e, &a);
+
+	/* Two idle seconds with the disk full. */
+	e0 = a.st.spool_errors;
+	t0 = ag_now_ns();
+	RP_UNTIL(ok, &a, 2.0, 0);
+	e1 = a.st.spool_errors;
+	t1 = ag_now_ns();
+	/* Eight doublings reach the 2 s cap, then one attempt per 2 s. */
+	bound = 8 + (t1 - t0) / 2000000000ull + 1;
+	ck_assert_msg(e1 - e0 <= bound,
+		      "a full disk is retried on every pass: %llu failed appends in %.1f s "
+		      "(at most %llu with back-off)", (unsigned long long)(e1 - e0),
+		      (double)(t1 - t0) / 1e9, (unsigned long long)bound);
+
+	/* The collector returns; the disk is still full. */
+	ck_assert_msg(tc_start(&e.c, NULL, err, sizeof err) == 0, "restart collector: %s", err);
+	RP_UNTIL(ok, &a, 40, a.spool->st.records_pending == 0 && rp_quiet(&a) &&
+				     sp_arrived(&e) == SP_K);
+	ck_assert_msg(ok, "after the collector came back: %zu of %u traces arrived, spool pending "
+		      "%llu, spooled %llu, spool_sent %llu, acked %llu, collector holds %zu slices",
+		      sp_arrived(&e), SP_K, (unsigned long long)a.spool->st.records_pending,
+		      (unsigned long long)a.st.slices_spooled, (unsigned long long)a.st.spool_sent,
+		      (unsigned long long)a.st.slices_acked, tc_nslices(&e.c));
+	RP_UNTIL(ok, &a, 0.5, 0); /* anything sent twice would show now */
+	lines = sp_log_lines(logpath, saved, "spool", "error");
+	fprintf(stderr, "report_spool enospc: %llu failed appends while filling, %llu in %.1f s of "
+		"waiting; %llu slices spooled, %llu sent from the spool, %llu sent directly\n",
+		(unsigned long long)e0, (unsigned long long)(e1 - e0), (double)(t1 - t0) / 1e9,
+		(unsigned long long)a.st.slices_spooled, (unsigned long long)a.st.spool_sent,
+		(unsigned long long)a.st.slices_acked);
+	sp_check(&e, 0);
+	ck_assert_uint_eq(a.st.spool_sent, a.st.slices_spooled);
+	ck_assert_msg(lines <= 2 + (ag_now_ns() - tstart) / 10000000000ull,
+		      "%u error lines about the spool in %.1f s (one per 10 s wanted)", lines,
+		      (double)(ag_now_ns() - tstart) / 1e9);
+	sp_teardown(&e, &a);
+}
+END_TEST
+
+/*
+ * The disk fills, then space returns while the collector is still down: the
+ * slices that waited (backing off) are spooled, and every triggered trace
+ * reaches the collector exactly once when it returns.
+ */
+START_TEST(test_spool_space_returns)
+{
+	static struct sp_env e;
+	static struct rt_agent a;
+	char dir[256], err[256];
+	int ok, tmpfs;
+
+	rp_tempdir(dir, sizeof dir, "room");
+	tmpfs = sp_small_disk(dir);
+	sp_setup_dir(&e, "room", dir);
+	rp_open(&a, &e.cfg);
+	sp_fill_disk(&e, &a);
+	sp_grow_disk(dir, tmpfs);
+	RP_UNTIL(ok, &a, 30, rp_quiet(&a) && a.spool->st.records_pending == a.st.slices_spooled);
+	ck_assert_msg(ok, "after space returned: %llu buffers still queued, %llu slices spooled",
+		      (unsigned long long)a.rep.queued_buffers,
+		      (unsigned long long)a.st.slices_spooled);
+	ck_assert_msg(tc_start(&e.c, NULL, err, sizeof err) == 0, "restart collector: %s", err);
+	sp_drain(&e, &a, a.st.slices_spooled);
+	sp_check(&e, 0);
+	ck_assert_uint_eq(sp_arrived(&e), SP_K);
+	ck_assert_uint_eq(a.st.spool_sent, a.st.slices_spooled);
+	sp_teardown(&e, &a);
+}
+END_TEST
+
+/*
+ * The collector returns but the spool's cursor cannot be written (a file size
+ * limit below the cursor's second slot: the first consume fails with EFBIG).
+ * The slice the collector acknowledged must not be sent again and again: the
+ * spool holds back, counts the error, retries the cursor with back-off, and
+ * once the cursor moves every slice arrives exactly once.
+ */
+START_TEST(test_spool_cursor_stuck)
+{
+	static struct sp_env e;
+	static struct rt_agent a;
+	char err[256];
+	size_t got;
+	uint64_t cursor_errors, pending;
+	int ok;
+
+	sp_setup(&e, "curs");
+	rp_open(&a, &e.cfg);
+	sp_spool_traces(&e, &a, 0, SP_K);
+	signal(SIGXFSZ, SIG_IGN);
+	sp_fsize_limit(256);
+	ck_assert_msg(tc_start(&e.c, NULL, err, sizeof err) == 0, "restart collector: %s", err);
+	RP_UNTIL(ok, &a, 20, tc_nslices(&e.c) >= 1);
+	RP_UNTIL(ok, &a, 1.5, 0);
+	got = tc_nslices(&e.c);
+	pending = a.spool->st.records_pending;
+	sp_fsize_limit(RLIM_INFINITY);
+	ck_assert_msg(got == 1, "the slice whose cursor could not be written reached the collector "
+		      "%zu times (spool_sent %llu)", got, (unsigned long long)a.st.spool_sent);
+	ck_assert_uint_eq(pending, SP_K);
+	cursor_errors = sp_status_u64(&a, "spool_cursor_errors");
+	ck_assert_msg(cursor_errors >= 1 && cursor_errors <= 10,
+		      "spool_cursor_errors %llu after 1.5 s (back-off wanted)",
+		      (unsigned long long)cursor_errors);
+	sp_drain(&e, &a, SP_K);
+	sp_check(&e, 0);
+	ck_assert_uint_eq(tc_nslices(&e.c), SP_K);
+	ck_assert_uint_eq(a.st.spool_sent, SP_K);
+	sp_teardown(&e, &a);
+}
+END_TEST
+
 static Suite *spool_suite(void)
 {
 	Suite *s = suite_create("report_spool");
@@ -500,6 +782,18 @@ static Suite *spool_suite(void)
 	t = tcase_create("clean_stop");
 	tcase_set_timeout(t, 100);
 	tcase_add_test(t, test_clean_stop);
+	suite_add_tcase(s, t);
+	t = tcase_create("enospc");
+	tcase_set_timeout(t, 100);
+	tcase_add_test(t, test_spool_enospc);
+	suite_add_tcase(s, t);
+	t = tcase_create("space_returns");
+	tcase_set_timeout(t, 100);
+	tcase_add_test(t, test_spool_space_returns);
+	suite_add_tcase(s, t);
+	t = tcase_create("cursor_stuck");
+	tcase_set_timeout(t, 100);
+	tcase_add_test(t, test_spool_cursor_stuck);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -2,17 +2,23 @@
  * Pool create/attach: every documented failure gives its error code and a
  * sentence, never a crash: missing pool, wrong permissions, ABI version
  * mismatch, bad magic, geometry mismatch (expected vs actual, header vs object
- * size), a pool still initialising, bad create options.
+ * size, a ring's own size and mask), a pool still initialising, bad create
+ * options, a pool larger than /dev/shm (refused at create), and an object whose
+ * memory was never reserved (refused at attach).
  */
 #include <check.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/smallfs.h"
 #include "common/testpool.h"
 #include "retrace/retrace.h"
 
@@ -198,6 +204,152 @@ START_TEST(test_bad_create_options)
 }
 END_TEST
 
+/* ------------------------------------------------ memory of the pool ---- */
+
+static struct rt_pool_create_opts small_opts(const char *name, uint32_t count)
+{
+	struct rt_pool_create_opts o;
+	rt_pool_create_defaults(&o);
+	o.name = name;
+	o.buffer_size = 4096;
+	o.buffer_count = count;
+	o.breadcrumb_slots = 1024;
+	o.trigger_slots = 1024;
+	o.client_slots = 8;
+	o.agent_id = 42;
+	return o;
+}
+
+/*
+ * In a child: /dev/shm becomes an 8 MiB tmpfs (a mount namespace of the child
+ * alone; as Docker's 64 MiB default is to the 128 MiB default pool). A 4 MiB
+ * pool is created and every byte of it can be touched; a 16 MiB pool, and then
+ * a 6 MiB one next to the first, are refused with a sentence naming the size
+ * wanted, the space free and the flags to change, and leave no object behind.
+ * Before, both were created sparse and the first write past the free space
+ * killed the writer with SIGBUS. Without mount rights the child uses a file
+ * size limit (posix_fallocate past it fails with EFBIG).
+ */
+static void shm_too_small_child(void)
+{
+	struct rt_pool a, b;
+	struct rt_pool_create_opts o;
+	char why[1024], err[512], na[64], nb[64];
+	int rc;
+	signal(SIGXFSZ, SIG_IGN);
+	if (smallfs_mount("/dev/shm", "8m", why, sizeof why) != 0) {
+		struct rlimit rl = { 8u << 20, 8u << 20 };
+		fprintf(stderr, "shm_pool: no tmpfs (%s); a file size limit instead\n", why);
+		if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+			_exit(10);
+	}
+	snprintf(na, sizeof na, "/rt-test-small-a-%d", (int)getpid());
+	snprintf(nb, sizeof nb, "/rt-test-small-b-%d", (int)getpid());
+	o = small_opts(na, 1000); /* ~4 MiB */
+	if ((rc = rt_pool_create(&o, &a, err, sizeof err)) != RETRACE_OK) {
+		fprintf(stderr, "4 MiB pool refused: %s\n", err);
+		_exit(11);
+	}
+	memset(a.base + a.hdr->buffers_offset, 0x5a, a.size - a.hdr->buffers_offset);
+	o = small_opts(nb, 4000); /* ~16 MiB */
+	rc = rt_pool_create(&o, &b, err, sizeof err);
+	fprintf(stderr, "16 MiB pool on an 8 MiB /dev/shm: %d: %s\n", rc, err);
+	if (rc == RETRACE_OK)
+		_exit(12);
+	if (!strstr(err, "MiB") || !strstr(err, "free") || !strstr(err, "--buffers") ||
+	    !strstr(err, "--buffer-size"))
+		_exit(13);
+	if (shm_open(nb, O_RDONLY, 0) >= 0 || errno != ENOENT)
+		_exit(14);
+	o = small_opts(nb, 1500); /* ~6 MiB, with 4 MiB taken */
+	rc = rt_pool_create(&o, &b, err, sizeof err);
+	fprintf(stderr, "6 MiB pool next to a 4 MiB one: %d: %s\n", rc, err);
+	if (rc == RETRACE_OK)
+		_exit(15);
+	test_pool_destroy(&a);
+	_exit(0);
+}
+
+START_TEST(test_pool_larger_than_shm)
+{
+	int status;
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		shm_too_small_child();
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status), "the child died of signal %d", WTERMSIG(status));
+	ck_assert_msg(WEXITSTATUS(status) == 0, "child check %d failed", WEXITSTATUS(status));
+}
+END_TEST
+
+/*
+ * An object whose header and rings are sound but whose memory was never
+ * reserved (an older agent made it with ftruncate): a client must not attach,
+ * since touching a page /dev/shm cannot back kills it with SIGBUS. Once the
+ * memory is reserved, it attaches.
+ */
+START_TEST(test_attach_needs_reserved_memory)
+{
+	struct rt_pool real, c;
+	struct rt_pool_attach_opts ao = { 0 };
+	char name[64], fake[64], err[256] = "";
+	uint8_t *m;
+	int fd;
+	test_pool_name(name, sizeof name, "real");
+	test_pool_name(fake, sizeof fake, "sparse");
+	test_pool_create(&real, name, 4096, 256);
+	fd = shm_open(fake, O_RDWR | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)real.size), 0);
+	m = mmap(NULL, real.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ck_assert(m != MAP_FAILED);
+	memcpy(m, real.base, real.hdr->buffers_offset); /* header, registry, rings */
+	ao.name = fake;
+	ck_assert_int_eq(rt_pool_attach(&ao, &c, err, sizeof err), RETRACE_E_NOTREADY);
+	ck_assert_msg(strstr(err, "reserved") != NULL, "%s", err);
+	ck_assert_int_eq(posix_fallocate(fd, 0, (off_t)real.size), 0);
+	ck_assert_int_eq(rt_pool_attach(&ao, &c, err, sizeof err), RETRACE_OK);
+	rt_pool_detach(&c);
+	munmap(m, real.size);
+	close(fd);
+	rt_pool_unlink(fake);
+	test_pool_destroy(&real);
+}
+END_TEST
+
+/*
+ * The object's size against the header's geometry, and the rings' own size
+ * and mask (a client takes its ring index mask from them), before anything
+ * past the header is touched.
+ */
+START_TEST(test_attach_checks_size_and_rings)
+{
+	struct rt_pool pool;
+	char name[64], err[256] = "";
+	int fd;
+	test_pool_name(name, sizeof name, "size");
+	test_pool_create(&pool, name, 4096, 32);
+	/* A ring whose mask is not its capacity's. */
+	pool.ring[RT_Q_COMPLETE]->mask = 0xffffffffu;
+	ck_assert_int_eq(attach_named(name, 0, 0, err, sizeof err), RETRACE_E_GEOMETRY);
+	ck_assert_msg(strstr(err, "queue") != NULL, "%s", err);
+	pool.ring[RT_Q_COMPLETE]->mask = pool.hdr->rings[RT_Q_COMPLETE].capacity - 1;
+	pool.ring[RT_Q_TRIGGER]->size = 2;
+	ck_assert_int_eq(attach_named(name, 0, 0, err, sizeof err), RETRACE_E_GEOMETRY);
+	pool.ring[RT_Q_TRIGGER]->size = pool.hdr->rings[RT_Q_TRIGGER].capacity;
+	ck_assert_int_eq(attach_named(name, 0, 0, err, sizeof err), RETRACE_OK);
+	/* An object longer than the header says. */
+	fd = shm_open(name, O_RDWR, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)pool.size + 4096), 0);
+	ck_assert_int_eq(attach_named(name, 0, 0, err, sizeof err), RETRACE_E_GEOMETRY);
+	ck_assert_msg(strstr(err, "bytes but the object has") != NULL, "%s", err);
+	close(fd);
+	test_pool_destroy(&pool);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("shm_pool");
@@ -209,6 +361,9 @@ int main(void)
 	tcase_add_test(tc, test_tiny_object_is_not_ready);
 	tcase_add_test(tc, test_wrong_permissions);
 	tcase_add_test(tc, test_bad_create_options);
+	tcase_add_test(tc, test_pool_larger_than_shm);
+	tcase_add_test(tc, test_attach_needs_reserved_memory);
+	tcase_add_test(tc, test_attach_checks_size_and_rings);
 	suite_add_tcase(s, tc);
 	return test_run_suite(s);
 }

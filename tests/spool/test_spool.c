@@ -3,8 +3,8 @@
  * back byte-exact and in order across reopen, segments roll and are deleted,
  * the budget holds, torn tails and corrupt records are skipped and counted and
  * never returned, hostile directories are survived, I/O errors leave the spool
- * as it was, and a writer killed with SIGKILL loses nothing it was told was
- * written. Most tests run twice: through io_uring (_i = 0) and through the
+ * as it was, a full disk (a small tmpfs) still lets every record be consumed,
+ * and a writer killed with SIGKILL loses nothing it was told was written. Most tests run twice: through io_uring (_i = 0) and through the
  * pwrite fallback (_i = 1).
  *
  * Every record's bytes are a function of a key (usually its id), so any record
@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "agent/spool.h"
+#include "common/smallfs.h"
 #include "common/suite.h"
 
 #define MiB (1024u * 1024u)
@@ -994,6 +995,59 @@ START_TEST(test_io_error_leaves_spool_intact)
 }
 END_TEST
 
+/*
+ * A full disk (issue 18 item 2), on a 64 KiB tmpfs of this test's own: appends
+ * fail with ENOSPC and leave the spool as it was; every record already in it
+ * can still be consumed, since the cursor's room is reserved when the spool
+ * opens (before, the first consume needed a page the disk no longer had); and
+ * once everything is consumed, an append finds room again: the consumed last
+ * segment is given up when the disk is full.
+ */
+START_TEST(test_full_disk)
+{
+	struct tdir t;
+	struct rt_spool s;
+	char why[1024];
+	uint8_t *b = malloc(4000);
+	uint64_t n = 0, k, id;
+	int rc = 0;
+	tdir_make(&t);
+	if (smallfs_mount(t.root, "64k", why, sizeof why) != 0)
+		ck_abort_msg("this test needs a small filesystem: %s", why);
+	sp_open(&s, t.spool, _i, 0, 0, 0);
+	/* Fill it: big records, then small ones until not even a page is left. */
+	for (k = 1; k < 1000 && (rc = rt_spool_append(&s, b, 4000, &id)) == 0; k++)
+		n++;
+	ck_assert_int_eq(rc, -ENOSPC);
+	for (k = 0; k < 10000 && (rc = rt_spool_append(&s, b, 100, &id)) == 0; k++)
+		n++;
+	ck_assert_int_eq(rc, -ENOSPC);
+	ck_assert_uint_gt(n, 4);
+	ck_assert_uint_eq(stats(&s).records_pending, n);
+	for (k = 1; k <= n; k++) {
+		const void *rec;
+		size_t len;
+		ck_assert_int_eq(rt_spool_peek(&s, &rec, &len, &id), 0);
+		ck_assert_uint_eq(id, k);
+		rc = rt_spool_consume(&s, id);
+		ck_assert_msg(rc == 0, "consume %llu of %llu on a full disk: %s",
+			      (unsigned long long)k, (unsigned long long)n, rt_spool_strerror(rc));
+	}
+	expect_empty(&s);
+	ck_assert_uint_eq(put_rec(&s, 7, 4000), n + 1);
+	rt_spool_close(&s);
+	/* Reopened, the spool knows what was consumed. */
+	sp_open(&s, t.spool, _i, 0, 0, 0);
+	ck_assert_uint_eq(stats(&s).cursor_lost, 0);
+	take(&s, n + 1, 7, 4000);
+	expect_empty(&s);
+	rt_spool_close(&s);
+	free(b);
+	umount2(t.root, MNT_DETACH);
+	tdir_free(&t);
+}
+END_TEST
+
 /* --------------------------------------------------------------- sigkill ---- */
 
 #define KILL_MAX (256u * 1024u) /* record sizes in the kill test */
@@ -1139,6 +1193,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_random_damage, 0, 2);
 	tcase_add_test(tc, test_unreadable);
 	tcase_add_loop_test(tc, test_io_error_leaves_spool_intact, 0, 2);
+	tcase_add_loop_test(tc, test_full_disk, 0, 2);
 	tcase_add_loop_test(tc, test_sigkill_mid_stream, 0, 2);
 	tcase_add_loop_test(tc, test_format_on_disk, 0, 2);
 	suite_add_tcase(su, tc);

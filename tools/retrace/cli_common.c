@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <nng/nng.h>
 
 #include "cmd.h"
 #include "store.h"
@@ -74,4 +75,22 @@ void retrace_list_ids(char *out, size_t cap, const uint32_t *ids, uint32_t n, co
 	out[0] = 0;
 	for (i = 0; i < n && len < cap; i++)
 		len += (size_t)snprintf(out + len, cap - len, "%s%u", i ? sep : "", ids[i]);
+}
+
+int retrace_coordinator_say(const char *cmd, const char *url, const char *req, int timeout_ms)
+{
+	char err[512], *reply = NULL;
+	size_t len = 0, n;
+	int failed;
+	if (retrace_request(url, req, timeout_ms, &reply, &len, err, sizeof err) != 0) {
+		fprintf(stderr, "retrace %s: no coordinator answers at %s\n", cmd, err);
+		return 1;
+	}
+	failed = len < 2 || strncmp(reply, "ok", 2) != 0;
+	n = len && reply[len - 1] == 0 ? len - 1 : len;
+	while (n && reply[n - 1] == '\n') /* a list ends with one already */
+		n--;
+	fprintf(failed ? stderr : stdout, "%.*s\n", (int)n, reply);
+	nng_free(reply, len);
+	return failed;
 }

@@ -39,28 +39,9 @@ static void alarm_usage(FILE *out)
 		"  -C, --coordinator URL  the coordinator's address (default $RETRACE_COORDINATOR\n"
 		"                         or " DEFAULT_COORDINATOR ")\n"
 		"  -t, --timeout MS       give up after MS milliseconds (default 2000)\n"
-		"  -h, --help             this text\n");
-}
-
-/* Send one request, print the reply; 0 if the coordinator said ok. */
-static int send_alarm(const char *url, const char *req, int timeout_ms)
-{
-	char err[512], *reply = NULL;
-	size_t len = 0;
-	int failed;
-	if (retrace_request(url, req, timeout_ms, &reply, &len, err, sizeof err) != 0) {
-		fprintf(stderr, "retrace alarm: no coordinator answers at %s\n", err);
-		return 1;
-	}
-	failed = len < 2 || strncmp(reply, "ok", 2) != 0;
-	{
-		size_t n = len && reply[len - 1] == 0 ? len - 1 : len;
-		while (n && reply[n - 1] == '\n') /* the list ends with one already */
-			n--;
-		fprintf(failed ? stderr : stdout, "%.*s\n", (int)n, reply);
-	}
-	nng_free(reply, len);
-	return failed;
+		RETRACE_TLS_USAGE
+		"  -h, --help             this text\n"
+		"With TLS only an operator certificate may add or clear (docs/security.md).\n");
 }
 
 static int valid_name(const char *what, const char *v)
@@ -78,7 +59,7 @@ int retrace_cmd_alarm(int argc, char **argv)
 		{ "for", required_argument, NULL, 'f' },     { "list", no_argument, NULL, 'l' },
 		{ "clear", no_argument, NULL, 'c' },         { "coordinator", required_argument, NULL, 'C' },
 		{ "timeout", required_argument, NULL, 't' }, { "help", no_argument, NULL, 'h' },
-		{ 0, 0, 0, 0 },
+		RETRACE_TLS_LONGOPTS,                        { 0, 0, 0, 0 },
 	};
 	const char *url = getenv("RETRACE_COORDINATOR");
 	double secs = DEFAULT_ALARM_S;
@@ -108,6 +89,9 @@ int retrace_cmd_alarm(int argc, char **argv)
 			}
 			break;
 		case 'h': alarm_usage(stdout); return 0;
+		case RETRACE_OPT_TLS_CA:
+		case RETRACE_OPT_TLS_CERT:
+		case RETRACE_OPT_TLS_KEY: retrace_tls_opt(ch, optarg); break;
 		default: alarm_usage(stderr); return 2;
 		}
 	}
@@ -129,5 +113,5 @@ int retrace_cmd_alarm(int argc, char **argv)
 	else
 		snprintf(req, sizeof req, "alarm add %.3f\n%s\n%s", secs, argv[optind],
 			 argv[optind + 1]);
-	return send_alarm(url, req, timeout);
+	return retrace_coordinator_say("alarm", url, req, timeout);
 }

@@ -236,6 +236,9 @@ static void add_stats(struct rt_decode_stats *sum, const struct rt_decode_stats 
 	sum->missing_templates += st->missing_templates;
 	sum->orphan_events += st->orphan_events;
 	sum->partial_spans += st->partial_spans;
+	sum->conflicting_buffers += st->conflicting_buffers;
+	sum->duplicate_spans += st->duplicate_spans;
+	sum->unmatched_client_spans += st->unmatched_client_spans;
 }
 
 static void progress(const struct export_opts *o, size_t done, size_t total)

@@ -106,6 +106,11 @@ uint64_t retrace_decode_problems(const struct rt_decode_stats *st, char *out, si
 		{ "missing template", "missing templates", st->missing_templates },
 		{ "orphan event", "orphan events", st->orphan_events },
 		{ "partial span", "partial spans", st->partial_spans },
+		{ "unmatched client span", "unmatched client spans", st->unmatched_client_spans },
+		/* Listed even when identical (a re-sent slice): a summary that says
+		 * "clean" must mean nothing was dropped. */
+		{ "duplicate buffer", "duplicate buffers", st->duplicate_buffers },
+		{ "conflicting duplicate", "conflicting duplicates", st->conflicting_buffers },
 	};
 	uint64_t total = 0;
 	size_t i, len = 0;
@@ -271,6 +276,8 @@ static void print_span(const struct tree_view *v, uint32_t i, unsigned depth, co
 		printf("  (no start)");
 	if (s->flags & RT_SPAN_NO_END)
 		printf("  (no end)");
+	if (s->flags & RT_SPAN_UNMATCHED)
+		printf("  (unmatched: no server side)");
 	if (mark)
 		printf("  (%s)", mark);
 	printf("\n");
@@ -453,10 +460,14 @@ static void print_stats_json(const struct rt_decode_stats *st)
 	       ",\"raw_records\":%" PRIu64 ",\"corrupt_frames\":%" PRIu64
 	       ",\"corrupt_events\":%" PRIu64 ",\"truncated_records\":%" PRIu64
 	       ",\"orphan_chunks\":%" PRIu64 ",\"missing_templates\":%" PRIu64
-	       ",\"orphan_events\":%" PRIu64 ",\"partial_spans\":%" PRIu64 "}",
+	       ",\"orphan_events\":%" PRIu64 ",\"partial_spans\":%" PRIu64
+	       ",\"conflicting_buffers\":%" PRIu64 ",\"duplicate_spans\":%" PRIu64
+	       ",\"unmatched_client_spans\":%" PRIu64 ",\"complete\":%s}",
 	       st->slices, st->buffers, st->duplicate_buffers, st->gaps, st->records, st->events,
 	       st->raw_records, st->corrupt_frames, st->corrupt_events, st->truncated_records,
-	       st->orphan_chunks, st->missing_templates, st->orphan_events, st->partial_spans);
+	       st->orphan_chunks, st->missing_templates, st->orphan_events, st->partial_spans,
+	       st->conflicting_buffers, st->duplicate_spans, st->unmatched_client_spans,
+	       rt_decode_complete(st) ? "true" : "false");
 }
 
 static int print_json(const struct rt_store_trace *row, const struct rt_decoded_trace *t)
@@ -572,7 +583,8 @@ static void writer_records(const struct show_buf *b, size_t n, struct agent_sum 
 				continue;
 			sum->records++;
 			if (print) {
-				printf("record agent=%u pid=%u tid=%u ", b[i].agent, b[i].pid, b[i].tid);
+				printf("record agent=%u pid=%u stream=%u ", b[i].agent, b[i].pid,
+				       b[i].tid);
 				print_hex(rec, len);
 				printf("\n");
 			}

@@ -4,6 +4,9 @@
  * One nng request/reply round trip to the agent's local status address (derived
  * from the pool name, as the agent derives it), with a timeout. The agent renders
  * both the text and the JSON form, so this command parses nothing.
+ *
+ * retrace_request, which every command that talks to a daemon uses, lives here:
+ * with certificates it dials TLS (daemon/tls.h) and checks the daemon's name.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -16,6 +19,7 @@
 
 #include "cmd.h"
 #include "config.h"
+#include "daemon/tls.h"
 #include "shm/pool.h"
 
 static void status_usage(FILE *out)
@@ -29,27 +33,66 @@ static void status_usage(FILE *out)
 		"coherent/incoherent traces, store). With only --coordinator, only the\n"
 		"coordinator is asked.\n\n"
 		"  -p, --pool NAME     the agent's pool (default /retrace, or $RETRACE_POOL)\n"
-		"  -a, --agent URL     the agent's status address (default ipc:///tmp/retrace-POOL.status)\n"
+		"  -a, --agent URL     the agent's status address (default ipc:///tmp/retrace-UID/POOL.status)\n"
 		"  -C, --coordinator URL  the coordinator's address (or $RETRACE_COORDINATOR)\n"
 		"  -j, --json          print JSON instead of text\n"
 		"  -t, --timeout MS    give up after MS milliseconds (default 2000)\n"
+		RETRACE_TLS_USAGE
 		"  -h, --help          this text\n");
+}
+
+static struct rt_tls_opts tls_opts;
+const char *retrace_tls_peer = RT_TLS_COORDINATOR_NAME;
+
+void retrace_tls_opt(int ch, const char *arg)
+{
+	char *f = ch == RETRACE_OPT_TLS_CA ? tls_opts.ca
+		  : ch == RETRACE_OPT_TLS_CERT ? tls_opts.cert : tls_opts.key;
+	snprintf(f, RT_TLS_PATH_MAX, "%s", arg);
+}
+
+/* The identity of this run, loaded once: flags, else the environment. */
+static int tls_identity(const struct rt_tls **out, char *err, size_t errlen)
+{
+	static struct rt_tls *tls;
+	static int loaded;
+	if (!loaded) {
+		static const char *const env[] = { "RETRACE_TLS_CA", "RETRACE_TLS_CERT", "RETRACE_TLS_KEY" };
+		char *f[] = { tls_opts.ca, tls_opts.cert, tls_opts.key };
+		for (int i = 0; i < 3; i++)
+			if (!f[i][0] && getenv(env[i]))
+				snprintf(f[i], RT_TLS_PATH_MAX, "%s", getenv(env[i]));
+		if (rt_tls_load(&tls_opts, &tls, err, errlen) < 0)
+			return -1;
+		loaded = 1;
+	}
+	*out = tls;
+	return 0;
 }
 
 /* One request, one reply; the reply is printed as is. */
 int retrace_request(const char *url, const char *req, int timeout_ms, char **reply,
 		    size_t *reply_len, char *err, size_t errlen)
 {
+	const struct rt_tls *tls;
+	char secured[512], why[512];
 	nng_socket s;
 	int rv;
+	/* The CLI may talk plain to anything (the daemon decides what it accepts). */
+	if (tls_identity(&tls, err, errlen) != 0 ||
+	    rt_url_secure(tls, 1, "address", url, secured, sizeof secured, err, errlen) != 0)
+		return -1;
+	url = secured;
 	if ((rv = nng_req0_open(&s)) != 0) {
 		snprintf(err, errlen, "cannot open a request socket: %s", nng_strerror(rv));
 		return -1;
 	}
 	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, timeout_ms);
 	nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, timeout_ms);
-	if ((rv = nng_dial(s, url, NULL, 0)) != 0) {
-		snprintf(err, errlen, "%s: %s", url, nng_strerror(rv));
+	if (rt_tls_dial(s, tls, url, retrace_tls_peer, 0, why, sizeof why) != 0) {
+		snprintf(err, errlen, "%s (%s%s)", url, why,
+			 tls || strncmp(url, "tcp://", 6) ? ""
+			      : "; if it uses TLS, give --tls-ca, --tls-cert and --tls-key");
 		nng_close(s);
 		return -1;
 	}
@@ -68,6 +111,8 @@ static int ask(const char *url, const char *what, int json, int timeout)
 {
 	char err[512], *reply = NULL;
 	size_t len = 0;
+	/* An agent's certificate is agent-ID, which we may not know: any of the CA. */
+	retrace_tls_peer = !strcmp(what, "agent") ? NULL : RT_TLS_COORDINATOR_NAME;
 	if (retrace_request(url, json ? "status json" : "status", timeout, &reply, &len,
 			    err, sizeof err) != 0) {
 		fprintf(stderr, "retrace status: no %s answers at %s (is retrace-%s running?)\n",
@@ -90,6 +135,7 @@ int retrace_cmd_status(int argc, char **argv)
 		{ "coordinator", required_argument, NULL, 'C' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
+		RETRACE_TLS_LONGOPTS,
 		{ 0, 0, 0, 0 },
 	};
 	const char *pool = getenv("RETRACE_POOL") ? getenv("RETRACE_POOL") : RT_POOL_DEFAULT_NAME;
@@ -115,6 +161,9 @@ int retrace_cmd_status(int argc, char **argv)
 			}
 			break;
 		case 'h': status_usage(stdout); return 0;
+		case RETRACE_OPT_TLS_CA:
+		case RETRACE_OPT_TLS_CERT:
+		case RETRACE_OPT_TLS_KEY: retrace_tls_opt(ch, optarg); break;
 		default: status_usage(stderr); return 2;
 		}
 	}

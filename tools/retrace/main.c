@@ -24,6 +24,7 @@ static const struct command commands[] = {
 	{ "show", retrace_cmd_show, "one collected trace as a span tree across hosts (--records: raw)" },
 	{ "export", retrace_cmd_export, "collected traces as OTLP/JSON or Zipkin, to a file or a collector" },
 	{ "alarm", retrace_cmd_alarm, "alarm an entry API so selection keeps more of its traces" },
+	{ "recollect", retrace_cmd_recollect, "traverse stored traces again (after an agent restart)" },
 #endif
 #ifdef RETRACE_HAVE_SELECT_EVAL
 	{ "select-eval", retrace_cmd_select_eval, "evaluate trace selection offline on a dataset" },

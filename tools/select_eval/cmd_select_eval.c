@@ -26,6 +26,7 @@ typedef struct args {
     bool alarm_on_errors;
     bool quiet;
     bool help;
+    bool allow_partial;
 } args;
 
 static void usage(FILE *out)
@@ -43,6 +44,9 @@ static void usage(FILE *out)
           "  --alarms MODE          errors (default: a root API with an ERROR log in the\n"
           "                         window is alarmed, like a fired exception trigger) or none\n"
           "  --seed N               seed of the random baseline (default 42)\n"
+          "  --allow-partial        evaluate even when rows had to be skipped (they are\n"
+          "                         always counted and reported; without this flag any\n"
+          "                         skipped row fails the run)\n"
           "  --quiet                no progress line on stderr\n"
           "  --help                 this text\n"
           "\n"
@@ -101,6 +105,8 @@ static int parse_one(int argc, char **argv, int *i, args *a)
         a->help = true;
     else if (!strcmp(argv[*i], "--quiet"))
         a->quiet = true;
+    else if (!strcmp(argv[*i], "--allow-partial"))
+        a->allow_partial = true;
     else if ((v = flag_value(argc, argv, i, "--input")))
         a->input = v;
     else if ((v = flag_value(argc, argv, i, "--format"))) {
@@ -205,6 +211,21 @@ int retrace_cmd_select_eval(int argc, char **argv)
     if (!ds) {
         fprintf(stderr, "retrace select-eval: %s\n", err);
         return 1;
+    }
+    rt_sel_read_stats st;
+    rt_sel_dataset_read_stats(ds, &st);
+    if (st.span_rows_skipped || st.log_rows_skipped) {
+        fprintf(stderr,
+                "retrace select-eval: %s: skipped %zu of %zu trace rows and %zu of %zu log rows "
+                "(first: %s)\n",
+                a.allow_partial ? "warning" : "error", st.span_rows_skipped, st.span_rows,
+                st.log_rows_skipped, st.log_rows, st.first_problem);
+        if (!a.allow_partial) {
+            fputs("retrace select-eval: refusing to evaluate a partial dataset "
+                  "(--allow-partial to accept it)\n", stderr);
+            rt_sel_dataset_free(ds);
+            return 1;
+        }
     }
     rt_sel_eval_options opt = {.rate = a.rate, .window_s = a.window_s, .seed = a.seed,
                                .alarm_on_errors = a.alarm_on_errors, .progress = !a.quiet};
