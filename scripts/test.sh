@@ -27,3 +27,9 @@ if [ -x build/bench/traversal/bench_traversal ]; then
   RETRACE_BENCH_QUICK=1 ./build/bench/traversal/bench_traversal > build/bench-traversal.txt
   echo "bench_traversal: $(wc -l < build/bench-traversal.txt) lines"
 fi
+# The end-to-end evaluation, short: fails (non-zero) if any trace the coordinator
+# called coherent is not complete against the services' ground truth.
+if [ -x build/bench/e2e/retrace-tail-collector ]; then
+  RETRACE_BENCH_QUICK=1 bash bench/e2e/run-e2e.sh --build build --out build/e2e > build/bench-e2e.txt
+  echo "bench_e2e: $(wc -l < build/bench-e2e.txt) lines"
+fi
