@@ -104,21 +104,48 @@ uint32_t rt_agent_clients_attached(const struct rt_agent *a)
 
 /* ------------------------------------------------------------ recycling ---- */
 
+/*
+ * Our pushes whose commit wait was given up (a client preempted inside its own
+ * enqueue): published here, in claim order, as soon as the claims before them
+ * are. Without this, our claim would hold the available queue until the stall
+ * repair a second later.
+ */
+static void finish_pending_pushes(struct rt_agent *a)
+{
+	uint32_t done = 0;
+	while (done < a->navail_pending &&
+	       rt_ring_finish_claim(a->pool.ring[RT_Q_AVAILABLE], &a->avail_pending[done]))
+		done++;
+	if (done) {
+		memmove(a->avail_pending, a->avail_pending + done,
+			(a->navail_pending - done) * sizeof *a->avail_pending);
+		a->navail_pending -= done;
+	}
+}
+
 static void recycle_flush(struct rt_agent *a)
 {
 	struct rt_available_entry batch[256];
+	struct rt_ring_claim claim;
 	uint32_t done = 0;
+	finish_pending_pushes(a);
 	while (done < a->nrecycle) {
 		uint32_t n = a->nrecycle - done, i;
+		int rc;
 		if (n > 256)
 			n = 256;
 		for (i = 0; i < n; i++)
 			batch[i].buffer_id = a->recycle[done + i];
-		if (!rt_pool_push_available(&a->pool, batch, n))
+		rc = rt_pool_push_available_claim(&a->pool, batch, n, &claim);
+		if (rc == RT_RING_NOT_ENQUEUED)
 			a->st.recycle_fail += n; /* only if the ring is corrupt: leak, never reuse twice */
+		else if (rc == RT_RING_PENDING &&
+			 a->navail_pending < sizeof a->avail_pending / sizeof *a->avail_pending)
+			a->avail_pending[a->navail_pending++] = claim; /* else: the stall repair */
 		done += n;
 	}
 	a->nrecycle = 0;
+	finish_pending_pushes(a);
 }
 
 /* Blank the header, then queue the id; flushed at the end of the pass. */

@@ -114,6 +114,8 @@ struct rt_agent {
 	uint64_t cursor_retry_ns, cursor_backoff_ns; /* when and how long: its next try */
 	struct rt_log_limit spool_log; /* spool errors: a line per 10 s at most */
 	struct rt_log_limit pool_log;  /* shared-memory repairs: likewise */
+	struct rt_ring_claim avail_pending[16]; /* our available pushes not yet published */
+	uint32_t navail_pending;    /* (a client was slow in its commit): oldest first */
 	struct {                    /* per queue: p_tail standing still behind p_head */
 		uint32_t p_tail;
 		int watching;

@@ -17,6 +17,10 @@
  *     after it. A torn tail is cut off so that appends continue cleanly.
  *   - Live (unconsumed) record bytes never exceed max_bytes: an append that would
  *     is refused, counted, and writes nothing.
+ *   - A full disk: a failed append leaves the spool as it was; consume needs no
+ *     new space (the cursor's blocks are reserved at open), so a spool drains on
+ *     a disk it filled; an append that finds the disk full gives up a wholly
+ *     consumed last segment and tries once more.
  *   - Any spool directory, however damaged, is survived: no crash, no allocation
  *     beyond RT_SPOOL_MAX_RECORD per record; a file that cannot be read at all
  *     fails rt_spool_open with a message naming it.

@@ -345,6 +345,17 @@ static inline bool rt_pool_push_available(const struct rt_pool *p,
 				       RT_POOL_OWNER_WAIT);
 }
 
+/* The same, handing back a claim whose wait was given up (rt_ring_enqueue_claim). */
+static inline int rt_pool_push_available_claim(const struct rt_pool *p,
+					       const struct rt_available_entry *e,
+					       unsigned int n, struct rt_ring_claim *pending)
+{
+	return rt_ring_enqueue_claim(p->ring[RT_Q_AVAILABLE],
+				     p->geo.ring_mask[RT_Q_AVAILABLE],
+				     p->slots[RT_Q_AVAILABLE], e, sizeof *e, n,
+				     RT_POOL_OWNER_WAIT, pending);
+}
+
 static inline unsigned int rt_pool_pop_available(const struct rt_pool *p,
 						 struct rt_available_entry *out,
 						 unsigned int max)

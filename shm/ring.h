@@ -51,27 +51,38 @@
 /* wait_limit for a producer that waits as long as it takes (clients). */
 #define RT_RING_WAIT_FOREVER (~0ul)
 
+/* A claim whose commit wait was given up: slots [start, end), written. */
+struct rt_ring_claim {
+	unsigned int start, end;
+};
+
+enum {
+	RT_RING_NOT_ENQUEUED = 0, /* full, or counters that make no sense: nothing written */
+	RT_RING_PUBLISHED = 1,    /* visible to consumers (or to be, by a repair past it) */
+	RT_RING_PENDING = 2,      /* written and claimed; publish with rt_ring_finish_claim */
+};
+
 /*
  * Enqueue n entries of ts bytes each, all or nothing, indexing slots with
- * `mask` (the caller's own copy: capacity - 1). Returns false (nothing written)
- * if fewer than n free slots remain, or if the counters say the ring holds more
- * than it can. After `wait_limit` yields in the commit wait (RT_RING_WAIT_FOREVER:
- * none) the producer stops waiting and returns true: its entries are written
- * and claimed, and the owner's repair publishes them with the stalled claim
- * in front of them.
+ * `mask` (the caller's own copy: capacity - 1). After `wait_limit` yields in the
+ * commit wait (RT_RING_WAIT_FOREVER: never) the producer stops waiting: its
+ * entries are written and claimed, *pending gets the claim, and the caller
+ * publishes it later with rt_ring_finish_claim (an earlier producer was slow),
+ * or the owner's repair does (an earlier producer died).
  */
-static inline bool rt_ring_enqueue_batch_m(struct ck_ring *ring, unsigned int mask,
-					   void *slots, const void *entries,
-					   unsigned int ts, unsigned int n,
-					   unsigned long wait_limit)
+static inline int rt_ring_enqueue_claim(struct ck_ring *ring, unsigned int mask,
+					void *slots, const void *entries,
+					unsigned int ts, unsigned int n,
+					unsigned long wait_limit,
+					struct rt_ring_claim *pending)
 {
 	unsigned int producer, consumer, i;
 	unsigned long k;
 
 	if (n == 0)
-		return true;
+		return RT_RING_PUBLISHED;
 	if (n > mask)
-		return false;
+		return RT_RING_NOT_ENQUEUED;
 	producer = ck_pr_load_uint(&ring->p_head);
 	for (;;) {
 		/* The producer snapshot must be current with respect to consumer. */
@@ -87,7 +98,7 @@ static inline bool rt_ring_enqueue_batch_m(struct ck_ring *ring, unsigned int ma
 			ck_pr_fence_load();
 			fresh = ck_pr_load_uint(&ring->p_head);
 			if (fresh == producer)
-				return false; /* really full (or nonsense) */
+				return RT_RING_NOT_ENQUEUED; /* really full (or nonsense) */
 			producer = fresh;
 		}
 	}
@@ -103,21 +114,57 @@ static inline bool rt_ring_enqueue_batch_m(struct ck_ring *ring, unsigned int ma
 		if (tail == producer)
 			break;
 		if ((int)(tail - producer) > 0)
-			return true; /* the owner published past our claim */
+			return RT_RING_PUBLISHED; /* the owner published past our claim */
 		if (k < RT_RING_SPIN_LIMIT) {
 			ck_pr_stall();
 			continue;
 		}
 		if (wait_limit != RT_RING_WAIT_FOREVER &&
-		    k - RT_RING_SPIN_LIMIT >= wait_limit)
-			return true; /* written and claimed: the owner's repair publishes it */
+		    k - RT_RING_SPIN_LIMIT >= wait_limit) {
+			pending->start = producer;
+			pending->end = producer + n;
+			return RT_RING_PENDING;
+		}
 		sched_yield();
 	}
 	ck_pr_fence_store();
 	/* A CAS, not a store: if the owner moved p_tail past us meanwhile, it must
 	 * not go back. */
 	ck_pr_cas_uint(&ring->p_tail, producer, producer + n);
-	return true;
+	return RT_RING_PUBLISHED;
+}
+
+/*
+ * Publish a pending claim once the claims before it are: 1 when it is visible
+ * (published now, or earlier by a repair past it), 0 while an earlier claim
+ * still is not. Pending claims of one producer are finished in claim order.
+ */
+static inline int rt_ring_finish_claim(struct ck_ring *ring, const struct rt_ring_claim *c)
+{
+	unsigned int tail = ck_pr_load_uint(&ring->p_tail);
+
+	if (tail == c->start) {
+		ck_pr_fence_store();
+		if (ck_pr_cas_uint(&ring->p_tail, c->start, c->end))
+			return 1;
+		tail = ck_pr_load_uint(&ring->p_tail);
+	}
+	return (int)(tail - c->start) > 0;
+}
+
+/*
+ * As rt_ring_enqueue_claim, true unless nothing was written; a claim whose wait
+ * was given up is left to the owner's repair.
+ */
+static inline bool rt_ring_enqueue_batch_m(struct ck_ring *ring, unsigned int mask,
+					   void *slots, const void *entries,
+					   unsigned int ts, unsigned int n,
+					   unsigned long wait_limit)
+{
+	struct rt_ring_claim ignored;
+
+	return rt_ring_enqueue_claim(ring, mask, slots, entries, ts, n, wait_limit,
+				     &ignored) != RT_RING_NOT_ENQUEUED;
 }
 
 /*

@@ -228,7 +228,8 @@ static struct rt_pool_create_opts small_opts(const char *name, uint32_t count)
  * wanted, the space free and the flags to change, and leave no object behind.
  * Before, both were created sparse and the first write past the free space
  * killed the writer with SIGBUS. Without mount rights the child uses a file
- * size limit (posix_fallocate past it fails with EFBIG).
+ * size limit of 5 MiB instead (posix_fallocate past it fails with EFBIG; the
+ * limit is per object, hence 5 MiB: 4 fits, 6 and 16 do not).
  */
 static void shm_too_small_child(void)
 {
@@ -238,7 +239,7 @@ static void shm_too_small_child(void)
 	int rc;
 	signal(SIGXFSZ, SIG_IGN);
 	if (smallfs_mount("/dev/shm", "8m", why, sizeof why) != 0) {
-		struct rlimit rl = { 8u << 20, 8u << 20 };
+		struct rlimit rl = { 5u << 20, 5u << 20 };
 		fprintf(stderr, "shm_pool: no tmpfs (%s); a file size limit instead\n", why);
 		if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
 			_exit(10);

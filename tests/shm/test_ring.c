@@ -1,8 +1,9 @@
 /*
  * Rings across processes: N producer and M consumer processes share a pool's
  * complete queue (single and batch operations mixed); every entry must arrive
- * exactly once. Also: a batch (trigger group) is seen whole or not at all, and a
- * full ring refuses a batch without writing anything.
+ * exactly once. Also: a batch (trigger group) is seen whole or not at all, a
+ * full ring refuses a batch without writing anything, and the owner's repairs
+ * (a dead producer's claim, counters that make no sense) unblock everyone.
  */
 #include <check.h>
 #include <sched.h>
@@ -146,6 +147,82 @@ START_TEST(test_batch_all_or_nothing)
 }
 END_TEST
 
+/*
+ * The owner's repairs, on one ring: a producer stuck behind a dead claim (in a
+ * child, waiting for ever as clients do) returns once the owner publishes the
+ * claims, and its entries arrive after the dead claim's; a producer with a
+ * bounded wait hands back a pending claim that it publishes itself once the
+ * claims before it are; counters that make no sense yield nothing and refuse
+ * pushes (no loop waits on them) until the owner resets the ring.
+ */
+START_TEST(test_owner_repairs)
+{
+	struct rt_pool pool;
+	struct rt_complete_entry e[4], out[16];
+	struct rt_ring_counters c;
+	struct rt_ring_claim claim;
+	struct ck_ring *r;
+	struct rt_complete_entry *s;
+	char name[64];
+	unsigned mask, ph, n;
+	pid_t kid;
+	int status;
+
+	test_pool_name(name, sizeof name, "repair");
+	test_pool_create(&pool, name, 4096, 8);
+	r = pool.ring[RT_Q_COMPLETE];
+	s = RT_POOL_SLOTS(&pool, RT_Q_COMPLETE, rt_complete_entry);
+	mask = pool.geo.ring_mask[RT_Q_COMPLETE];
+	memset(e, 0, sizeof e);
+	/* A dead producer: two slots claimed, never published. */
+	ph = ck_pr_load_uint(&r->p_head);
+	ck_assert(ck_pr_cas_uint(&r->p_head, ph, ph + 2));
+	kid = fork();
+	ck_assert_int_ge(kid, 0);
+	if (kid == 0) {
+		struct rt_complete_entry mine = { .trace_lo = 77, .buffer_id = 1, .bytes = 5 };
+		_exit(rt_complete_push(r, s, &mine) ? 0 : 1);
+	}
+	while (ck_pr_load_uint(&r->p_head) != ph + 3) /* the child claimed behind it */
+		sched_yield();
+	ck_assert_int_eq(rt_pool_pop_complete(&pool, out, 16), 0);
+	ck_assert(rt_ring_still(r, &c));
+	ck_assert(rt_ring_counters_valid(&c, mask));
+	ck_assert(rt_ring_publish_claims(r, &c));
+	ck_assert_int_eq(waitpid(kid, &status, 0), kid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ck_assert_uint_eq(rt_pool_pop_complete(&pool, out, 16), 3);
+	ck_assert_uint_eq(out[2].trace_lo, 77);
+
+	/* A bounded wait behind a dead claim: pending, finished once published. */
+	ph = ck_pr_load_uint(&r->p_head);
+	ck_assert(ck_pr_cas_uint(&r->p_head, ph, ph + 1));
+	e[0].trace_lo = 78;
+	ck_assert_int_eq(rt_ring_enqueue_claim(r, mask, s, e, sizeof e[0], 1, 0, &claim),
+			 RT_RING_PENDING);
+	ck_assert_uint_eq(claim.start, ph + 1);
+	ck_assert_int_eq(rt_ring_finish_claim(r, &claim), 0);
+	ck_assert_int_eq(rt_pool_pop_complete(&pool, out, 16), 0);
+	ck_pr_store_uint(&r->p_tail, ph + 1); /* the slow producer before us publishes */
+	ck_assert_int_eq(rt_ring_finish_claim(r, &claim), 1);
+	ck_assert_uint_eq(rt_pool_pop_complete(&pool, out, 16), 2);
+	ck_assert_uint_eq(out[1].trace_lo, 78);
+
+	/* Nonsense counters: no entry, no push, no hang; then a reset. */
+	ck_pr_store_uint(&r->c_head, ck_pr_load_uint(&r->p_head) + 1000);
+	ck_assert_int_eq(rt_pool_pop_complete(&pool, out, 16), 0);
+	ck_assert_int_eq(rt_complete_pop_batch(r, s, out, 16), 0);
+	ck_assert(!rt_complete_push_batch(r, s, e, 1));
+	ck_assert(rt_ring_still(r, &c));
+	ck_assert(!rt_ring_counters_valid(&c, mask));
+	rt_ring_reset(r);
+	ck_assert(rt_complete_push_batch(r, s, e, 4));
+	n = rt_pool_pop_complete(&pool, out, 16);
+	ck_assert_uint_eq(n, 4);
+	test_pool_destroy(&pool);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("shm_ring");
@@ -153,6 +230,7 @@ int main(void)
 	tcase_set_timeout(tc, 100);
 	tcase_add_test(tc, test_mpmc_across_processes);
 	tcase_add_test(tc, test_batch_all_or_nothing);
+	tcase_add_test(tc, test_owner_repairs);
 	suite_add_tcase(s, tc);
 	return test_run_suite(s);
 }

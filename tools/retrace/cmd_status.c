@@ -20,6 +20,7 @@
 #include "cmd.h"
 #include "config.h"
 #include "daemon/tls.h"
+#include "nng_close.h"
 #include "shm/pool.h"
 
 static void status_usage(FILE *out)
@@ -93,16 +94,18 @@ int retrace_request(const char *url, const char *req, int timeout_ms, char **rep
 		snprintf(err, errlen, "%s (%s%s)", url, why,
 			 tls || strncmp(url, "tcp://", 6) ? ""
 			      : "; if it uses TLS, give --tls-ca, --tls-cert and --tls-key");
-		nng_close(s);
+		rt_nng_close_bounded(s, RT_NNG_CLOSE_WAIT_MS);
 		return -1;
 	}
 	if ((rv = nng_send(s, (void *)req, strlen(req) + 1, 0)) != 0 ||
 	    (rv = nng_recv(s, reply, reply_len, NNG_FLAG_ALLOC)) != 0) {
 		snprintf(err, errlen, "%s: no reply: %s", url, nng_strerror(rv));
-		nng_close(s);
+		rt_nng_close_bounded(s, RT_NNG_CLOSE_WAIT_MS);
 		return -1;
 	}
-	nng_close(s);
+	/* Bounded like the daemons' closes: nng 1.5.2 can deadlock in nng_close()
+	 * when the peer dropped the pipe (nanomsg/nng#1543); the CLI must not hang. */
+	rt_nng_close_bounded(s, RT_NNG_CLOSE_WAIT_MS);
 	return 0;
 }
 
