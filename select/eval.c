@@ -190,6 +190,177 @@ static void compute_metrics(const labels *lb, const bool *kept, size_t n, const 
     m->actual_rate = (double)k / (double)n;
 }
 
+/* ---------------------------------------------------------------- paper metrics */
+
+typedef struct op_minute {
+    uint64_t key;     /* op key combined with the minute of the span's start */
+    uint64_t dur_ns;
+} op_minute;
+
+static int by_key_dur(const void *x, const void *y)
+{
+    const op_minute *a = x, *b = y;
+    if (a->key != b->key)
+        return a->key < b->key ? -1 : 1;
+    return (a->dur_ns > b->dur_ns) - (a->dur_ns < b->dur_ns);
+}
+
+static uint64_t span_dur(const rt_sel_span *s)
+{
+    return s->end_ns > s->start_ns ? s->end_ns - s->start_ns : 0;
+}
+
+static uint64_t minute_key(const rt_sel_span *s)
+{
+    return rt_sel_combine(rt_sel_span_key(s), s->start_ns / 60000000000ull);
+}
+
+/* Per-minute p90 (nearest rank) of every (operation, minute): sorted keys + values. */
+static size_t minute_p90s(rt_sel_dataset *ds, uint64_t **keys, uint64_t **p90)
+{
+    size_t n = rt_sel_dataset_spans(ds), k = 0, m = 0;
+    op_minute *v = malloc((n ? n : 1) * sizeof *v);
+    *keys = malloc((n ? n : 1) * sizeof **keys);
+    *p90 = malloc((n ? n : 1) * sizeof **p90);
+    if (!v || !*keys || !*p90) {
+        free(v);
+        return (size_t)-1;
+    }
+    for (size_t i = 0; i < rt_sel_dataset_count(ds); i++) {
+        const rt_sel_trace *t = rt_sel_dataset_trace(ds, i);
+        for (uint32_t j = 0; j < t->n_spans; j++)
+            v[k++] = (op_minute){minute_key(&t->spans[j]), span_dur(&t->spans[j])};
+    }
+    if (k)
+        qsort(v, k, sizeof *v, by_key_dur);
+    for (size_t i = 0; i < k;) {
+        size_t j = i;
+        while (j < k && v[j].key == v[i].key)
+            j++;
+        size_t c = j - i, rank = (size_t)ceil(0.9 * (double)c);
+        (*keys)[m] = v[i].key;
+        (*p90)[m++] = v[i + (rank ? rank - 1 : 0)].dur_ns;
+        i = j;
+    }
+    free(v);
+    return m;
+}
+
+static uint64_t lookup_p90(const uint64_t *keys, const uint64_t *p90, size_t m, uint64_t key)
+{
+    size_t lo = 0, hi = m;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (keys[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < m && keys[lo] == key ? p90[lo] : 0;
+}
+
+#define EV_LAT 0x1a7e000000000000ull
+
+/* The paper pattern of one trace (see rt_sel_paper_metrics). */
+static uint64_t paper_pattern(const rt_sel_trace *t, const uint64_t *keys, const uint64_t *p90,
+                              size_t m, uint64_t **buf, size_t *cap)
+{
+    size_t need = (size_t)t->n_spans * 2 + t->n_logs + 1, k = 0;
+    if (need > *cap) {
+        uint64_t *nb = realloc(*buf, need * sizeof *nb);
+        if (!nb)
+            return 0;
+        *buf = nb;
+        *cap = need;
+    }
+    uint64_t *v = *buf;
+    for (uint32_t i = 0; i < t->n_spans; i++) {
+        const rt_sel_span *s = &t->spans[i];
+        uint64_t op = rt_sel_span_key(s), prev = op;
+        if (s->parent >= 0 && (uint32_t)s->parent < t->n_spans)
+            v[k++] = rt_sel_combine(rt_sel_span_key(&t->spans[s->parent]) ^ 0x9a4e, op);
+        for (uint32_t l = s->first_log; l < s->first_log + s->n_logs && l < t->n_logs; l++) {
+            uint64_t ev = rt_sel_combine(0x7e3f, t->logs[l].template_id);
+            v[k++] = rt_sel_combine(prev, ev);
+            prev = ev;
+        }
+        uint64_t q = lookup_p90(keys, p90, m, minute_key(s));
+        double d = (double)span_dur(s), p = (double)q;
+        int tier = q == 0 ? 0 : d > 5 * p ? 3 : d > 3 * p ? 2 : d > 1.5 * p ? 1 : 0;
+        if (tier)
+            v[k++] = rt_sel_combine(prev, rt_sel_combine(op, EV_LAT + (uint64_t)tier));
+    }
+    qsort(v, k, sizeof *v, cmp_u64);
+    size_t u = 0;
+    for (size_t i = 0; i < k; i++)
+        if (u == 0 || v[i] != v[u - 1])
+            v[u++] = v[i];
+    return rt_sel_pattern_id(v, u);
+}
+
+/* Paper labels of every trace: pattern and whether its entry API is rare. */
+static int paper_labels(rt_sel_dataset *ds, const uint64_t *group, uint64_t *pattern,
+                        bool *rare, uint64_t *tmp)
+{
+    size_t n = rt_sel_dataset_count(ds);
+    uint64_t *keys = NULL, *p90 = NULL, *buf = NULL;
+    size_t cap = 0;
+    size_t m = minute_p90s(ds, &keys, &p90);
+    int rc = -1;
+    if (m == (size_t)-1)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        pattern[i] = paper_pattern(rt_sel_dataset_trace(ds, i), keys, p90, m, &buf, &cap);
+        if (!pattern[i])
+            goto out;
+    }
+    memcpy(tmp, group, n * sizeof *tmp);
+    qsort(tmp, n, sizeof *tmp, cmp_u64);
+    for (size_t i = 0; i < n; i++) {
+        size_t lo = 0, hi = n;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (tmp[mid] < group[i])
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        size_t e = lo;
+        while (e < n && tmp[e] == group[i])
+            e++;
+        rare[i] = (double)(e - lo) < 0.05 * (double)n;
+    }
+    rc = 0;
+out:
+    free(keys);
+    free(p90);
+    free(buf);
+    return rc;
+}
+
+static void paper_metrics(const uint64_t *pattern, const bool *rare, const uint64_t *group,
+                          const bool *has_error, const bool *kept, size_t n, uint64_t *tmp,
+                          rt_sel_paper_metrics *m)
+{
+    size_t k = 0, r = 0, r_all = 0, e = 0;
+    for (size_t i = 0; i < n; i++) {
+        r_all += rare[i];
+        if (!kept[i])
+            continue;
+        k++;
+        r += rare[i];
+        e += has_error[i];
+    }
+    m->patterns_all = distinct(pattern, NULL, n, tmp);
+    m->patterns_kept = distinct(pattern, kept, n, tmp);
+    m->pattern_coverage = (double)m->patterns_kept / (double)m->patterns_all;
+    m->entropy = k ? entropy_bits(pattern, kept, n, tmp) : 0.0;
+    m->rare = k ? (double)r / (double)k : 0.0;
+    m->rare_coverage = r_all ? (double)r / (double)r_all : 1.0;
+    m->errors = k ? (double)e / (double)k : 0.0;
+    m->api_coverage = (double)distinct(group, kept, n, tmp) / (double)distinct(group, NULL, n, tmp);
+}
+
 /* ---------------------------------------------------------------- replay */
 
 static bool trace_has_error(const rt_sel_trace *t)
@@ -384,6 +555,20 @@ int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt, rt_sel_e
     size_t rare_max = rare_threshold(freq, n);
     compute_metrics(&lb, lb.kept_g, n, freq, rare_max, tmp, &rep->gleaner);
     compute_metrics(&lb, lb.kept_r, n, freq, rare_max, tmp, &rep->random);
+    {
+        uint64_t *pp = malloc(n * sizeof *pp);
+        bool *prare = malloc(n * sizeof *prare);
+        if (!pp || !prare || paper_labels(ds, lb.group, pp, prare, tmp)) {
+            free(pp);
+            free(prare);
+            snprintf(err, errlen, "out of memory");
+            goto out;
+        }
+        paper_metrics(pp, prare, lb.group, lb.has_error, lb.kept_g, n, tmp, &rep->paper_gleaner);
+        paper_metrics(pp, prare, lb.group, lb.has_error, lb.kept_r, n, tmp, &rep->paper_random);
+        free(pp);
+        free(prare);
+    }
     rep->gleaner.us_per_trace = r.t_gleaner * 1e6 / (double)n;
     rep->random.us_per_trace = r.t_random * 1e6 / (double)n;
     rep->gleaner.us_mining = r.t_mining * 1e6 / (double)n;

@@ -141,7 +141,7 @@ typedef struct rt_sel_weights {
     double warn_log;   /* 1: per WARN log */
     double error_log;  /* 2: per ERROR log */
     double latency;    /* 2: once, when the trace is slower than slow_factor × group p90 */
-    double slow_factor; /* 1.2 */
+    double slow_factor; /* 2.0 (was 1.2: see docs/selection.md "Paper metrics") */
 } rt_sel_weights;
 
 /* group_p90 < 0 means "unknown yet": no latency term. */
@@ -203,6 +203,8 @@ typedef struct rt_sel_config {
     double max_budget_scale;  /* budget scale-up limit during an incident: 2 */
     double traffic_smoothing; /* EWMA weight of the newest window: 0.2 */
     rt_sel_drain_config drain;
+    bool novelty_first;       /* budget < groups: groups with nothing new this window
+                                 (every pattern kept before) go last: true */
 } rt_sel_config;
 
 typedef struct rt_sel_verdict {
@@ -312,10 +314,30 @@ typedef struct rt_sel_metrics {
     double us_mining;        /* of which Drain template mining of free-text logs */
 } rt_sel_metrics;
 
+/* The Gleaner paper's metric definitions (docs/selection.md "Paper metrics"), computed
+ * by one function for every sampler from the dataset alone, not from the selector's
+ * labels. A paper pattern is the set of event pairs of a trace, where the events of a
+ * span are its operation, its logs' Drain template ids in time order and, when the
+ * span is slower than 1.5 / 3 / 5 × the p90 of its (service, operation) in the same
+ * minute of trace time, a latency event of that tier; pairs are consecutive events of
+ * a span and (parent operation, child operation) per edge. Rare: the trace's entry API
+ * has fewer than 5 % of all traces. */
+typedef struct rt_sel_paper_metrics {
+    size_t patterns_all, patterns_kept;
+    double pattern_coverage; /* patterns_kept / patterns_all */
+    double entropy;          /* Shannon entropy (bits) over paper patterns of kept traces */
+    double rare;             /* kept traces of a rare entry API / kept */
+    double rare_coverage;    /* kept rare traces / rare traces in the dataset */
+    double errors;           /* kept with an ERROR log or failed span / kept */
+    double api_coverage;     /* entry APIs kept / seen */
+} rt_sel_paper_metrics;
+
 typedef struct rt_sel_eval_report {
     rt_sel_metrics gleaner;
     rt_sel_metrics random;
     size_t windows;
+    rt_sel_paper_metrics paper_gleaner; /* the same two samplers, paper definitions */
+    rt_sel_paper_metrics paper_random;
 } rt_sel_eval_report;
 
 /* Replay the dataset in time order, through the Gleaner selector and a random

@@ -74,9 +74,10 @@ void rt_sel_config_default(rt_sel_config *cfg)
     cfg->weights.warn_log = 1.0;
     cfg->weights.error_log = 2.0;
     cfg->weights.latency = 2.0;
-    cfg->weights.slow_factor = 1.2;
+    cfg->weights.slow_factor = 2.0;
     cfg->quality_gain = 1.0;
     cfg->seen_penalty = 0.25;
+    cfg->novelty_first = true;
     cfg->seen_capacity = (size_t)1 << 16;
     cfg->group_memory = 0.9;
     cfg->dpp_eps = 1e-6;
@@ -248,6 +249,9 @@ static double sim_cb(void *ctx, size_t i, size_t j)
 }
 
 /* ---------------------------------------------------------------- memory across windows */
+
+/* Added to the priority of a group with nothing new in a window (> any kept count). */
+#define STALE_GROUP_PRIORITY 1e9
 
 static bool was_kept(const rt_selector *s, uint64_t pattern)
 {
@@ -522,9 +526,17 @@ int rt_sel_select_window_part(rt_selector *s, rt_sel_trace *traces, size_t n, si
     for (size_t g = 0; g < ng; g++)
         sizes[g] = start[g + 1] - start[g];
     size_t eff = effective_budget(s, n, budget, any_alarm, coverage);
+    /* When the budget is smaller than the number of groups, groups whose every
+     * pattern was kept in an earlier window go last: a pick there adds nothing new. */
     for (size_t g = 0; g < ng; g++) {
         group_stat *st = group_stats(s, s->info[start[g]].group);
         recent[g] = st ? st->kept : 0.0;
+        bool fresh = !s->cfg.novelty_first;
+        for (size_t i = start[g]; i < start[g + 1] && !fresh; i++)
+            fresh = (i == start[g] || s->info[i].pattern != s->info[i - 1].pattern) &&
+                    !was_kept(s, s->info[i].pattern);
+        if (!fresh && s->cfg.novelty_first)
+            recent[g] += STALE_GROUP_PRIORITY;
     }
     rt_sel_quota_prio(sizes, alarmed, recent, ng, eff, s->cfg.alarm_boost, s->cfg.alarm_cap,
                       quota);

@@ -24,6 +24,18 @@ static void print_line(double rate, const char *name, const rt_sel_metrics *m)
 
 static double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
+/* The Gleaner paper's metrics (docs/selection.md "Paper metrics"), with the sampler's
+ * µs/trace beside them. */
+static void print_paper(double rate, const char *name, const rt_sel_paper_metrics *m,
+                        const rt_sel_metrics *r)
+{
+    printf("bench select rate=%g sampler=%s metrics=paper p_pattern_cov=%.4f p_entropy=%.3f "
+           "rare=%.3f rare_cov=%.3f error_traces=%.3f api_cov=%.3f patterns=%zu/%zu "
+           "us_per_trace=%.2f kept=%zu\n",
+           rate, name, m->pattern_coverage, m->entropy, m->rare, m->rare_coverage, m->errors,
+           m->api_coverage, m->patterns_kept, m->patterns_all, r->us_per_trace, r->kept);
+}
+
 static void print_ratio(double rate, const rt_sel_metrics *g, const rt_sel_metrics *r)
 {
     printf("bench select rate=%g ratio=gleaner/random api_cov=%.2f path_cov=%.2f "
@@ -85,8 +97,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_select: %s\n", err);
         return 1;
     }
-    printf("bench select dataset traces=%zu spans=%zu logs=%zu\n", rt_sel_dataset_count(ds),
-           rt_sel_dataset_spans(ds), rt_sel_dataset_logs(ds));
+    rt_sel_read_stats st;
+    rt_sel_dataset_read_stats(ds, &st);
+    printf("bench select dataset traces=%zu spans=%zu logs=%zu skipped_trace_rows=%zu/%zu "
+           "skipped_log_rows=%zu/%zu\n", rt_sel_dataset_count(ds), rt_sel_dataset_spans(ds),
+           rt_sel_dataset_logs(ds), st.span_rows_skipped, st.span_rows, st.log_rows_skipped,
+           st.log_rows);
+    if (st.span_rows_skipped || st.log_rows_skipped)
+        fprintf(stderr, "bench_select: warning: rows skipped (first: %s)\n", st.first_problem);
     const double rates[] = {0.001, 0.01, 0.05, 0.10};
     int rc = 0;
     for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++) {
@@ -101,6 +119,14 @@ int main(int argc, char **argv)
         print_line(rates[i], "gleaner", &rep.gleaner);
         print_line(rates[i], "random", &rep.random);
         print_ratio(rates[i], &rep.gleaner, &rep.random);
+        print_paper(rates[i], "gleaner", &rep.paper_gleaner, &rep.gleaner);
+        print_paper(rates[i], "random", &rep.paper_random, &rep.random);
+        printf("bench select rate=%g metrics=paper ratio=gleaner/random p_pattern_cov=%.2f "
+               "p_entropy=%.2f rare=%.2f error_traces=%.2f\n",
+               rates[i], ratio(rep.paper_gleaner.pattern_coverage, rep.paper_random.pattern_coverage),
+               ratio(rep.paper_gleaner.entropy, rep.paper_random.entropy),
+               ratio(rep.paper_gleaner.rare, rep.paper_random.rare),
+               ratio(rep.paper_gleaner.errors, rep.paper_random.errors));
         fflush(stdout);
     }
     rt_sel_dataset_free(ds);

@@ -196,6 +196,55 @@ START_TEST(free_text_logs_are_mined)
 }
 END_TEST
 
+/* Tiny budgets (fewer picks than groups) go to groups that have a pattern not kept in
+ * an earlier window before groups with nothing new, even when those are rarer. */
+START_TEST(tiny_budget_prefers_groups_with_new_patterns)
+{
+    rt_selector *s = rt_sel_create(NULL);
+    rt_sel_result r;
+    /* window 1: /cart (1 trace, template 100) and /pay (3 traces, template 101): keep both */
+    gen_fanout(&G[0], 1, API[0], 1, 100);
+    for (int i = 1; i < 4; i++)
+        gen_fanout(&G[i], (uint64_t)i + 1, API[1], 1, 101);
+    for (int i = 0; i < 4; i++)
+        T[i] = G[i].t;
+    ck_assert_int_eq(rt_sel_select_window(s, T, 4, 2, NULL, 0, &r), 0);
+    ck_assert_uint_eq(r.n_chosen, 2);
+    /* window 2: /cart repeats its kept pattern; one /pay trace has a new template */
+    gen_fanout(&G[0], 11, API[0], 1, 100);
+    for (int i = 1; i < 4; i++)
+        gen_fanout(&G[i], (uint64_t)i + 11, API[1], 1, i == 2 ? 202 : 101);
+    for (int i = 0; i < 4; i++)
+        T[i] = G[i].t;
+    ck_assert_int_eq(rt_sel_select_window(s, T, 4, 1, NULL, 0, &r), 0);
+    ck_assert_uint_eq(r.n_chosen, 1);
+    ck_assert_uint_eq(r.chosen[0], 2); /* the new /pay pattern, not the rarer stale /cart */
+    rt_sel_destroy(s);
+}
+END_TEST
+
+/* A window covering only part of the usual length is judged by its rate: no incident
+ * scale-up for a short last window, while a real drop still scales up. */
+START_TEST(short_window_is_not_a_traffic_drop)
+{
+    for (int partial = 0; partial < 2; partial++) {
+        rt_selector *s = rt_sel_create(NULL);
+        uint64_t alarm = rt_sel_op_key("frontend", API[0]);
+        rt_sel_result r;
+        size_t n = build_window(5);
+        for (int w = 0; w < 5; w++)
+            ck_assert_int_eq(rt_sel_select_window(s, T, n, 10, &alarm, 1, &r), 0);
+        ck_assert_int_eq(rt_sel_select_window_part(s, T, n / 5, 10, &alarm, 1,
+                                                   partial ? 0.2 : 1.0, &r), 0);
+        if (partial)
+            ck_assert_uint_eq(r.budget, 10);
+        else
+            ck_assert_uint_gt(r.budget, 10);
+        rt_sel_destroy(s);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("select_selector");
@@ -207,6 +256,8 @@ int main(void)
     tcase_add_test(tc, keeps_everything_under_budget);
     tcase_add_test(tc, budget_scales_up_when_traffic_drops_during_alarm);
     tcase_add_test(tc, free_text_logs_are_mined);
+    tcase_add_test(tc, tiny_budget_prefers_groups_with_new_patterns);
+    tcase_add_test(tc, short_window_is_not_a_traffic_drop);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -27,6 +27,7 @@ typedef struct args {
     bool quiet;
     bool help;
     bool allow_partial;
+    const char *metrics; /* retrace, paper or both */
 } args;
 
 static void usage(FILE *out)
@@ -44,6 +45,8 @@ static void usage(FILE *out)
           "  --alarms MODE          errors (default: a root API with an ERROR log in the\n"
           "                         window is alarmed, like a fired exception trigger) or none\n"
           "  --seed N               seed of the random baseline (default 42)\n"
+          "  --metrics SET          retrace, paper (the Gleaner paper's definitions, see\n"
+          "                         docs/selection.md) or both (default)\n"
           "  --allow-partial        evaluate even when rows had to be skipped (they are\n"
           "                         always counted and reported; without this flag any\n"
           "                         skipped row fails the run)\n"
@@ -54,7 +57,11 @@ static void usage(FILE *out)
           "patterns of the dataset that were kept), entropy (bits, over kept patterns),\n"
           "anomalous (kept with score > 0), rare (kept whose pattern is among the rarest\n"
           "5 %), bcr (unique patterns / kept), actual_rate, us_per_trace (sampler runtime\n"
-          "per input trace; us_mining = of which log-template mining).\n",
+          "per input trace; us_mining = of which log-template mining).\n"
+          "Paper metrics: p_pattern_cov, p_entropy over the paper's patterns (event pairs of\n"
+          "operations, Drain template ids and per-minute p90 latency tiers), rare (kept of an\n"
+          "entry API under 5 %% of traces), rare_cov, errors (kept with an ERROR log or a\n"
+          "failed span), api_cov; us_per_trace repeated.\n",
           out);
 }
 
@@ -107,7 +114,11 @@ static int parse_one(int argc, char **argv, int *i, args *a)
         a->quiet = true;
     else if (!strcmp(argv[*i], "--allow-partial"))
         a->allow_partial = true;
-    else if ((v = flag_value(argc, argv, i, "--input")))
+    else if ((v = flag_value(argc, argv, i, "--metrics"))) {
+        if (strcmp(v, "retrace") && strcmp(v, "paper") && strcmp(v, "both"))
+            return bad("unknown --metrics '%s' (retrace, paper or both)", v);
+        a->metrics = v;
+    } else if ((v = flag_value(argc, argv, i, "--input")))
         a->input = v;
     else if ((v = flag_value(argc, argv, i, "--format"))) {
         if (strcmp(v, "nezha-csv") && strcmp(v, "otlp-json"))
@@ -143,7 +154,7 @@ static int parse_one(int argc, char **argv, int *i, args *a)
 
 static int parse_args(int argc, char **argv, args *a)
 {
-    *a = (args){.format = "nezha-csv", .rate = -1, .window_s = 60, .seed = 42,
+    *a = (args){.format = "nezha-csv", .metrics = "both", .rate = -1, .window_s = 60, .seed = 42,
                 .alarm_on_errors = true};
     for (int i = 1; i < argc; i++) {
         int rc = parse_one(argc, argv, &i, a);
@@ -171,6 +182,13 @@ static void print_row(const char *name, const rt_sel_metrics *m)
 
 static double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
+static void print_paper_row(const char *name, const rt_sel_paper_metrics *m, double us, size_t kept)
+{
+    printf("%-8s %13.4f %9.3f %6.3f %8.3f %6.3f %7.3f %13zu %12.2f %6zu\n", name,
+           m->pattern_coverage, m->entropy, m->rare, m->rare_coverage, m->errors, m->api_coverage,
+           m->patterns_kept, us, kept);
+}
+
 static void print_report(const args *a, rt_sel_dataset *ds, const rt_sel_eval_report *rep)
 {
     printf("select-eval input=%s format=%s traces=%zu spans=%zu logs=%zu rate=%g window=%gs "
@@ -178,18 +196,34 @@ static void print_report(const args *a, rt_sel_dataset *ds, const rt_sel_eval_re
            a->input, a->format, rt_sel_dataset_count(ds), rt_sel_dataset_spans(ds),
            rt_sel_dataset_logs(ds), a->rate, a->window_s, rep->windows,
            a->alarm_on_errors ? "errors" : "none");
-    printf("%-8s %7s %8s %11s %7s %9s %6s %6s %11s %12s %9s %6s\n", "sampler", "api_cov",
-           "path_cov", "pattern_cov", "entropy", "anomalous", "rare", "bcr", "actual_rate",
-           "us_per_trace", "us_mining", "kept");
-    const rt_sel_metrics *chosen = a->sampler == RT_SEL_SAMPLER_GLEANER ? &rep->gleaner : &rep->random;
-    const rt_sel_metrics *other = a->sampler == RT_SEL_SAMPLER_GLEANER ? &rep->random : &rep->gleaner;
-    print_row(a->sampler == RT_SEL_SAMPLER_GLEANER ? "gleaner" : "random", chosen);
-    print_row(a->sampler == RT_SEL_SAMPLER_GLEANER ? "random" : "gleaner", other);
+    bool gl = a->sampler == RT_SEL_SAMPLER_GLEANER;
     const rt_sel_metrics *g = &rep->gleaner, *r = &rep->random;
-    printf("%-8s %7.2f %8.2f %11.2f %7.2f %9.2f %6.2f %6.2f   (gleaner / random)\n", "ratio",
-           ratio(g->api_coverage, r->api_coverage), ratio(g->path_coverage, r->path_coverage),
-           ratio(g->pattern_coverage, r->pattern_coverage), ratio(g->entropy, r->entropy),
-           ratio(g->anomalous, r->anomalous), ratio(g->rare, r->rare), ratio(g->bcr, r->bcr));
+    if (strcmp(a->metrics, "paper")) {
+        printf("%-8s %7s %8s %11s %7s %9s %6s %6s %11s %12s %9s %6s\n", "sampler", "api_cov",
+               "path_cov", "pattern_cov", "entropy", "anomalous", "rare", "bcr", "actual_rate",
+               "us_per_trace", "us_mining", "kept");
+        print_row(gl ? "gleaner" : "random", gl ? g : r);
+        print_row(gl ? "random" : "gleaner", gl ? r : g);
+        printf("%-8s %7.2f %8.2f %11.2f %7.2f %9.2f %6.2f %6.2f   (gleaner / random)\n", "ratio",
+               ratio(g->api_coverage, r->api_coverage), ratio(g->path_coverage, r->path_coverage),
+               ratio(g->pattern_coverage, r->pattern_coverage), ratio(g->entropy, r->entropy),
+               ratio(g->anomalous, r->anomalous), ratio(g->rare, r->rare), ratio(g->bcr, r->bcr));
+    }
+    if (strcmp(a->metrics, "retrace")) {
+        const rt_sel_paper_metrics *pg = &rep->paper_gleaner, *pr = &rep->paper_random;
+        printf("paper metrics (patterns in the dataset: %zu)\n", pg->patterns_all);
+        printf("%-8s %13s %9s %6s %8s %6s %7s %13s %12s %6s\n", "sampler", "p_pattern_cov",
+               "p_entropy", "rare", "rare_cov", "errors", "api_cov", "patterns_kept",
+               "us_per_trace", "kept");
+        print_paper_row(gl ? "gleaner" : "random", gl ? pg : pr,
+                        gl ? g->us_per_trace : r->us_per_trace, gl ? g->kept : r->kept);
+        print_paper_row(gl ? "random" : "gleaner", gl ? pr : pg,
+                        gl ? r->us_per_trace : g->us_per_trace, gl ? r->kept : g->kept);
+        printf("%-8s %13.2f %9.2f %6.2f %8.2f %6.2f %7.2f   (gleaner / random)\n", "ratio",
+               ratio(pg->pattern_coverage, pr->pattern_coverage), ratio(pg->entropy, pr->entropy),
+               ratio(pg->rare, pr->rare), ratio(pg->rare_coverage, pr->rare_coverage),
+               ratio(pg->errors, pr->errors), ratio(pg->api_coverage, pr->api_coverage));
+    }
 }
 
 int retrace_cmd_select_eval(int argc, char **argv)
