@@ -49,8 +49,9 @@ export LD_LIBRARY_PATH=$libdir RETRACE_POOL=$pool
 # program's exception trigger.
 seen=0
 for _ in $(seq 100); do
-  seen=$("$cli" status --agent "ipc://$tmp/status" --json |
-    python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["queues"]["trigger_groups"])' 2>/dev/null || echo 0)
+  seen=$("$cli" status --agent "ipc://$tmp/status" --json | tr -d ' \n' |
+    sed -n 's/.*"trigger_groups":\([0-9]*\).*/\1/p')
+  seen=${seen:-0}
   [ "$seen" -ge 3 ] && break
   sleep 0.05
 done
