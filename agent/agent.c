@@ -327,8 +327,9 @@ static void on_breadcrumb(void *arg, const struct rt_breadcrumb_entry *e)
 	}
 	a->st.breadcrumbs++;
 	t = rt_agent_trace_for(a, e->trace_lo, a->pass_now_ns);
-	if (t != RT_INDEX_NONE)
-		rt_index_add_crumb(&a->ix, t, e->agent_id, a->pass_now_ns);
+	if (t != RT_INDEX_NONE && rt_index_add_crumb(&a->ix, t, e->agent_id, a->pass_now_ns) == 1 &&
+	    a->ix.traces[t].state != RT_TRACE_UNTRIGGERED)
+		rt_agent_post_crumbs(a, t);
 }
 
 static void on_trigger(void *arg, const struct rt_trigger_entry *g, unsigned int n)

@@ -64,6 +64,7 @@ struct rt_agent_stats {
 	uint64_t rate_limited;      /* local trigger groups refused by their rate limit */
 	uint64_t remote_triggers;   /* remote trigger requests answered */
 	uint64_t remote_open_traces; /* traces answered while a writer still held some of their buffers */
+	uint64_t crumb_updates;     /* new hops of triggered traces posted to the coordinator */
 	uint64_t bad_requests;      /* control requests that failed to decode */
 	uint64_t triggered_expired; /* quiet triggered traces dropped after their TTL */
 	uint64_t slices_sent, slices_acked, slices_failed, slices_spooled, spool_sent;

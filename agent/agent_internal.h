@@ -41,6 +41,13 @@ void rt_agent_mark_pinned(struct rt_agent *a, uint32_t buffer_id, uint32_t trigg
 void rt_agent_abandon_overload(struct rt_agent *a);
 /* Finish round trips, send what the schedule allows, drain the spool. */
 void rt_agent_report_pump(struct rt_agent *a);
+/*
+ * A triggered trace learned a new hop (a breadcrumb deposited after the trigger,
+ * e.g. by a call still in flight when it fired): tell the coordinator, as a
+ * trigger update carrying the trace's breadcrumbs, so its traversal goes there
+ * too even if it has already asked this agent and heard "nothing open".
+ */
+void rt_agent_post_crumbs(struct rt_agent *a, uint32_t t);
 /* Drop quiet triggered traces past their TTL. */
 void rt_agent_expire_triggered(struct rt_agent *a);
 

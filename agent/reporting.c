@@ -151,6 +151,18 @@ static void post_trigger(struct rt_agent *a, const struct rt_trigger_entry *g, u
 		rt_uplink_post(&a->up, &a->msg);
 }
 
+void rt_agent_post_crumbs(struct rt_agent *a, uint32_t t)
+{
+	struct rt_trigger_entry g;
+	memset(&g, 0, sizeof g);
+	g.trace_hi = a->ix.traces[t].hi;
+	g.trace_lo = a->ix.traces[t].lo;
+	g.trigger_id = a->ix.traces[t].trigger_id;
+	g.group_size = 1;
+	a->st.crumb_updates++;
+	post_trigger(a, &g, 1);
+}
+
 void rt_agent_local_trigger(struct rt_agent *a, const struct rt_trigger_entry *g,
 			    unsigned int n)
 {

@@ -137,6 +137,7 @@ static void reporting_section(struct rt_figures *w, const struct rt_agent *a)
 	rt_fig_u64(w, "rate_limited", a->st.rate_limited);
 	rt_fig_u64(w, "remote_triggers", a->st.remote_triggers);
 	rt_fig_u64(w, "remote_open_traces", a->st.remote_open_traces);
+	rt_fig_u64(w, "crumb_updates", a->st.crumb_updates);
 	rt_fig_u64(w, "bad_requests", a->st.bad_requests);
 	rt_fig_u64(w, "triggered_expired", a->st.triggered_expired);
 	rt_fig_u64(w, "coordinator_triggers_waiting", a->up.out_len);

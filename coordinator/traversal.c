@@ -862,6 +862,20 @@ static void close_group(struct rt_coord *c, struct coord_group *g, uint64_t now)
 	group_release(c, g);
 }
 
+/* Cells still to ask, being asked, or open: a hop learned after the traversal
+ * first went idle (a trigger update with new breadcrumbs) holds the close too. */
+static int traversal_busy(const struct coord_group *g)
+{
+	uint32_t i;
+	if (g->inflight || g->dirty)
+		return 1;
+	for (i = 0; i < g->ncells; i++)
+		if (g->cells[i].state == CELL_NEW || g->cells[i].state == CELL_ASKED ||
+		    g->cells[i].state == CELL_OPEN)
+			return 1;
+	return 0;
+}
+
 /* Everything an agent announced has arrived (agents with no data do not hold us). */
 static int all_delivered(const struct coord_group *g)
 {
@@ -882,7 +896,8 @@ static void group_tick(struct rt_coord *c, struct coord_group *g, uint64_t now)
 	if (g->dirty)
 		dispatch(c, g, now);
 	if (now - g->created_ns >= timeout ||
-	    (g->traversal_ns && all_delivered(g) && now - g->last_activity_ns >= settle))
+	    (g->traversal_ns && !traversal_busy(g) && all_delivered(g) &&
+	     now - g->last_activity_ns >= settle))
 		close_group(c, g, now);
 }
 

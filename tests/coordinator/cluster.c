@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -180,14 +181,29 @@ static pid_t spawn(char *const argv[], const char *log)
 	return pid;
 }
 
-static int wait_file(const char *path, double timeout_s)
+/*
+ * Wait for daemon `*pid` to write its ready file. Fails at once (and says so)
+ * if the daemon exited; else waits up to timeout_s: start-up work (a pool of
+ * thousands of buffers to lay out, a TLS identity to load) legitimately takes
+ * longer on a loaded machine, and the bound only has to catch a hang.
+ */
+static int wait_ready(pid_t *pid, const char *path, const char *log, double timeout_s)
 {
 	double end = mono_s() + timeout_s;
+	int st;
 	while (mono_s() < end) {
 		if (access(path, F_OK) == 0)
 			return 0;
+		if (waitpid(*pid, &st, WNOHANG) == *pid) {
+			fprintf(stderr, "cluster: daemon %d exited (status %d) before it was ready; log %s\n",
+				(int)*pid, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), log);
+			*pid = 0;
+			return -1;
+		}
 		nap_ms(10);
 	}
+	fprintf(stderr, "cluster: daemon %d not ready after %.0f s; log %s\n", (int)*pid, timeout_s,
+		log);
 	return -1;
 }
 
@@ -218,7 +234,7 @@ int cl_start_coordinator(struct cluster *c)
 	snprintf(log, sizeof log, "%s/coord.log", c->dir);
 	unlink(ready);
 	c->coord = spawn(argv, log);
-	return c->coord > 0 ? wait_file(ready, 10) : -1;
+	return c->coord > 0 ? wait_ready(&c->coord, ready, log, 30) : -1;
 }
 
 void cl_kill_coordinator(struct cluster *c)
@@ -251,14 +267,22 @@ static int start_host(struct cluster *c, int h, uint32_t buffers)
 	for (int i = 0; i < CL_MAX_AGENT_ARGS && cl_agent_args[i]; i++)
 		argv[n++] = (char *)cl_agent_args[i];
 	argv[n] = NULL;
-	snprintf(x->pool, sizeof x->pool, "/rt-e2e-%d-%d", (int)getpid(), h);
+	/* pid alone is not unique: pids cycle (pid_max 32768) and a pool whose agent
+	 * was SIGKILLed (a failed or timed-out test) stays in /dev/shm; an agent
+	 * started on that name would take the stale pool over, with its geometry
+	 * and old traces. The cluster directory's mkdtemp suffix makes it unique. */
+	{
+		char tag[8];
+		snprintf(tag, sizeof tag, "%.6s", c->dir + strlen("/tmp/rt-e2e-"));
+		snprintf(x->pool, sizeof x->pool, "/rt-e2e-%d-%s-%d", (int)getpid(), tag, h);
+	}
 	snprintf(id, sizeof id, "%d", h + 1);
 	snprintf(nbuf, sizeof nbuf, "%u", buffers);
 	snprintf(ready, sizeof ready, "%s/agent%d.ready", c->dir, h);
 	snprintf(log, sizeof log, "%s/agent%d.log", c->dir, h);
 	x->buffers = buffers;
 	x->agent = spawn(argv, log);
-	if (x->agent <= 0 || wait_file(ready, 10) != 0)
+	if (x->agent <= 0 || wait_ready(&x->agent, ready, log, 30) != 0)
 		return -1;
 	if (pipe(to) || pipe(from))
 		return -1;
@@ -292,7 +316,23 @@ int cl_start(struct cluster *c, int nhosts, uint32_t buffers)
 		if (start_host(c, h, buffers) != 0)
 			return -1;
 	}
-	nap_ms(200); /* agents register at start; give the directory a moment */
+	return cl_wait_registered(c, 30);
+}
+
+int cl_wait_registered(struct cluster *c, double timeout_s)
+{
+	double end = mono_s() + timeout_s;
+	long long known = -1;
+	/* Agents register at start (over TLS too when cl_agent_tls_dir is set; the
+	 * CLI then speaks TLS as the caller's $RETRACE_TLS_* identity). */
+	while ((known = cl_coord_figure(c, "agents", "known")) < c->nhosts) {
+		if (mono_s() > end) {
+			fprintf(stderr, "cluster: the coordinator knows %lld of %d agents after %.0f s "
+				"(logs in %s)\n", known, c->nhosts, timeout_s, c->dir);
+			return -1;
+		}
+		nap_ms(20);
+	}
 	return 0;
 }
 
@@ -333,6 +373,8 @@ int cl_stop(struct cluster *c)
 				hung++;
 			}
 		}
+		if (x->pool[0])
+			shm_unlink(x->pool); /* gone already when the agent exited cleanly (--unlink) */
 	}
 	cl_kill_coordinator(c);
 	if (getenv("RETRACE_KEEP_TEST_DIR")) {

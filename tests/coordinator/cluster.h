@@ -51,8 +51,12 @@ extern const char *cl_coord_args[CL_MAX_COORD_ARGS + 1];
 extern const char *cl_agent_args[CL_MAX_AGENT_ARGS + 1];
 extern const char *cl_agent_tls_dir;
 
-/* Start a coordinator and n hosts (agent ids 1..n), each pool with `buffers` 8 KiB buffers. */
+/* Start a coordinator and n hosts (agent ids 1..n), each pool with `buffers` 8 KiB buffers;
+ * returns once the coordinator's directory holds every agent (-1 if not within 30 s). */
 int cl_start(struct cluster *c, int nhosts, uint32_t buffers);
+/* Wait until the coordinator knows at least c->nhosts agents; 0, or -1 (with a line on
+ * stderr) after timeout_s. */
+int cl_wait_registered(struct cluster *c, double timeout_s);
 /* Returns how many agents did not exit within 15 s of SIGTERM (killed then). */
 int cl_stop(struct cluster *c);
 int cl_start_coordinator(struct cluster *c);   /* same ports and store as before */

@@ -378,6 +378,44 @@ START_TEST(open_writer_is_not_coherent_until_recollected)
 }
 END_TEST
 
+/*
+ * A hop learned after the trigger: the origin's agent has already answered (no
+ * writer open, nothing more to name) when a breadcrumb to another host arrives
+ * for the triggered trace — a call that was still in flight when an error
+ * handler fired. The agent posts the new hop to the coordinator, which asks that
+ * host too. Before, the trace closed with the origin's part only and was called
+ * coherent without the other host's data.
+ */
+START_TEST(hop_learned_after_the_trigger_is_followed)
+{
+	struct cluster c;
+	struct rt_store_trace t;
+	uint32_t callee = 2;
+	const uint64_t lo = 0x9001;
+	int k;
+	cl_coord_args[0] = "--settle";
+	cl_coord_args[1] = "5";
+	ck_assert_int_eq(cl_start(&c, 2, 256), 0);
+	write_on(&c, 0, lo, NULL, 0);
+	write_on(&c, 1, lo, NULL, 0);
+	ck_assert_int_eq(cl_trigger(&c, 0, HI, lo, ERROR_TRIGGER, NULL, 0), 0);
+	for (k = 0; k < 600 && cl_agent_figure(&c, 0, "reporting", "remote_triggers") < 1; k++)
+		nap_ms(20);
+	ck_assert_int_ge(cl_agent_figure(&c, 0, "reporting", "remote_triggers"), 1);
+	/* The call's response comes back now: host 1 (agent 1) learns of agent 2. */
+	ck_assert_int_eq(cl_write(&c, 0, HI, lo, 0, &callee, 1), 0);
+	ck_assert_msg(cl_wait_trace(&c, HI, lo, 30, &t) == 0, "trace never stored (see %s)", c.dir);
+	ck_assert_msg(t.coherent && t.agent_count == 2,
+		      "stored %s with %u agent(s): the hop learned after the trigger was not followed "
+		      "(see %s)", t.coherent ? "coherent" : "incoherent", t.agent_count, c.dir);
+	assert_records(&c, lo, 0);
+	assert_records(&c, lo, 1);
+	ck_assert_int_ge(cl_agent_figure(&c, 0, "reporting", "crumb_updates"), 1);
+	cl_coord_args[0] = NULL;
+	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
+}
+END_TEST
+
 /* One TCase per test, so ctest runs each as its own entry (CK_RUN_CASE). */
 #define ADD_CASE(s, fn)                                      \
 	do {                                                 \
@@ -398,6 +436,7 @@ static Suite *e2e_suite(void)
 	ADD_CASE(s, storm_leaves_room_for_a_quiet_trigger);
 	ADD_CASE(s, unanswered_call_is_incoherent);
 	ADD_CASE(s, open_writer_is_not_coherent_until_recollected);
+	ADD_CASE(s, hop_learned_after_the_trigger_is_followed);
 	return s;
 }
 

@@ -8,6 +8,7 @@
  * are served in turn, which is what makes a delay or byte rate a real limit.
  */
 #include "collector.h"
+#include "nng_close.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -250,7 +251,11 @@ void tc_stop(struct tc_collector *c)
 		c->running = 0;
 	}
 	if (c->open) {
-		nng_close(c->sock);
+		/* Bounded, as the daemons close: nng 1.5.2 can deadlock in nng_close()
+		 * when the peer (the agent, just closed) dropped its pipe while it was
+		 * torn down (nanomsg/nng#1543); a plain close hung report_slice_too_big
+		 * here until its timeout. */
+		rt_nng_close_bounded(c->sock, RT_NNG_CLOSE_WAIT_MS);
 		c->open = 0;
 	}
 }

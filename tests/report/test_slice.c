@@ -360,7 +360,10 @@ START_TEST(test_too_big)
 		snprintf(want, sizeof want, "\"unsendable_bytes\":%llu", (unsigned long long)bytes);
 		ck_assert_msg(strstr(status, want) != NULL, "status: %s", status);
 	} else {
+		uint64_t t0 = ag_now_ns();
 		RP_UNTIL(ok, &a, 8, (tc_lock(&c), got = c.slice_bytes, tc_unlock(&c), got >= bytes));
+		fprintf(stderr, "too_big %d: %llu bytes arrived in %.2f s\n", _i,
+			(unsigned long long)got, (double)(ag_now_ns() - t0) / 1e9);
 		ck_assert_msg(ok,
 			      "%llu of %llu bytes arrived in %zu slices (slices sent %llu, failed %llu; "
 			      "unsendable %llu; queued buffers %llu): a slice over the wire's limits "
