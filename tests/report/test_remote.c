@@ -25,6 +25,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 
+#include "nng_close.h"
 #include "rptest.h"
 
 #ifndef AGENT_BIN
@@ -69,7 +70,7 @@ static uint8_t *request(const char *url, const void *req, size_t len, size_t *rl
 		rv = nng_send(s, (void *)req, len, 0);
 	if (rv == 0)
 		rv = nng_recv(s, &buf, &sz, NNG_FLAG_ALLOC);
-	nng_close(s);
+	rt_nng_close_bounded(s, RT_NNG_CLOSE_WAIT_MS); /* nng 1.5.2 can deadlock in nng_close */
 	if (rv != 0)
 		return NULL;
 	{
