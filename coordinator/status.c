@@ -129,6 +129,7 @@ static void collection_section(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_u64(w, "traces_incomplete", c->st.traces_incomplete);
 	rt_fig_u64(w, "traces_undecodable", c->st.traces_undecodable);
 	rt_fig_u64(w, "recollections", c->st.recollections);
+	rt_fig_u64(w, "reopened", c->st.reopened);
 	rt_fig_u64(w, "slices", c->st.slices);
 	rt_fig_u64(w, "slice_bytes", c->st.slice_bytes);
 	rt_fig_u64(w, "slice_duplicates", c->st.slice_duplicates);

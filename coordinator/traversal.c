@@ -569,6 +569,9 @@ static int adopt_orphan(struct rt_coord *c, struct coord_group *g, struct coord_
 	return idx;
 }
 
+static void reopen_if_new_hop(struct rt_coord *c, uint32_t origin,
+			      const struct rt_wire_trace *tr);
+
 int coord_handle_trigger(struct rt_coord *c, const struct rt_wire_trigger *t,
 			 uint64_t received_unix_ns)
 {
@@ -592,8 +595,12 @@ int coord_handle_trigger(struct rt_coord *c, const struct rt_wire_trigger *t,
 	for (i = 0; i < t->trace_count; i++) {
 		const struct rt_wire_trace *tr = &t->traces[i];
 		c->st.trigger_traces++;
-		if (!tr->trace_lo || coord_map_get(&c->closed, tr->trace_lo, NULL))
-			continue; /* zero id, or a re-fire of a trace already closed */
+		if (!tr->trace_lo)
+			continue;
+		if (coord_map_get(&c->closed, tr->trace_lo, NULL)) {
+			reopen_if_new_hop(c, t->agent_id, tr); /* a re-fire: new hops only */
+			continue;
+		}
 		home = group_of(c, tr->trace_lo, &idx);
 		if (home && home != g && !home->has_trigger && home->ntraces == 1 &&
 		    (idx = adopt_orphan(c, g, home)) >= 0)
@@ -991,37 +998,32 @@ static int parse_trace_id(const char *s, size_t n, uint64_t *hi, uint64_t *lo)
 }
 
 /*
- * "recollect TRACE_ID": the stored row names the agents that delivered and those
- * that were missing; each is asked again as in a first traversal (agents answer
- * a repeated remote trigger idempotently and report what they still hold), the
- * slices already stored count as received, and the group closes by the usual
- * rules, replacing the row. The trace does not enter selection again.
+ * Traverse a stored trace again: the stored row names the agents that delivered
+ * and those that were missing, `extra` names more; each is asked again as in a
+ * first traversal (agents answer a repeated remote trigger idempotently and
+ * report what they still hold), the slices already stored count as received, and
+ * the group closes by the usual rules, replacing the row. The trace does not
+ * enter selection again. 0, or -1 with `why`.
  */
-size_t coord_recollect_request(struct rt_coord *c, const char *req, size_t len, char *out,
-			       size_t cap)
+static int recollect(struct rt_coord *c, uint64_t hi, uint64_t lo, const uint32_t *extra,
+		     uint32_t nextra, uint32_t *nagents, char *why, size_t whylen)
 {
 	struct rt_store_trace row;
 	struct coord_group *g;
 	struct recollect_ctx r;
-	uint64_t hi, lo, now = coord_now_ns();
-	const char *id = req + 10;
-	size_t n = len > 10 ? len - 10 : 0;
+	uint64_t now = coord_now_ns();
 	uint32_t i;
-	while (n && (id[n - 1] == 0 || id[n - 1] == '\n' || id[n - 1] == ' '))
-		n--;
-	if (len < 10 || parse_trace_id(id, n, &hi, &lo) != 0)
-		return (size_t)snprintf(out, cap, "error: usage: recollect TRACE_ID (32 hex digits)");
 	if (coord_map_get(&c->traces, lo, NULL))
-		return (size_t)snprintf(out, cap, "error: trace %.32s is being collected now", id);
+		return snprintf(why, whylen, "it is being collected now"), -1;
 	if (rt_store_get_trace(c->store, hi, lo, &row) != 0)
-		return (size_t)snprintf(out, cap, "error: no stored trace %.32s", id);
+		return snprintf(why, whylen, "no such stored trace"), -1;
 	if (!(g = group_alloc(c, now, row.trigger_count ? row.trigger_ids[0] : 0)))
-		return (size_t)snprintf(out, cap, "error: %u trace groups open: try again later",
-					c->groups_open);
+		return snprintf(why, whylen, "%u trace groups open: try again later",
+				c->groups_open), -1;
 	coord_map_del(&c->closed, lo); /* its slices are no longer late */
 	if (group_add_trace(c, g, hi, lo) != 0) {
 		group_release(c, g);
-		return (size_t)snprintf(out, cap, "error: cannot track trace %.32s", id);
+		return snprintf(why, whylen, "cannot track it"), -1;
 	}
 	g->has_trigger = 1;
 	g->recollect = 1;
@@ -1035,8 +1037,59 @@ size_t coord_recollect_request(struct rt_coord *c, const char *req, size_t len, 
 		name_agent(g, 0, row.agents[i]);
 	for (i = 0; i < row.missing_count; i++)
 		name_agent(g, 0, row.missing[i]);
+	for (i = 0; i < nextra; i++)
+		name_agent(g, 0, extra[i]);
 	c->st.recollections++;
+	*nagents = row.agent_count + row.missing_count + nextra;
+	return 0;
+}
+
+size_t coord_recollect_request(struct rt_coord *c, const char *req, size_t len, char *out,
+			       size_t cap)
+{
+	char why[128];
+	uint64_t hi, lo;
+	uint32_t n = 0;
+	const char *id = req + 10;
+	size_t idlen = len > 10 ? len - 10 : 0;
+	while (idlen && (id[idlen - 1] == 0 || id[idlen - 1] == '\n' || id[idlen - 1] == ' '))
+		idlen--;
+	if (len < 10 || parse_trace_id(id, idlen, &hi, &lo) != 0)
+		return (size_t)snprintf(out, cap, "error: usage: recollect TRACE_ID (32 hex digits)");
+	if (recollect(c, hi, lo, NULL, 0, &n, why, sizeof why) != 0)
+		return (size_t)snprintf(out, cap, "error: trace %.32s: %s", id, why);
 	return (size_t)snprintf(out, cap, "ok re-collecting trace %.32s from %u agent(s); "
-				"`retrace show` it when the coordinator has closed it",
-				id, row.agent_count + row.missing_count);
+				"`retrace show` it when the coordinator has closed it", id, n);
+}
+
+static int listed(const uint32_t *list, uint32_t n, uint32_t id)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (list[i] == id)
+			return 1;
+	return 0;
+}
+
+/*
+ * A trigger (or an agent's update with a hop learned late) for a trace already
+ * closed: if it names an agent the stored row does not know, that host was part
+ * of the request and was never asked — the row cannot stand. Re-collect it with
+ * the new agents (counted in `reopened`); a plain re-fire changes nothing.
+ */
+static void reopen_if_new_hop(struct rt_coord *c, uint32_t origin, const struct rt_wire_trace *tr)
+{
+	struct rt_store_trace row;
+	uint32_t extra[RT_WIRE_MAX_BREADCRUMBS + 1], n = 0, k, got;
+	char why[128];
+	if (coord_trace_was_unselected(c, tr->trace_lo) ||
+	    rt_store_get_trace(c->store, tr->trace_hi, tr->trace_lo, &row) != 0)
+		return;
+	for (k = 0; k <= tr->breadcrumb_count && n < RT_WIRE_MAX_BREADCRUMBS + 1; k++) {
+		uint32_t a = k < tr->breadcrumb_count ? tr->breadcrumbs[k] : origin;
+		if (a && !listed(row.agents, row.agent_count, a) &&
+		    !listed(row.missing, row.missing_count, a) && !listed(extra, n, a))
+			extra[n++] = a;
+	}
+	if (n && recollect(c, tr->trace_hi, tr->trace_lo, extra, n, &got, why, sizeof why) == 0)
+		c->st.reopened++;
 }

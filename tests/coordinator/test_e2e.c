@@ -416,6 +416,42 @@ START_TEST(hop_learned_after_the_trigger_is_followed)
 }
 END_TEST
 
+/*
+ * The same hop, learned only after the trace was closed and stored with the
+ * origin's part: the agent's update names an agent the stored row does not
+ * know, so the coordinator reopens the trace and collects that host too; the
+ * row is replaced by one with both parts.
+ */
+START_TEST(hop_learned_after_close_reopens)
+{
+	struct cluster c;
+	struct rt_store_trace t;
+	uint32_t callee = 2;
+	const uint64_t lo = 0x9002;
+	int k;
+	ck_assert_int_eq(cl_start(&c, 2, 256), 0);
+	write_on(&c, 0, lo, NULL, 0);
+	write_on(&c, 1, lo, NULL, 0);
+	ck_assert_int_eq(cl_trigger(&c, 0, HI, lo, ERROR_TRIGGER, NULL, 0), 0);
+	ck_assert_msg(cl_wait_trace(&c, HI, lo, 30, &t) == 0, "trace never stored (see %s)", c.dir);
+	ck_assert_uint_eq(t.agent_count, 1);
+	ck_assert_int_eq(cl_write(&c, 0, HI, lo, 0, &callee, 1), 0);
+	for (k = 0; k < 600; k++) {
+		ck_assert_int_eq(cl_wait_trace(&c, HI, lo, 5, &t), 0);
+		if (t.agent_count == 2 && t.coherent)
+			break;
+		nap_ms(50);
+	}
+	ck_assert_msg(t.coherent && t.agent_count == 2,
+		      "not reopened: stored %s with %u agent(s) (see %s)",
+		      t.coherent ? "coherent" : "incoherent", t.agent_count, c.dir);
+	assert_records(&c, lo, 0);
+	assert_records(&c, lo, 1);
+	ck_assert_int_eq(cl_coord_figure(&c, "collection", "reopened"), 1);
+	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
+}
+END_TEST
+
 /* One TCase per test, so ctest runs each as its own entry (CK_RUN_CASE). */
 #define ADD_CASE(s, fn)                                      \
 	do {                                                 \
@@ -437,6 +473,7 @@ static Suite *e2e_suite(void)
 	ADD_CASE(s, unanswered_call_is_incoherent);
 	ADD_CASE(s, open_writer_is_not_coherent_until_recollected);
 	ADD_CASE(s, hop_learned_after_the_trigger_is_followed);
+	ADD_CASE(s, hop_learned_after_close_reopens);
 	return s;
 }
 
