@@ -148,7 +148,7 @@ static void post_trigger(struct rt_agent *a, const struct rt_trigger_entry *g, u
 	m.traces = traces;
 	a->msg.len = 0;
 	if (rt_wire_encode_trigger(&a->msg, &m) == 0)
-		rt_uplink_post(&a->up, &a->msg);
+		rt_uplink_post(&a->up, &a->msg, m.trigger_id);
 }
 
 void rt_agent_post_crumbs(struct rt_agent *a, uint32_t t)

@@ -149,7 +149,8 @@ int rt_uplink_open(struct rt_uplink *u, const char *collector, const char *coord
 		u->coord_open = 1;
 		u->out_cap = outbox_cap ? outbox_cap : 1024;
 		u->outbox = calloc(u->out_cap, sizeof *u->outbox);
-		if (!u->outbox || exchange_open(&u->coord_x, u->coord, u->timeout_ms) != 0) {
+		u->out_trigger = calloc(u->out_cap, sizeof *u->out_trigger);
+		if (!u->outbox || !u->out_trigger || exchange_open(&u->coord_x, u->coord, u->timeout_ms) != 0) {
 			snprintf(err, errlen, "cannot set up the coordinator link");
 			rt_uplink_close(u);
 			return -1;
@@ -179,6 +180,7 @@ void rt_uplink_close(struct rt_uplink *u)
 	for (k = 0; u->outbox && k < u->out_cap; k++)
 		rt_wire_buf_free(&u->outbox[k]);
 	free(u->outbox);
+	free(u->out_trigger);
 	rt_wire_buf_free(&u->register_msg);
 	memset(u, 0, sizeof *u);
 }
@@ -243,16 +245,19 @@ void rt_uplink_slot_reset(struct rt_uplink_slot *s)
 	__atomic_store_n(&s->x.state, RT_SLOT_FREE, __ATOMIC_RELEASE);
 }
 
-int rt_uplink_post(struct rt_uplink *u, const struct rt_wire_buf *msg)
+int rt_uplink_post(struct rt_uplink *u, const struct rt_wire_buf *msg, uint32_t trigger_id)
 {
 	struct rt_wire_buf *b;
+	uint32_t slot;
 	if (!u->coord_open)
 		return -1;
 	if (u->out_len == u->out_cap) {
 		u->st.coord_dropped++;
 		return -1;
 	}
-	b = &u->outbox[(u->out_head + u->out_len) % u->out_cap];
+	slot = (u->out_head + u->out_len) % u->out_cap;
+	b = &u->outbox[slot];
+	u->out_trigger[slot] = trigger_id;
 	b->len = 0;
 	if (rt_wire_buf_reserve(b, msg->len) != 0) {
 		u->st.coord_dropped++;
@@ -262,6 +267,57 @@ int rt_uplink_post(struct rt_uplink *u, const struct rt_wire_buf *msg)
 	b->len = msg->len;
 	u->out_len++;
 	return 0;
+}
+
+/* The fair-order slot of a trigger id (created on first use; 0 when full). */
+static uint32_t fair_slot(struct rt_uplink *u, uint32_t id)
+{
+	uint32_t i;
+	for (i = 0; i < u->nfair; i++)
+		if (u->fair[i].id == id)
+			return i;
+	if (u->nfair == RT_UPLINK_FAIR_IDS)
+		return 0;
+	u->fair[u->nfair].id = id;
+	u->fair[u->nfair].served = 0;
+	return u->nfair++;
+}
+
+/*
+ * Bring the next message to send to the outbox's head: among the oldest
+ * RT_UPLINK_FAIR_SCAN, the oldest one of the trigger id served least recently.
+ * Why: the coordinator link is stop-and-wait (one message per round trip and
+ * store commit), so under a trigger storm the outbox backs up, and in FIFO order
+ * a quiet trigger's message would wait behind seconds of the storm's — long
+ * enough for the other hosts to evict the trace. The entries the chosen one
+ * jumps over shift back one place, so each id keeps its own order.
+ */
+static void pick_fair(struct rt_uplink *u)
+{
+	uint32_t n = u->out_len < RT_UPLINK_FAIR_SCAN ? u->out_len : RT_UPLINK_FAIR_SCAN;
+	uint32_t i, best = 0, slot;
+	uint64_t best_served = UINT64_MAX;
+	for (i = 0; i < n; i++) {
+		uint32_t f = fair_slot(u, u->out_trigger[(u->out_head + i) % u->out_cap]);
+		if (u->fair[f].served < best_served) {
+			best_served = u->fair[f].served;
+			best = i;
+		}
+	}
+	if (best) {
+		struct rt_wire_buf chosen = u->outbox[(u->out_head + best) % u->out_cap];
+		uint32_t trig = u->out_trigger[(u->out_head + best) % u->out_cap];
+		for (i = best; i > 0; i--) {
+			uint32_t to = (u->out_head + i) % u->out_cap, from = (u->out_head + i - 1) % u->out_cap;
+			u->outbox[to] = u->outbox[from];
+			u->out_trigger[to] = u->out_trigger[from];
+		}
+		u->outbox[u->out_head] = chosen;
+		u->out_trigger[u->out_head] = trig;
+		u->st.coord_reordered++;
+	}
+	slot = fair_slot(u, u->out_trigger[u->out_head]);
+	u->fair[slot].served = ++u->fair_clock;
 }
 
 void rt_uplink_pump_coordinator(struct rt_uplink *u, uint64_t now_ns)
@@ -298,7 +354,9 @@ void rt_uplink_pump_coordinator(struct rt_uplink *u, uint64_t now_ns)
 		return;
 	}
 	if (u->out_len) {
-		struct rt_wire_buf *b = &u->outbox[u->out_head];
+		struct rt_wire_buf *b;
+		pick_fair(u);
+		b = &u->outbox[u->out_head];
 		u->coord_is_register = 0;
 		if (start_send(&u->coord_x, 0, b->data, b->len) == 0)
 			u->st.coord_sent++;

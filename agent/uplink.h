@@ -24,6 +24,8 @@
 #include "wire.h"
 
 #define RT_UPLINK_SLOTS 8
+#define RT_UPLINK_FAIR_IDS 32 /* trigger ids the outbox tells apart */
+#define RT_UPLINK_FAIR_SCAN 256 /* outbox entries looked at per send */
 
 enum rt_slot_state {
 	RT_SLOT_FREE = 0,
@@ -65,6 +67,7 @@ struct rt_uplink_slot {
 struct rt_uplink_stats {
 	uint64_t slices_sent, slices_acked, slices_failed;
 	uint64_t coord_sent, coord_acked, coord_failed, coord_dropped;
+	uint64_t coord_reordered; /* messages sent ahead of older ones of a busier trigger id */
 	uint64_t registrations;
 };
 
@@ -79,7 +82,13 @@ struct rt_uplink {
 	struct rt_exchange coord_x;
 	int coord_is_register;
 	struct rt_wire_buf *outbox; /* ring of encoded messages */
+	uint32_t *out_trigger;      /* per outbox slot: the trigger id of its message */
 	uint32_t out_head, out_len, out_cap;
+	/* Fair order across trigger ids (uplink.c, pick_fair): when each id was last
+	 * served, by a counter of sends. Ids past RT_UPLINK_FAIR_IDS share slot 0. */
+	struct { uint32_t id; uint64_t served; } fair[RT_UPLINK_FAIR_IDS];
+	uint32_t nfair;
+	uint64_t fair_clock;
 	struct rt_wire_buf register_msg;
 	uint64_t next_register_ns;
 	uint64_t coord_retry_ns;
@@ -114,8 +123,13 @@ void rt_uplink_slot_reset(struct rt_uplink_slot *s);
 /* Slots in flight (not FREE). */
 uint32_t rt_uplink_inflight(const struct rt_uplink *u);
 
-/* Queue an encoded coordinator message (copied). 0, or -1 if the outbox is full (counted). */
-int rt_uplink_post(struct rt_uplink *u, const struct rt_wire_buf *msg);
+/*
+ * Queue an encoded coordinator message (copied) of trigger `trigger_id`. 0, or
+ * -1 if the outbox is full (counted). Messages go out one at a time (each waits
+ * for its ACK), oldest first within a trigger id, and round robin across ids, so
+ * a storm of one trigger cannot hold another's messages behind its backlog.
+ */
+int rt_uplink_post(struct rt_uplink *u, const struct rt_wire_buf *msg, uint32_t trigger_id);
 
 /* Drive the coordinator link: finish, retry, send the next message, re-register. */
 void rt_uplink_pump_coordinator(struct rt_uplink *u, uint64_t now_ns);
