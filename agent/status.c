@@ -146,6 +146,7 @@ static void reporting_section(struct rt_figures *w, const struct rt_agent *a)
 	rt_fig_u64(w, "coordinator_failed", a->up.st.coord_failed);
 	rt_fig_u64(w, "coordinator_dropped", a->up.st.coord_dropped);
 	rt_fig_u64(w, "coordinator_reordered", a->up.st.coord_reordered);
+	rt_fig_u64(w, "coordinator_evicted", a->up.st.coord_evicted);
 	rt_fig_u64(w, "registrations", a->up.st.registrations);
 	rt_fig_str(w, "spool", a->spool ? a->cfg.spool_dir : "none");
 	rt_fig_u64(w, "slices_spooled", a->st.slices_spooled);

@@ -245,13 +245,55 @@ void rt_uplink_slot_reset(struct rt_uplink_slot *s)
 	__atomic_store_n(&s->x.state, RT_SLOT_FREE, __ATOMIC_RELEASE);
 }
 
+static uint32_t fair_slot(struct rt_uplink *u, uint32_t id);
+
+/*
+ * A full outbox makes room fairly: it drops the oldest message of the trigger id
+ * holding the most (the head is skipped while it is in flight), unless that is
+ * the incoming message's own id — a storm fills the outbox with its own messages
+ * and loses them, never a quiet trigger's. 0 if a place was freed.
+ */
+static int make_room_fairly(struct rt_uplink *u, uint32_t incoming)
+{
+	uint32_t counts[RT_UPLINK_FAIR_IDS] = { 0 }, i, f, busiest = 0, start, j;
+	int in_flight = __atomic_load_n(&u->coord_x.state, __ATOMIC_ACQUIRE) != RT_SLOT_FREE &&
+			!u->coord_is_register;
+	struct rt_wire_buf gone;
+	for (i = 0; i < u->out_len; i++)
+		counts[fair_slot(u, u->out_trigger[(u->out_head + i) % u->out_cap])]++;
+	f = fair_slot(u, incoming);
+	counts[f]++;
+	for (i = 1; i < RT_UPLINK_FAIR_IDS; i++)
+		if (counts[i] > counts[busiest])
+			busiest = i;
+	if (busiest == f)
+		return -1;
+	start = in_flight ? 1 : 0;
+	for (j = start; j < u->out_len; j++)
+		if (fair_slot(u, u->out_trigger[(u->out_head + j) % u->out_cap]) == busiest)
+			break;
+	if (j == u->out_len)
+		return -1;
+	gone = u->outbox[(u->out_head + j) % u->out_cap];
+	for (; j + 1 < u->out_len; j++) {
+		uint32_t to = (u->out_head + j) % u->out_cap, from = (u->out_head + j + 1) % u->out_cap;
+		u->outbox[to] = u->outbox[from];
+		u->out_trigger[to] = u->out_trigger[from];
+	}
+	u->outbox[(u->out_head + u->out_len - 1) % u->out_cap] = gone; /* its memory is reused */
+	u->out_len--;
+	u->st.coord_dropped++;
+	u->st.coord_evicted++;
+	return 0;
+}
+
 int rt_uplink_post(struct rt_uplink *u, const struct rt_wire_buf *msg, uint32_t trigger_id)
 {
 	struct rt_wire_buf *b;
 	uint32_t slot;
 	if (!u->coord_open)
 		return -1;
-	if (u->out_len == u->out_cap) {
+	if (u->out_len == u->out_cap && make_room_fairly(u, trigger_id) != 0) {
 		u->st.coord_dropped++;
 		return -1;
 	}

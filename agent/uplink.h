@@ -68,6 +68,7 @@ struct rt_uplink_stats {
 	uint64_t slices_sent, slices_acked, slices_failed;
 	uint64_t coord_sent, coord_acked, coord_failed, coord_dropped;
 	uint64_t coord_reordered; /* messages sent ahead of older ones of a busier trigger id */
+	uint64_t coord_evicted;   /* of coord_dropped: a busier id's message dropped for a quieter one */
 	uint64_t registrations;
 };
 
