@@ -239,6 +239,8 @@ struct rt_coord {
 	uint64_t next_group_id;
 	struct coord_share shares[COORD_SHARES];
 	uint32_t nshares;
+	uint64_t drop_log_ns;         /* next time a dropped trigger may be logged */
+	uint64_t drop_log_suppressed; /* dropped triggers not logged since the last line */
 	struct coord_map traces;     /* trace_lo -> group index << 8 | trace index */
 	struct coord_map closed;     /* trace_lo -> monotonic close time */
 	uint64_t *closed_ring;       /* FIFO of closed trace_lo for expiry */

@@ -583,8 +583,20 @@ int coord_handle_trigger(struct rt_coord *c, const struct rt_wire_trigger *t,
 		g = group_of(c, t->traces[i].trace_lo, &idx);
 	if (!g && !(g = group_alloc(c, now, t->trigger_id))) {
 		c->st.traces_dropped += t->trace_count;
-		coord_log(c, LOG_WARN, "%u trace groups open: trigger %u/%llu dropped",
-			  c->cfg.max_groups, t->agent_id, (unsigned long long)t->trigger_seq);
+		/* At most one line a second: a storm would otherwise write one per trigger. */
+		if (now >= c->drop_log_ns) {
+			coord_log(c, LOG_WARN,
+				  "trigger %u/%llu (trigger id %u) dropped: %u of %u trace groups open, "
+				  "or its trigger id holds its fair share (%llu more dropped since the "
+				  "last line; per id: retrace status, trigger_shares)",
+				  t->agent_id, (unsigned long long)t->trigger_seq, t->trigger_id,
+				  c->groups_open, c->cfg.max_groups,
+				  (unsigned long long)c->drop_log_suppressed);
+			c->drop_log_ns = now + 1000000000ull;
+			c->drop_log_suppressed = 0;
+		} else {
+			c->drop_log_suppressed++;
+		}
 		return -1;
 	}
 	if (!g->has_trigger) { /* an orphan's traversal already runs: its clock started then */
