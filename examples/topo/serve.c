@@ -29,10 +29,12 @@
  * decision a function of the trace id, so retrace-truth can regenerate what
  * this service wrote byte for byte.
  *
- * Shutdown: SIGTERM/SIGINT go to sigwait in the main thread; workers finish
- * the request in hand and leave at their next receive timeout (their thread-exit
- * hook hands their buffers to the agent); the truth is flushed; sockets are
- * closed with a bounded close (nng 1.5.2 can hang in nng_close).
+ * Shutdown: SIGTERM/SIGINT go to sigwait in the main thread; the downstream
+ * sockets close first, so a call in flight to a service that is stopping too
+ * ends at once instead of waiting out its timeout; workers then leave at their
+ * next receive timeout (their thread-exit hook hands their buffers to the
+ * agent); the truth is flushed; sockets are closed with a bounded close (nng
+ * 1.5.2 can hang in nng_close).
  */
 #include "topo.h"
 
@@ -1299,6 +1301,15 @@ int topo_serve_main(int argc, char **argv)
 		;
 stop:
 	atomic_store(&s->stop, 1);
+	/* A worker may be inside a call to a service that is stopping too (run stops
+	 * them all at once): its send or receive would wait out call_timeout_ms, per
+	 * call, level after level. Closing the downstream sockets first ends every
+	 * call in flight at once with NNG_ECLOSED, so the joins below are prompt. */
+	for (i = 0; i < TOPO_MAX_SERVICES; i++)
+		if (s->down[i].used) {
+			rt_nng_close_bounded(s->down[i].sock, RT_NNG_CLOSE_WAIT_MS);
+			s->down[i].used = 0;
+		}
 	for (i = 0; i < s->threads; i++)
 		if (workers[i].started)
 			pthread_join(workers[i].th, NULL);
@@ -1326,9 +1337,6 @@ stop:
 	}
 	free(s->truth_buf);
 	rt_nng_close_bounded(s->rep, RT_NNG_CLOSE_WAIT_MS);
-	for (i = 0; i < TOPO_MAX_SERVICES; i++)
-		if (s->down[i].used)
-			rt_nng_close_bounded(s->down[i].sock, RT_NNG_CLOSE_WAIT_MS);
 	fprintf(stderr, "retrace-topo serve %s: stopped%s%s: requests=%llu ok=%llu failed=%llu "
 		"downstream=%llu bad=%llu calls=%llu call_errors=%llu triggers=%llu "
 		"trigger_errors=%llu reply_errors=%llu bad_responses=%llu truth_lines=%llu truth_errors=%llu "
