@@ -141,6 +141,7 @@ static void reporting_section(struct rt_figures *w, const struct rt_agent *a)
 	rt_fig_u64(w, "bad_requests", a->st.bad_requests);
 	rt_fig_u64(w, "triggered_expired", a->st.triggered_expired);
 	rt_fig_u64(w, "coordinator_triggers_waiting", a->up.out_len);
+	rt_fig_u64(w, "coordinator_in_flight", rt_uplink_coord_inflight(&a->up));
 	rt_fig_u64(w, "coordinator_sent", a->up.st.coord_sent);
 	rt_fig_u64(w, "coordinator_acked", a->up.st.coord_acked);
 	rt_fig_u64(w, "coordinator_failed", a->up.st.coord_failed);

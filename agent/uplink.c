@@ -9,10 +9,20 @@
  * in the background, so a request sent while the peer is away waits for it (up
  * to the timeout) instead of failing at once.
  *
- * The coordinator link is a single context: the outbox is a ring of encoded
- * messages; its head is sent, and popped only when acknowledged. A failure
- * backs off one second and sends the head again (the coordinator dedups by
- * agent id and trigger_seq). REGISTER goes first and again every 5 s.
+ * The coordinator link: REGISTER goes first, on its own context, and again
+ * every 5 s. Once it is acknowledged, the outbox (a ring of encoded messages)
+ * feeds RT_UPLINK_COORD_SLOTS contexts, so that many messages travel at once:
+ * a single stop-and-wait context carried one message per coordinator turn
+ * (~400/s), less than a trigger storm posts, and the backlog let other hosts
+ * evict the traces before the coordinator asked for them. A message leaves the
+ * ring when it is sent and lives in its slot until acknowledged; a failure puts
+ * it back at the ring's front and backs the link off one second (the
+ * coordinator dedups by agent id and trigger_seq, so a message sent twice is
+ * harmless). Messages may therefore reach the coordinator out of order; each
+ * one carries the trace's whole breadcrumb list as the agent knew it, and the
+ * coordinator merges them, so the order does not matter. A failed REGISTER
+ * holds the triggers back until a REGISTER is acknowledged again (a restarted
+ * coordinator must know the agent before its triggers).
  *
  * tls+tcp:// URLs are dialled with the process's TLS identity (daemon/tls.h):
  * both links talk only to a peer whose certificate is the coordinator's.
@@ -126,6 +136,17 @@ static int open_slots(struct rt_uplink *u, uint32_t buffer_count, char *err, siz
 	return 0;
 }
 
+static int open_coord_slots(struct rt_uplink *u)
+{
+	int i;
+	if (exchange_open(&u->register_x, u->coord, u->timeout_ms) != 0)
+		return -1;
+	for (i = 0; i < RT_UPLINK_COORD_SLOTS; i++)
+		if (exchange_open(&u->coord_slots[i].x, u->coord, u->timeout_ms) != 0)
+			return -1;
+	return 0;
+}
+
 int rt_uplink_open(struct rt_uplink *u, const char *collector, const char *coordinator,
 		   uint32_t buffer_count, uint32_t outbox_cap, int timeout_ms,
 		   const struct rt_wire_buf *register_msg, char *err, size_t errlen)
@@ -150,7 +171,7 @@ int rt_uplink_open(struct rt_uplink *u, const char *collector, const char *coord
 		u->out_cap = outbox_cap ? outbox_cap : 1024;
 		u->outbox = calloc(u->out_cap, sizeof *u->outbox);
 		u->out_trigger = calloc(u->out_cap, sizeof *u->out_trigger);
-		if (!u->outbox || !u->out_trigger || exchange_open(&u->coord_x, u->coord, u->timeout_ms) != 0) {
+		if (!u->outbox || !u->out_trigger || open_coord_slots(u) != 0) {
 			snprintf(err, errlen, "cannot set up the coordinator link");
 			rt_uplink_close(u);
 			return -1;
@@ -172,7 +193,11 @@ void rt_uplink_close(struct rt_uplink *u)
 		exchange_close(&u->slots[i].x);
 		free(u->slots[i].bufs);
 	}
-	exchange_close(&u->coord_x);
+	exchange_close(&u->register_x);
+	for (i = 0; i < RT_UPLINK_COORD_SLOTS; i++) {
+		exchange_close(&u->coord_slots[i].x);
+		rt_wire_buf_free(&u->coord_slots[i].msg);
+	}
 	if (u->coll_open)
 		rt_nng_close_bounded(u->coll, RT_NNG_CLOSE_WAIT_MS);
 	if (u->coord_open)
@@ -249,15 +274,13 @@ static uint32_t fair_slot(struct rt_uplink *u, uint32_t id);
 
 /*
  * A full outbox makes room fairly: it drops the oldest message of the trigger id
- * holding the most (the head is skipped while it is in flight), unless that is
+ * holding the most (messages in flight are not in the ring), unless that is
  * the incoming message's own id — a storm fills the outbox with its own messages
  * and loses them, never a quiet trigger's. 0 if a place was freed.
  */
 static int make_room_fairly(struct rt_uplink *u, uint32_t incoming)
 {
-	uint32_t counts[RT_UPLINK_FAIR_IDS] = { 0 }, i, f, busiest = 0, start, j;
-	int in_flight = __atomic_load_n(&u->coord_x.state, __ATOMIC_ACQUIRE) != RT_SLOT_FREE &&
-			!u->coord_is_register;
+	uint32_t counts[RT_UPLINK_FAIR_IDS] = { 0 }, i, f, busiest = 0, j;
 	struct rt_wire_buf gone;
 	for (i = 0; i < u->out_len; i++)
 		counts[fair_slot(u, u->out_trigger[(u->out_head + i) % u->out_cap])]++;
@@ -268,8 +291,7 @@ static int make_room_fairly(struct rt_uplink *u, uint32_t incoming)
 			busiest = i;
 	if (busiest == f)
 		return -1;
-	start = in_flight ? 1 : 0;
-	for (j = start; j < u->out_len; j++)
+	for (j = 0; j < u->out_len; j++)
 		if (fair_slot(u, u->out_trigger[(u->out_head + j) % u->out_cap]) == busiest)
 			break;
 	if (j == u->out_len)
@@ -326,19 +348,21 @@ static uint32_t fair_slot(struct rt_uplink *u, uint32_t id)
 }
 
 /*
- * Bring the next message to send to the outbox's head: among the oldest
- * RT_UPLINK_FAIR_SCAN, the oldest one of the trigger id served least recently.
- * Why: the coordinator link is stop-and-wait (one message per round trip and
- * store commit), so under a trigger storm the outbox backs up, and in FIFO order
- * a quiet trigger's message would wait behind seconds of the storm's — long
+ * Take the next message to send out of the ring into slot `cs`: among the
+ * oldest RT_UPLINK_FAIR_SCAN, the oldest one of the trigger id served least
+ * recently. Why: under a trigger storm the outbox backs up, and in FIFO order a
+ * quiet trigger's message would wait behind seconds of the storm's — long
  * enough for the other hosts to evict the trace. The entries the chosen one
- * jumps over shift back one place, so each id keeps its own order.
+ * jumps over shift back one place, so each id keeps its own order. The slot's
+ * old buffer takes the chosen one's place in the ring (memory is reused).
  */
-static void pick_fair(struct rt_uplink *u)
+static void take_fair(struct rt_uplink *u, struct rt_uplink_coord_slot *cs)
 {
 	uint32_t n = u->out_len < RT_UPLINK_FAIR_SCAN ? u->out_len : RT_UPLINK_FAIR_SCAN;
 	uint32_t i, best = 0, slot;
 	uint64_t best_served = UINT64_MAX;
+	struct rt_wire_buf chosen;
+	uint32_t trig;
 	for (i = 0; i < n; i++) {
 		uint32_t f = fair_slot(u, u->out_trigger[(u->out_head + i) % u->out_cap]);
 		if (u->fair[f].served < best_served) {
@@ -346,61 +370,123 @@ static void pick_fair(struct rt_uplink *u)
 			best = i;
 		}
 	}
-	if (best) {
-		struct rt_wire_buf chosen = u->outbox[(u->out_head + best) % u->out_cap];
-		uint32_t trig = u->out_trigger[(u->out_head + best) % u->out_cap];
-		for (i = best; i > 0; i--) {
-			uint32_t to = (u->out_head + i) % u->out_cap, from = (u->out_head + i - 1) % u->out_cap;
-			u->outbox[to] = u->outbox[from];
-			u->out_trigger[to] = u->out_trigger[from];
-		}
-		u->outbox[u->out_head] = chosen;
-		u->out_trigger[u->out_head] = trig;
-		u->st.coord_reordered++;
+	chosen = u->outbox[(u->out_head + best) % u->out_cap];
+	trig = u->out_trigger[(u->out_head + best) % u->out_cap];
+	for (i = best; i > 0; i--) {
+		uint32_t to = (u->out_head + i) % u->out_cap, from = (u->out_head + i - 1) % u->out_cap;
+		u->outbox[to] = u->outbox[from];
+		u->out_trigger[to] = u->out_trigger[from];
 	}
-	slot = fair_slot(u, u->out_trigger[u->out_head]);
+	if (best)
+		u->st.coord_reordered++;
+	u->outbox[u->out_head] = cs->msg;
+	u->outbox[u->out_head].len = 0;
+	cs->msg = chosen;
+	cs->trigger_id = trig;
+	u->out_head = (u->out_head + 1) % u->out_cap;
+	u->out_len--;
+	slot = fair_slot(u, trig);
 	u->fair[slot].served = ++u->fair_clock;
+}
+
+/*
+ * A message that was not acknowledged goes back to the ring's front (its id's
+ * oldest). If the ring filled meanwhile, room is made fairly, or the message
+ * is dropped and counted.
+ */
+static void requeue_front(struct rt_uplink *u, struct rt_uplink_coord_slot *cs)
+{
+	struct rt_wire_buf spare;
+	if (u->out_len == u->out_cap && make_room_fairly(u, cs->trigger_id) != 0) {
+		u->st.coord_dropped++;
+		cs->msg.len = 0;
+		return;
+	}
+	u->out_head = (u->out_head + u->out_cap - 1) % u->out_cap;
+	spare = u->outbox[u->out_head];
+	u->outbox[u->out_head] = cs->msg;
+	u->out_trigger[u->out_head] = cs->trigger_id;
+	cs->msg = spare;
+	cs->msg.len = 0;
+	u->out_len++;
+}
+
+uint32_t rt_uplink_coord_inflight(const struct rt_uplink *u)
+{
+	uint32_t n = 0;
+	int i;
+	for (i = 0; i < RT_UPLINK_COORD_SLOTS; i++)
+		if (__atomic_load_n(&u->coord_slots[i].x.state, __ATOMIC_ACQUIRE) != RT_SLOT_FREE)
+			n++;
+	return n;
+}
+
+/* A finished REGISTER: acknowledged, or register again (first) after the back-off. */
+static void finish_register(struct rt_uplink *u, uint64_t now_ns)
+{
+	if (__atomic_load_n(&u->register_x.state, __ATOMIC_ACQUIRE) != RT_SLOT_DONE)
+		return;
+	if (u->register_x.ok) {
+		u->st.coord_acked++;
+		u->st.registrations++;
+		u->registered = 1;
+	} else {
+		u->st.coord_failed++;
+		u->registered = 0;
+		u->coord_retry_ns = now_ns + COORD_RETRY_NS;
+		u->next_register_ns = now_ns;
+	}
+	__atomic_store_n(&u->register_x.state, RT_SLOT_FREE, __ATOMIC_RELEASE);
+}
+
+/* Finished messages: an ACK frees the slot; a failure requeues and backs off. */
+static void finish_messages(struct rt_uplink *u, uint64_t now_ns)
+{
+	int i;
+	for (i = 0; i < RT_UPLINK_COORD_SLOTS; i++) {
+		struct rt_uplink_coord_slot *cs = &u->coord_slots[i];
+		if (__atomic_load_n(&cs->x.state, __ATOMIC_ACQUIRE) != RT_SLOT_DONE)
+			continue;
+		if (cs->x.ok) {
+			u->st.coord_acked++;
+			cs->msg.len = 0;
+		} else {
+			u->st.coord_failed++;
+			u->coord_retry_ns = now_ns + COORD_RETRY_NS;
+			requeue_front(u, cs);
+		}
+		__atomic_store_n(&cs->x.state, RT_SLOT_FREE, __ATOMIC_RELEASE);
+	}
 }
 
 void rt_uplink_pump_coordinator(struct rt_uplink *u, uint64_t now_ns)
 {
-	int state;
+	int i;
 	if (!u->coord_open)
 		return;
-	state = __atomic_load_n(&u->coord_x.state, __ATOMIC_ACQUIRE);
-	if (state == RT_SLOT_DONE) {
-		if (u->coord_x.ok) {
-			u->st.coord_acked++;
-			if (u->coord_is_register)
-				u->st.registrations++;
-			else if (u->out_len) {
-				u->out_head = (u->out_head + 1) % u->out_cap;
-				u->out_len--;
-			}
-		} else {
-			u->st.coord_failed++;
-			u->coord_retry_ns = now_ns + COORD_RETRY_NS;
-			if (u->coord_is_register)
-				u->next_register_ns = now_ns; /* register again first */
-		}
-		__atomic_store_n(&u->coord_x.state, RT_SLOT_FREE, __ATOMIC_RELEASE);
-		state = RT_SLOT_FREE;
-	}
-	if (state != RT_SLOT_FREE || now_ns < u->coord_retry_ns)
+	finish_register(u, now_ns);
+	finish_messages(u, now_ns);
+	if (now_ns < u->coord_retry_ns)
 		return;
-	if (u->register_msg.len && now_ns >= u->next_register_ns) {
-		u->coord_is_register = 1;
+	if (u->register_msg.len && now_ns >= u->next_register_ns &&
+	    __atomic_load_n(&u->register_x.state, __ATOMIC_ACQUIRE) == RT_SLOT_FREE) {
 		u->next_register_ns = now_ns + REGISTER_EVERY_NS;
-		if (start_send(&u->coord_x, 0, u->register_msg.data, u->register_msg.len) == 0)
+		if (start_send(&u->register_x, 0, u->register_msg.data, u->register_msg.len) == 0)
 			u->st.coord_sent++;
-		return;
 	}
-	if (u->out_len) {
-		struct rt_wire_buf *b;
-		pick_fair(u);
-		b = &u->outbox[u->out_head];
-		u->coord_is_register = 0;
-		if (start_send(&u->coord_x, 0, b->data, b->len) == 0)
+	if (u->register_msg.len && !u->registered)
+		return;
+	for (i = 0; i < RT_UPLINK_COORD_SLOTS && u->out_len; i++) {
+		struct rt_uplink_coord_slot *cs = &u->coord_slots[i];
+		if (__atomic_load_n(&cs->x.state, __ATOMIC_ACQUIRE) != RT_SLOT_FREE)
+			continue;
+		take_fair(u, cs);
+		if (start_send(&cs->x, 0, cs->msg.data, cs->msg.len) == 0) {
 			u->st.coord_sent++;
+		} else {
+			/* No memory for an nng message: try again at the next pass. */
+			requeue_front(u, cs);
+			break;
+		}
 	}
 }

@@ -5,7 +5,8 @@
  * Owns: two nng REQ sockets (each dialled in the background, so a peer may come
  * and go), a fixed set of in-flight slice slots (one nng context + aio each, so
  * several slices travel at once), and a bounded outbox of encoded coordinator
- * messages sent one at a time in order and kept until acknowledged.
+ * messages, up to RT_UPLINK_COORD_SLOTS of them in flight at once, each kept
+ * until acknowledged.
  *
  * Promises: callbacks run on nng's threads and only move a slot to DONE (with
  * release order); every decision — what to send, what an ack frees, what to
@@ -26,6 +27,7 @@
 #define RT_UPLINK_SLOTS 8
 #define RT_UPLINK_FAIR_IDS 32 /* trigger ids the outbox tells apart */
 #define RT_UPLINK_FAIR_SCAN 256 /* outbox entries looked at per send */
+#define RT_UPLINK_COORD_SLOTS 8 /* coordinator messages in flight at once */
 
 enum rt_slot_state {
 	RT_SLOT_FREE = 0,
@@ -64,6 +66,13 @@ struct rt_uplink_slot {
 	uint64_t sent_ns;
 };
 
+/* A coordinator message in flight: its bytes stay here until acknowledged. */
+struct rt_uplink_coord_slot {
+	struct rt_exchange x;
+	struct rt_wire_buf msg;
+	uint32_t trigger_id;
+};
+
 struct rt_uplink_stats {
 	uint64_t slices_sent, slices_acked, slices_failed;
 	uint64_t coord_sent, coord_acked, coord_failed, coord_dropped;
@@ -80,9 +89,10 @@ struct rt_uplink {
 	/* coordinator */
 	nng_socket coord;
 	int coord_open;
-	struct rt_exchange coord_x;
-	int coord_is_register;
-	struct rt_wire_buf *outbox; /* ring of encoded messages */
+	struct rt_exchange register_x;  /* REGISTER has its own exchange */
+	int registered;                 /* the last REGISTER was acknowledged */
+	struct rt_uplink_coord_slot coord_slots[RT_UPLINK_COORD_SLOTS];
+	struct rt_wire_buf *outbox; /* ring of encoded messages not yet in flight */
 	uint32_t *out_trigger;      /* per outbox slot: the trigger id of its message */
 	uint32_t out_head, out_len, out_cap;
 	/* Fair order across trigger ids (uplink.c, pick_fair): when each id was last
@@ -93,7 +103,6 @@ struct rt_uplink {
 	struct rt_wire_buf register_msg;
 	uint64_t next_register_ns;
 	uint64_t coord_retry_ns;
-	uint64_t coord_acked_seq;
 	struct rt_uplink_stats st;
 };
 
@@ -126,13 +135,18 @@ uint32_t rt_uplink_inflight(const struct rt_uplink *u);
 
 /*
  * Queue an encoded coordinator message (copied) of trigger `trigger_id`. 0, or
- * -1 if the outbox is full (counted). Messages go out one at a time (each waits
- * for its ACK), oldest first within a trigger id, and round robin across ids, so
- * a storm of one trigger cannot hold another's messages behind its backlog.
+ * -1 if the outbox is full (counted). Once the agent is registered, up to
+ * RT_UPLINK_COORD_SLOTS messages travel at once (each kept until its ACK; a
+ * failed one goes back to the front), oldest first within a trigger id and
+ * round robin across ids, so a storm of one trigger cannot hold another's
+ * messages behind its backlog.
  */
 int rt_uplink_post(struct rt_uplink *u, const struct rt_wire_buf *msg, uint32_t trigger_id);
 
-/* Drive the coordinator link: finish, retry, send the next message, re-register. */
+/* Drive the coordinator link: finish, retry, send the next messages, re-register. */
 void rt_uplink_pump_coordinator(struct rt_uplink *u, uint64_t now_ns);
+
+/* Coordinator messages in flight (REGISTER not counted). */
+uint32_t rt_uplink_coord_inflight(const struct rt_uplink *u);
 
 #endif

@@ -10,6 +10,11 @@
  * crumb_order: a breadcrumb deposited before a trigger of the same trace must be
  *   in that trigger's message even when the breadcrumb queue has a backlog.
  *
+ * pipelined: a coordinator that is slow to answer must not cap the agent at
+ *   one trigger per round trip: with replies held back, RT_UPLINK_COORD_SLOTS
+ *   distinct TRIGGER messages reach it before any is answered, and none has
+ *   failed (a stop-and-wait link delivers one).
+ *
  * restart_seq: trigger_seq is what the coordinator dedups on (with the agent
  *   id): a restarted agent must not reuse the numbers of its previous life.
  */
@@ -242,6 +247,55 @@ START_TEST(test_crumb_order)
 }
 END_TEST
 
+/* --------------------------------------------------------- pipelined ---- */
+
+START_TEST(test_pipelined)
+{
+	static struct rt_agent a;
+	struct tc_collector co;
+	struct rt_agent_config cfg;
+	char pool[64], err[256];
+	uint64_t seqs[RT_UPLINK_COORD_SLOTS + 4];
+	size_t i, j, n, distinct = 0;
+	uint32_t k;
+	int ok;
+
+	ag_pool_name(pool, sizeof pool, "pipe");
+	tc_init(&co);
+	ck_assert_msg(tc_start(&co, "tcp://127.0.0.1:0", err, sizeof err) == 0, "%s", err);
+	rp_config(&cfg, pool, 128, 4096, OB_AGENT, "");
+	snprintf(cfg.coordinator, sizeof cfg.coordinator, "%s", co.url);
+	cfg.report_timeout_ms = 120000; /* no message may time out during the test */
+	rp_open(&a, &cfg);
+	RP_UNTIL(ok, &a, 20, a.up.registered && tc_nregs(&co) >= 1);
+	ck_assert_msg(ok, "the agent did not register");
+	tc_set_silent(&co, 1); /* from now on: receive, record, never answer */
+	for (k = 0; k < RT_UPLINK_COORD_SLOTS + 4; k++) {
+		struct rt_trigger_entry e = ag_trig(0xF000 + k, OB_TRIG, 1, 0);
+		ag_push_triggers(&a.pool, &e, 1);
+	}
+	RP_UNTIL(ok, &a, 30, tc_ntriggers(&co) >= RT_UPLINK_COORD_SLOTS);
+	ck_assert_msg(ok, "%zu TRIGGER messages reached a coordinator that holds its replies "
+		      "(%u in flight, %u waiting): the link does not pipeline",
+		      tc_ntriggers(&co), rt_uplink_coord_inflight(&a.up), a.up.out_len);
+	ck_assert_uint_eq(a.up.st.coord_failed, 0);
+	ck_assert_uint_eq(rt_uplink_coord_inflight(&a.up), RT_UPLINK_COORD_SLOTS);
+	ck_assert_uint_eq(a.up.out_len, 4);
+	tc_lock(&co);
+	n = co.ntriggers < RT_UPLINK_COORD_SLOTS + 4 ? co.ntriggers : RT_UPLINK_COORD_SLOTS + 4;
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < distinct && seqs[j] != co.triggers[i].trigger_seq; j++)
+			;
+		if (j == distinct)
+			seqs[distinct++] = co.triggers[i].trigger_seq;
+	}
+	tc_unlock(&co);
+	ck_assert_uint_eq(distinct, RT_UPLINK_COORD_SLOTS);
+	rt_agent_close(&a);
+	tc_free(&co);
+}
+END_TEST
+
 /* ------------------------------------------------------- restart seq ---- */
 
 static void fire_three(struct rt_agent *a, uint32_t base)
@@ -309,6 +363,10 @@ static Suite *outbox_suite(void)
 	t = tcase_create("crumb_order");
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, test_crumb_order);
+	suite_add_tcase(s, t);
+	t = tcase_create("pipelined");
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, test_pipelined);
 	suite_add_tcase(s, t);
 	t = tcase_create("restart_seq");
 	tcase_set_timeout(t, 60);
