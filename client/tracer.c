@@ -47,6 +47,7 @@
 
 #include "mpack_put.h"
 #include "shm/events.h"
+#include "shm/fmt.h"
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -532,63 +533,17 @@ void retrace_attr_bool(const char *key, int value)
 
 /* ---------------------------------------------------------- logs ---- */
 
-/* Argument types of a parsed format (private codes in retrace_log_site.types). */
+/* Argument types of a parsed format: shm/fmt.h's codes, kept per log site in
+ * retrace_log_site.types. Short names for the va_arg switch below. */
 enum arg_type {
-	A_INT = 1, A_SCHAR, A_SHORT, A_LONG, A_LLONG, A_INTMAX, A_SSIZE, A_PTRDIFF,
-	A_UINT, A_UCHAR, A_USHORT, A_ULONG, A_ULLONG, A_UINTMAX, A_SIZE, A_UPTRDIFF,
-	A_CHAR, A_DOUBLE, A_LDOUBLE, A_STR, A_PTR,
+	A_INT = RT_FMT_ARG_INT, A_SCHAR = RT_FMT_ARG_SCHAR, A_SHORT = RT_FMT_ARG_SHORT,
+	A_LONG = RT_FMT_ARG_LONG, A_LLONG = RT_FMT_ARG_LLONG, A_INTMAX = RT_FMT_ARG_INTMAX,
+	A_SSIZE = RT_FMT_ARG_SSIZE, A_PTRDIFF = RT_FMT_ARG_PTRDIFF, A_UINT = RT_FMT_ARG_UINT,
+	A_UCHAR = RT_FMT_ARG_UCHAR, A_USHORT = RT_FMT_ARG_USHORT, A_ULONG = RT_FMT_ARG_ULONG,
+	A_ULLONG = RT_FMT_ARG_ULLONG, A_UINTMAX = RT_FMT_ARG_UINTMAX, A_SIZE = RT_FMT_ARG_SIZE,
+	A_UPTRDIFF = RT_FMT_ARG_UPTRDIFF, A_CHAR = RT_FMT_ARG_CHAR, A_DOUBLE = RT_FMT_ARG_DOUBLE,
+	A_LDOUBLE = RT_FMT_ARG_LDOUBLE, A_STR = RT_FMT_ARG_STR, A_PTR = RT_FMT_ARG_PTR,
 };
-
-enum length_mod { L_NONE, L_HH, L_H, L_L, L_LL, L_J, L_Z, L_T, L_BIG_L };
-
-static const char *parse_length(const char *p, enum length_mod *len)
-{
-	*len = L_NONE;
-	switch (*p) {
-	case 'h':
-		if (p[1] == 'h') {
-			*len = L_HH;
-			return p + 2;
-		}
-		*len = L_H;
-		return p + 1;
-	case 'l':
-		if (p[1] == 'l') {
-			*len = L_LL;
-			return p + 2;
-		}
-		*len = L_L;
-		return p + 1;
-	case 'q': *len = L_LL; return p + 1;
-	case 'j': *len = L_J; return p + 1;
-	case 'z': *len = L_Z; return p + 1;
-	case 't': *len = L_T; return p + 1;
-	case 'L': *len = L_BIG_L; return p + 1;
-	default: return p;
-	}
-}
-
-/* The argument type of conversion `conv` with length `len`; 0 if unsupported. */
-static uint8_t conversion_type(char conv, enum length_mod len)
-{
-	static const uint8_t signed_by_len[] = {A_INT, A_SCHAR, A_SHORT, A_LONG, A_LLONG,
-						 A_INTMAX, A_SSIZE, A_PTRDIFF, 0};
-	static const uint8_t unsigned_by_len[] = {A_UINT, A_UCHAR, A_USHORT, A_ULONG, A_ULLONG,
-						   A_UINTMAX, A_SIZE, A_UPTRDIFF, 0};
-	switch (conv) {
-	case 'd': case 'i':
-		return signed_by_len[len];
-	case 'u': case 'o': case 'x': case 'X':
-		return unsigned_by_len[len];
-	case 'c': return len == L_NONE ? A_CHAR : 0;
-	case 's': return len == L_NONE ? A_STR : 0;
-	case 'p': return len == L_NONE ? A_PTR : 0;
-	case 'e': case 'E': case 'f': case 'F': case 'g': case 'G': case 'a': case 'A':
-		return len == L_BIG_L ? A_LDOUBLE : (len == L_NONE || len == L_L) ? A_DOUBLE : 0;
-	default:
-		return 0; /* %n, %m, %lc, %ls, unknown */
-	}
-}
 
 static int add_arg(struct retrace_log_site *s, uint8_t type)
 {
@@ -598,32 +553,12 @@ static int add_arg(struct retrace_log_site *s, uint8_t type)
 	return 0;
 }
 
-/* Skip digits; a following '$' (positional argument) is unsupported. */
-static const char *skip_digits(const char *p, int *positional)
-{
-	while (*p >= '0' && *p <= '9')
-		p++;
-	if (*p == '$')
-		*positional = 1;
-	return p;
-}
-
-/* A width or precision: digits, or '*' taking an int argument. NULL when the
- * arguments overflow. */
-static const char *parse_field_width(struct retrace_log_site *s, const char *p, int *positional)
-{
-	if (*p != '*')
-		return skip_digits(p, positional);
-	if (add_arg(s, A_INT))
-		return NULL;
-	return skip_digits(p + 1, positional);
-}
-
-/* Fill nargs/types/bad of `s` from its format. */
+/* Fill nargs/types/bad of `s` from its format, by the grammar the decoder
+ * renders with (shm/fmt.h). A conversion it does not support makes the site
+ * bad: its calls are logged as text. */
 static void parse_format(struct retrace_log_site *s)
 {
 	const char *p = s->format;
-	int positional = 0;
 
 	s->nargs = 0;
 	s->bad = 0;
@@ -632,25 +567,15 @@ static void parse_format(struct retrace_log_site *s)
 		return;
 	}
 	while ((p = strchr(p, '%')) != NULL) {
-		enum length_mod len;
-		uint8_t type;
-		p++;
-		if (*p == '%') {
-			p++;
+		struct rt_fmt_spec spec;
+		if (p[1] == '%') {
+			p += 2;
 			continue;
 		}
-		p = skip_digits(p, &positional); /* "%1$d" or a width read again below */
-		while (*p && strchr("-+ #0'I", *p))
-			p++;
-		if (!(p = parse_field_width(s, p, &positional)))
+		if (!rt_fmt_parse(p, &spec) || (spec.width_star && add_arg(s, A_INT)) ||
+		    (spec.prec_star && add_arg(s, A_INT)) || add_arg(s, spec.arg))
 			goto bad;
-		if (*p == '.' && !(p = parse_field_width(s, p + 1, &positional)))
-			goto bad;
-		p = parse_length(p, &len);
-		type = conversion_type(*p, len);
-		if (!type || positional || add_arg(s, type))
-			goto bad;
-		p++;
+		p += spec.n;
 	}
 	return;
 bad:

@@ -56,6 +56,7 @@
 
 #include "retrace/tracer.h"
 #include "shm/events.h"
+#include "shm/fmt.h"
 #include "shm/frame.h"
 
 #define NO_SPAN UINT32_MAX
@@ -1004,9 +1005,10 @@ static void sb_puts(struct sbuf *s, const char *text)
 }
 
 /* Format one value into the body (snprintf into a scratch big enough for any
- * clamped width/precision; see conv_parse). */
+ * clamped width/precision: shm/fmt.h). Templates are parsed by shm/fmt.h's
+ * grammar, the one the client used to choose which arguments to record. */
 #define SB_SCRATCH 16384
-#define CONV_MAX_WIDTH 4096
+#define CONV_MAX_WIDTH RT_FMT_MAX_WIDTH
 
 static void sb_printf(struct sbuf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void sb_printf(struct sbuf *s, const char *fmt, ...)
@@ -1043,66 +1045,8 @@ static void sb_value(struct sbuf *s, const struct rt_value *v)
 	}
 }
 
-/* One printf conversion of a template, as parsed. */
-struct conv {
-	char flags[8];
-	int width, prec; /* -1: not given */
-	int width_star, prec_star;
-	char len[3];     /* "", "hh", "h", "l", "ll", "j", "z", "t", "L", "q" */
-	char c;          /* conversion character */
-	size_t n;        /* characters of the spec, '%' included */
-};
-
-/* Parse the spec at s ('%' ...). Returns 0 when it is no conversion we render. */
-static int conv_parse(const char *s, struct conv *cv)
-{
-	const char *p = s + 1;
-	size_t nf = 0;
-	memset(cv, 0, sizeof *cv);
-	cv->width = cv->prec = -1;
-	while (*p && strchr("-+ #0'", *p)) {
-		if (nf < sizeof cv->flags - 1 && !memchr(cv->flags, *p, nf))
-			cv->flags[nf++] = *p;
-		p++;
-	}
-	if (*p == '*') {
-		cv->width_star = 1;
-		p++;
-	} else if (*p >= '0' && *p <= '9') {
-		for (cv->width = 0; *p >= '0' && *p <= '9'; p++)
-			if (cv->width <= CONV_MAX_WIDTH)
-				cv->width = cv->width * 10 + (*p - '0');
-	}
-	if (*p == '.') {
-		p++;
-		cv->prec = 0;
-		if (*p == '*') {
-			cv->prec_star = 1;
-			p++;
-		}
-		for (; *p >= '0' && *p <= '9'; p++)
-			if (cv->prec <= CONV_MAX_WIDTH)
-				cv->prec = cv->prec * 10 + (*p - '0');
-	}
-	if ((p[0] == 'h' && p[1] == 'h') || (p[0] == 'l' && p[1] == 'l')) {
-		memcpy(cv->len, p, 2);
-		p += 2;
-	} else if (*p && strchr("hljztLq", *p)) {
-		cv->len[0] = *p++;
-	}
-	if (!*p || !strchr("diouxXcCeEfFgGaAsp", *p) || *p == 'C')
-		return 0;
-	cv->c = *p;
-	cv->n = (size_t)(p + 1 - s);
-	if (cv->width > CONV_MAX_WIDTH)
-		cv->width = CONV_MAX_WIDTH;
-	if (cv->prec > CONV_MAX_WIDTH)
-		cv->prec = CONV_MAX_WIDTH;
-	return 1;
-}
-
 /* "%<flags><width>.<prec><mod><c>", keeping only the flags in `keep`. */
-static void conv_format(const struct conv *cv, const char *keep, const char *mod, char c,
+static void conv_format(const struct rt_fmt_spec *cv, const char *keep, const char *mod, char c,
 			char *out, size_t cap)
 {
 	size_t n = 0, i;
@@ -1118,24 +1062,24 @@ static void conv_format(const struct conv *cv, const char *keep, const char *mod
 }
 
 /* The integer as the C type its length modifier names, as printf would see it. */
-static long long as_signed(const struct conv *cv, int64_t v)
+static long long as_signed(const struct rt_fmt_spec *cv, int64_t v)
 {
-	if (!strcmp(cv->len, "hh"))
+	if (cv->len == RT_FMT_LEN_HH)
 		return (signed char)v;
-	if (!strcmp(cv->len, "h"))
+	if (cv->len == RT_FMT_LEN_H)
 		return (short)v;
-	if (!cv->len[0])
+	if (cv->len == RT_FMT_LEN_NONE)
 		return (int)v;
 	return (long long)v;
 }
 
-static unsigned long long as_unsigned(const struct conv *cv, int64_t v)
+static unsigned long long as_unsigned(const struct rt_fmt_spec *cv, int64_t v)
 {
-	if (!strcmp(cv->len, "hh"))
+	if (cv->len == RT_FMT_LEN_HH)
 		return (unsigned char)v;
-	if (!strcmp(cv->len, "h"))
+	if (cv->len == RT_FMT_LEN_H)
 		return (unsigned short)v;
-	if (!cv->len[0])
+	if (cv->len == RT_FMT_LEN_NONE)
 		return (unsigned int)v;
 	return (unsigned long long)v;
 }
@@ -1152,16 +1096,16 @@ static int value_int(const struct rt_value *v, int64_t *out)
 }
 
 /* Render argument v with conversion cv (the fallback is sb_value). */
-static void render_conv(struct sbuf *s, const struct conv *cv, const struct rt_value *v)
+static void render_conv(struct sbuf *s, const struct rt_fmt_spec *cv, const struct rt_value *v)
 {
 	char fmt[48];
 	int64_t i;
-	switch (cv->c) {
+	switch (cv->conv) {
 	case 'd':
 	case 'i':
 		if (value_int(v, &i) != 0)
 			break;
-		conv_format(cv, "-+ 0'", "ll", cv->c, fmt, sizeof fmt);
+		conv_format(cv, "-+ 0'", "ll", cv->conv, fmt, sizeof fmt);
 		sb_printf(s, fmt, as_signed(cv, i));
 		return;
 	case 'u':
@@ -1170,7 +1114,7 @@ static void render_conv(struct sbuf *s, const struct conv *cv, const struct rt_v
 	case 'X':
 		if (value_int(v, &i) != 0)
 			break;
-		conv_format(cv, "-#0'", "ll", cv->c, fmt, sizeof fmt);
+		conv_format(cv, "-#0'", "ll", cv->conv, fmt, sizeof fmt);
 		sb_printf(s, fmt, as_unsigned(cv, i));
 		return;
 	case 'c':
@@ -1201,7 +1145,7 @@ static void render_conv(struct sbuf *s, const struct conv *cv, const struct rt_v
 	default: /* e E f F g G a A */
 		if (v->type != RT_VAL_DOUBLE)
 			break;
-		conv_format(cv, "-+ #0'", "", cv->c, fmt, sizeof fmt);
+		conv_format(cv, "-+ #0'", "", cv->conv, fmt, sizeof fmt);
 		sb_printf(s, fmt, v->u.d);
 		return;
 	}
@@ -1220,7 +1164,7 @@ static int star_arg(const struct rt_value *args, uint32_t n, uint32_t *next, int
 }
 
 /* Resolve the stars of cv; returns 0 when the arguments ran out. */
-static int conv_stars(struct conv *cv, const struct rt_value *args, uint32_t n, uint32_t *next)
+static int conv_stars(struct rt_fmt_spec *cv, const struct rt_value *args, uint32_t n, uint32_t *next)
 {
 	int w;
 	if (cv->width_star) {
@@ -1251,7 +1195,7 @@ static void render_template(struct sbuf *s, const char *tpl, const struct rt_val
 	const char *p = tpl;
 	while (*p) {
 		const char *pct = strchr(p, '%');
-		struct conv cv;
+		struct rt_fmt_spec cv;
 		if (!pct) {
 			sb_puts(s, p);
 			return;
@@ -1262,7 +1206,7 @@ static void render_template(struct sbuf *s, const char *tpl, const struct rt_val
 			p = pct + 2;
 			continue;
 		}
-		if (!conv_parse(pct, &cv)) { /* not a conversion: the '%' is text */
+		if (!rt_fmt_parse(pct, &cv)) { /* not a conversion: the '%' is text */
 			sb_put(s, "%", 1);
 			p = pct + 1;
 			continue;

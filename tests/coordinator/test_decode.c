@@ -892,6 +892,24 @@ START_TEST(test_render_conversions)
 		rt_decoded_trace_free(&t);
 		eg_free(&g);
 	}
+	/* glibc's I flag (and ') take their argument like any flag: the client records
+	 * one argument for "%Id", so the decoder must consume one (it once rendered the
+	 * '%' as text and shifted every later argument by one). */
+	{
+		static const char *tpli = "n=%Id t=%'d s=%s";
+		struct eg_arg three[] = { EG_I(5), EG_I(1234), EG_S("x") };
+		eg_init(&g, TRACE_HI, TRACE_LO, 4096);
+		setup_agents(&g);
+		s = eg_stream(&g, A1, 100, 1);
+		eg_template(s, tpli);
+		eg_log(s, 0, EG_T(2), L_INFO, eg_template_id(tpli), three, 3);
+		eg_finish(&g);
+		decode_without(&g, NULL, &t);
+		ck_assert_uint_eq(t.n_loose_logs, 1);
+		ck_assert_str_eq(t.loose_logs[0].body, "n=5 t=1234 s=x");
+		rt_decoded_trace_free(&t);
+		eg_free(&g);
+	}
 }
 END_TEST
 

@@ -1176,26 +1176,34 @@ START_TEST(test_format_on_disk)
 }
 END_TEST
 
+/* One test case per test, so ctest runs them as separate entries in parallel
+ * (tests/spool/CMakeLists.txt names each; CK_RUN_CASE picks one). Each runs
+ * twice: plain writes (_i == 0) and io_uring (_i == 1). */
+#define SPOOL_CASE(su, name, fn, loops)                                        \
+	do {                                                                   \
+		TCase *tc_ = tcase_create(name);                               \
+		tcase_set_timeout(tc_, 120);                                   \
+		tcase_add_loop_test(tc_, fn, 0, loops);                        \
+		suite_add_tcase(su, tc_);                                      \
+	} while (0)
+
 int main(void)
 {
 	Suite *su = suite_create("agent_spool");
-	TCase *tc = tcase_create("spool");
-	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, test_round_trip, 0, 2);
-	tcase_add_loop_test(tc, test_persistence, 0, 2);
-	tcase_add_loop_test(tc, test_rollover_and_deletion, 0, 2);
-	tcase_add_loop_test(tc, test_full, 0, 2);
-	tcase_add_loop_test(tc, test_torn_last_record, 0, 2);
-	tcase_add_loop_test(tc, test_torn_new_segment, 0, 2);
-	tcase_add_loop_test(tc, test_corrupt_middle_record, 0, 2);
-	tcase_add_loop_test(tc, test_corrupt_after_open, 0, 2);
-	tcase_add_loop_test(tc, test_hostile_directory, 0, 2);
-	tcase_add_loop_test(tc, test_random_damage, 0, 2);
-	tcase_add_test(tc, test_unreadable);
-	tcase_add_loop_test(tc, test_io_error_leaves_spool_intact, 0, 2);
-	tcase_add_loop_test(tc, test_full_disk, 0, 2);
-	tcase_add_loop_test(tc, test_sigkill_mid_stream, 0, 2);
-	tcase_add_loop_test(tc, test_format_on_disk, 0, 2);
-	suite_add_tcase(su, tc);
+	SPOOL_CASE(su, "round_trip", test_round_trip, 2);
+	SPOOL_CASE(su, "persistence", test_persistence, 2);
+	SPOOL_CASE(su, "rollover_and_deletion", test_rollover_and_deletion, 2);
+	SPOOL_CASE(su, "full", test_full, 2);
+	SPOOL_CASE(su, "torn_last_record", test_torn_last_record, 2);
+	SPOOL_CASE(su, "torn_new_segment", test_torn_new_segment, 2);
+	SPOOL_CASE(su, "corrupt_middle_record", test_corrupt_middle_record, 2);
+	SPOOL_CASE(su, "corrupt_after_open", test_corrupt_after_open, 2);
+	SPOOL_CASE(su, "hostile_directory", test_hostile_directory, 2);
+	SPOOL_CASE(su, "random_damage", test_random_damage, 2);
+	SPOOL_CASE(su, "unreadable", test_unreadable, 1);
+	SPOOL_CASE(su, "io_error_leaves_spool_intact", test_io_error_leaves_spool_intact, 2);
+	SPOOL_CASE(su, "full_disk", test_full_disk, 2);
+	SPOOL_CASE(su, "sigkill_mid_stream", test_sigkill_mid_stream, 2);
+	SPOOL_CASE(su, "format_on_disk", test_format_on_disk, 2);
 	return test_run_suite(su);
 }
