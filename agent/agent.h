@@ -62,6 +62,7 @@ struct rt_agent_stats {
 	uint64_t lost_buffers_reclaimed; /* in no queue and no hand at takeover */
 	uint64_t corrupt_frames;    /* unsealed buffers whose frames stopped making sense */
 	uint64_t rate_limited;      /* local trigger groups refused by their rate limit */
+	uint64_t abandoned_at_trigger; /* local trigger groups its class's overload level drops */
 	uint64_t remote_triggers;   /* remote trigger requests answered */
 	uint64_t remote_open_traces; /* traces answered while a writer still held some of their buffers */
 	uint64_t crumb_updates;     /* new hops of triggered traces posted to the coordinator */

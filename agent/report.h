@@ -59,6 +59,7 @@ struct rt_report_class {
 	uint64_t slices_acked, bytes_acked;
 	uint64_t slices_spooled, bytes_spooled;
 	uint64_t abandoned_traces, abandoned_buffers;
+	uint64_t abandoned_at_trigger; /* groups dropped when they fired (below the level) */
 	uint64_t level_raised, level_lowered;
 	uint64_t unsendable_slices, unsendable_buffers, unsendable_bytes; /* dropped: over wire limits */
 };

@@ -122,6 +122,8 @@ void rt_agent_queue_pinned(struct rt_agent *a, uint32_t t, uint32_t n)
 			  &a->ix, t, a->pass_now_ns);
 }
 
+static void abandon(struct rt_agent *a, struct rt_report_class *c, uint32_t t);
+
 static void post_trigger(struct rt_agent *a, const struct rt_trigger_entry *g, unsigned int n)
 {
 	struct rt_wire_trace traces[RT_WIRE_MAX_TRACES];
@@ -171,6 +173,24 @@ void rt_agent_local_trigger(struct rt_agent *a, const struct rt_trigger_entry *g
 	rt_report_refill(&a->rep, a->pass_now_ns);
 	if (!rt_report_admit(&a->rep, c)) {
 		a->st.rate_limited++;
+		return;
+	}
+	/*
+	 * A trigger whose trace its class's overload level already abandons (its
+	 * consistent priority is below the level's threshold) is dropped here, as
+	 * it would be a moment later from the reporting queue, but before it is
+	 * pinned and posted: a storm at level k would otherwise still send every
+	 * one of its triggers to the coordinator, where (2^k - 1)/2^k of them make
+	 * other hosts pin data that this host will not deliver, and its messages
+	 * crowd the link quieter triggers need. (A trace another trigger already
+	 * pinned stays pinned for that one.)
+	 */
+	if (g[0].trace_lo && !rt_report_admits(c, g[0].trace_lo)) {
+		uint32_t t = rt_index_find(&a->ix, g[0].trace_lo);
+		c->abandoned_at_trigger++;
+		a->st.abandoned_at_trigger++;
+		if (t != RT_INDEX_NONE && a->ix.traces[t].state == RT_TRACE_UNTRIGGERED)
+			abandon(a, c, t); /* its data goes now, as an abandoned trace's does */
 		return;
 	}
 	for (i = 0; i < n; i++)

@@ -135,6 +135,7 @@ static void reporting_section(struct rt_figures *w, const struct rt_agent *a)
 	rt_fig_u64(w, "slices_failed", a->st.slices_failed);
 	rt_fig_u64(w, "slices_unsendable", a->st.slices_unsendable);
 	rt_fig_u64(w, "rate_limited", a->st.rate_limited);
+	rt_fig_u64(w, "abandoned_at_trigger", a->st.abandoned_at_trigger);
 	rt_fig_u64(w, "remote_triggers", a->st.remote_triggers);
 	rt_fig_u64(w, "remote_open_traces", a->st.remote_open_traces);
 	rt_fig_u64(w, "crumb_updates", a->st.crumb_updates);
@@ -199,6 +200,7 @@ static void trigger_sections(struct rt_figures *w, const struct rt_agent *a)
 		rt_fig_u64(w, "slices_spooled", c->slices_spooled);
 		rt_fig_u64(w, "bytes_spooled", c->bytes_spooled);
 		rt_fig_u64(w, "abandoned_traces", c->abandoned_traces);
+		rt_fig_u64(w, "abandoned_at_trigger", c->abandoned_at_trigger);
 		rt_fig_u64(w, "abandoned_buffers", c->abandoned_buffers);
 		rt_fig_u64(w, "overload_level", c->level);
 		rt_fig_u64(w, "overload_level_max", c->max_level);

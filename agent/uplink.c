@@ -280,16 +280,13 @@ static uint32_t fair_slot(struct rt_uplink *u, uint32_t id);
  */
 static int make_room_fairly(struct rt_uplink *u, uint32_t incoming)
 {
-	uint32_t counts[RT_UPLINK_FAIR_IDS] = { 0 }, i, f, busiest = 0, j;
+	uint32_t i, f = fair_slot(u, incoming), busiest = 0, j;
 	struct rt_wire_buf gone;
-	for (i = 0; i < u->out_len; i++)
-		counts[fair_slot(u, u->out_trigger[(u->out_head + i) % u->out_cap])]++;
-	f = fair_slot(u, incoming);
-	counts[f]++;
-	for (i = 1; i < RT_UPLINK_FAIR_IDS; i++)
-		if (counts[i] > counts[busiest])
+	for (i = 1; i < u->nfair; i++)
+		if (u->fair[i].queued > u->fair[busiest].queued)
 			busiest = i;
-	if (busiest == f)
+	/* The incoming message counts for its id: a storm loses its own. */
+	if (busiest == f || u->fair[f].queued + 1 > u->fair[busiest].queued)
 		return -1;
 	for (j = 0; j < u->out_len; j++)
 		if (fair_slot(u, u->out_trigger[(u->out_head + j) % u->out_cap]) == busiest)
@@ -304,6 +301,7 @@ static int make_room_fairly(struct rt_uplink *u, uint32_t incoming)
 	}
 	u->outbox[(u->out_head + u->out_len - 1) % u->out_cap] = gone; /* its memory is reused */
 	u->out_len--;
+	u->fair[busiest].queued--;
 	u->st.coord_dropped++;
 	u->st.coord_evicted++;
 	return 0;
@@ -330,6 +328,7 @@ int rt_uplink_post(struct rt_uplink *u, const struct rt_wire_buf *msg, uint32_t 
 	memcpy(b->data, msg->data, msg->len);
 	b->len = msg->len;
 	u->out_len++;
+	u->fair[fair_slot(u, trigger_id)].queued++;
 	return 0;
 }
 
@@ -343,33 +342,40 @@ static uint32_t fair_slot(struct rt_uplink *u, uint32_t id)
 	if (u->nfair == RT_UPLINK_FAIR_IDS)
 		return 0;
 	u->fair[u->nfair].id = id;
+	u->fair[u->nfair].queued = 0;
 	u->fair[u->nfair].served = 0;
 	return u->nfair++;
 }
 
 /*
- * Take the next message to send out of the ring into slot `cs`: among the
- * oldest RT_UPLINK_FAIR_SCAN, the oldest one of the trigger id served least
- * recently. Why: under a trigger storm the outbox backs up, and in FIFO order a
- * quiet trigger's message would wait behind seconds of the storm's — long
- * enough for the other hosts to evict the trace. The entries the chosen one
- * jumps over shift back one place, so each id keeps its own order. The slot's
- * old buffer takes the chosen one's place in the ring (memory is reused).
+ * Take the next message to send out of the ring into slot `cs`: the oldest
+ * one of the trigger id, among those with messages waiting, served least
+ * recently. Why: under a trigger storm the coordinator takes messages slower
+ * than the storm posts them and the outbox fills with the storm's; in FIFO
+ * order (or fair only within a window near the head) a quiet trigger's
+ * message would wait behind seconds of the storm's, long enough for the
+ * other hosts to evict the trace. Ids are few (RT_UPLINK_FAIR_IDS), so the
+ * choice is a scan of the ids; finding the message is a scan of the ring up
+ * to it, short for the busy ids (theirs are near the head) and done once per
+ * message for a quiet one. The entries it jumps over shift back one place,
+ * so each id keeps its own order. The slot's old buffer takes the chosen
+ * one's place in the ring (memory is reused).
  */
 static void take_fair(struct rt_uplink *u, struct rt_uplink_coord_slot *cs)
 {
-	uint32_t n = u->out_len < RT_UPLINK_FAIR_SCAN ? u->out_len : RT_UPLINK_FAIR_SCAN;
-	uint32_t i, best = 0, slot;
+	uint32_t i, f, best = 0, chosen_f = 0;
 	uint64_t best_served = UINT64_MAX;
 	struct rt_wire_buf chosen;
 	uint32_t trig;
-	for (i = 0; i < n; i++) {
-		uint32_t f = fair_slot(u, u->out_trigger[(u->out_head + i) % u->out_cap]);
-		if (u->fair[f].served < best_served) {
+	for (f = 0; f < u->nfair; f++)
+		if (u->fair[f].queued && u->fair[f].served < best_served) {
 			best_served = u->fair[f].served;
-			best = i;
+			chosen_f = f;
 		}
-	}
+	for (i = 0; i < u->out_len; i++)
+		if (fair_slot(u, u->out_trigger[(u->out_head + i) % u->out_cap]) == chosen_f)
+			break;
+	best = i < u->out_len ? i : 0; /* counts out of step cannot happen; be safe */
 	chosen = u->outbox[(u->out_head + best) % u->out_cap];
 	trig = u->out_trigger[(u->out_head + best) % u->out_cap];
 	for (i = best; i > 0; i--) {
@@ -385,8 +391,10 @@ static void take_fair(struct rt_uplink *u, struct rt_uplink_coord_slot *cs)
 	cs->trigger_id = trig;
 	u->out_head = (u->out_head + 1) % u->out_cap;
 	u->out_len--;
-	slot = fair_slot(u, trig);
-	u->fair[slot].served = ++u->fair_clock;
+	f = fair_slot(u, trig);
+	if (u->fair[f].queued)
+		u->fair[f].queued--;
+	u->fair[f].served = ++u->fair_clock;
 }
 
 /*
@@ -409,6 +417,7 @@ static void requeue_front(struct rt_uplink *u, struct rt_uplink_coord_slot *cs)
 	cs->msg = spare;
 	cs->msg.len = 0;
 	u->out_len++;
+	u->fair[fair_slot(u, cs->trigger_id)].queued++;
 }
 
 uint32_t rt_uplink_coord_inflight(const struct rt_uplink *u)

@@ -26,7 +26,6 @@
 
 #define RT_UPLINK_SLOTS 8
 #define RT_UPLINK_FAIR_IDS 32 /* trigger ids the outbox tells apart */
-#define RT_UPLINK_FAIR_SCAN 256 /* outbox entries looked at per send */
 #define RT_UPLINK_COORD_SLOTS 8 /* coordinator messages in flight at once */
 
 enum rt_slot_state {
@@ -95,9 +94,10 @@ struct rt_uplink {
 	struct rt_wire_buf *outbox; /* ring of encoded messages not yet in flight */
 	uint32_t *out_trigger;      /* per outbox slot: the trigger id of its message */
 	uint32_t out_head, out_len, out_cap;
-	/* Fair order across trigger ids (uplink.c, pick_fair): when each id was last
-	 * served, by a counter of sends. Ids past RT_UPLINK_FAIR_IDS share slot 0. */
-	struct { uint32_t id; uint64_t served; } fair[RT_UPLINK_FAIR_IDS];
+	/* Fair order across trigger ids (uplink.c, take_fair): when each id was last
+	 * served, by a counter of sends, and how many of its messages the ring
+	 * holds. Ids past RT_UPLINK_FAIR_IDS share slot 0. */
+	struct { uint32_t id; uint32_t queued; uint64_t served; } fair[RT_UPLINK_FAIR_IDS];
 	uint32_t nfair;
 	uint64_t fair_clock;
 	struct rt_wire_buf register_msg;

@@ -15,6 +15,11 @@
  *   distinct TRIGGER messages reach it before any is answered, and none has
  *   failed (a stop-and-wait link delivers one).
  *
+ * fair_pick: the outbox serves trigger ids round robin over the whole ring: a
+ *   quiet trigger's message posted behind 3000 of a storm's is among the first
+ *   two sent (it used to be seen only within 256 entries of the head, so it
+ *   waited for ~2750 storm messages: seconds, under a storm).
+ *
  * restart_seq: trigger_seq is what the coordinator dedups on (with the agent
  *   id): a restarted agent must not reuse the numbers of its previous life.
  */
@@ -296,6 +301,58 @@ START_TEST(test_pipelined)
 }
 END_TEST
 
+/* --------------------------------------------------------- fair pick ---- */
+
+static void post_one(struct rt_uplink *u, uint32_t trigger_id, uint64_t seq)
+{
+	struct rt_wire_trace tr = { .trace_hi = 1, .trace_lo = seq };
+	struct rt_wire_trigger m = { .agent_id = OB_AGENT, .trigger_id = trigger_id,
+				     .trigger_seq = seq, .fired_unix_ns = 1, .trace_count = 1,
+				     .traces = &tr };
+	struct rt_wire_buf b = { 0 };
+	ck_assert_int_eq(rt_wire_encode_trigger(&b, &m), 0);
+	ck_assert_int_eq(rt_uplink_post(u, &b, trigger_id), 0);
+	rt_wire_buf_free(&b);
+}
+
+START_TEST(test_fair_pick)
+{
+	static struct rt_uplink u;
+	struct tc_collector co;
+	char err[256];
+	uint64_t k, quiet_at = 0;
+	size_t i;
+	int ok = 0;
+
+	tc_init(&co);
+	ck_assert_msg(tc_start(&co, "tcp://127.0.0.1:0", err, sizeof err) == 0, "%s", err);
+	tc_set_silent(&co, 1); /* messages stay in flight: the order they leave is what counts */
+	ck_assert_msg(rt_uplink_open(&u, "", co.url, 16, 4096, 120000, NULL, err, sizeof err) == 0,
+		      "%s", err);
+	for (k = 1; k <= 3000; k++)
+		post_one(&u, 13, k);
+	post_one(&u, 11, 5000);
+	ck_assert_uint_eq(u.out_len, 3001);
+	for (i = 0; i < 2000 && !ok; i++) {
+		rt_uplink_pump_coordinator(&u, ag_now_ns());
+		ok = tc_ntriggers(&co) >= RT_UPLINK_COORD_SLOTS;
+		if (!ok)
+			usleep(5000);
+	}
+	ck_assert_msg(ok, "%zu messages reached the coordinator", tc_ntriggers(&co));
+	tc_lock(&co);
+	for (i = 0; i < co.ntriggers; i++)
+		if (co.triggers[i].trigger_id == 11)
+			quiet_at = co.triggers[i].order;
+	tc_unlock(&co);
+	ck_assert_msg(quiet_at != 0, "the quiet trigger's message was not among the first %u sent",
+		      RT_UPLINK_COORD_SLOTS);
+	ck_assert_uint_eq(u.out_len, 3001 - RT_UPLINK_COORD_SLOTS);
+	rt_uplink_close(&u);
+	tc_free(&co);
+}
+END_TEST
+
 /* ------------------------------------------------------- restart seq ---- */
 
 static void fire_three(struct rt_agent *a, uint32_t base)
@@ -367,6 +424,10 @@ static Suite *outbox_suite(void)
 	t = tcase_create("pipelined");
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, test_pipelined);
+	suite_add_tcase(s, t);
+	t = tcase_create("fair_pick");
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, test_fair_pick);
 	suite_add_tcase(s, t);
 	t = tcase_create("restart_seq");
 	tcase_set_timeout(t, 60);

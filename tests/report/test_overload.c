@@ -16,6 +16,12 @@
  *   while the other writes on), which puts different pressure on the agents
  *   and measures the scheduler instead of the reporting policy.
  *
+ * abandon_at_trigger: a trigger whose trace its class's overload level already
+ *   abandons is dropped when it fires: not pinned, not posted to the
+ *   coordinator (a storm would otherwise send every trigger on, and make other
+ *   hosts pin traces this one will not deliver), counted; one the level
+ *   admits is pinned and posted as before.
+ *
  * fair: one trigger id fires on 50 % of requests, another on 1 %; reporting
  *   bandwidth is well below the demand and the overload abandon is active.
  *   Max-min fairness must give the 1 % trigger >= 99 % of its traces.
@@ -426,12 +432,74 @@ START_TEST(test_fair)
 }
 END_TEST
 
+/* ------------------------------------------------ abandon at trigger ---- */
+
+START_TEST(test_abandon_at_trigger)
+{
+	static struct rt_agent a;
+	struct tc_collector co;
+	struct rt_agent_config cfg;
+	struct rt_report_class *c;
+	char pool[64], err[256];
+	uint64_t below = 0, above = 0, lo;
+	uint32_t t;
+	int ok;
+
+	ag_pool_name(pool, sizeof pool, "aat");
+	tc_init(&co);
+	ck_assert_msg(tc_start(&co, "tcp://127.0.0.1:0", err, sizeof err) == 0, "%s", err);
+	rp_config(&cfg, pool, 128, 4096, 0xAA7, "");
+	snprintf(cfg.coordinator, sizeof cfg.coordinator, "%s", co.url);
+	rp_open(&a, &cfg);
+	RP_UNTIL(ok, &a, 20, a.up.registered);
+	ck_assert_msg(ok, "the agent did not register");
+	c = rt_report_class_of(&a.rep, 0x77);
+	ck_assert_ptr_nonnull(c);
+	/* Only the top 1/8 of priorities go. Set directly (not rt_report_raise), so no
+	 * calm spell can bring it down while the test runs. */
+	c->level = 3;
+	for (lo = 1; !below || !above; lo++) {
+		if (!rt_report_admits(c, lo) && !below)
+			below = lo;
+		if (rt_report_admits(c, lo) && !above)
+			above = lo;
+	}
+	{
+		struct rt_trigger_entry e[2] = { ag_trig(below, 0x77, 1, 0), ag_trig(above, 0x77, 1, 0) };
+		ag_push_triggers(&a.pool, &e[0], 1);
+		ag_push_triggers(&a.pool, &e[1], 1);
+	}
+	RP_UNTIL(ok, &a, 20, a.st.trigger_groups == 2 && tc_ntriggers(&co) >= 1 && a.up.out_len == 0 &&
+				     rt_uplink_coord_inflight(&a.up) == 0);
+	ck_assert_msg(ok, "groups %llu, at the coordinator %zu", (unsigned long long)a.st.trigger_groups,
+		      tc_ntriggers(&co));
+	ck_assert_uint_eq(a.st.abandoned_at_trigger, 1);
+	ck_assert_uint_eq(c->abandoned_at_trigger, 1);
+	t = rt_index_find(&a.ix, below);
+	ck_assert_msg(t == RT_INDEX_NONE || a.ix.traces[t].state == RT_TRACE_UNTRIGGERED,
+		      "the abandoned trace was pinned");
+	t = rt_index_find(&a.ix, above);
+	ck_assert_msg(t != RT_INDEX_NONE && a.ix.traces[t].state != RT_TRACE_UNTRIGGERED,
+		      "the admitted trace was not pinned");
+	tc_lock(&co);
+	ck_assert_uint_eq(co.ntriggers, 1);
+	ck_assert_uint_eq(co.triggers[0].traces[0].lo, above);
+	tc_unlock(&co);
+	rt_agent_close(&a);
+	tc_free(&co);
+}
+END_TEST
+
 static Suite *overload_suite(void)
 {
 	Suite *s = suite_create("report_overload");
 	TCase *t = tcase_create("coherent");
 	tcase_set_timeout(t, 100);
 	tcase_add_test(t, test_coherent);
+	suite_add_tcase(s, t);
+	t = tcase_create("abandon_at_trigger");
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, test_abandon_at_trigger);
 	suite_add_tcase(s, t);
 	t = tcase_create("fair");
 	tcase_set_timeout(t, 100);
