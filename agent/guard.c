@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "agent.h"
-#include "wire/figures.h"
+#include "daemon/figures.h"
 #include "wire/wire.h"
 
 void rt_agent_guard_init(struct rt_agent_guard *g, int tls, double rate, double burst)

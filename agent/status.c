@@ -1,14 +1,14 @@
 /*
  * agent/status.c — the figures `retrace status` shows, as JSON or as text.
  *
- * The figures are listed once, in sections; wire/figures.h renders each either
+ * The figures are listed once, in sections; daemon/figures.h renders each either
  * as a JSON member or as an aligned text line, so both forms always agree (the
  * coordinator's status uses the same writer).
  */
 #include "agent.h"
 #include "guard.h"
 #include "spool.h"
-#include "wire/figures.h"
+#include "daemon/figures.h"
 
 #include <stdarg.h>
 #include <stdio.h>

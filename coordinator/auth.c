@@ -27,7 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "wire/figures.h"
+#include "daemon/figures.h"
 
 /* ------------------------------------------------------------ open ---- */
 

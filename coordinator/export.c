@@ -14,7 +14,7 @@
  * one): OTLP requires unique keys and a JSON object with duplicate names is
  * not portable.
  *
- * Strings are escaped per RFC 8259: '"', '\\' and control characters (short
+ * Strings are written by daemon/json.h, per RFC 8259: '"', '\\' and control characters (short
  * forms \b \f \n \r \t, else \u00XX); well-formed UTF-8 passes through, and
  * every byte that is not part of a well-formed sequence (overlong, surrogate,
  * above U+10FFFF, truncated) becomes U+FFFD, so the output is always valid
@@ -40,6 +40,7 @@
 #include <nng/supplemental/http/http.h>
 #include <nng/supplemental/util/platform.h>
 
+#include "daemon/json.h"
 #include "retrace/tracer.h"
 
 /* ------------------------------------------------------ JSON writer ---- */
@@ -87,67 +88,15 @@ static void jw_fmt(struct jw *w, const char *fmt, ...)
 		jw_raw(w, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
-/* Length of the well-formed UTF-8 sequence at p (RFC 3629), or 0 if the byte
- * at p does not start one. */
-static size_t utf8_seq_len(const unsigned char *p, size_t left)
+static void jw_sink(void *ctx, const char *p, size_t n)
 {
-	unsigned char c = p[0];
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xC2 && c <= 0xDF)
-		return left >= 2 && (p[1] & 0xC0) == 0x80 ? 2 : 0;
-	if (c >= 0xE0 && c <= 0xEF) {
-		unsigned char lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-		return left >= 3 && p[1] >= lo && p[1] <= hi && (p[2] & 0xC0) == 0x80 ? 3 : 0;
-	}
-	if (c >= 0xF0 && c <= 0xF4) {
-		unsigned char lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-		return left >= 4 && p[1] >= lo && p[1] <= hi && (p[2] & 0xC0) == 0x80 &&
-			(p[3] & 0xC0) == 0x80 ? 4 : 0;
-	}
-	return 0;
+	jw_raw(ctx, p, n);
 }
 
-/* A JSON string with its quotes; NULL is written as "". */
+/* A JSON string with its quotes (daemon/json.h); NULL is written as "". */
 static void jw_str(struct jw *w, const char *s)
 {
-	const unsigned char *p = (const unsigned char *)(s ? s : "");
-	size_t left = strlen((const char *)p), run = 0;
-	jw_raw(w, "\"", 1);
-	while (left) {
-		size_t n = utf8_seq_len(p + run, left);
-		unsigned char c = p[run];
-		if (n && c >= 0x20 && c != '"' && c != '\\') {
-			run += n; /* plain text: copied in runs */
-			left -= n;
-			continue;
-		}
-		jw_raw(w, (const char *)p, run);
-		p += run;
-		run = 0;
-		if (!n) {
-			jw_lit(w, "\xEF\xBF\xBD"); /* U+FFFD for a stray byte */
-		} else if (c == '"' || c == '\\') {
-			char esc[2] = { '\\', (char)c };
-			jw_raw(w, esc, 2);
-		} else if (c == '\n') {
-			jw_lit(w, "\\n");
-		} else if (c == '\t') {
-			jw_lit(w, "\\t");
-		} else if (c == '\r') {
-			jw_lit(w, "\\r");
-		} else if (c == '\b') {
-			jw_lit(w, "\\b");
-		} else if (c == '\f') {
-			jw_lit(w, "\\f");
-		} else {
-			jw_fmt(w, "\\u%04x", c);
-		}
-		p++;
-		left--;
-	}
-	jw_raw(w, (const char *)p, run);
-	jw_raw(w, "\"", 1);
+	rt_json_put_string(jw_sink, w, s);
 }
 
 static void jw_hex_id(struct jw *w, uint64_t hi, uint64_t lo, int with_hi)

@@ -36,7 +36,7 @@
 #include "retrace/retrace.h"
 #include "retrace/tracer.h"
 #include "select.h"
-#include "wire/figures.h"
+#include "daemon/figures.h"
 
 #define SEL_MAX_WINDOW_TRACES 65536 /* a window closes early at this many traces */
 #define SEL_MAX_SPANS 4096          /* spans kept per trace (later ones cut, counted) */

@@ -1,7 +1,7 @@
 /*
  * coordinator/status.c — the figures `retrace status --coordinator URL` shows.
  *
- * Rendered with wire/figures.h, so the text and JSON forms agree. Traversal
+ * Rendered with daemon/figures.h, so the text and JSON forms agree. Traversal
  * latency percentiles come from the last COORD_LATENCY_RING traversals,
  * sorted on demand: a status request is rare, a traversal is not.
  */
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "wire/figures.h"
+#include "daemon/figures.h"
 
 static int cmp_u64(const void *a, const void *b)
 {

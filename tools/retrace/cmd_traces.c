@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "cmd.h"
+#include "daemon/json.h"
 #include "shm/frame.h"
 #include "store.h"
 #include "wire/wire.h"
@@ -25,20 +26,10 @@ struct list_ctx {
 	uint64_t count;
 };
 
-/* A JSON string body: quotes, backslashes and control bytes escaped. */
+/* A JSON string, always valid JSON and UTF-8 (daemon/json.h). */
 static void print_json_string(const char *v)
 {
-	putchar('"');
-	for (; *v; v++) {
-		unsigned char ch = (unsigned char)*v;
-		if (ch == '"' || ch == '\\')
-			printf("\\%c", ch);
-		else if (ch < 0x20)
-			printf("\\u%04x", ch);
-		else
-			putchar(ch);
-	}
-	putchar('"');
+	rt_json_fput_string(stdout, v);
 }
 
 /* Selection's verdict as JSON members (null until selection kept the trace). */

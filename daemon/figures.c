@@ -1,14 +1,16 @@
 /*
- * wire/figures.c — one writer, two renderings.
+ * daemon/figures.c — one writer, two renderings.
  *
  * Text: "section:" lines then "  key   value" lines padded to a column. JSON:
  * {"section":{"key":value,...},...}. Every write goes through put(), which
- * stops at the capacity instead of overflowing.
+ * stops at the capacity instead of overflowing; strings through json.h.
  */
 #include "figures.h"
+#include "json.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static void put(struct rt_figures *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put(struct rt_figures *w, const char *fmt, ...)
@@ -67,6 +69,19 @@ void rt_fig_f(struct rt_figures *w, const char *k, double v)
 	put(w, w->json ? "%.3f" : "%.3f\n", v);
 }
 
+/* json.h's sink: raw bytes, cut at the capacity like put(). */
+static void put_raw(void *ctx, const char *p, size_t n)
+{
+	struct rt_figures *w = ctx;
+	if (w->cap == 0 || w->len >= w->cap - 1)
+		return;
+	if (n > w->cap - 1 - w->len)
+		n = w->cap - 1 - w->len;
+	memcpy(w->out + w->len, p, n);
+	w->len += n;
+	w->out[w->len] = 0;
+}
+
 void rt_fig_str(struct rt_figures *w, const char *k, const char *s)
 {
 	key(w, k);
@@ -74,16 +89,7 @@ void rt_fig_str(struct rt_figures *w, const char *k, const char *s)
 		put(w, "%s\n", s);
 		return;
 	}
-	put(w, "\"");
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			put(w, "\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			put(w, "\\u%04x", (unsigned)*s);
-		else
-			put(w, "%c", *s);
-	}
-	put(w, "\"");
+	rt_json_put_string(put_raw, w, s);
 }
 
 size_t rt_fig_end(struct rt_figures *w)

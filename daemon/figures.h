@@ -1,14 +1,14 @@
 /*
- * wire/figures.h — the daemons' status replies: named figures in sections,
+ * daemon/figures.h — the daemons' status replies: named figures in sections,
  * rendered as aligned text or as one JSON object.
  *
  * Owns: the rendering only (the daemons own their figures). A figure is
  * listed once and written through one of these calls, so the text and the JSON
  * form of `retrace status` always agree. Output is cut at `cap` (always NUL
- * terminated); strings are JSON-escaped.
+ * terminated); strings are written by daemon/json.h.
  */
-#ifndef RETRACE_WIRE_FIGURES_H
-#define RETRACE_WIRE_FIGURES_H
+#ifndef RETRACE_DAEMON_FIGURES_H
+#define RETRACE_DAEMON_FIGURES_H
 
 #include <stddef.h>
 #include <stdint.h>
