@@ -828,6 +828,25 @@ START_TEST(test_missing_template)
 END_TEST
 
 /* printf conversions against the C library's own rendering. */
+/* One loose log of template tpl with args, decoded: its body must be want. */
+static void assert_loose_log(const char *tpl, struct eg_arg *args, int n, const char *want)
+{
+	struct eg g;
+	struct rt_decoded_trace t;
+	struct eg_stream *s;
+	eg_init(&g, TRACE_HI, TRACE_LO, 4096);
+	setup_agents(&g);
+	s = eg_stream(&g, A1, 100, 1);
+	eg_template(s, tpl);
+	eg_log(s, 0, EG_T(2), L_INFO, eg_template_id(tpl), args, n);
+	eg_finish(&g);
+	decode_without(&g, NULL, &t);
+	ck_assert_uint_eq(t.n_loose_logs, 1);
+	ck_assert_str_eq(t.loose_logs[0].body, want);
+	rt_decoded_trace_free(&t);
+	eg_free(&g);
+}
+
 START_TEST(test_render_conversions)
 {
 	static const char *tpl =
@@ -878,37 +897,15 @@ START_TEST(test_render_conversions)
 
 	/* a missing argument leaves its conversion; %n and unknown ones are text */
 	{
-		static const char *tplm = "a=%d b=%s 50%n %y %";
 		struct eg_arg one[] = { EG_I(1) };
-		eg_init(&g, TRACE_HI, TRACE_LO, 4096);
-		setup_agents(&g);
-		s = eg_stream(&g, A1, 100, 1);
-		eg_template(s, tplm);
-		eg_log(s, 0, EG_T(2), L_INFO, eg_template_id(tplm), one, 1);
-		eg_finish(&g);
-		decode_without(&g, NULL, &t);
-		ck_assert_uint_eq(t.n_loose_logs, 1);
-		ck_assert_str_eq(t.loose_logs[0].body, "a=1 b=%s 50%n %y %");
-		rt_decoded_trace_free(&t);
-		eg_free(&g);
+		assert_loose_log("a=%d b=%s 50%n %y %", one, 1, "a=1 b=%s 50%n %y %");
 	}
 	/* glibc's I flag (and ') take their argument like any flag: the client records
 	 * one argument for "%Id", so the decoder must consume one (it once rendered the
 	 * '%' as text and shifted every later argument by one). */
 	{
-		static const char *tpli = "n=%Id t=%'d s=%s";
 		struct eg_arg three[] = { EG_I(5), EG_I(1234), EG_S("x") };
-		eg_init(&g, TRACE_HI, TRACE_LO, 4096);
-		setup_agents(&g);
-		s = eg_stream(&g, A1, 100, 1);
-		eg_template(s, tpli);
-		eg_log(s, 0, EG_T(2), L_INFO, eg_template_id(tpli), three, 3);
-		eg_finish(&g);
-		decode_without(&g, NULL, &t);
-		ck_assert_uint_eq(t.n_loose_logs, 1);
-		ck_assert_str_eq(t.loose_logs[0].body, "n=5 t=1234 s=x");
-		rt_decoded_trace_free(&t);
-		eg_free(&g);
+		assert_loose_log("n=%Id t=%'d s=%s", three, 3, "n=5 t=1234 s=x");
 	}
 }
 END_TEST

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/rng.h"
 #include "common/suite.h"
 #include "daemon/figures.h"
 #include "daemon/json.h"
@@ -56,10 +57,7 @@ static int well_formed(const unsigned char *p, size_t n)
 static uint64_t rng = 0x243F6A8885A308D3ull;
 static unsigned pick(unsigned n)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (unsigned)(rng % n);
+	return test_pick(&rng, n);
 }
 
 START_TEST(test_random_bytes)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/rng.h"
 #include "common/suite.h"
 #include "shm/fmt.h"
 
@@ -54,10 +55,7 @@ static enum cls glibc(int t)
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static unsigned pick(unsigned n)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (unsigned)(rng % n);
+	return test_pick(&rng, n);
 }
 
 /* A rejected conversion must use something a log site may not: a position,
