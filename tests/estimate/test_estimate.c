@@ -119,6 +119,54 @@ START_TEST(selection_weight)
 }
 END_TEST
 
+/* Two-span traces (rates 1/2 and 1/8) that a later stage keeps with probability 1/4,
+ * independently: the weighted estimate of matching spans is unbiased and so is its
+ * variance estimate. Exact variance per trace: with X the sampling estimate,
+ * Var(wXI) = w E[X^2] - q^2, E[X^2] = Var X + q^2 (rt_est_exact_variance). */
+START_TEST(selection_weight_is_unbiased)
+{
+    enum { TRACES = 2000, SEEDS = 400 };
+    const double w = 4.0;
+    rt_est_span all[2] = {
+        {.span_id = 1, .host = 1, .rate_exp = 1, .match = 1},
+        {.span_id = 2, .parent_id = 1, .host = 2, .rate_exp = 3, .match = 1},
+    };
+    double gv;
+    ck_assert_int_eq(rt_est_exact_variance(all, 2, rt_est_q_spans, NULL, &gv, NULL), 0);
+    const double truth = 2.0 * TRACES, exact = TRACES * (w * (gv + 4.0) - 4.0);
+    sim_rng rng = {2024};
+    double sum = 0, sumsq = 0, vsum = 0, vsumsq = 0;
+    size_t refused = 0;
+    for (unsigned s = 0; s < SEEDS; s++) {
+        rt_est_total tot = {0};
+        for (unsigned t = 0; t < TRACES; t++) {
+            unsigned g = rt_est_rv_level(sim_next(&rng) >> 8);
+            if (sim_uniform(&rng) >= 1.0 / w)
+                continue; /* not selected */
+            size_t n = (g >= 1) + (g >= 3);
+            rt_est_value v, vw;
+            int rc = rt_est_span_count(all, n, &v);
+            rc = rc ? rc : rt_est_weighted(&v, w, &vw);
+            refused += rc != 0;
+            rt_est_total_add(&tot, rc, &vw);
+        }
+        sum += tot.estimate;
+        sumsq += tot.estimate * tot.estimate;
+        vsum += tot.variance;
+        vsumsq += tot.variance * tot.variance;
+    }
+    ck_assert_uint_eq(refused, 0);
+    double mean = sum / SEEDS, var = (sumsq - SEEDS * mean * mean) / (SEEDS - 1);
+    double vmean = vsum / SEEDS, vvar = (vsumsq - SEEDS * vmean * vmean) / (SEEDS - 1);
+    ck_assert_msg(fabs(mean - truth) <= 3 * sqrt(var / SEEDS), "mean %.1f truth %.1f", mean,
+                  truth);
+    ck_assert_msg(fabs(vmean - exact) <= 3 * sqrt(vvar / SEEDS), "var estimate %.1f exact %.1f",
+                  vmean, exact);
+    ck_assert_msg(fabs(var - exact) <= 4 * sqrt(2.0 / (SEEDS - 1)) * exact,
+                  "empirical var %.1f exact %.1f", var, exact);
+}
+END_TEST
+
 /* ----------------------------------------------------------------- sampling */
 
 START_TEST(keep_rule_is_the_threshold_and_nested)
@@ -346,6 +394,7 @@ int main(void)
     tcase_add_test(tc, two_levels_worked_by_hand);
     tcase_add_test(tc, bad_input_is_refused_and_counted);
     tcase_add_test(tc, selection_weight);
+    tcase_add_test(tc, selection_weight_is_unbiased);
     tcase_add_test(tc, keep_rule_is_the_threshold_and_nested);
     tcase_add_test(tc, rate_limited_choice_has_the_wanted_mean_rate);
     tcase_set_timeout(tc, 60); /* a loaded machine under ASan, not a time limit */
