@@ -27,6 +27,10 @@ if [ -x build/bench/traversal/bench_traversal ]; then
   RETRACE_BENCH_QUICK=1 ./build/bench/traversal/bench_traversal > build/bench-traversal.txt
   echo "bench_traversal: $(wc -l < build/bench-traversal.txt) lines"
 fi
+if [ -x build/bench/estimate/bench_estimate ]; then
+  RETRACE_BENCH_QUICK=1 ./build/bench/estimate/bench_estimate > build/bench-estimate.txt
+  echo "bench_estimate: $(wc -l < build/bench-estimate.txt) lines"
+fi
 # The end-to-end evaluation, short: fails (non-zero) if any trace the coordinator
 # called coherent is not complete against the services' ground truth.
 if [ -x build/bench/e2e/retrace-tail-collector ]; then
