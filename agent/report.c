@@ -33,17 +33,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "retrace/retrace.h"
+
 #define OTHER_INDEX RT_REPORT_MAX_CLASSES
 
+/*
+ * The complement of the client's sampling hash (retrace_trace_hash): the
+ * client records a trace iff its hash < 2^64 >> shift, and level k reports it
+ * iff its priority >= 2^64 - 2^(64-k), i.e. iff its hash < 2^64 >> k. Both
+ * steps keep the low hashes, so they nest on one random value: a trace is kept
+ * at rate 2^-max(shift, k), which is what an estimate must know (a hash of its
+ * own here would make the two steps independent, and trace counts biased).
+ */
 uint64_t rt_report_priority(uint64_t lo)
 {
-	uint64_t x = lo ^ 0x9e3779b97f4a7c15ull;
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
+	retrace_trace_id id = { 0, lo };
+	return ~retrace_trace_hash(id);
 }
 
 uint64_t rt_report_threshold(uint32_t level)

@@ -22,10 +22,18 @@
  *   hosts pin traces this one will not deliver), counted; one the level
  *   admits is pinned and posted as before.
  *
+ * nested_sampling: the overload level and the client's trace percentage keep
+ *   the same traces' low hashes: a trace survives shift s and level k exactly
+ *   when retrace_sampled(id, max(s, k)), so its rate is 2^-max(s, k) — the
+ *   rate an estimate (estimate/) must be told; with a hash of its own the agent
+ *   would keep an independent subset and trace counts would be biased.
+ *
  * fair: one trigger id fires on 50 % of requests, another on 1 %; reporting
  *   bandwidth is well below the demand and the overload abandon is active.
  *   Max-min fairness must give the 1 % trigger >= 99 % of its traces.
  */
+#include <math.h>
+
 #include "rptest.h"
 
 struct ov_rep {
@@ -490,6 +498,44 @@ START_TEST(test_abandon_at_trigger)
 }
 END_TEST
 
+/* --------------------------------------------------- nested sampling ---- */
+
+#define NESTED_IDS 40000
+
+START_TEST(test_nested_sampling)
+{
+	static struct rt_report_class c;
+	uint64_t x = 0x853C49E6748FEA9Bull, kept[8][8] = { { 0 } };
+	uint32_t s, k, i;
+	for (i = 0; i < NESTED_IDS; i++) {
+		retrace_trace_id id;
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		id.hi = 0x7e;
+		id.lo = x;
+		for (s = 0; s < 8; s++)
+			for (k = 0; k < 8; k++) {
+				int both;
+				c.level = k;
+				both = retrace_sampled(id, s) && rt_report_admits(&c, id.lo);
+				if (both != retrace_sampled(id, s > k ? s : k))
+					ck_abort_msg("trace %016llx: shift %u, level %u keep it %d, "
+						     "shift max(s, k) %d", (unsigned long long)id.lo, s,
+						     k, both, !both);
+				kept[s][k] += (uint64_t)both;
+			}
+	}
+	/* and the rate is 2^-max(s, k): within 5 sigma of its binomial */
+	for (s = 0; s < 8; s++)
+		for (k = 0; k < 8; k++) {
+			double p = 1.0 / (double)(1u << (s > k ? s : k)), mean = NESTED_IDS * p;
+			double sd = sqrt(NESTED_IDS * p * (1 - p)) + 1;
+			ck_assert_msg(fabs((double)kept[s][k] - mean) <= 5 * sd,
+				      "shift %u level %u kept %llu, expected %.0f", s, k,
+				      (unsigned long long)kept[s][k], mean);
+		}
+}
+END_TEST
+
 static Suite *overload_suite(void)
 {
 	Suite *s = suite_create("report_overload");
@@ -500,6 +546,10 @@ static Suite *overload_suite(void)
 	t = tcase_create("abandon_at_trigger");
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, test_abandon_at_trigger);
+	suite_add_tcase(s, t);
+	t = tcase_create("nested_sampling");
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, test_nested_sampling);
 	suite_add_tcase(s, t);
 	t = tcase_create("fair");
 	tcase_set_timeout(t, 100);
