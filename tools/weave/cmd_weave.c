@@ -303,11 +303,11 @@ static int read_file(weave_run *r, const char *path)
 
 /* ------------------------------------------------------------ index, graph ---- */
 
-static const weave_run *sort_run; /* qsort has no context argument in C11 */
-
-static int cmp_id(const void *a, const void *b)
+/* qsort_r (glibc, _GNU_SOURCE) carries the run instead of a global. */
+static int cmp_id(const void *a, const void *b, void *ctx)
 {
-	const wspan *x = &sort_run->spans[*(const size_t *)a], *y = &sort_run->spans[*(const size_t *)b];
+	const weave_run *r = ctx;
+	const wspan *x = &r->spans[*(const size_t *)a], *y = &r->spans[*(const size_t *)b];
 	if (x->trace_hi != y->trace_hi)
 		return x->trace_hi < y->trace_hi ? -1 : 1;
 	if (x->trace_lo != y->trace_lo)
@@ -361,8 +361,7 @@ static int index_spans(weave_run *r)
 		return -1;
 	for (size_t i = 0; i < r->n_spans; i++)
 		r->by_id[i] = i;
-	sort_run = r;
-	qsort(r->by_id, r->n_spans, sizeof *r->by_id, cmp_id);
+	qsort_r(r->by_id, r->n_spans, sizeof *r->by_id, cmp_id, r);
 	for (size_t i = 0; i < r->n_spans; i++) {
 		wspan *s = &r->spans[i];
 		if (!s->parent_id)
@@ -460,21 +459,25 @@ static void hex_id(char *out, uint64_t hi, uint64_t lo, int full)
 		sprintf(out, "%016" PRIx64, lo);
 }
 
-static int cmp_inferred_root(const void *a, const void *b);
-static const weave_run *cmp_run;
-static rt_weave_groups *cmp_groups;
-
 static void root_of(rt_weave_groups *g, const wspan *s, uint64_t *hi, uint64_t *lo)
 {
 	rt_weave_groups_root(g, s->trace_hi, s->trace_lo, hi, lo);
 }
 
-static int cmp_inferred_root(const void *a, const void *b)
+typedef struct order_ctx {
+	const weave_run *r;
+	rt_weave_groups *g;
+} order_ctx;
+
+/* Links ordered by their reconstructed trace, then by the client's start. */
+static int cmp_inferred_root(const void *a, const void *b, void *ctx)
 {
 	const inferred *x = a, *y = b;
+	const order_ctx *o = ctx;
+	const weave_run *cmp_run = o->r;
 	uint64_t xh, xl, yh, yl;
-	root_of(cmp_groups, &cmp_run->spans[x->client], &xh, &xl);
-	root_of(cmp_groups, &cmp_run->spans[y->client], &yh, &yl);
+	root_of(o->g, &cmp_run->spans[x->client], &xh, &xl);
+	root_of(o->g, &cmp_run->spans[y->client], &yh, &yl);
 	if (xh != yh)
 		return xh < yh ? -1 : 1;
 	if (xl != yl)
@@ -698,9 +701,8 @@ int retrace_cmd_weave(int argc, char **argv)
 		       ss->model.response.k ? ss->model.response.mean[0] / 1e3 : 0);
 	}
 	if (!summary && n_links) {
-		cmp_run = &r;
-		cmp_groups = g;
-		qsort(links, n_links, sizeof *links, cmp_inferred_root);
+		order_ctx oc = {&r, g};
+		qsort_r(links, n_links, sizeof *links, cmp_inferred_root, &oc);
 		char root[40], cid[20], sid[20], stid[40];
 		uint64_t last_hi = 0, last_lo = 0;
 		for (size_t i = 0; i < n_links; i++) {
