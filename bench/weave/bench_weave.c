@@ -15,6 +15,8 @@
  * is the same on both sides (what vPath relies on); accuracy itself uses timing only.
  * accuracy is the share of end-to-end requests whose every link is right (a failed
  * call must be reported as unmatched); slow10 is the same over the slowest 10 %.
+ * Calibration of the confidence, per link: how many links had confidence >= 0.99 and
+ * the share of them that is right, and the same below 0.9.
  * ms_per_1000_spans is the weaver's CPU time (thread clock) per 1000 input spans, over
  * all hops; wall_ms_per_1000_spans is the same by the wall clock.
  * RETRACE_BENCH_QUICK=1 runs fewer requests and loads (a few seconds).
@@ -66,7 +68,7 @@ static int run_level(unsigned hops, double rate, size_t requests, uint64_t seed,
     ot.thread_constraint = true;
     size_t spans = 0, windowed = 0, largest = 0;
     double weave_ms = 0, wall_ms = 0, conf_sum = 0;
-    size_t links = 0;
+    size_t links = 0, hi_n = 0, hi_right = 0, lo_n = 0, lo_right = 0;
     int rc = 0;
     for (unsigned h = 0; h < s.hops; h++) {
         synth_hop *hp = &s.hop[h];
@@ -94,9 +96,18 @@ static int run_level(unsigned hops, double rate, size_t requests, uint64_t seed,
         windowed += st.windowed;
         if (st.largest_batch > largest)
             largest = st.largest_batch;
-        for (size_t i = 0; i < hp->n_clients; i++) {
-            conf_sum += woven[h][i].confidence;
+        for (size_t i = 0; i < hp->n_clients; i++) { /* calibration: high vs low confidence */
+            double c = woven[h][i].confidence;
+            int right = woven[h][i].server == hp->truth[i];
+            conf_sum += c;
             links++;
+            if (c >= 0.99) {
+                hi_n++;
+                hi_right += right;
+            } else if (c < 0.9) {
+                lo_n++;
+                lo_right += right;
+            }
         }
     }
     if (rc == 0) {
@@ -115,10 +126,13 @@ static int run_level(unsigned hops, double rate, size_t requests, uint64_t seed,
         }
         printf("bench weave hops=%u load=%.0f concurrency=%.1f requests=%zu accuracy=%.4f "
                "fcfs_accuracy=%.4f vpath_accuracy=%.4f slow10_accuracy=%.4f "
-               "thread_constrained_accuracy=%.4f fcfs_slow10_accuracy=%.4f mean_confidence=%.3f ms_per_1000_spans=%.2f "
+               "thread_constrained_accuracy=%.4f fcfs_slow10_accuracy=%.4f mean_confidence=%.3f "
+               "conf_ge_099_links=%zu conf_ge_099_right=%.4f conf_lt_09_links=%zu "
+               "conf_lt_09_right=%.4f ms_per_1000_spans=%.2f "
                "wall_ms_per_1000_spans=%.2f spans=%zu largest_batch=%zu windowed_batches=%zu ratio_vs_fcfs=%.2f\n",
                hops, rate, span > 0 ? busy / span : 0, requests, acc, facc, vacc, slow10, tacc, fslow,
-               links ? conf_sum / (double)links : 0, spans ? weave_ms * 1000.0 / (double)spans : 0,
+               links ? conf_sum / (double)links : 0, hi_n, hi_n ? (double)hi_right / (double)hi_n : 0,
+               lo_n, lo_n ? (double)lo_right / (double)lo_n : 0, spans ? weave_ms * 1000.0 / (double)spans : 0,
                spans ? wall_ms * 1000.0 / (double)spans : 0, spans, largest, windowed, facc > 0 ? acc / facc : 0);
         fflush(stdout);
         res->accuracy = acc;
