@@ -10,6 +10,9 @@
 #ifdef RETRACE_HAVE_SELECT_EVAL
 #include "cmd_select_eval.h"
 #endif
+#ifdef RETRACE_HAVE_WEAVE
+#include "cmd_weave.h"
+#endif
 
 struct command {
 	const char *name;
@@ -25,6 +28,9 @@ static const struct command commands[] = {
 	{ "export", retrace_cmd_export, "collected traces as OTLP/JSON or Zipkin, to a file or a collector" },
 	{ "alarm", retrace_cmd_alarm, "alarm an entry API so selection keeps more of its traces" },
 	{ "recollect", retrace_cmd_recollect, "traverse stored traces again (after an agent restart)" },
+#endif
+#ifdef RETRACE_HAVE_WEAVE
+	{ "weave", retrace_cmd_weave, "reconstruct links across hops without context in an OTLP/JSON file" },
 #endif
 #ifdef RETRACE_HAVE_SELECT_EVAL
 	{ "select-eval", retrace_cmd_select_eval, "evaluate trace selection offline on a dataset" },

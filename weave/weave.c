@@ -1,0 +1,561 @@
+/* weave.c — the reconstruction of one hop (TraceWeaver §4, as built here).
+ *
+ * 1. Candidates. Clients and servers are sorted by start. A server is a candidate for
+ *    a client when it starts no earlier than the client and ends no later than it
+ *    (each bound widened by the skew): a server that sticks out cannot have been
+ *    caused by that call. Binary search finds the servers starting in the client's
+ *    span; at most max_candidates (the earliest) are kept.
+ * 2. Batches. A union-find over servers joins the candidates of each client; clients
+ *    whose candidates fall in one component form a batch, and batches share nothing,
+ *    so each is decided alone.
+ * 3. Model. Round one fits one Gaussian per delay (request, response) on the
+ *    unambiguous pairs (a lone client with a lone candidate) when there are enough,
+ *    else on every candidate pair weighted 1/candidates. Each later round refits a
+ *    Gaussian mixture on the pairs the previous round chose.
+ * 4. Assignment. Each batch is a max-weight bipartite matching: the weight of a pair
+ *    is its log-likelihood under the model, and every client also has its own "none"
+ *    option worth the model's peak minus skip_nats (a call that found no server: a
+ *    cache hit, a refused connection, a server outside the data). The Hungarian
+ *    method solves it exactly; a batch larger than `window` clients is solved in
+ *    windows of `window` clients in time order, committing the first half of each.
+ * 5. Confidence. For each client the chosen option is compared with every single
+ *    change of it: "none", an unchosen candidate, or a swap with the client holding
+ *    that candidate (who then takes ours, or none). The confidence is the chosen
+ *    option's share, 1 / (1 + sum of the likelihood ratios of the alternatives).
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NONE_IDX ((size_t)-1)
+#define UNAMBIGUOUS_MIN 10 /* lone pairs needed to trust them for the first model */
+#define REFIT_MIN 10       /* chosen pairs needed to refit */
+#define REFIT_SAMPLES 5000 /* chosen pairs used by a refit at most */
+#define SCORE_FLOOR 30.0   /* scores are clamped to skip - SCORE_FLOOR: small numbers */
+#define FORBIDDEN 1e7      /* cost of an impossible pair in the assignment */
+
+void rt_weave_opts_default(rt_weave_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->skew_ns = 0;
+    o->iterations = 4;
+    o->components = 3;
+    o->skip_nats = 14.0;
+    o->max_candidates = 96;
+    o->window = 48;
+    o->thread_constraint = false;
+}
+
+typedef struct sort_key {
+    int64_t start, end;
+    size_t idx;
+} sort_key;
+
+static int cmp_key(const void *a, const void *b)
+{
+    const sort_key *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    if (x->end != y->end)
+        return x->end < y->end ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+size_t *wv_sort_by_start(const rt_weave_span *spans, size_t n, size_t *n_valid)
+{
+    sort_key *k = malloc((n ? n : 1) * sizeof *k);
+    size_t *out = malloc((n ? n : 1) * sizeof *out), v = 0;
+    if (!k || !out) {
+        free(k);
+        free(out);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (spans[i].end_ns >= spans[i].start_ns)
+            k[v++] = (sort_key){spans[i].start_ns, spans[i].end_ns, i};
+    qsort(k, v, sizeof *k, cmp_key);
+    for (size_t i = 0; i < v; i++)
+        out[i] = k[i].idx;
+    free(k);
+    *n_valid = v;
+    return out;
+}
+
+/* Everything one run of the weaver owns. Clients are addressed by their position in
+ * start order (p), servers by their index in the caller's array (s). */
+typedef struct weaver {
+    const rt_weave_opts *o;
+    const rt_weave_span *cl, *sv;
+    size_t nc, ns, ncv;   /* clients, servers, valid clients */
+    size_t *corder;       /* p -> client index */
+    size_t *cand_off;     /* ncv + 1 offsets into the candidate arrays */
+    size_t *cand_srv;     /* candidate -> server index */
+    double *cand_req, *cand_resp, *cand_score;
+    size_t ncand;
+    size_t *batch_clients; /* positions p grouped by batch, in start order */
+    size_t *batch_off;     /* nbatch + 1 */
+    size_t nbatch;
+    size_t *choice;        /* p -> candidate index or NONE_IDX */
+    size_t *taken_by;      /* s -> p or NONE_IDX */
+    size_t *col_of, *stamp;
+    size_t stamp_now;
+    double skip;           /* score of "none" */
+    rt_weave_model model;
+    wv_assign_ws ws;
+    double *cost;
+    size_t cost_cap;
+    size_t *rowcol, *win_srv;
+    size_t windowed;
+    double broad_sd;       /* width of the outlier component: the mean client span */
+} weaver;
+
+static size_t uf_find(size_t *parent, size_t x)
+{
+    while (parent[x] != x) {
+        parent[x] = parent[parent[x]];
+        x = parent[x];
+    }
+    return x;
+}
+
+static bool thread_ok(const weaver *w, const rt_weave_span *c, const rt_weave_span *s)
+{
+    return !w->o->thread_constraint || !c->thread || !s->thread || c->thread == s->thread;
+}
+
+/* First position in the sorted servers whose start is >= t. */
+static size_t lower_bound(const rt_weave_span *sv, const size_t *sorder, size_t n, int64_t t)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (sv[sorder[mid]].start_ns < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int build_candidates(weaver *w, const size_t *sorder, size_t nsv, rt_weave_stats *st)
+{
+    size_t cap = w->ncv * 4 + 16;
+    w->cand_off = malloc((w->ncv + 1) * sizeof *w->cand_off);
+    w->cand_srv = malloc(cap * sizeof *w->cand_srv);
+    if (!w->cand_off || !w->cand_srv)
+        return -1;
+    int64_t skew = w->o->skew_ns > 0 ? w->o->skew_ns : 0;
+    size_t maxc = w->o->max_candidates ? w->o->max_candidates : 1;
+    w->ncand = 0;
+    for (size_t p = 0; p < w->ncv; p++) {
+        const rt_weave_span *c = &w->cl[w->corder[p]];
+        w->cand_off[p] = w->ncand;
+        size_t kept = 0;
+        for (size_t q = lower_bound(w->sv, sorder, nsv, c->start_ns - skew);
+             q < nsv && w->sv[sorder[q]].start_ns <= c->end_ns + skew; q++) {
+            const rt_weave_span *s = &w->sv[sorder[q]];
+            if (s->end_ns > c->end_ns + skew || !thread_ok(w, c, s))
+                continue;
+            if (kept == maxc) {
+                st->truncated++;
+                break;
+            }
+            if (w->ncand == cap) {
+                cap *= 2;
+                size_t *n = realloc(w->cand_srv, cap * sizeof *n);
+                if (!n)
+                    return -1;
+                w->cand_srv = n;
+            }
+            w->cand_srv[w->ncand++] = sorder[q];
+            kept++;
+        }
+    }
+    w->cand_off[w->ncv] = w->ncand;
+    size_t n = w->ncand ? w->ncand : 1;
+    w->cand_req = malloc(n * sizeof *w->cand_req);
+    w->cand_resp = malloc(n * sizeof *w->cand_resp);
+    w->cand_score = malloc(n * sizeof *w->cand_score);
+    if (!w->cand_req || !w->cand_resp || !w->cand_score)
+        return -1;
+    for (size_t p = 0; p < w->ncv; p++) {
+        const rt_weave_span *c = &w->cl[w->corder[p]];
+        for (size_t k = w->cand_off[p]; k < w->cand_off[p + 1]; k++) {
+            const rt_weave_span *s = &w->sv[w->cand_srv[k]];
+            w->cand_req[k] = (double)(s->start_ns - c->start_ns);
+            w->cand_resp[k] = (double)(c->end_ns - s->end_ns);
+        }
+    }
+    st->candidates = w->ncand;
+    return 0;
+}
+
+typedef struct batch_key {
+    size_t root, p;
+} batch_key;
+
+static int cmp_batch(const void *a, const void *b)
+{
+    const batch_key *x = a, *y = b;
+    if (x->root != y->root)
+        return x->root < y->root ? -1 : 1;
+    return (x->p > y->p) - (x->p < y->p);
+}
+
+static int build_batches(weaver *w, rt_weave_stats *st)
+{
+    size_t *parent = malloc((w->ns ? w->ns : 1) * sizeof *parent);
+    batch_key *keys = malloc((w->ncv ? w->ncv : 1) * sizeof *keys);
+    w->batch_clients = malloc((w->ncv ? w->ncv : 1) * sizeof *w->batch_clients);
+    w->batch_off = malloc((w->ncv + 1) * sizeof *w->batch_off);
+    if (!parent || !keys || !w->batch_clients || !w->batch_off) {
+        free(parent);
+        free(keys);
+        return -1;
+    }
+    for (size_t s = 0; s < w->ns; s++)
+        parent[s] = s;
+    for (size_t p = 0; p < w->ncv; p++) {
+        size_t a = w->cand_off[p], b = w->cand_off[p + 1];
+        for (size_t k = a + 1; k < b; k++) {
+            size_t r1 = uf_find(parent, w->cand_srv[a]), r2 = uf_find(parent, w->cand_srv[k]);
+            if (r1 != r2)
+                parent[r2 > r1 ? r2 : r1] = r2 > r1 ? r1 : r2;
+        }
+    }
+    size_t nk = 0;
+    for (size_t p = 0; p < w->ncv; p++)
+        if (w->cand_off[p + 1] > w->cand_off[p])
+            keys[nk++] = (batch_key){uf_find(parent, w->cand_srv[w->cand_off[p]]), p};
+    qsort(keys, nk, sizeof *keys, cmp_batch);
+    w->nbatch = 0;
+    for (size_t i = 0; i < nk; i++) {
+        if (i == 0 || keys[i].root != keys[i - 1].root)
+            w->batch_off[w->nbatch++] = i;
+        w->batch_clients[i] = keys[i].p;
+    }
+    w->batch_off[w->nbatch] = nk;
+    st->batches = w->nbatch;
+    for (size_t b = 0; b < w->nbatch; b++) {
+        size_t size = w->batch_off[b + 1] - w->batch_off[b];
+        if (size > st->largest_batch)
+            st->largest_batch = size;
+    }
+    free(parent);
+    free(keys);
+    return 0;
+}
+
+static int fit_initial(weaver *w)
+{
+    size_t n = w->ncand ? w->ncand : 1, lone = 0;
+    double *req = malloc(n * sizeof *req), *resp = malloc(n * sizeof *resp),
+           *wt = malloc(n * sizeof *wt);
+    if (!req || !resp || !wt) {
+        free(req);
+        free(resp);
+        free(wt);
+        return -1;
+    }
+    for (size_t b = 0; b < w->nbatch; b++) {
+        if (w->batch_off[b + 1] - w->batch_off[b] != 1)
+            continue;
+        size_t p = w->batch_clients[w->batch_off[b]];
+        if (w->cand_off[p + 1] - w->cand_off[p] != 1)
+            continue;
+        size_t k = w->cand_off[p];
+        req[lone] = w->cand_req[k];
+        resp[lone] = w->cand_resp[k];
+        wt[lone++] = 1;
+    }
+    if (lone >= UNAMBIGUOUS_MIN) {
+        wv_model_fit_weighted(&w->model, req, resp, wt, lone);
+    } else {
+        for (size_t p = 0; p < w->ncv; p++) {
+            size_t a = w->cand_off[p], b = w->cand_off[p + 1];
+            for (size_t k = a; k < b; k++)
+                wt[k] = 1.0 / (double)(b - a);
+        }
+        wv_model_fit_weighted(&w->model, w->cand_req, w->cand_resp, wt, w->ncand);
+    }
+    wv_model_add_outlier(&w->model, w->broad_sd);
+    free(req);
+    free(resp);
+    free(wt);
+    return 0;
+}
+
+static void score_candidates(weaver *w)
+{
+    w->skip = wv_model_peak(&w->model) - w->o->skip_nats;
+    double floor = w->skip - SCORE_FLOOR;
+    for (size_t k = 0; k < w->ncand; k++) {
+        double l = rt_weave_model_loglik(&w->model, w->cand_req[k], w->cand_resp[k]);
+        w->cand_score[k] = l > floor ? l : floor;
+    }
+}
+
+/* Solve clients batch_clients[from, to) jointly over their untaken candidates and
+ * commit the decisions of [from, commit_to). */
+static int solve_window(weaver *w, const size_t *ps, size_t from, size_t to, size_t commit_to)
+{
+    size_t n = to - from, m = 0;
+    w->stamp_now++;
+    for (size_t i = from; i < to; i++) {
+        size_t p = ps[i];
+        for (size_t k = w->cand_off[p]; k < w->cand_off[p + 1]; k++) {
+            size_t s = w->cand_srv[k];
+            if (w->taken_by[s] != NONE_IDX || w->stamp[s] == w->stamp_now)
+                continue;
+            w->stamp[s] = w->stamp_now;
+            w->col_of[s] = m;
+            w->win_srv[m++] = s;
+        }
+    }
+    size_t cols = m + n;
+    if (n * cols > w->cost_cap) {
+        double *c = realloc(w->cost, n * cols * 2 * sizeof *c);
+        if (!c)
+            return -1;
+        w->cost = c;
+        w->cost_cap = n * cols * 2;
+    }
+    for (size_t r = 0; r < n; r++) {
+        double *row = w->cost + r * cols;
+        for (size_t j = 0; j < cols; j++)
+            row[j] = FORBIDDEN;
+        row[m + r] = -w->skip;
+        size_t p = ps[from + r];
+        for (size_t k = w->cand_off[p]; k < w->cand_off[p + 1]; k++) {
+            size_t s = w->cand_srv[k];
+            if (w->taken_by[s] == NONE_IDX && w->stamp[s] == w->stamp_now)
+                row[w->col_of[s]] = -w->cand_score[k];
+        }
+    }
+    if (wv_assign(&w->ws, w->cost, n, cols, w->rowcol) < 0)
+        return -1;
+    for (size_t r = 0; r + from < commit_to; r++) {
+        size_t p = ps[from + r], col = w->rowcol[r];
+        w->choice[p] = NONE_IDX;
+        if (col >= m)
+            continue;
+        size_t s = w->win_srv[col];
+        for (size_t k = w->cand_off[p]; k < w->cand_off[p + 1]; k++)
+            if (w->cand_srv[k] == s) {
+                w->choice[p] = k;
+                w->taken_by[s] = p;
+                break;
+            }
+    }
+    return 0;
+}
+
+static int assign_all(weaver *w)
+{
+    size_t win = w->o->window >= 2 ? w->o->window : 2;
+    for (size_t p = 0; p < w->ncv; p++)
+        w->choice[p] = NONE_IDX;
+    for (size_t s = 0; s < w->ns; s++)
+        w->taken_by[s] = NONE_IDX;
+    w->windowed = 0;
+    for (size_t b = 0; b < w->nbatch; b++) {
+        const size_t *ps = w->batch_clients + w->batch_off[b];
+        size_t n = w->batch_off[b + 1] - w->batch_off[b];
+        if (n <= win) {
+            if (solve_window(w, ps, 0, n, n) < 0)
+                return -1;
+            continue;
+        }
+        w->windowed++;
+        for (size_t pos = 0; pos < n;) {
+            size_t to = pos + win < n ? pos + win : n;
+            size_t commit = to == n ? n : pos + win / 2;
+            if (solve_window(w, ps, pos, to, commit) < 0)
+                return -1;
+            pos = commit;
+        }
+    }
+    return 0;
+}
+
+static int refit(weaver *w)
+{
+    size_t n = 0;
+    double *req = malloc((w->ncv ? w->ncv : 1) * sizeof *req),
+           *resp = malloc((w->ncv ? w->ncv : 1) * sizeof *resp);
+    if (!req || !resp) {
+        free(req);
+        free(resp);
+        return -1;
+    }
+    /* At most REFIT_SAMPLES pairs, spread evenly over the run: enough for a
+     * three-component fit, and the refit cost stays flat at any size. */
+    size_t chosen = 0;
+    for (size_t p = 0; p < w->ncv; p++)
+        chosen += w->choice[p] != NONE_IDX;
+    size_t stride = chosen > REFIT_SAMPLES ? (chosen + REFIT_SAMPLES - 1) / REFIT_SAMPLES : 1;
+    for (size_t p = 0, seen = 0; p < w->ncv; p++)
+        if (w->choice[p] != NONE_IDX && seen++ % stride == 0) {
+            req[n] = w->cand_req[w->choice[p]];
+            resp[n++] = w->cand_resp[w->choice[p]];
+        }
+    int rc = 0;
+    if (n >= REFIT_MIN) {
+        unsigned k = w->o->components;
+        if (k < 1)
+            k = 1;
+        if (k > RT_WEAVE_MAX_COMPONENTS - 1)
+            k = RT_WEAVE_MAX_COMPONENTS - 1;
+        rc = wv_model_fit(&w->model, req, resp, n, k);
+        wv_model_add_outlier(&w->model, w->broad_sd);
+    }
+    free(req);
+    free(resp);
+    return rc;
+}
+
+/* The score client p would get from server s, or "none" when s is not its candidate. */
+static double score_of(const weaver *w, size_t p, size_t s)
+{
+    for (size_t k = w->cand_off[p]; k < w->cand_off[p + 1]; k++)
+        if (w->cand_srv[k] == s)
+            return w->cand_score[k] > w->skip ? w->cand_score[k] : w->skip;
+    return w->skip;
+}
+
+static double ratio(double delta)
+{
+    return exp(delta < 50 ? delta : 50);
+}
+
+static double confidence_of(const weaver *w, size_t p)
+{
+    size_t mine = w->choice[p];
+    double cur = mine == NONE_IDX ? w->skip : w->cand_score[mine], sum = 1;
+    if (mine != NONE_IDX)
+        sum += ratio(w->skip - cur);
+    for (size_t k = w->cand_off[p]; k < w->cand_off[p + 1]; k++) {
+        if (k == mine)
+            continue;
+        size_t s = w->cand_srv[k], q = w->taken_by[s];
+        double delta;
+        if (q == NONE_IDX) {
+            delta = w->cand_score[k] - cur;
+        } else {
+            double q_cur = w->cand_score[w->choice[q]];
+            double q_alt = mine == NONE_IDX ? w->skip : score_of(w, q, w->cand_srv[mine]);
+            delta = w->cand_score[k] + q_alt - cur - q_cur;
+        }
+        sum += ratio(delta);
+    }
+    double c = 1.0 / sum;
+    return c < 0 ? 0 : c > 1 ? 1 : c;
+}
+
+static void weaver_free(weaver *w)
+{
+    free(w->corder);
+    free(w->cand_off);
+    free(w->cand_srv);
+    free(w->cand_req);
+    free(w->cand_resp);
+    free(w->cand_score);
+    free(w->batch_clients);
+    free(w->batch_off);
+    free(w->choice);
+    free(w->taken_by);
+    free(w->col_of);
+    free(w->stamp);
+    free(w->cost);
+    free(w->rowcol);
+    free(w->win_srv);
+    wv_assign_ws_free(&w->ws);
+}
+
+static int weave(weaver *w, rt_weave_link *out, rt_weave_stats *st)
+{
+    size_t nsv = 0;
+    size_t *sorder = wv_sort_by_start(w->sv, w->ns, &nsv);
+    w->corder = wv_sort_by_start(w->cl, w->nc, &w->ncv);
+    if (!sorder || !w->corder) {
+        free(sorder);
+        return -1;
+    }
+    st->bad_spans = (w->nc - w->ncv) + (w->ns - nsv);
+    int rc = build_candidates(w, sorder, nsv, st);
+    free(sorder);
+    if (rc < 0 || build_batches(w, st) < 0)
+        return -1;
+    size_t one = 1, nsa = w->ns ? w->ns : 1, nca = w->ncv ? w->ncv : one;
+    w->choice = malloc(nca * sizeof *w->choice);
+    w->taken_by = malloc(nsa * sizeof *w->taken_by);
+    w->col_of = malloc(nsa * sizeof *w->col_of);
+    w->stamp = calloc(nsa, sizeof *w->stamp);
+    w->rowcol = malloc(nca * sizeof *w->rowcol);
+    w->win_srv = malloc((w->ncand ? w->ncand : 1) * sizeof *w->win_srv);
+    if (!w->choice || !w->taken_by || !w->col_of || !w->stamp || !w->rowcol || !w->win_srv)
+        return -1;
+    double total = 0;
+    for (size_t p = 0; p < w->ncv; p++)
+        total += (double)(w->cl[w->corder[p]].end_ns - w->cl[w->corder[p]].start_ns);
+    w->broad_sd = w->ncv ? total / (double)w->ncv : 0;
+    if (fit_initial(w) < 0)
+        return -1;
+    unsigned rounds = w->o->iterations ? w->o->iterations : 1;
+    for (unsigned it = 0; it < rounds; it++) {
+        if (it > 0 && refit(w) < 0)
+            return -1;
+        score_candidates(w);
+        if (assign_all(w) < 0)
+            return -1;
+    }
+    st->iterations = rounds;
+    st->windowed = w->windowed;
+    st->model = w->model;
+    for (size_t i = 0; i < w->nc; i++)
+        out[i] = (rt_weave_link){RT_WEAVE_NONE, 0.0, 0.0};
+    for (size_t p = 0; p < w->ncv; p++) {
+        rt_weave_link *l = &out[w->corder[p]];
+        if (w->cand_off[p + 1] == w->cand_off[p]) { /* nothing could have been its server */
+            *l = (rt_weave_link){RT_WEAVE_NONE, 1.0, 0.0};
+            st->unmatched++;
+            continue;
+        }
+        size_t k = w->choice[p];
+        l->server = k == NONE_IDX ? RT_WEAVE_NONE : (ptrdiff_t)w->cand_srv[k];
+        l->score = k == NONE_IDX ? w->skip : w->cand_score[k];
+        l->confidence = confidence_of(w, p);
+        if (k == NONE_IDX)
+            st->unmatched++;
+        else
+            st->linked++;
+    }
+    st->unmatched += w->nc - w->ncv;
+    return 0;
+}
+
+int rt_weave_hop(const rt_weave_opts *o, const rt_weave_span *clients, size_t n_clients,
+                 const rt_weave_span *servers, size_t n_servers, rt_weave_link *out,
+                 rt_weave_stats *stats)
+{
+    rt_weave_opts defaults;
+    rt_weave_stats local;
+    if ((n_clients && (!clients || !out)) || (n_servers && !servers))
+        return -EINVAL;
+    if (!o) {
+        rt_weave_opts_default(&defaults);
+        o = &defaults;
+    }
+    if (!stats)
+        stats = &local;
+    memset(stats, 0, sizeof *stats);
+    stats->clients = n_clients;
+    stats->servers = n_servers;
+    weaver w = {.o = o, .cl = clients, .sv = servers, .nc = n_clients, .ns = n_servers};
+    int rc = weave(&w, out, stats) < 0 ? -ENOMEM : 0;
+    weaver_free(&w);
+    return rc;
+}
