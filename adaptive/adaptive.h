@@ -72,6 +72,11 @@ typedef struct rt_adapt_config {
 	double epsilon;       /* probability floor in [0, 1], default 0.05 */
 	uint32_t draws;       /* Monte Carlo rounds per policy, >= 1, default 200 */
 	uint32_t min_samples; /* spans a site needs in a batch to be updated, >= 2, default 2 */
+	double shrink;        /* >= 0: a site's batch variance is shrunk toward the batch's
+			       * median variance as if the median came with `shrink` degrees
+			       * of freedom: ((n-1) var + shrink median) / (n - 1 + shrink).
+			       * A site seen 3 times cannot outshout one seen 50 times by luck.
+			       * 0 = the paper's plain sample variance. Default 8. */
 	uint64_t seed;        /* the learner's random generator */
 } rt_adapt_config;
 

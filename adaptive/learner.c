@@ -3,15 +3,22 @@
  *
  * Sites live in flat arrays indexed in order of first sight; an open-addressing
  * table maps a site hash to its index. A batch is first checked whole (so a bad
- * batch changes nothing), then each span feeds a per-site Welford accumulator;
+ * batch changes nothing), then each span feeds a per-site Welford accumulator
+ * (a site seen fewer than min_samples times keeps its accumulator open into
+ * the next batch: a site the policy turned down to epsilon is seen about once
+ * a batch, and dropping those spans would leave its belief to the prior);
  * every site's belief decays toward the prior (exponential forgetting, so a
  * belief follows drift), and each site seen often enough in the batch adds its
  * normalised utility u (its latency variance divided by the batch's largest)
- * as u successes and 1 - u failures: alpha += u, beta += 1 - u.
+ * as u successes and 1 - u failures: alpha += u, beta += 1 - u. Before the
+ * normalisation each variance is shrunk toward the batch's median variance in
+ * proportion to how few spans it rests on: sites the policy turned down are
+ * seen a few times a batch, and among hundreds of them one always shows a huge
+ * variance by luck, which would set the maximum and squash the real culprit.
  *
  * The policy (ABS) runs `draws` Monte Carlo rounds. In a round every site draws
- * from its Beta belief (two Gamma draws, Marsaglia–Tsang, constants prepared
- * once per policy) and the k = round(N (100 - P) / 100) largest draws (at least
+ * from its Beta belief (two Gamma draws, Marsaglia–Tsang on ziggurat normals,
+ * constants prepared once per policy) and the k = round(N (100 - P) / 100) largest draws (at least
  * one) — the sites above the round's P-th percentile — score a hit; a
  * quickselect finds the k-th largest, so a round costs O(N). A site's
  * probability is its share of hits, floored at epsilon; pinned sites get 1.0.
@@ -34,14 +41,18 @@ struct rt_adapt_learner {
 	/* hash -> index + 1 (0 = empty), linear probing */
 	uint32_t *slots;
 	size_t slot_mask;
-	/* batch scratch: Welford accumulators and the sites a batch touched */
+	/* Welford accumulators and the sites that have one open: those the batch
+	 * touched, and those still short of min_samples from earlier batches
+	 * (their evidence carries over instead of being thrown away) */
 	uint32_t *count, *touched;
+	size_t n_touched;
 	double *mean, *m2;
 	/* policy scratch */
 	rt_adapt_gamma_prep *prep_a, *prep_b;
 	double *draw, *select;
 	uint32_t *hits;
 	rt_adapt_rng rng;
+	rt_adapt_zig zig;
 	rt_adapt_stats stats;
 	bool have_policy;
 };
@@ -67,6 +78,7 @@ void rt_adapt_config_default(rt_adapt_config *cfg)
 	cfg->epsilon = 0.05;
 	cfg->draws = 200;
 	cfg->min_samples = 2;
+	cfg->shrink = 8.0;
 	cfg->seed = 1;
 }
 
@@ -75,7 +87,8 @@ static bool config_valid(const rt_adapt_config *c)
 	return isfinite(c->prior_alpha) && c->prior_alpha > 0.0 && isfinite(c->prior_beta) &&
 	       c->prior_beta > 0.0 && c->forget > 0.0 && c->forget <= 1.0 &&
 	       c->percentile > 0.0 && c->percentile < 100.0 && c->epsilon >= 0.0 &&
-	       c->epsilon <= 1.0 && c->draws >= 1 && c->min_samples >= 2;
+	       c->epsilon <= 1.0 && c->draws >= 1 && c->min_samples >= 2 &&
+	       isfinite(c->shrink) && c->shrink >= 0.0;
 }
 
 void rt_adapt_destroy(rt_adapt_learner *l)
@@ -150,6 +163,7 @@ rt_adapt_learner *rt_adapt_create(const rt_adapt_config *cfg, size_t max_sites, 
 	    !l->mean || !l->m2 || !l->prep_a || !l->prep_b || !l->draw || !l->select || !l->hits)
 		goto nomem;
 	rt_adapt_rng_seed(&l->rng, cfg->seed);
+	rt_adapt_zig_init(&l->zig);
 	if (err)
 		*err = RT_ADAPT_OK;
 	return l;
@@ -232,7 +246,7 @@ static bool batch_valid(const rt_adapt_obs *obs, size_t n)
 }
 
 /* Welford: one span's latency into its site's running mean and M2. */
-static void accumulate(rt_adapt_learner *l, size_t *n_touched, const rt_adapt_obs *o)
+static void accumulate(rt_adapt_learner *l, const rt_adapt_obs *o)
 {
 	long i = intern_site(l, o->site);
 	if (i < 0) {
@@ -240,7 +254,7 @@ static void accumulate(rt_adapt_learner *l, size_t *n_touched, const rt_adapt_ob
 		return;
 	}
 	if (l->count[i] == 0) {
-		l->touched[(*n_touched)++] = (uint32_t)i;
+		l->touched[l->n_touched++] = (uint32_t)i;
 		l->mean[i] = 0.0;
 		l->m2[i] = 0.0;
 	}
@@ -249,56 +263,6 @@ static void accumulate(rt_adapt_learner *l, size_t *n_touched, const rt_adapt_ob
 	l->mean[i] += delta / c;
 	l->m2[i] += delta * (o->latency - l->mean[i]);
 	l->stats.obs++;
-}
-
-/* Every belief moves a step back toward the prior: old evidence fades. */
-static void forget_all(rt_adapt_learner *l)
-{
-	double g = l->cfg.forget, a0 = l->cfg.prior_alpha, b0 = l->cfg.prior_beta;
-	for (size_t i = 0; i < l->n_sites; i++) {
-		l->alpha[i] = a0 + g * (l->alpha[i] - a0);
-		l->beta[i] = b0 + g * (l->beta[i] - b0);
-		l->utility[i] = -1.0;
-	}
-}
-
-int rt_adapt_update(rt_adapt_learner *l, const rt_adapt_obs *obs, size_t n)
-{
-	if (!l)
-		return RT_ADAPT_EINVAL;
-	if (!batch_valid(obs, n)) {
-		l->stats.rejected_batches++;
-		return RT_ADAPT_EINVAL;
-	}
-	size_t n_touched = 0;
-	for (size_t k = 0; k < n; k++)
-		accumulate(l, &n_touched, &obs[k]);
-	forget_all(l);
-	double max_var = 0.0;
-	for (size_t t = 0; t < n_touched; t++) {
-		uint32_t i = l->touched[t];
-		if (l->count[i] < l->cfg.min_samples)
-			continue;
-		double var = l->m2[i] / (l->count[i] - 1);
-		l->m2[i] = var; /* reused below as the variance */
-		if (var > max_var)
-			max_var = var;
-	}
-	for (size_t t = 0; t < n_touched; t++) {
-		uint32_t i = l->touched[t];
-		if (l->count[i] >= l->cfg.min_samples) {
-			double u = max_var > 0.0 ? l->m2[i] / max_var : 0.0;
-			if (u > 1.0)
-				u = 1.0;
-			l->alpha[i] += u;
-			l->beta[i] += 1.0 - u;
-			l->utility[i] = u;
-			l->updates[i]++;
-		}
-		l->count[i] = 0;
-	}
-	l->stats.batches++;
-	return RT_ADAPT_OK;
 }
 
 /* The k-th largest of v[0..n) (1 <= k <= n), by Wirth's selection with the
@@ -328,6 +292,71 @@ static double kth_largest(double *v, size_t n, size_t k)
 			hi = j;
 	}
 	return v[want];
+}
+
+/* Every belief moves a step back toward the prior: old evidence fades. */
+static void forget_all(rt_adapt_learner *l)
+{
+	double g = l->cfg.forget, a0 = l->cfg.prior_alpha, b0 = l->cfg.prior_beta;
+	for (size_t i = 0; i < l->n_sites; i++) {
+		l->alpha[i] = a0 + g * (l->alpha[i] - a0);
+		l->beta[i] = b0 + g * (l->beta[i] - b0);
+		l->utility[i] = -1.0;
+	}
+}
+
+int rt_adapt_update(rt_adapt_learner *l, const rt_adapt_obs *obs, size_t n)
+{
+	if (!l)
+		return RT_ADAPT_EINVAL;
+	if (!batch_valid(obs, n)) {
+		l->stats.rejected_batches++;
+		return RT_ADAPT_EINVAL;
+	}
+	for (size_t k = 0; k < n; k++)
+		accumulate(l, &obs[k]);
+	size_t n_touched = l->n_touched;
+	forget_all(l);
+	size_t n_var = 0;
+	for (size_t t = 0; t < n_touched; t++) {
+		uint32_t i = l->touched[t];
+		if (l->count[i] < l->cfg.min_samples)
+			continue;
+		l->m2[i] /= l->count[i] - 1; /* m2 now holds the sample variance */
+		l->select[n_var++] = l->m2[i];
+	}
+	double median = n_var ? kth_largest(l->select, n_var, (n_var + 1) / 2) : 0.0;
+	double max_var = 0.0, k = l->cfg.shrink;
+	for (size_t t = 0; t < n_touched; t++) {
+		uint32_t i = l->touched[t];
+		if (l->count[i] < l->cfg.min_samples)
+			continue;
+		double dof = l->count[i] - 1;
+		l->m2[i] = (dof * l->m2[i] + k * median) / (dof + k);
+		if (l->m2[i] > max_var)
+			max_var = l->m2[i];
+	}
+	for (size_t t = 0; t < n_touched; t++) {
+		uint32_t i = l->touched[t];
+		if (l->count[i] >= l->cfg.min_samples) {
+			double u = max_var > 0.0 ? l->m2[i] / max_var : 0.0;
+			if (u > 1.0)
+				u = 1.0;
+			l->alpha[i] += u;
+			l->beta[i] += 1.0 - u;
+			l->utility[i] = u;
+			l->updates[i]++;
+			l->count[i] = 0;
+		}
+	}
+	/* Keep the sites still short of min_samples open for the next batch. */
+	size_t open = 0;
+	for (size_t t = 0; t < n_touched; t++)
+		if (l->count[l->touched[t]] > 0)
+			l->touched[open++] = l->touched[t];
+	l->n_touched = open;
+	l->stats.batches++;
+	return RT_ADAPT_OK;
 }
 
 typedef struct rank_key {
@@ -393,8 +422,8 @@ int rt_adapt_policy(rt_adapt_learner *l)
 	size_t k = top_count(n, l->cfg.percentile);
 	for (uint32_t r = 0; r < l->cfg.draws; r++) {
 		for (size_t i = 0; i < n; i++) {
-			double x = rt_adapt_gamma_draw(&l->rng, &l->prep_a[i]);
-			double y = rt_adapt_gamma_draw(&l->rng, &l->prep_b[i]);
+			double x = rt_adapt_gamma_draw(&l->rng, &l->prep_a[i], &l->zig);
+			double y = rt_adapt_gamma_draw(&l->rng, &l->prep_b[i], &l->zig);
 			l->draw[i] = x / (x + y);
 		}
 		double threshold;

@@ -4,7 +4,8 @@
  * xoshiro256** (seeded through splitmix64, so any 64-bit seed gives a good
  * state) makes the bits; uniforms take the top 53 bits, shifted off zero so a
  * log never sees 0. Normals come in pairs from Marsaglia's polar method (one
- * log and one sqrt per pair, the second kept for the next call). Gamma(a) is
+ * log and one sqrt per pair, the second kept for the next call); the learner's
+ * hot loop uses a ziggurat instead (tables per learner, built here). Gamma(a) is
  * Marsaglia–Tsang: for a >= 1 one normal and one uniform per try, accepted
  * ~98 % of the time by the cheap squeeze without a log; for a < 1 it draws
  * Gamma(a + 1) and scales by U^(1/a). Beta(a, b) = X / (X + Y) with
@@ -52,7 +53,7 @@ double rt_adapt_rng_gamma(rt_adapt_rng *r, double shape)
 		return 0.0;
 	rt_adapt_gamma_prep p;
 	rt_adapt_gamma_prepare(&p, shape);
-	return rt_adapt_gamma_draw(r, &p);
+	return rt_adapt_gamma_draw(r, &p, NULL);
 }
 
 double rt_adapt_rng_beta(rt_adapt_rng *r, double a, double b)
@@ -61,4 +62,28 @@ double rt_adapt_rng_beta(rt_adapt_rng *r, double a, double b)
 	double y = rt_adapt_rng_gamma(r, b);
 	double s = x + y;
 	return s > 0.0 ? x / s : 0.5;
+}
+
+/* Marsaglia & Tsang (2000): layer edges of equal area v under exp(-x^2/2),
+ * from the tail edge r = 3.4426... inward; kn holds the accept bounds scaled to
+ * 2^31, wn the scale back, fn the density at each edge. */
+void rt_adapt_zig_init(rt_adapt_zig *z)
+{
+	const double m1 = 2147483648.0;
+	const double vn = 9.91256303526217e-3;
+	double dn = 3.442619855899, tn = dn;
+	double q = vn / exp(-0.5 * dn * dn);
+	z->kn[0] = (uint32_t)((dn / q) * m1);
+	z->kn[1] = 0;
+	z->wn[0] = q / m1;
+	z->wn[127] = dn / m1;
+	z->fn[0] = 1.0;
+	z->fn[127] = exp(-0.5 * dn * dn);
+	for (int i = 126; i >= 1; i--) {
+		dn = sqrt(-2.0 * log(vn / dn + exp(-0.5 * dn * dn)));
+		z->kn[i + 1] = (uint32_t)((dn / tn) * m1);
+		tn = dn;
+		z->fn[i] = exp(-0.5 * dn * dn);
+		z->wn[i] = dn / m1;
+	}
 }
