@@ -21,7 +21,8 @@
  * constants prepared once per policy) and the k = round(N (100 - P) / 100) largest draws (at least
  * one) — the sites above the round's P-th percentile — score a hit; a
  * quickselect finds the k-th largest, so a round costs O(N). A site's
- * probability is its share of hits, floored at epsilon; pinned sites get 1.0.
+ * probability is its share of hits, floored at epsilon; pinned sites get 1.0
+ * and stay out of the draws (they would take a slot the policy cannot give).
  * The ranking orders sites by posterior mean alpha / (alpha + beta).
  */
 #include "internal.h"
@@ -50,7 +51,7 @@ struct rt_adapt_learner {
 	/* policy scratch */
 	rt_adapt_gamma_prep *prep_a, *prep_b;
 	double *draw, *select;
-	uint32_t *hits;
+	uint32_t *hits, *active;
 	rt_adapt_rng rng;
 	rt_adapt_zig zig;
 	rt_adapt_stats stats;
@@ -73,12 +74,13 @@ void rt_adapt_config_default(rt_adapt_config *cfg)
 {
 	cfg->prior_alpha = 1.0;
 	cfg->prior_beta = 1.0;
-	cfg->forget = 0.9;
+	cfg->forget = 0.7;
 	cfg->percentile = 90.0;
 	cfg->epsilon = 0.05;
 	cfg->draws = 200;
 	cfg->min_samples = 2;
 	cfg->shrink = 8.0;
+	cfg->evidence = 3.0;
 	cfg->seed = 1;
 }
 
@@ -88,7 +90,8 @@ static bool config_valid(const rt_adapt_config *c)
 	       c->prior_beta > 0.0 && c->forget > 0.0 && c->forget <= 1.0 &&
 	       c->percentile > 0.0 && c->percentile < 100.0 && c->epsilon >= 0.0 &&
 	       c->epsilon <= 1.0 && c->draws >= 1 && c->min_samples >= 2 &&
-	       isfinite(c->shrink) && c->shrink >= 0.0;
+	       isfinite(c->shrink) && c->shrink >= 0.0 && isfinite(c->evidence) &&
+	       c->evidence > 0.0;
 }
 
 void rt_adapt_destroy(rt_adapt_learner *l)
@@ -114,6 +117,7 @@ void rt_adapt_destroy(rt_adapt_learner *l)
 	free(l->draw);
 	free(l->select);
 	free(l->hits);
+	free(l->active);
 	free(l);
 }
 
@@ -158,9 +162,11 @@ rt_adapt_learner *rt_adapt_create(const rt_adapt_config *cfg, size_t max_sites, 
 	l->draw = calloc(n, sizeof *l->draw);
 	l->select = calloc(n, sizeof *l->select);
 	l->hits = calloc(n, sizeof *l->hits);
+	l->active = calloc(n, sizeof *l->active);
 	if (!l->site || !l->alpha || !l->beta || !l->utility || !l->prob || !l->rank ||
 	    !l->updates || !l->order || !l->pinned || !l->slots || !l->count || !l->touched ||
-	    !l->mean || !l->m2 || !l->prep_a || !l->prep_b || !l->draw || !l->select || !l->hits)
+	    !l->mean || !l->m2 || !l->prep_a || !l->prep_b || !l->draw || !l->select || !l->hits ||
+	    !l->active)
 		goto nomem;
 	rt_adapt_rng_seed(&l->rng, cfg->seed);
 	rt_adapt_zig_init(&l->zig);
@@ -342,8 +348,8 @@ int rt_adapt_update(rt_adapt_learner *l, const rt_adapt_obs *obs, size_t n)
 			double u = max_var > 0.0 ? l->m2[i] / max_var : 0.0;
 			if (u > 1.0)
 				u = 1.0;
-			l->alpha[i] += u;
-			l->beta[i] += 1.0 - u;
+			l->alpha[i] += l->cfg.evidence * u;
+			l->beta[i] += l->cfg.evidence * (1.0 - u);
 			l->utility[i] = u;
 			l->updates[i]++;
 			l->count[i] = 0;
@@ -414,33 +420,36 @@ int rt_adapt_policy(rt_adapt_learner *l)
 	int rc = rank_sites(l);
 	if (rc != RT_ADAPT_OK)
 		return rc;
+	/* Pinned sites are on anyway: the percentile is taken over the others, so
+	 * a pinned site never takes a slot the policy could give. */
+	size_t m = 0;
 	for (size_t i = 0; i < n; i++) {
-		rt_adapt_gamma_prepare(&l->prep_a[i], l->alpha[i]);
-		rt_adapt_gamma_prepare(&l->prep_b[i], l->beta[i]);
-		l->hits[i] = 0;
+		l->prob[i] = 1.0;
+		if (l->pinned[i])
+			continue;
+		rt_adapt_gamma_prepare(&l->prep_a[m], l->alpha[i]);
+		rt_adapt_gamma_prepare(&l->prep_b[m], l->beta[i]);
+		l->hits[m] = 0;
+		l->active[m++] = (uint32_t)i;
 	}
-	size_t k = top_count(n, l->cfg.percentile);
-	for (uint32_t r = 0; r < l->cfg.draws; r++) {
-		for (size_t i = 0; i < n; i++) {
-			double x = rt_adapt_gamma_draw(&l->rng, &l->prep_a[i], &l->zig);
-			double y = rt_adapt_gamma_draw(&l->rng, &l->prep_b[i], &l->zig);
-			l->draw[i] = x / (x + y);
+	size_t k = m ? top_count(m, l->cfg.percentile) : 0;
+	for (uint32_t r = 0; m && r < l->cfg.draws; r++) {
+		for (size_t j = 0; j < m; j++) {
+			double x = rt_adapt_gamma_draw(&l->rng, &l->prep_a[j], &l->zig);
+			double y = rt_adapt_gamma_draw(&l->rng, &l->prep_b[j], &l->zig);
+			l->draw[j] = x / (x + y);
 		}
-		double threshold;
-		if (k == n) {
-			threshold = -1.0;
-		} else {
-			memcpy(l->select, l->draw, n * sizeof *l->select);
-			threshold = kth_largest(l->select, n, k);
+		double threshold = -1.0;
+		if (k < m) {
+			memcpy(l->select, l->draw, m * sizeof *l->select);
+			threshold = kth_largest(l->select, m, k);
 		}
-		for (size_t i = 0; i < n; i++)
-			l->hits[i] += l->draw[i] >= threshold;
+		for (size_t j = 0; j < m; j++)
+			l->hits[j] += l->draw[j] >= threshold;
 	}
-	for (size_t i = 0; i < n; i++) {
-		double p = (double)l->hits[i] / l->cfg.draws;
-		if (p < l->cfg.epsilon)
-			p = l->cfg.epsilon;
-		l->prob[i] = l->pinned[i] ? 1.0 : p;
+	for (size_t j = 0; j < m; j++) {
+		double p = (double)l->hits[j] / l->cfg.draws;
+		l->prob[l->active[j]] = p < l->cfg.epsilon ? l->cfg.epsilon : p;
 	}
 	l->have_policy = true;
 	l->stats.policies++;

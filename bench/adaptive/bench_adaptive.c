@@ -184,6 +184,7 @@ typedef struct run_out {
 	long traces_to_p90;        /* after the start (or the shift); -1 never */
 	double old_culprit_p_end;  /* shift case */
 	double enabled_share;
+	double culprit_recorded; /* share of the culprit's spans recorded */
 	double bytes_per_request;
 	double cycle_ms_sum, cycle_ms_max, update_ms_sum, policy_ms_sum, scan_ms_sum;
 	size_t cycles;
@@ -351,13 +352,14 @@ static void run_one(topo *t, const run_cfg *rc, run_out *out)
 	for (size_t i = 0; i < n; i++)
 		keep_p[i] = rc->mode == MODE_UNIFORM ? rc->uniform_p : 1.0;
 
-	size_t kept_total = 0, k_obs = 0;
+	size_t kept_total = 0, k_obs = 0, culprit_kept = 0;
 	size_t culprit = rc->culprit;
 	for (size_t tr = 1; tr <= rc->traces; tr++) {
 		if (rc->shift_at && tr == rc->shift_at + 1)
 			culprit = rc->culprit2;
 		kept_total += simulate_request(t, &w, &r, culprit, delay_mean, keep_p, rc->observe,
 					       l ? &k_obs : NULL);
+		culprit_kept += w.recorded[culprit];
 		if (l && tr % rc->batch == 0) {
 			double t0 = now_ms();
 			rt_adapt_update(l, w.obs, k_obs);
@@ -385,7 +387,7 @@ static void run_one(topo *t, const run_cfg *rc, run_out *out)
 			size_t since = rc->shift_at && tr > rc->shift_at ? rc->shift_at : 0;
 			if (out->traces_to_p90 < 0 && pc > 0.9 && (!rc->shift_at || tr > rc->shift_at))
 				out->traces_to_p90 = (long)(tr - since);
-			if (tr == 300) {
+			if (tr <= 300) { /* the policy in force at request 300 */
 				out->p_at_300 = pc;
 				out->top5_at_300 = learner_rank(l, t, culprit) <= 5;
 			}
@@ -404,6 +406,7 @@ static void run_one(topo *t, const run_cfg *rc, run_out *out)
 	out->top1 = rank == 1;
 	out->top5 = rank <= 5;
 	out->enabled_share = (double)kept_total / ((double)rc->traces * (double)n);
+	out->culprit_recorded = (double)culprit_kept / (double)rc->traces;
 	out->bytes_per_request = (double)kept_total / (double)rc->traces * SPAN_BYTES +
 				 (double)t->services * REQUEST_BYTES_PER_SERVICE;
 	rt_adapt_destroy(l);
@@ -413,7 +416,7 @@ static void run_one(topo *t, const run_cfg *rc, run_out *out)
 
 typedef struct agg {
 	size_t runs, top1, top5, top5_300, p90_300;
-	double p300_sum, share_sum, bytes_sum, old_p_sum;
+	double p300_sum, share_sum, bytes_sum, old_p_sum, culprit_rec_sum;
 	long *to_p90;
 	size_t never;
 	double cycle_sum, cycle_max, update_sum, policy_sum, scan_sum;
@@ -430,6 +433,7 @@ static void agg_add(agg *a, const run_out *o)
 	a->p90_300 += o->traces_to_p90 >= 0 && o->traces_to_p90 <= 300;
 	a->p300_sum += o->p_at_300;
 	a->share_sum += o->enabled_share;
+	a->culprit_rec_sum += o->culprit_recorded;
 	a->bytes_sum += o->bytes_per_request;
 	a->old_p_sum += o->old_culprit_p_end;
 	a->never += o->traces_to_p90 < 0;
@@ -533,12 +537,13 @@ static void run_case(const case_def *c)
 	printf("bench adaptive case=%s observe=%s policy=astraea sites=%zu runs=%zu batch=%zu traces=%zu%s "
 	       "inject_var_ratio=%.1f top1_accuracy=%.3f top5_accuracy=%.3f "
 	       "top5_accuracy_at_300=%.3f culprit_p_at_300=%.3f p90_within_300=%.3f "
-	       "traces_to_p90=%s never_p90=%zu enabled_share=%.3f bytes_per_request=%.0f "
+	       "traces_to_p90=%s never_p90=%zu enabled_share=%.3f culprit_spans_recorded=%.3f "
+	       "bytes_per_request=%.0f "
 	       "horizon_ratio=%.2f",
 	       c->name, obs, c->t->n, ad.runs, c->batch, c->traces, c->shift_at ? " (after the shift)" : "",
 	       INJECT_VAR_RATIO, (double)ad.top1 / ad.runs, (double)ad.top5 / ad.runs,
 	       (double)ad.top5_300 / ad.runs, ad.p300_sum / ad.runs,
-	       (double)ad.p90_300 / ad.runs, med, ad.never, ad.share_sum / ad.runs,
+	       (double)ad.p90_300 / ad.runs, med, ad.never, ad.share_sum / ad.runs, ad.culprit_rec_sum / ad.runs,
 	       ad.bytes_sum / ad.runs, all_on_bytes / (ad.bytes_sum / ad.runs));
 	if (c->shift_at)
 		printf(" shift_at=%zu old_culprit_p_end=%.3f", c->shift_at, ad.old_p_sum / ad.runs);
@@ -548,10 +553,11 @@ static void run_case(const case_def *c)
 	       c->name, obs, c->t->n, on.runs, (double)on.top1 / on.runs, (double)on.top5 / on.runs,
 	       (double)on.top5_300 / on.runs, on.share_sum / on.runs, all_on_bytes);
 	printf("bench adaptive case=%s observe=%s policy=uniform sites=%zu runs=%zu top1_accuracy=%.3f "
-	       "top5_accuracy=%.3f top5_accuracy_at_300=%.3f enabled_share=%.3f bytes_per_request=%.0f horizon_ratio=%.2f "
-	       "astraea_top5_minus_uniform=%+.3f\n",
+	       "top5_accuracy=%.3f top5_accuracy_at_300=%.3f enabled_share=%.3f culprit_spans_recorded=%.3f "
+	       "bytes_per_request=%.0f horizon_ratio=%.2f astraea_top5_minus_uniform=%+.3f\n",
 	       c->name, obs, c->t->n, un.runs, (double)un.top1 / un.runs, (double)un.top5 / un.runs,
-	       (double)un.top5_300 / un.runs, un.share_sum / un.runs, un.bytes_sum / un.runs,
+	       (double)un.top5_300 / un.runs, un.share_sum / un.runs, un.culprit_rec_sum / un.runs,
+	       un.bytes_sum / un.runs,
 	       all_on_bytes / (un.bytes_sum / un.runs),
 	       (double)ad.top5 / ad.runs - (double)un.top5 / un.runs);
 	if (c->large)
@@ -571,9 +577,7 @@ int main(void)
 	topo_large(&large, 1000, 77);
 	rt_adapt_config def;
 	rt_adapt_config_default(&def);
-	size_t batch = getenv("BATCH") ? (size_t)atoi(getenv("BATCH")) : 25;
-	if (batch < 2 || batch > BATCH_MAX)
-		batch = 25;
+	size_t batch = 50;
 	case_def cases[] = {
 		{"shop", OBSERVE_SELF, &shop, quick ? 6 : 29, 1000, 0, def.draws, false, batch},
 		{"shop_shift", OBSERVE_SELF, &shop, quick ? 4 : 20, 2000, 1000, def.draws, false, batch},

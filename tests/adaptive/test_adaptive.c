@@ -139,7 +139,8 @@ START_TEST(update_follows_the_rule)
 	rt_adapt_config cfg;
 	rt_adapt_config_default(&cfg);
 	cfg.forget = 1.0;
-	cfg.shrink = 0.0; /* the plain sample variance first */
+	cfg.evidence = 1.0; /* the paper's rule: one batch, one observation */
+	cfg.shrink = 0.0;   /* the plain sample variance first */
 	rt_adapt_learner *l = rt_adapt_create(&cfg, 8, NULL);
 	ck_assert_ptr_nonnull(l);
 	/* A: {0, 2} variance 2; B: {0, 1} variance 0.5; C: one span, no update. */
@@ -186,6 +187,16 @@ START_TEST(update_follows_the_rule)
 	ck_assert_int_eq(rt_adapt_site_get(l, 1, &b), RT_ADAPT_OK);
 	ck_assert_double_eq_tol(b.utility, 0.75, 1e-12);
 	ck_assert_double_eq_tol(b.alpha, 1.75, 1e-12);
+	rt_adapt_destroy(l);
+
+	/* evidence = 3: a batch counts three times. */
+	cfg.shrink = 0.0;
+	cfg.evidence = 3.0;
+	l = rt_adapt_create(&cfg, 8, NULL);
+	ck_assert_int_eq(rt_adapt_update(l, b1, 4), RT_ADAPT_OK);
+	ck_assert_int_eq(rt_adapt_site_get(l, 1, &b), RT_ADAPT_OK);
+	ck_assert_double_eq_tol(b.alpha, 1.0 + 3 * 0.25, 1e-12);
+	ck_assert_double_eq_tol(b.beta, 1.0 + 3 * 0.75, 1e-12);
 	rt_adapt_destroy(l);
 }
 END_TEST
