@@ -23,6 +23,10 @@ if [ -x build/bench/report/bench_report ]; then
   RETRACE_BENCH_QUICK=1 ./build/bench/report/bench_report > build/bench-report.txt
   echo "bench_report: $(wc -l < build/bench-report.txt) lines"
 fi
+if [ -x build/bench/adaptive/bench_adaptive ]; then
+  RETRACE_BENCH_QUICK=1 ./build/bench/adaptive/bench_adaptive > build/bench-adaptive.txt
+  echo "bench_adaptive: $(wc -l < build/bench-adaptive.txt) lines"
+fi
 if [ -x build/bench/traversal/bench_traversal ]; then
   RETRACE_BENCH_QUICK=1 ./build/bench/traversal/bench_traversal > build/bench-traversal.txt
   echo "bench_traversal: $(wc -l < build/bench-traversal.txt) lines"

@@ -41,6 +41,7 @@
  * RETRACE_BENCH_QUICK=1 runs fewer runs per case.
  */
 #include "adaptive.h"
+#include "policy_table.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -569,6 +570,68 @@ static void run_case(const case_def *c)
 		       ad.scan_sum / ad.cycles, ad.cycle_sum / ad.scan_sum);
 }
 
+/* Same-run baseline for the lookup: a call that does nothing. */
+__attribute__((noipa)) static uint16_t empty_call(const uint64_t *slots, uint32_t cap,
+						  uint64_t site)
+{
+	(void)slots;
+	(void)cap;
+	return (uint16_t)site;
+}
+
+/* The client-side check: one table lookup per span start, for 1000 sites in a
+ * table of rt_adapt_table_capacity(1000) slots, hits and misses, against a
+ * plain load from the same table and an empty call, in the same loop shape. */
+static void bench_lookup(bool quick)
+{
+	enum { N = 1000, K = 4096 };
+	uint32_t cap = rt_adapt_table_capacity(N);
+	uint64_t *slots = calloc(cap, sizeof *slots);
+	uint64_t sites[N], hit[K], miss[K];
+	double probs[N];
+	rt_adapt_rng r;
+	rt_adapt_rng_seed(&r, 99);
+	for (size_t i = 0; i < N; i++) {
+		char op[32];
+		int len = snprintf(op, sizeof op, "op-%zu", i);
+		sites[i] = rt_adapt_site_hash("svc", 3, op, (size_t)len);
+		probs[i] = 0.05 + 0.9 * rt_adapt_rng_uniform(&r);
+	}
+	if (!slots || rt_adapt_table_build(slots, cap, sites, probs, N) != 0) {
+		fprintf(stderr, "bench_adaptive: table\n");
+		exit(1);
+	}
+	for (size_t k = 0; k < K; k++) {
+		hit[k] = sites[rt_adapt_rng_next(&r) % N];
+		miss[k] = rt_adapt_rng_next(&r) | 1;
+	}
+	size_t iters = quick ? 5000000 : 100000000;
+	uint64_t acc = 0;
+	double t0 = now_ms();
+	for (size_t it = 0; it < iters; it++)
+		acc += rt_adapt_table_lookup(slots, cap, hit[it & (K - 1)]);
+	double t1 = now_ms();
+	for (size_t it = 0; it < iters; it++)
+		acc += rt_adapt_table_lookup(slots, cap, miss[it & (K - 1)]);
+	double t2 = now_ms();
+	for (size_t it = 0; it < iters; it++)
+		acc += (uint16_t)__atomic_load_n(&slots[hit[it & (K - 1)] & (cap - 1)],
+						 __ATOMIC_RELAXED);
+	double t3 = now_ms();
+	for (size_t it = 0; it < iters; it++)
+		acc += empty_call(slots, cap, hit[it & (K - 1)]);
+	double t4 = now_ms();
+	double ns = 1e6 / (double)iters;
+	double hit_ns = (t1 - t0) * ns, miss_ns = (t2 - t1) * ns;
+	double load_ns = (t3 - t2) * ns, call_ns = (t4 - t3) * ns;
+	printf("bench adaptive figure=lookup sites=%d slots=%u iterations=%zu lookup_hit_ns=%.2f "
+	       "lookup_miss_ns=%.2f baseline_plain_load_ns=%.2f baseline_empty_call_ns=%.2f "
+	       "hit_vs_load=%.2f hit_vs_call=%.2f checksum=%llu\n",
+	       N, cap, iters, hit_ns, miss_ns, load_ns, call_ns, hit_ns / load_ns,
+	       hit_ns / call_ns, (unsigned long long)(acc & 0xffff));
+	free(slots);
+}
+
 int main(void)
 {
 	bool quick = getenv("RETRACE_BENCH_QUICK") != NULL;
@@ -586,6 +649,7 @@ int main(void)
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		run_case(&cases[i]);
+	bench_lookup(quick);
 	topo_free(&shop);
 	topo_free(&large);
 	return 0;

@@ -8,6 +8,7 @@
  * would have kept.
  */
 #include "adaptive.h"
+#include "policy_table.h"
 
 #include <check.h>
 
@@ -426,6 +427,77 @@ START_TEST(invalid_input_rejected)
 }
 END_TEST
 
+START_TEST(policy_table_round_trip)
+{
+	enum { N = 1000, CAP = 4096 };
+	static uint64_t slots[CAP], sites[N];
+	static double probs[N];
+	rt_adapt_rng r;
+	rt_adapt_rng_seed(&r, 3);
+	for (size_t i = 0; i < N; i++) {
+		char op[32];
+		int len = snprintf(op, sizeof op, "op-%zu", i);
+		sites[i] = rt_adapt_site_hash("svc", 3, op, (size_t)len);
+		probs[i] = i == 0 ? 1.0 : rt_adapt_rng_uniform(&r);
+	}
+	ck_assert_uint_eq(rt_adapt_table_capacity(N), CAP);
+	ck_assert_int_eq(rt_adapt_table_build(slots, CAP, sites, probs, N), 0);
+	for (size_t i = 0; i < N; i++) {
+		uint16_t p16 = rt_adapt_table_lookup(slots, CAP, sites[i]);
+		ck_assert_uint_eq(p16, rt_adapt_p16(probs[i]));
+		ck_assert_double_eq_tol(p16 / 65535.0, probs[i], 1.0 / 65535);
+	}
+	ck_assert_uint_eq(rt_adapt_table_lookup(slots, CAP, sites[0]), RT_ADAPT_P16_ALWAYS);
+	/* Unknown sites are always recorded. */
+	for (uint64_t x = 1; x < 2000; x++)
+		ck_assert_uint_eq(rt_adapt_table_lookup(slots, CAP, x * 0x9e3779b97f4a7c15ull),
+				  RT_ADAPT_P16_ALWAYS);
+	/* The keep decision follows p16. */
+	ck_assert(rt_adapt_keep(RT_ADAPT_P16_ALWAYS, 0xFFFF));
+	ck_assert(!rt_adapt_keep(0, 0));
+	ck_assert(rt_adapt_keep(rt_adapt_p16(0.5), 100));
+	ck_assert(!rt_adapt_keep(rt_adapt_p16(0.5), 40000));
+	size_t kept = 0;
+	for (uint32_t v = 0; v < 65536; v++)
+		kept += rt_adapt_keep(rt_adapt_p16(0.05), (uint16_t)v);
+	ck_assert_uint_eq(kept, rt_adapt_p16(0.05));
+	ck_assert_uint_eq(rt_adapt_p16(NAN), RT_ADAPT_P16_ALWAYS);
+	ck_assert_uint_eq(rt_adapt_p16(-1.0), 0);
+	ck_assert_uint_eq(rt_adapt_p16(2.0), RT_ADAPT_P16_ALWAYS);
+}
+END_TEST
+
+START_TEST(policy_table_refuses_what_it_cannot_hold)
+{
+	uint64_t slots[16];
+	uint64_t sites[17];
+	double probs[17];
+	for (size_t i = 0; i < 17; i++) {
+		sites[i] = (i + 1) << 20; /* all in slot 0: the probe bound is hit */
+		probs[i] = 0.25;
+	}
+	ck_assert_int_eq(rt_adapt_table_build(slots, 16, sites, probs, 9), -1);
+	for (size_t i = 0; i < 16; i++)
+		ck_assert_uint_eq(slots[i], 0); /* left empty: everything recorded */
+	ck_assert_int_eq(rt_adapt_table_build(slots, 16, sites, probs, 8), 0);
+	ck_assert_uint_eq(rt_adapt_table_lookup(slots, 16, sites[7]), rt_adapt_p16(0.25));
+	ck_assert_int_eq(rt_adapt_table_build(slots, 12, sites, probs, 2), -1);
+	ck_assert_int_eq(rt_adapt_table_build(slots, 4, sites, probs, 2), -1);
+	uint64_t zero = 0;
+	ck_assert_int_eq(rt_adapt_table_build(slots, 16, &zero, probs, 1), -1);
+	/* A site given twice keeps its last probability; a full probe run of
+	 * other sites still ends a lookup within the bound. */
+	uint64_t twice[2] = {5, 5};
+	double p2[2] = {0.1, 0.9};
+	ck_assert_int_eq(rt_adapt_table_build(slots, 16, twice, p2, 2), 0);
+	ck_assert_uint_eq(rt_adapt_table_lookup(slots, 16, 5), rt_adapt_p16(0.9));
+	/* Top 48 bits zero: tag 1, still found. */
+	uint64_t low = 0x1234;
+	ck_assert_int_eq(rt_adapt_table_build(slots, 16, &low, p2, 1), 0);
+	ck_assert_uint_eq(rt_adapt_table_lookup(slots, 16, low), rt_adapt_p16(0.1));
+}
+END_TEST
+
 static Suite *adaptive_suite(void)
 {
 	Suite *s = suite_create("adaptive");
@@ -440,6 +512,8 @@ static Suite *adaptive_suite(void)
 	tcase_add_test(tc, pinned_sites_stay_on);
 	tcase_add_test(tc, forgetting_follows_a_new_culprit);
 	tcase_add_test(tc, invalid_input_rejected);
+	tcase_add_test(tc, policy_table_round_trip);
+	tcase_add_test(tc, policy_table_refuses_what_it_cannot_hold);
 	suite_add_tcase(s, tc);
 	return s;
 }
