@@ -10,16 +10,18 @@
  * every site's belief decays toward the prior (exponential forgetting, so a
  * belief follows drift), and each site seen often enough in the batch adds its
  * normalised utility u (its latency variance divided by the batch's largest)
- * as u successes and 1 - u failures: alpha += u, beta += 1 - u. Before the
+ * as w u successes and w (1 - u) failures (w = evidence, 1 in the paper's
+ * rule): alpha += w u, beta += w (1 - u). Before the
  * normalisation each variance is shrunk toward the batch's median variance in
  * proportion to how few spans it rests on: sites the policy turned down are
  * seen a few times a batch, and among hundreds of them one always shows a huge
  * variance by luck, which would set the maximum and squash the real culprit.
  *
- * The policy (ABS) runs `draws` Monte Carlo rounds. In a round every site draws
- * from its Beta belief (two Gamma draws, Marsaglia–Tsang on ziggurat normals,
- * constants prepared once per policy) and the k = round(N (100 - P) / 100) largest draws (at least
- * one) — the sites above the round's P-th percentile — score a hit; a
+ * The policy (ABS) runs `draws` Monte Carlo rounds. In a round every unpinned
+ * site draws from its Beta belief (two Gamma draws, Marsaglia–Tsang on
+ * ziggurat normals, constants prepared once per policy) and the
+ * k = round(N (100 - P) / 100) largest draws (at least one) — the sites above
+ * the round's P-th percentile — score a hit; a
  * quickselect finds the k-th largest, so a round costs O(N). A site's
  * probability is its share of hits, floored at epsilon; pinned sites get 1.0
  * and stay out of the draws (they would take a slot the policy cannot give).

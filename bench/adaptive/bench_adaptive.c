@@ -547,18 +547,21 @@ static void run_case(const case_def *c)
 	       c->name, obs, c->t->n, ad.runs, c->batch, c->traces,
 	       INJECT_VAR_RATIO, (double)ad.top1 / ad.runs, (double)ad.top5 / ad.runs,
 	       (double)ad.top5_300 / ad.runs, ad.p300_sum / ad.runs,
-	       (double)ad.p90_300 / ad.runs, med, ad.never, ad.share_sum / ad.runs, ad.culprit_rec_sum / ad.runs,
+	       (double)ad.p90_300 / ad.runs, med, ad.never, ad.share_sum / ad.runs,
+	       ad.culprit_rec_sum / ad.runs,
 	       ad.bytes_sum / ad.runs, all_on_bytes / (ad.bytes_sum / ad.runs));
 	if (c->shift_at)
 		printf(" shift_at=%zu old_culprit_p_end=%.3f", c->shift_at, ad.old_p_sum / ad.runs);
 	printf("\n");
 	printf("bench adaptive case=%s observe=%s policy=all_on sites=%zu runs=%zu top1_accuracy=%.3f "
-	       "top5_accuracy=%.3f top5_accuracy_at_300=%.3f enabled_share=%.3f bytes_per_request=%.0f horizon_ratio=1.00\n",
+	       "top5_accuracy=%.3f top5_accuracy_at_300=%.3f enabled_share=%.3f "
+	       "bytes_per_request=%.0f horizon_ratio=1.00\n",
 	       c->name, obs, c->t->n, on.runs, (double)on.top1 / on.runs, (double)on.top5 / on.runs,
 	       (double)on.top5_300 / on.runs, on.share_sum / on.runs, all_on_bytes);
 	printf("bench adaptive case=%s observe=%s policy=uniform sites=%zu runs=%zu top1_accuracy=%.3f "
-	       "top5_accuracy=%.3f top5_accuracy_at_300=%.3f enabled_share=%.3f culprit_spans_recorded=%.3f "
-	       "bytes_per_request=%.0f horizon_ratio=%.2f astraea_top5_minus_uniform=%+.3f\n",
+	       "top5_accuracy=%.3f top5_accuracy_at_300=%.3f enabled_share=%.3f "
+	       "culprit_spans_recorded=%.3f bytes_per_request=%.0f horizon_ratio=%.2f "
+	       "astraea_top5_minus_uniform=%+.3f\n",
 	       c->name, obs, c->t->n, un.runs, (double)un.top1 / un.runs, (double)un.top5 / un.runs,
 	       (double)un.top5_300 / un.runs, un.share_sum / un.runs, un.culprit_rec_sum / un.runs,
 	       un.bytes_sum / un.runs,
