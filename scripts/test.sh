@@ -27,6 +27,10 @@ if [ -x build/bench/weave/bench_weave ]; then
   RETRACE_BENCH_QUICK=1 ./build/bench/weave/bench_weave > build/bench-weave.txt
   echo "bench_weave: $(wc -l < build/bench-weave.txt) lines"
 fi
+if [ -x build/bench/adaptive/bench_adaptive ]; then
+  RETRACE_BENCH_QUICK=1 ./build/bench/adaptive/bench_adaptive > build/bench-adaptive.txt
+  echo "bench_adaptive: $(wc -l < build/bench-adaptive.txt) lines"
+fi
 if [ -x build/bench/traversal/bench_traversal ]; then
   RETRACE_BENCH_QUICK=1 ./build/bench/traversal/bench_traversal > build/bench-traversal.txt
   echo "bench_traversal: $(wc -l < build/bench-traversal.txt) lines"
