@@ -91,6 +91,7 @@ struct rt_agent {
 	struct rt_index ix;
 	struct rt_agent_stats st;
 	int took_over;              /* the pool existed: state was rebuilt */
+	char control_addr[RT_WIRE_MAX_STR + 1]; /* the bound remote-trigger address ("" if none) */
 	uint64_t start_ns;          /* CLOCK_MONOTONIC at open */
 	uint64_t start_unix_ns;
 	uint64_t next_liveness_ns;

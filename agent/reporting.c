@@ -810,6 +810,7 @@ int rt_agent_connect(struct rt_agent *a, const char *control_addr, char *err, si
 	else if (gethostname(r.host, sizeof r.host - 1) != 0)
 		snprintf(r.host, sizeof r.host, "unknown");
 	snprintf(r.control_addr, sizeof r.control_addr, "%s", control_addr ? control_addr : "");
+	snprintf(a->control_addr, sizeof a->control_addr, "%s", r.control_addr);
 	r.buffer_size = a->pool.geo.buffer_size;
 	r.buffer_count = a->pool.geo.buffer_count;
 	r.tsc_hz = a->pool.geo.tsc_hz;

@@ -26,6 +26,7 @@ static void agent_section(struct rt_figures *w, const struct rt_agent *a)
 	rt_fig_u64(w, "took_over", (uint64_t)a->took_over);
 	rt_fig_f(w, "uptime_s", (double)(rt_agent_now_ns() - a->start_ns) / 1e9);
 	rt_fig_str(w, "listen", a->cfg.listen);
+	rt_fig_str(w, "control", a->control_addr[0] ? a->control_addr : "none"); /* as bound */
 	rt_fig_str(w, "coordinator", a->cfg.coordinator[0] ? a->cfg.coordinator : "none");
 }
 

@@ -379,15 +379,26 @@ static int open_rep(struct rt_coord *c, nng_socket *s, const char *url, char *bo
 	return 0;
 }
 
+/* The bound addresses, written to PATH.tmp and renamed: whoever waits for the
+ * file never reads it half written. */
 static void write_ready_file(struct rt_coord *c)
 {
-	int fd;
+	char tmp[sizeof c->cfg.ready_file + 8];
+	int fd, ok;
 	if (!c->cfg.ready_file[0])
 		return;
-	fd = open(c->cfg.ready_file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	if (fd >= 0) {
-		dprintf(fd, "%s\n%s\n", c->listen_addr, c->collector_addr);
-		close(fd);
+	snprintf(tmp, sizeof tmp, "%s.tmp", c->cfg.ready_file);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0) {
+		coord_log(c, LOG_WARN, "cannot write the ready file %s: %s", tmp, strerror(errno));
+		return;
+	}
+	ok = dprintf(fd, "%s\n%s\n", c->listen_addr, c->collector_addr) > 0;
+	ok &= close(fd) == 0;
+	if (!ok || rename(tmp, c->cfg.ready_file) != 0) {
+		coord_log(c, LOG_WARN, "cannot write the ready file %s: %s", c->cfg.ready_file,
+			  strerror(errno));
+		unlink(tmp);
 	}
 }
 

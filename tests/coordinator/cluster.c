@@ -207,18 +207,22 @@ static int wait_ready(pid_t *pid, const char *path, const char *log, double time
 	return -1;
 }
 
-static int free_port(void)
+/* The coordinator's bound addresses from its ready file: "LISTEN\nCOLLECTOR\n". */
+static int read_bound_urls(struct cluster *c, const char *ready)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof a;
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-	if (fd < 0)
+	char a[sizeof c->coord_url], b[sizeof c->collect_url];
+	FILE *f = fopen(ready, "r");
+	int ok;
+	if (!f)
 		return -1;
-	if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
-	close(fd);
-	return port;
+	ok = fscanf(f, "%127s %127s", a, b) == 2;
+	fclose(f);
+	if (!ok)
+		return -1;
+	/* The cluster names addresses tcp://; TLS is chosen by the identities. */
+	snprintf(c->coord_url, sizeof c->coord_url, "%s", strncmp(a, "tls+", 4) ? a : a + 4);
+	snprintf(c->collect_url, sizeof c->collect_url, "%s", strncmp(b, "tls+", 4) ? b : b + 4);
+	return 0;
 }
 
 int cl_start_coordinator(struct cluster *c)
@@ -234,7 +238,12 @@ int cl_start_coordinator(struct cluster *c)
 	snprintf(log, sizeof log, "%s/coord.log", c->dir);
 	unlink(ready);
 	c->coord = spawn(argv, log);
-	return c->coord > 0 ? wait_ready(&c->coord, ready, log, 30) : -1;
+	if (c->coord <= 0 || wait_ready(&c->coord, ready, log, 30) != 0)
+		return -1;
+	/* First start: the coordinator bound port 0 (a port picked here and closed
+	 * could be taken by any connection before the daemon binds it: "Address in
+	 * use" on a busy machine); a restart binds the same addresses again. */
+	return read_bound_urls(c, ready);
 }
 
 void cl_kill_coordinator(struct cluster *c)
@@ -307,8 +316,8 @@ int cl_start(struct cluster *c, int nhosts, uint32_t buffers)
 	if (!mkdtemp(c->dir))
 		return -1;
 	snprintf(c->store, sizeof c->store, "%s/store.db", c->dir);
-	snprintf(c->coord_url, sizeof c->coord_url, "tcp://127.0.0.1:%d", free_port());
-	snprintf(c->collect_url, sizeof c->collect_url, "tcp://127.0.0.1:%d", free_port());
+	snprintf(c->coord_url, sizeof c->coord_url, "tcp://127.0.0.1:0");
+	snprintf(c->collect_url, sizeof c->collect_url, "tcp://127.0.0.1:0");
 	if (cl_start_coordinator(c) != 0)
 		return -1;
 	for (int h = 0; h < nhosts; h++) {
