@@ -219,6 +219,22 @@ struct coord_stats {
 	uint64_t retained_deleted;
 };
 
+/* Where the loop's turns (run_once) spend their time: one turn holds every
+ * reply it owes, so a slow phase delays every agent's ACK, and with it the
+ * next trigger each agent may send. */
+enum coord_phase {
+	COORD_PHASE_SLICES, COORD_PHASE_REQUESTS, COORD_PHASE_TRAVERSAL, COORD_PHASE_SELECTION,
+	COORD_PHASE_COMMIT, COORD_PHASE_REPLIES, COORD_PHASES
+};
+#define COORD_SLOW_TURN_NS 1000000000ull /* a turn this long is logged (at most every 10 s) */
+
+struct coord_loop_stats {
+	uint64_t turns, slow_turns;
+	uint64_t phase_ns[COORD_PHASES]; /* summed over all turns */
+	uint64_t max_turn_ns;
+	uint64_t last_slow_log_ns;
+};
+
 struct rt_coord {
 	struct rt_coord_config cfg;
 	struct rt_store *store;
@@ -256,6 +272,7 @@ struct rt_coord {
 	uint64_t next_retain_ns, next_expire_ns;
 	struct rt_wire_buf out;
 	struct coord_stats st;
+	struct coord_loop_stats loop;
 	struct coord_selection *sel; /* selection.c: windows, alarms, per-group counts */
 	struct rt_tls *tls;          /* auth.c: our identity; NULL = plain (loopback) */
 	struct rt_pipe_cap *cap_listen, *cap_collect;
@@ -333,6 +350,8 @@ int coord_auth_agent(struct rt_coord *c, const struct rt_peer *p, uint32_t agent
 /* An agent control address the coordinator will dial. */
 int coord_auth_addr_ok(const struct rt_coord *c, const char *addr);
 void coord_auth_figures(struct rt_figures *w, struct rt_coord *c);
+/* The name of a phase of the loop's turns (coordinator.c). */
+const char *coord_phase_name(enum coord_phase p);
 
 /* coordinator.c */
 void coord_reply(struct rt_coord *c, struct coord_in *in, const void *data, size_t len);

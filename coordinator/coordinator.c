@@ -277,15 +277,62 @@ static int is_text_msg(const struct coord_in *in)
  * only after the commit do the replies go out. If the commit fails, every
  * reply that promised durability becomes an error ACK, so agents send again.
  */
+static const char *const phase_names[COORD_PHASES] = { "slices", "requests", "traversal",
+							  "selection", "commit", "replies" };
+
+/* Close phase p of a turn at now: its time since *mark goes to the figures. */
+static void phase_done(struct rt_coord *c, enum coord_phase p, uint64_t *mark, uint64_t *turn)
+{
+	uint64_t now = coord_now_ns();
+	turn[p] = now - *mark;
+	c->loop.phase_ns[p] += turn[p];
+	*mark = now;
+}
+
+/* A turn's total, and a WARN (at most every 10 s) naming where a slow one went. */
+static void turn_done(struct rt_coord *c, uint64_t start, const uint64_t *turn, uint32_t ns,
+		      uint32_t nc)
+{
+	uint64_t now = coord_now_ns(), total = now - start;
+	c->loop.turns++;
+	if (total > c->loop.max_turn_ns)
+		c->loop.max_turn_ns = total;
+	if (total < COORD_SLOW_TURN_NS)
+		return;
+	c->loop.slow_turns++;
+	if (now - c->loop.last_slow_log_ns < 10000000000ull)
+		return;
+	c->loop.last_slow_log_ns = now;
+	coord_log(c, LOG_WARN, "slow turn: %.0f ms for %u slices and %u requests (slices %.0f, "
+		  "requests %.0f, traversal %.0f, selection %.0f, commit %.0f, replies %.0f ms); "
+		  "%llu slow turns so far", total / 1e6, ns, nc, turn[0] / 1e6, turn[1] / 1e6,
+		  turn[2] / 1e6, turn[3] / 1e6, turn[4] / 1e6, turn[5] / 1e6,
+		  (unsigned long long)c->loop.slow_turns);
+}
+
+const char *coord_phase_name(enum coord_phase p)
+{
+	return p < COORD_PHASES ? phase_names[p] : "?";
+}
+
+/*
+ * One turn: everything that arrived is handled inside one store transaction,
+ * the traversal's timers run in it too (closing traces writes their rows), and
+ * only after the commit do the replies go out. If the commit fails, every
+ * reply that promised durability becomes an error ACK, so agents send again.
+ * Each phase's time is counted (the "loop" figures; slow turns are logged).
+ */
 static void run_once(struct rt_coord *c, uint64_t wait_ns)
 {
 	struct coord_in *in, *slices[COORD_IN_COLLECT], *reqs[COORD_IN_COORD];
 	struct coord_in *admitted[COORD_IN_COLLECT];
 	struct coord_req *rq;
 	uint32_t ns = 0, nc = 0, i;
+	uint64_t start, mark, turn[COORD_PHASES] = { 0 };
 	int rc;
 
 	take_ready(c, &in, &rq, wait_ns);
+	start = mark = coord_now_ns();
 	for (; in; in = in->next_ready) {
 		if (in->collector && ns < COORD_IN_COLLECT)
 			slices[ns++] = in;
@@ -301,6 +348,7 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 	if (rc == 0) {
 		/* Refused slices and requests get their replies here (auth.c). */
 		coord_process_slices(c, admitted, coord_admit_slices(c, slices, ns, admitted));
+		phase_done(c, COORD_PHASE_SLICES, &mark, turn);
 		for (i = 0; i < nc; i++) {
 			if (!coord_admit_request(c, reqs[i]))
 				continue;
@@ -310,9 +358,13 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 			else
 				handle_coord_request(c, reqs[i]);
 		}
+		phase_done(c, COORD_PHASE_REQUESTS, &mark, turn);
 		coord_traversal_tick(c, coord_now_ns());
+		phase_done(c, COORD_PHASE_TRAVERSAL, &mark, turn);
 		coord_selection_tick(c, coord_now_ns());
+		phase_done(c, COORD_PHASE_SELECTION, &mark, turn);
 		rc = rt_store_commit(c->store);
+		phase_done(c, COORD_PHASE_COMMIT, &mark, turn);
 	}
 	if (rc != 0) {
 		c->st.store_errors++;
@@ -328,6 +380,8 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 		send_reply(slices[i]);
 	for (i = 0; i < nc; i++)
 		send_reply(reqs[i]);
+	phase_done(c, COORD_PHASE_REPLIES, &mark, turn);
+	turn_done(c, start, turn, ns, nc);
 }
 
 void rt_coord_run(struct rt_coord *c, volatile int *stop)
@@ -463,6 +517,7 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 	so.sync_full = cfg->sync_full;
 	so.max_age_ns = (uint64_t)(cfg->retain_age * 1e9);
 	so.max_bytes = cfg->retain_bytes;
+	so.background_checkpoint = 1; /* fsyncs off the loop: see store.c */
 	if ((rc = rt_store_open(&c->store, &so)) != 0) {
 		snprintf(err, errlen, "store %s: %s", cfg->store,
 			 rt_store_errmsg(c->store));

@@ -156,8 +156,26 @@ static void store_section(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_u64(w, "slice_bytes", s.slice_bytes);
 	rt_fig_u64(w, "pending_triggers", s.pending_triggers);
 	rt_fig_u64(w, "file_bytes", s.file_bytes);
+	rt_fig_u64(w, "checkpoints", s.checkpoints);
+	rt_fig_u64(w, "checkpoint_errors", s.checkpoint_errors);
+	rt_fig_f(w, "checkpoint_max_ms", s.checkpoint_max_ns / 1e6);
 	rt_fig_u64(w, "errors", c->st.store_errors);
 	rt_fig_u64(w, "retention_deleted", c->st.retained_deleted);
+}
+
+/* The loop's turns and where they spend their time (coordinator.c, run_once). */
+static void loop_section(struct rt_figures *w, const struct rt_coord *c)
+{
+	char key[48];
+	int p;
+	rt_fig_section(w, "loop");
+	rt_fig_u64(w, "turns", c->loop.turns);
+	rt_fig_u64(w, "slow_turns", c->loop.slow_turns);
+	rt_fig_f(w, "max_turn_ms", c->loop.max_turn_ns / 1e6);
+	for (p = 0; p < COORD_PHASES; p++) {
+		snprintf(key, sizeof key, "%s_ms", coord_phase_name((enum coord_phase)p));
+		rt_fig_f(w, key, c->loop.phase_ns[p] / 1e6);
+	}
 }
 
 size_t rt_coord_status(struct rt_coord *c, int json, char *out, size_t cap)
@@ -172,5 +190,6 @@ size_t rt_coord_status(struct rt_coord *c, int json, char *out, size_t cap)
 	store_section(&w, c);
 	coord_selection_figures(&w, c);
 	coord_auth_figures(&w, c);
+	loop_section(&w, c);
 	return rt_fig_end(&w);
 }

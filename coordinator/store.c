@@ -3,7 +3,13 @@
  *
  * File: WAL journal (a commit is one append to the -wal file), synchronous=NORMAL
  * (a committed transaction survives a kill -9 of the process) or FULL with
- * sync_full (also a power cut), busy_timeout 5 s. A retrace store is recognised by
+ * sync_full (also a power cut), busy_timeout 5 s. With background_checkpoint
+ * (the coordinator), automatic checkpoints are off and a thread of the store's
+ * own, on a second connection, runs a PASSIVE checkpoint every 200 ms: a
+ * checkpoint writes the WAL back into the file and fsyncs both, which on a
+ * busy disk took seconds, inside whichever commit crossed the 1000-page mark;
+ * the coordinator's loop holds every reply for its commit, so each of those
+ * stalled every agent. A PASSIVE checkpoint never blocks the writer. A retrace store is recognised by
  * PRAGMA application_id 'RTRC' and a meta table holding schema_version = 1;
  * anything else is refused with RT_STORE_E_OPEN and never modified, a newer
  * version is RT_STORE_E_SCHEMA. A fresh (empty) file gets the schema in one
@@ -73,6 +79,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <pthread.h>
 #include <sqlite3.h>
 
 #define SCHEMA_VERSION 1
@@ -225,6 +232,14 @@ struct rt_store {
 	uint64_t tot_bytes;
 	sqlite3_stmt *st[ST_N];
 	char err[512];
+	/* background checkpointer (background_checkpoint) */
+	int ckpt_on;
+	pthread_t ckpt_thread;
+	pthread_mutex_t ckpt_mu;
+	pthread_cond_t ckpt_cv;   /* CLOCK_MONOTONIC */
+	int ckpt_stop;            /* under ckpt_mu */
+	sqlite3 *ckpt_db;         /* the thread's own connection */
+	uint64_t ckpt_runs, ckpt_errors, ckpt_max_ns; /* atomics */
 };
 
 /* The failure of an open that returned no handle, for rt_store_errmsg(NULL). */
@@ -632,10 +647,101 @@ static int txn_leave(struct rt_store *s, int own, int rc)
 
 /* -------------------------------------------------------------- open ---- */
 
+#define CKPT_EVERY_NS 200000000ull
+
+static int exec_sql(struct rt_store *s, const char *sql, const char *what);
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void *checkpointer(void *arg)
+{
+	struct rt_store *s = arg;
+	pthread_mutex_lock(&s->ckpt_mu);
+	while (!s->ckpt_stop) {
+		uint64_t due = mono_ns() + CKPT_EVERY_NS, t0, dt;
+		struct timespec ts = { (time_t)(due / 1000000000ull), (long)(due % 1000000000ull) };
+		int rc, nlog = 0, ndone = 0;
+		pthread_cond_timedwait(&s->ckpt_cv, &s->ckpt_mu, &ts);
+		if (s->ckpt_stop)
+			break;
+		pthread_mutex_unlock(&s->ckpt_mu);
+		t0 = mono_ns();
+		rc = sqlite3_wal_checkpoint_v2(s->ckpt_db, NULL, SQLITE_CHECKPOINT_PASSIVE, &nlog,
+					       &ndone);
+		dt = mono_ns() - t0;
+		/* BUSY: another checkpoint is running (none of ours): not an error. A
+		 * checkpoint that saw no WAL (-1 frames) did nothing: count it as one. */
+		if (rc == SQLITE_OK && nlog < 0)
+			rc = SQLITE_ERROR;
+		__atomic_add_fetch(rc == SQLITE_OK || rc == SQLITE_BUSY ? &s->ckpt_runs : &s->ckpt_errors,
+				   1, __ATOMIC_RELAXED);
+		if (dt > __atomic_load_n(&s->ckpt_max_ns, __ATOMIC_RELAXED))
+			__atomic_store_n(&s->ckpt_max_ns, dt, __ATOMIC_RELAXED);
+		pthread_mutex_lock(&s->ckpt_mu);
+	}
+	pthread_mutex_unlock(&s->ckpt_mu);
+	return NULL;
+}
+
+/* Automatic checkpoints off on the writer; the thread and its connection on. */
+static int start_checkpointer(struct rt_store *s)
+{
+	pthread_condattr_t ca;
+	int rc = exec_sql(s, "PRAGMA wal_autocheckpoint=0", "turn automatic checkpoints off");
+	if (rc)
+		return rc;
+	rc = sqlite3_open_v2(s->path, &s->ckpt_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK)
+		return seterr(s, RT_STORE_E_OPEN, "%s: checkpoint connection: %s", s->path,
+			      s->ckpt_db ? sqlite3_errmsg(s->ckpt_db) : sqlite3_errstr(rc));
+	sqlite3_busy_timeout(s->ckpt_db, BUSY_TIMEOUT_MS);
+	/* A connection that has not read the file yet does not know it is in WAL
+	 * mode, and its checkpoints do nothing (they report -1 frames). */
+	rc = sqlite3_exec(s->ckpt_db, "PRAGMA journal_mode", NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		return seterr(s, RT_STORE_E_OPEN, "%s: checkpoint connection: %s", s->path,
+			      sqlite3_errmsg(s->ckpt_db));
+	pthread_mutex_init(&s->ckpt_mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->ckpt_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (pthread_create(&s->ckpt_thread, NULL, checkpointer, s) != 0) {
+		pthread_cond_destroy(&s->ckpt_cv);
+		pthread_mutex_destroy(&s->ckpt_mu);
+		return seterr(s, RT_STORE_E_OPEN, "%s: cannot start the checkpoint thread", s->path);
+	}
+	s->ckpt_on = 1;
+	return 0;
+}
+
+static void stop_checkpointer(struct rt_store *s)
+{
+	if (s->ckpt_on) {
+		pthread_mutex_lock(&s->ckpt_mu);
+		s->ckpt_stop = 1;
+		pthread_cond_signal(&s->ckpt_cv);
+		pthread_mutex_unlock(&s->ckpt_mu);
+		pthread_join(s->ckpt_thread, NULL);
+		pthread_cond_destroy(&s->ckpt_cv);
+		pthread_mutex_destroy(&s->ckpt_mu);
+		s->ckpt_on = 0;
+	}
+	if (s->ckpt_db)
+		sqlite3_close(s->ckpt_db);
+	s->ckpt_db = NULL;
+}
+
 static void free_store(struct rt_store *s)
 {
 	if (!s)
 		return;
+	stop_checkpointer(s);
 	for (int i = 0; i < ST_N; i++)
 		sqlite3_finalize(s->st[i]);
 	if (s->db)
@@ -972,6 +1078,8 @@ int rt_store_open(struct rt_store **out, const struct rt_store_options *o)
 		return open_fail(s, rc);
 
 	if ((rc = upgrade_selection_cols(s)))
+		return open_fail(s, rc);
+	if (!s->readonly && o->background_checkpoint && (rc = start_checkpointer(s)))
 		return open_fail(s, rc);
 	for (int i = 0; i < ST_N; i++) {
 		rc = sqlite3_prepare_v3(s->db, stmt_sql(s, i), -1, SQLITE_PREPARE_PERSISTENT,
@@ -1594,5 +1702,8 @@ int rt_store_stats(struct rt_store *s, struct rt_store_stats *out)
 		out->slice_bytes = s->tot_bytes;
 	}
 	out->file_bytes = file_size(s->path, "") + file_size(s->path, "-wal");
+	out->checkpoints = __atomic_load_n(&s->ckpt_runs, __ATOMIC_RELAXED);
+	out->checkpoint_errors = __atomic_load_n(&s->ckpt_errors, __ATOMIC_RELAXED);
+	out->checkpoint_max_ns = __atomic_load_n(&s->ckpt_max_ns, __ATOMIC_RELAXED);
 	return 0;
 }

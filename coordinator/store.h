@@ -51,6 +51,9 @@ struct rt_store_options {
 	uint64_t max_bytes;     /* retention by size of the slices' data (0 = no limit) */
 	int group_readable;     /* a new file is 0640 with group `gid` (else 0600) */
 	long gid;
+	/* WAL checkpoints (the only fsyncs with synchronous=NORMAL) run on a thread
+	 * of the store's own, not inside the writer's commits (the coordinator). */
+	int background_checkpoint;
 };
 
 struct rt_store;
@@ -206,6 +209,9 @@ struct rt_store_stats {
 	uint64_t pending_triggers;
 	uint64_t agents;
 	uint64_t file_bytes;            /* database + WAL on disk */
+	uint64_t checkpoints;           /* background checkpoints run (0 without the option) */
+	uint64_t checkpoint_errors;
+	uint64_t checkpoint_max_ns;     /* the longest one */
 };
 int rt_store_stats(struct rt_store *s, struct rt_store_stats *out);
 

@@ -1523,6 +1523,48 @@ START_TEST(test_put_rate)
 }
 END_TEST
 
+/* With background_checkpoint, automatic checkpoints are off and a thread checkpoints
+ * instead: the checkpoints happen (counted), the WAL does not grow without bound
+ * while a writer commits 8 MiB in many small transactions, every slice reads back,
+ * and close joins the thread. */
+START_TEST(test_background_checkpoint)
+{
+	struct rt_store_options o = { .path = dbpath("ckpt.db"), .background_checkpoint = 1 };
+	struct rt_store *s = NULL;
+	static uint8_t m[4096];
+	char wal[PATH_MAX];
+	off_t wal_max = 0;
+	const int n = 2048, batch = 16;
+	ck_assert_int_eq(rt_store_open(&s, &o), 0);
+	snprintf(wal, sizeof wal, "%s-wal", o.path);
+	fill(m, sizeof m, 61);
+	for (int b = 0; b < n / batch; b++) {
+		begin_ok(s);
+		for (int i = 0; i < batch; i++) {
+			uint64_t k = (uint64_t)(b * batch + i);
+			struct rt_store_slice sl = mk(0, k / 4, (uint32_t)(k % 4), k, m, sizeof m);
+			put_ok(s, &sl);
+		}
+		commit_ok(s);
+		if (file_size(wal) > wal_max)
+			wal_max = file_size(wal);
+		if (b % 16 == 15) /* let the checkpointer in (it runs every 200 ms) */
+			for (int w = 0; w < 100 && stats(s).checkpoints < (uint64_t)(b / 16 + 1); w++)
+				usleep(10000);
+	}
+	ck_assert_uint_gt(stats(s).checkpoints, 0);
+	ck_assert_uint_eq(stats(s).checkpoint_errors, 0);
+	ck_assert_uint_eq(stats(s).slices, (uint64_t)n);
+	ck_assert_uint_eq(count_slices(s, 100, 0), 4);
+	/* 8 MiB went through the WAL; checkpoints let it restart from the top. */
+	ck_assert_msg(wal_max < 6 << 20, "the WAL grew to %lld bytes", (long long)wal_max);
+	rt_store_close(s);
+	s = open_rw(o.path);
+	ck_assert_uint_eq(stats(s).slices, (uint64_t)n);
+	rt_store_close(s);
+}
+END_TEST
+
 /* ------------------------------------------------------- bad inputs ---- */
 
 static int open_err(const char *path, int readonly, const char *want)
@@ -1781,6 +1823,7 @@ static Suite *store_suite(void)
 	STORE_CASE(s, "retention_size", test_retention_size, 1);
 	STORE_CASE(s, "stats", test_stats, 1);
 	STORE_CASE(s, "put_rate", test_put_rate, 1);
+	STORE_CASE(s, "background_checkpoint", test_background_checkpoint, 1);
 	STORE_CASE(s, "bad_files", test_bad_files, 1);
 	STORE_CASE(s, "schema_version", test_schema_version, 1);
 	STORE_CASE(s, "null_args", test_null_args, 1);
