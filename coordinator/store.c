@@ -692,7 +692,11 @@ static void *checkpointer(void *arg)
 static int start_checkpointer(struct rt_store *s)
 {
 	pthread_condattr_t ca;
-	int rc = exec_sql(s, "PRAGMA wal_autocheckpoint=0", "turn automatic checkpoints off");
+	/* When the WAL restarts after a checkpoint caught up, its file is cut back
+	 * to 64 MiB: between checkpoints (which may take seconds on a busy disk) it
+	 * grows past what the 1000-page automatic checkpoints let it reach. */
+	int rc = exec_sql(s, "PRAGMA wal_autocheckpoint=0; PRAGMA journal_size_limit=67108864",
+			  "turn automatic checkpoints off");
 	if (rc)
 		return rc;
 	rc = sqlite3_open_v2(s->path, &s->ckpt_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
