@@ -2,9 +2,10 @@
 # Install the Debian packages retrace needs, if any is missing (run as root).
 set -euo pipefail
 # libmbedtls-dev: daemon/tls.c's nng TLS engine (the mbedTLS nng itself uses);
-# openssl: scripts/retrace-keys.sh makes the certificates.
+# openssl: scripts/retrace-keys.sh makes the certificates; prometheus: the
+# scraper (and promtool) tests/coordinator/test_metrics.c checks /metrics with.
 pkgs=(build-essential cmake pkg-config libck-dev libmsgpack-dev libnng-dev liburing-dev
-      check libsqlite3-dev libjansson-dev libmbedtls-dev openssl)
+      check libsqlite3-dev libjansson-dev libmbedtls-dev openssl prometheus)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
