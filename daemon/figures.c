@@ -24,11 +24,11 @@
 
 enum { T_COUNTER, T_GAUGE, T_INFO };
 
-#define NAME_MAX_ 160
+#define FIG_NAME_MAX 160
 
 struct sample {
-	char name[NAME_MAX_];  /* the full metric name, e.g. retrace_agent_traces_evicted_total */
-	char help[NAME_MAX_];  /* where it comes from in `retrace status` */
+	char name[FIG_NAME_MAX];  /* the full metric name, e.g. retrace_agent_traces_evicted_total */
+	char help[FIG_NAME_MAX];  /* where it comes from in `retrace status` */
 	char *labels;          /* `a="x",b="y"` (escaped), heap; NULL: none */
 	size_t labels_len;
 	double value;
@@ -166,7 +166,7 @@ static int label_cat(char **buf, size_t *len, const char *name, const char *valu
 static void metric_name(const struct rt_fig_prom *p, char *name, size_t len, const char *key,
 			const char *suffix, int strip_unit)
 {
-	char k[NAME_MAX_];
+	char k[FIG_NAME_MAX];
 	snprintf(k, sizeof k, "%s", key);
 	if (strip_unit) {
 		static const char *units[] = { "_ns", "_us", "_ms", "_s" };
@@ -244,7 +244,7 @@ static void prom_string(struct rt_figures *w, const char *key, const char *v)
 {
 	struct rt_fig_prom *p = w->prom;
 	long *slot = p->label[0] ? &p->info : &p->daemon_info;
-	char lname[NAME_MAX_];
+	char lname[FIG_NAME_MAX];
 	struct sample *s;
 	if (*slot < 0) {
 		char section[64];
@@ -351,9 +351,12 @@ static void prom_free(struct rt_figures *w)
 void rt_fig_init_prometheus(struct rt_figures *w, char *out, size_t cap, const char *daemon)
 {
 	rt_fig_init(w, out, cap, 0);
-	/* Out of memory: a writer without samples, whose end says so. */
-	if (!(w->prom = calloc(1, sizeof *w->prom)))
+	if (!(w->prom = calloc(1, sizeof *w->prom))) {
+		/* Out of memory: a comment, and no room for anything after it. */
+		put(w, "# retrace: out of memory while rendering the metrics\n");
+		w->cap = w->len + 1;
 		return;
+	}
 	snprintf(w->prom->daemon, sizeof w->prom->daemon, "%s", daemon);
 	w->prom->info = w->prom->daemon_info = -1;
 }
