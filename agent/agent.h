@@ -180,5 +180,7 @@ uint32_t rt_agent_queue_depth(const struct rt_agent *a, int queue);
  * (returns the length, truncated to outlen - 1).
  */
 size_t rt_agent_status(const struct rt_agent *a, int json, char *out, size_t outlen);
+/* The same figures in the Prometheus text format (/metrics); *cut: did not fit. */
+size_t rt_agent_metrics(const struct rt_agent *a, char *out, size_t outlen, int *cut);
 
 #endif

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "daemon/metrics.h"
 #include "shm/pool.h"
 
 enum opt_type { T_U32, T_SHARE, T_SECONDS, T_STR, T_LONG, T_FLAG, T_LEVEL, T_CONFIG, T_RATE, T_U64 };
@@ -75,6 +76,7 @@ static const struct opt_row rows[] = {
 	{ "remote-trigger-rate", 0, T_RATE, F(remote_trigger_rate), 0, "PER_S", "remote triggers accepted per second per peer (default 5000; 0 = no limit)" },
 	{ "remote-trigger-burst", 0, T_RATE, F(remote_trigger_burst), 0, "N", "remote-trigger burst per peer (default 10000)" },
 	{ "max-connections", 0, T_U32, F(max_connections), 0, "N", "connections each control address holds at once (default 16; 0 = no cap)" },
+	{ "metrics-listen", 0, T_STR, F(metrics_listen), S(metrics_listen), "URL", "serve Prometheus /metrics at this http:// URL, e.g. http://127.0.0.1:9465 (default: off; loopback unless --insecure)" },
 };
 
 #define NROWS (sizeof rows / sizeof rows[0])
@@ -306,6 +308,14 @@ static int check_config(const struct rt_agent_config *c, FILE *err)
 	if (c->pool[0] != '/' || strchr(c->pool + 1, '/')) {
 		fprintf(err, "retrace-agent: --pool must look like /name, got '%s'\n", c->pool);
 		return -1;
+	}
+	if (c->metrics_listen[0]) {
+		char why[512];
+		if (rt_metrics_check_url(c->metrics_listen, "--metrics-listen", c->insecure, why,
+					 sizeof why) != 0) {
+			fprintf(err, "retrace-agent: %s\n", why);
+			return -1;
+		}
 	}
 	return 0;
 }

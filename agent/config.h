@@ -61,6 +61,7 @@ struct rt_agent_config {
 	double remote_trigger_rate; /* remote triggers per second per peer; 0 = no limit */
 	double remote_trigger_burst;
 	uint32_t max_connections;   /* per listener of the control socket */
+	char metrics_listen[RT_AGENT_ADDR_MAX]; /* http:// URL of /metrics; empty: off */
 	int status_default;         /* status_addr was derived (its directory is ours to make) */
 };
 

@@ -79,8 +79,8 @@ void rt_agent_guard_figures(struct rt_figures *w, const struct rt_agent *a)
 		return;
 	rt_fig_section(w, "security");
 	rt_fig_str(w, "tls", g->tls ? "on" : "off");
-	rt_fig_u64(w, "max_connections", g->max_connections);
-	rt_fig_u64(w, "connections", rt_pipe_cap_open(g->cap));
+	rt_fig_gauge(w, "max_connections", g->max_connections);
+	rt_fig_gauge(w, "connections", rt_pipe_cap_open(g->cap));
 	rt_fig_u64(w, "connections_refused", rt_pipe_cap_refused(g->cap));
 	rt_fig_u64(w, "tls_handshakes_refused", rt_tls_refused());
 	rt_fig_u64(w, "oversize_requests", g->oversize);

@@ -11,7 +11,8 @@
  * certificates every tcp:// address becomes tls+tcp:// and the certificate must
  * name this agent (CN=agent-ID); without, it refuses a tcp:// address beyond
  * loopback unless --insecure. The default status address lives in a directory
- * it makes 0700 and checks is its own.
+ * it makes 0700 and checks is its own. With --metrics-listen, the loop also
+ * answers Prometheus scrapes (daemon/metrics.h) between passes.
  */
 #include "nng_close.h"
 #include <errno.h>
@@ -24,6 +25,7 @@
 
 #include "agent.h"
 #include "control.h"
+#include "daemon/metrics.h"
 #include "daemon/tls.h"
 #include "guard.h"
 #include "log.h"
@@ -43,7 +45,13 @@ static void on_signal(int sig)
 struct serve {
 	struct rt_agent *a;
 	struct rt_control *ctl;
+	struct rt_metrics *metrics; /* /metrics; NULL: off */
 };
+
+static size_t render_metrics(void *arg, char *out, size_t cap, int *cut)
+{
+	return rt_agent_metrics(arg, out, cap, cut);
+}
 
 static size_t handle_request(void *arg, const uint8_t *req, size_t len, uint8_t *out,
 			     size_t cap)
@@ -143,15 +151,20 @@ static void touch_ready_file(const char *path)
 	fclose(f);
 }
 
-static void run(struct rt_agent *a, struct rt_control *ctl)
+static void run(struct rt_agent *a, struct rt_control *ctl, struct rt_metrics *metrics)
 {
-	struct serve x = { a, ctl };
+	struct serve x = { a, ctl, metrics };
 	uint64_t sleep_ns = IDLE_SLEEP_MIN_NS;
 	while (!stop_requested) {
 		unsigned int n = 0;
 		/* A request first: a remote trigger is on a traversal's critical path. */
 		if (rt_control_pending(ctl)) {
 			rt_control_serve(ctl, handle_request, &x);
+			n++;
+		}
+		/* A scrape of /metrics: rendered here, where the figures live. */
+		if (rt_metrics_wanted(x.metrics)) {
+			rt_metrics_serve(x.metrics, render_metrics, a);
 			n++;
 		}
 		n += rt_agent_poll(a);
@@ -165,9 +178,13 @@ static void run(struct rt_agent *a, struct rt_control *ctl)
 	}
 }
 
+static struct rt_metrics *metrics;
+
 /* An early exit: the identity goes too (its key is wiped on the way). */
 static int quit(struct rt_tls *tls, int rc)
 {
+	rt_metrics_stop(metrics);
+	metrics = NULL;
 	rt_tls_set_process(NULL);
 	rt_tls_free(tls);
 	return rc;
@@ -195,6 +212,13 @@ int main(int argc, char **argv)
 	}
 	rt_tls_set_process(tls);
 	if (cfg.status_default && status_dir(cfg.status_addr, err, sizeof err) != 0) {
+		fprintf(stderr, "retrace-agent: %s\n", err);
+		return quit(tls, 1);
+	}
+	/* Before the pool: a busy port must not leave a pool behind. */
+	if (cfg.metrics_listen[0] &&
+	    !(metrics = rt_metrics_start(cfg.metrics_listen, "--metrics-listen", cfg.insecure, err,
+					 sizeof err))) {
 		fprintf(stderr, "retrace-agent: %s\n", err);
 		return quit(tls, 1);
 	}
@@ -229,8 +253,12 @@ int main(int argc, char **argv)
 	       cfg.agent_id, agent.took_over ? "took over" : "created", cfg.pool,
 	       agent.pool.geo.buffer_count, agent.pool.geo.buffer_size, ctl.bound[0],
 	       ctl.nbound > 1 ? ctl.bound[1] : "(none)");
+	if (metrics)
+		rt_log(RT_LOG_INFO, "metrics on %s", rt_metrics_url(metrics));
 	touch_ready_file(cfg.ready_file);
-	run(&agent, &ctl);
+	run(&agent, &ctl, metrics);
+	rt_metrics_stop(metrics); /* its scrapes wait for the loop, which ended */
+	metrics = NULL;
 	rt_log(RT_LOG_INFO, "stopping: %llu buffers indexed, %llu traces evicted",
 	       (unsigned long long)agent.st.buffers_indexed,
 	       (unsigned long long)agent.ix.st.evicted_traces);

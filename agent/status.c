@@ -3,7 +3,8 @@
  *
  * The figures are listed once, in sections; daemon/figures.h renders each either
  * as a JSON member or as an aligned text line, so both forms always agree (the
- * coordinator's status uses the same writer).
+ * coordinator's status uses the same writer). The same list, rendered for
+ * Prometheus, is the agent's /metrics (daemon/metrics.h).
  */
 #include "agent.h"
 #include "guard.h"
@@ -19,12 +20,12 @@ static void agent_section(struct rt_figures *w, const struct rt_agent *a)
 {
 	const struct rt_pool_header *h = a->pool.hdr;
 	rt_fig_section(w, "agent");
-	rt_fig_u64(w, "id", a->cfg.agent_id);
-	rt_fig_u64(w, "pid", (uint64_t)getpid());
+	rt_fig_gauge(w, "id", a->cfg.agent_id);
+	rt_fig_gauge(w, "pid", (uint64_t)getpid());
 	rt_fig_str(w, "pool", a->pool.name);
-	rt_fig_u64(w, "generation", h->generation);
-	rt_fig_u64(w, "took_over", (uint64_t)a->took_over);
-	rt_fig_f(w, "uptime_s", (double)(rt_agent_now_ns() - a->start_ns) / 1e9);
+	rt_fig_gauge(w, "generation", h->generation);
+	rt_fig_gauge(w, "took_over", (uint64_t)a->took_over);
+	rt_fig_time_f(w, "uptime_s", (double)(rt_agent_now_ns() - a->start_ns) / 1e9, 1);
 	rt_fig_str(w, "listen", a->cfg.listen);
 	rt_fig_str(w, "control", a->control_addr[0] ? a->control_addr : "none"); /* as bound */
 	rt_fig_str(w, "coordinator", a->cfg.coordinator[0] ? a->cfg.coordinator : "none");
@@ -37,14 +38,14 @@ static void buffer_section(struct rt_figures *w, const struct rt_agent *a)
 	uint64_t free_now = rt_agent_free_buffers(a), idx = a->ix.st.buffers;
 	uint64_t held = g->buffer_count > free_now + idx ? g->buffer_count - free_now - idx : 0;
 	rt_fig_section(w, "buffers");
-	rt_fig_u64(w, "size", g->buffer_size);
-	rt_fig_u64(w, "total", g->buffer_count);
-	rt_fig_u64(w, "free", free_now);
-	rt_fig_u64(w, "indexed", idx);
-	rt_fig_u64(w, "held_by_clients", held);
-	rt_fig_u64(w, "pinned", a->ix.st.pinned_buffers);
-	rt_fig_u64(w, "bytes_indexed", a->ix.st.bytes);
-	rt_fig_u64(w, "evict_above", a->evict_limit);
+	rt_fig_gauge(w, "size", g->buffer_size);
+	rt_fig_gauge(w, "total", g->buffer_count);
+	rt_fig_gauge(w, "free", free_now);
+	rt_fig_gauge(w, "indexed", idx);
+	rt_fig_gauge(w, "held_by_clients", held);
+	rt_fig_gauge(w, "pinned", a->ix.st.pinned_buffers);
+	rt_fig_gauge(w, "bytes_indexed", a->ix.st.bytes);
+	rt_fig_gauge(w, "evict_above", a->evict_limit);
 	rt_fig_u64(w, "null_buffers", ck_pr_load_64((uint64_t *)&h->null_buffers));
 }
 
@@ -52,16 +53,16 @@ static void trace_section(struct rt_figures *w, const struct rt_agent *a)
 {
 	const struct rt_index_stats *s = &a->ix.st;
 	rt_fig_section(w, "traces");
-	rt_fig_u64(w, "indexed", s->traces);
-	rt_fig_u64(w, "capacity", a->ix.capacity);
-	rt_fig_u64(w, "pinned", s->pinned_traces);
-	rt_fig_u64(w, "breadcrumbs", s->crumbs);
+	rt_fig_gauge(w, "indexed", s->traces);
+	rt_fig_gauge(w, "capacity", a->ix.capacity);
+	rt_fig_gauge(w, "pinned", s->pinned_traces);
+	rt_fig_gauge(w, "breadcrumbs", s->crumbs);
 	rt_fig_u64(w, "evicted", s->evicted_traces);
 	rt_fig_u64(w, "evicted_buffers", s->evicted_buffers);
 	rt_fig_u64(w, "evicted_bytes", s->evicted_bytes);
-	rt_fig_u64(w, "event_horizon_us", s->horizon_us);
-	rt_fig_u64(w, "event_horizon_p50_us", rt_index_horizon_percentile(&a->ix, 0.5));
-	rt_fig_u64(w, "event_horizon_p99_us", rt_index_horizon_percentile(&a->ix, 0.99));
+	rt_fig_time_u64(w, "event_horizon_us", s->horizon_us, 1e-6);
+	rt_fig_time_u64(w, "event_horizon_p50_us", rt_index_horizon_percentile(&a->ix, 0.5), 1e-6);
+	rt_fig_time_u64(w, "event_horizon_p99_us", rt_index_horizon_percentile(&a->ix, 0.99), 1e-6);
 	rt_fig_u64(w, "abandoned", a->st.abandoned_traces);
 	rt_fig_u64(w, "abandoned_buffers", a->st.abandoned_buffers);
 	rt_fig_u64(w, "table_full", a->st.index_full);
@@ -73,10 +74,10 @@ static void queue_section(struct rt_figures *w, const struct rt_agent *a)
 {
 	const struct rt_pool_header *h = a->pool.hdr;
 	rt_fig_section(w, "queues");
-	rt_fig_u64(w, "available_depth", rt_agent_queue_depth(a, RT_Q_AVAILABLE));
-	rt_fig_u64(w, "complete_depth", rt_agent_queue_depth(a, RT_Q_COMPLETE));
-	rt_fig_u64(w, "breadcrumb_depth", rt_agent_queue_depth(a, RT_Q_BREADCRUMB));
-	rt_fig_u64(w, "trigger_depth", rt_agent_queue_depth(a, RT_Q_TRIGGER));
+	rt_fig_gauge(w, "available_depth", rt_agent_queue_depth(a, RT_Q_AVAILABLE));
+	rt_fig_gauge(w, "complete_depth", rt_agent_queue_depth(a, RT_Q_COMPLETE));
+	rt_fig_gauge(w, "breadcrumb_depth", rt_agent_queue_depth(a, RT_Q_BREADCRUMB));
+	rt_fig_gauge(w, "trigger_depth", rt_agent_queue_depth(a, RT_Q_TRIGGER));
 	rt_fig_u64(w, "complete_entries", a->st.complete_entries);
 	rt_fig_u64(w, "breadcrumbs", a->st.breadcrumbs);
 	rt_fig_u64(w, "trigger_groups", a->st.trigger_groups);
@@ -110,8 +111,8 @@ static void client_section(struct rt_figures *w, const struct rt_agent *a)
 {
 	const struct rt_pool_header *h = a->pool.hdr;
 	rt_fig_section(w, "clients");
-	rt_fig_u64(w, "attached", rt_agent_clients_attached(a));
-	rt_fig_u64(w, "registry_slots", a->pool.geo.registry_slots);
+	rt_fig_gauge(w, "attached", rt_agent_clients_attached(a));
+	rt_fig_gauge(w, "registry_slots", a->pool.geo.registry_slots);
 	rt_fig_u64(w, "registry_full", ck_pr_load_64((uint64_t *)&h->registry_full));
 	rt_fig_u64(w, "died", a->st.clients_died);
 	rt_fig_u64(w, "dead_buffers_indexed", a->st.dead_buffers_indexed);
@@ -126,10 +127,10 @@ static void reporting_section(struct rt_figures *w, const struct rt_agent *a)
 {
 	rt_fig_section(w, "reporting");
 	rt_fig_str(w, "collector", a->cfg.collector[0] ? a->cfg.collector : "none");
-	rt_fig_u64(w, "collector_down", (uint64_t)a->collector_down);
-	rt_fig_u64(w, "slices_in_flight", rt_uplink_inflight(&a->up));
-	rt_fig_u64(w, "buffers_in_flight", a->ix.st.inflight_buffers);
-	rt_fig_u64(w, "queued_buffers", a->rep.queued_buffers);
+	rt_fig_gauge(w, "collector_down", (uint64_t)a->collector_down);
+	rt_fig_gauge(w, "slices_in_flight", rt_uplink_inflight(&a->up));
+	rt_fig_gauge(w, "buffers_in_flight", a->ix.st.inflight_buffers);
+	rt_fig_gauge(w, "queued_buffers", a->rep.queued_buffers);
 	rt_fig_u64(w, "slices_sent", a->st.slices_sent);
 	rt_fig_u64(w, "slices_acked", a->st.slices_acked);
 	rt_fig_u64(w, "slice_bytes_acked", a->st.slice_bytes_acked);
@@ -142,8 +143,8 @@ static void reporting_section(struct rt_figures *w, const struct rt_agent *a)
 	rt_fig_u64(w, "crumb_updates", a->st.crumb_updates);
 	rt_fig_u64(w, "bad_requests", a->st.bad_requests);
 	rt_fig_u64(w, "triggered_expired", a->st.triggered_expired);
-	rt_fig_u64(w, "coordinator_triggers_waiting", a->up.out_len);
-	rt_fig_u64(w, "coordinator_in_flight", rt_uplink_coord_inflight(&a->up));
+	rt_fig_gauge(w, "coordinator_triggers_waiting", a->up.out_len);
+	rt_fig_gauge(w, "coordinator_in_flight", rt_uplink_coord_inflight(&a->up));
 	rt_fig_u64(w, "coordinator_sent", a->up.st.coord_sent);
 	rt_fig_u64(w, "coordinator_acked", a->up.st.coord_acked);
 	rt_fig_u64(w, "coordinator_failed", a->up.st.coord_failed);
@@ -158,17 +159,17 @@ static void reporting_section(struct rt_figures *w, const struct rt_agent *a)
 	rt_fig_u64(w, "spool_errors", a->st.spool_errors);
 	rt_fig_u64(w, "spool_cursor_errors", a->st.spool_cursor_errors);
 	rt_fig_u64(w, "spool_foreign", a->st.spool_foreign);
-	rt_fig_u64(w, "spool_backoff_ms", a->spool_backoff_ns / 1000000);
-	rt_fig_u64(w, "spool_held_back", (uint64_t)(a->spool_unconsumed != 0));
+	rt_fig_time_u64(w, "spool_backoff_ms", a->spool_backoff_ns / 1000000, 1e-3);
+	rt_fig_gauge(w, "spool_held_back", (uint64_t)(a->spool_unconsumed != 0));
 	if (a->spool) {
 		struct rt_spool_stats ss;
 		rt_spool_stats(a->spool, &ss);
-		rt_fig_u64(w, "spool_pending", ss.records_pending);
-		rt_fig_u64(w, "spool_pending_bytes", ss.bytes_pending);
+		rt_fig_gauge(w, "spool_pending", ss.records_pending);
+		rt_fig_gauge(w, "spool_pending_bytes", ss.bytes_pending);
 		rt_fig_u64(w, "spool_torn_skipped", ss.torn_skipped);
 		rt_fig_u64(w, "spool_corrupt_skipped", ss.corrupt_skipped);
 		rt_fig_u64(w, "spool_io_errors", ss.io_errors);
-		rt_fig_u64(w, "spool_uring", ss.uring);
+		rt_fig_gauge(w, "spool_uring", ss.uring);
 		rt_fig_u64(w, "spool_fallback_writes", ss.fallback_writes);
 	}
 }
@@ -183,17 +184,17 @@ static void trigger_sections(struct rt_figures *w, const struct rt_agent *a)
 		if (!c->used || (i == RT_REPORT_MAX_CLASSES && c->triggers + c->remote == 0))
 			continue;
 		if (i == RT_REPORT_MAX_CLASSES)
-			snprintf(name, sizeof name, "trigger.other");
+			snprintf(name, sizeof name, "other");
 		else
-			snprintf(name, sizeof name, "trigger.%u", c->trigger_id);
-		rt_fig_section(w, name);
+			snprintf(name, sizeof name, "%u", c->trigger_id);
+		rt_fig_section_id(w, "trigger", "trigger_id", name);
 		rt_fig_f(w, "weight", c->weight);
 		rt_fig_u64(w, "triggers", c->triggers);
 		rt_fig_u64(w, "rate_limited", c->rate_limited);
 		rt_fig_u64(w, "remote", c->remote);
 		rt_fig_u64(w, "traces_pinned", c->traces_pinned);
-		rt_fig_u64(w, "queued_traces", c->queued);
-		rt_fig_u64(w, "queued_buffers", c->queued_buffers);
+		rt_fig_gauge(w, "queued_traces", c->queued);
+		rt_fig_gauge(w, "queued_buffers", c->queued_buffers);
 		rt_fig_u64(w, "slices_sent", c->slices_sent);
 		rt_fig_u64(w, "slice_bytes_sent", c->slice_bytes_sent);
 		rt_fig_u64(w, "slices_acked", c->slices_acked);
@@ -203,12 +204,25 @@ static void trigger_sections(struct rt_figures *w, const struct rt_agent *a)
 		rt_fig_u64(w, "abandoned_traces", c->abandoned_traces);
 		rt_fig_u64(w, "abandoned_at_trigger", c->abandoned_at_trigger);
 		rt_fig_u64(w, "abandoned_buffers", c->abandoned_buffers);
-		rt_fig_u64(w, "overload_level", c->level);
-		rt_fig_u64(w, "overload_level_max", c->max_level);
+		rt_fig_gauge(w, "overload_level", c->level);
+		rt_fig_gauge(w, "overload_level_max", c->max_level);
 		rt_fig_u64(w, "unsendable_slices", c->unsendable_slices);
 		rt_fig_u64(w, "unsendable_buffers", c->unsendable_buffers);
 		rt_fig_u64(w, "unsendable_bytes", c->unsendable_bytes);
 	}
+}
+
+static void all_figures(struct rt_figures *w, const struct rt_agent *a)
+{
+	agent_section(w, a);
+	buffer_section(w, a);
+	trace_section(w, a);
+	queue_section(w, a);
+	malformed_section(w, a);
+	client_section(w, a);
+	reporting_section(w, a);
+	trigger_sections(w, a);
+	rt_agent_guard_figures(w, a);
 }
 
 size_t rt_agent_status(const struct rt_agent *a, int json, char *out, size_t outlen)
@@ -217,14 +231,17 @@ size_t rt_agent_status(const struct rt_agent *a, int json, char *out, size_t out
 	if (outlen == 0)
 		return 0;
 	rt_fig_init(&w, out, outlen, json);
-	agent_section(&w, a);
-	buffer_section(&w, a);
-	trace_section(&w, a);
-	queue_section(&w, a);
-	malformed_section(&w, a);
-	client_section(&w, a);
-	reporting_section(&w, a);
-	trigger_sections(&w, a);
-	rt_agent_guard_figures(&w, a);
+	all_figures(&w, a);
 	return rt_fig_end(&w);
+}
+
+size_t rt_agent_metrics(const struct rt_agent *a, char *out, size_t outlen, int *cut)
+{
+	struct rt_figures w;
+	size_t n;
+	rt_fig_init_prometheus(&w, out, outlen, "agent");
+	all_figures(&w, a);
+	n = rt_fig_end(&w);
+	*cut = rt_fig_cut(&w);
+	return n;
 }

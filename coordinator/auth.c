@@ -286,9 +286,9 @@ void coord_auth_figures(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_section(w, "security");
 	rt_fig_str(w, "tls", c->tls ? "on" : (c->cfg.insecure ? "off (insecure)" : "off (loopback)"));
 	rt_fig_str(w, "tls_name", c->tls ? rt_tls_name(c->tls) : "-");
-	rt_fig_u64(w, "max_connections", coord_auth_max_connections(c));
-	rt_fig_u64(w, "connections_listen", rt_pipe_cap_open(c->cap_listen));
-	rt_fig_u64(w, "connections_collector", rt_pipe_cap_open(c->cap_collect));
+	rt_fig_gauge(w, "max_connections", coord_auth_max_connections(c));
+	rt_fig_gauge(w, "connections_listen", rt_pipe_cap_open(c->cap_listen));
+	rt_fig_gauge(w, "connections_collector", rt_pipe_cap_open(c->cap_collect));
 	rt_fig_u64(w, "connections_refused",
 		   rt_pipe_cap_refused(c->cap_listen) + rt_pipe_cap_refused(c->cap_collect));
 	rt_fig_u64(w, "tls_handshakes_refused", rt_tls_refused());

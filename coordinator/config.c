@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "store.h"
+#include "daemon/metrics.h"
 
 enum opt_type { T_STR, T_SECONDS, T_U32, T_U64, T_FLAG, T_LEVEL, T_CONFIG, T_GID };
 
@@ -57,6 +58,7 @@ static const struct opt_row rows[] = {
 	{ "insecure", T_FLAG, F(insecure), NULL, "allow plain tcp:// beyond loopback without certificates (a trusted network only)" },
 	{ "max-connections", T_U32, F(max_connections), "N", "connections each listener holds at once (default 1024 with TLS, 16 without)" },
 	{ "store-group", T_GID, F(store_group), "GROUP", "create the store file 0640 for this group (name or id; default 0600)" },
+	{ "metrics-listen", T_STR, F(metrics_listen), "URL", "serve Prometheus /metrics at this http:// URL, e.g. http://127.0.0.1:9464 (default: off; loopback unless --insecure)" },
 };
 
 #define NROWS (sizeof rows / sizeof rows[0])
@@ -256,6 +258,14 @@ int rt_coord_config_parse(struct rt_coord_config *c, int argc, char **argv, FILE
 	if (c->agent_timeout <= 0) {
 		fprintf(err, "retrace-coordinator: --agent-timeout must be > 0\n");
 		return -1;
+	}
+	if (c->metrics_listen[0]) {
+		char why[512];
+		if (rt_metrics_check_url(c->metrics_listen, "--metrics-listen", c->insecure, why,
+					 sizeof why) != 0) {
+			fprintf(err, "retrace-coordinator: %s\n", why);
+			return -1;
+		}
 	}
 	return 0;
 }

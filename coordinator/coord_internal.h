@@ -14,6 +14,7 @@
 
 #include "coordinator.h"
 #include "daemon/guard.h"
+#include "daemon/metrics.h"
 #include "daemon/tls.h"
 #include "decode.h"
 #include "store.h"
@@ -277,6 +278,7 @@ struct rt_coord {
 	struct rt_tls *tls;          /* auth.c: our identity; NULL = plain (loopback) */
 	struct rt_pipe_cap *cap_listen, *cap_collect;
 	struct coord_sec_stats sec;
+	struct rt_metrics *metrics;  /* /metrics (daemon/metrics.h); NULL: off */
 };
 
 uint64_t coord_now_ns(void);      /* CLOCK_MONOTONIC */
@@ -303,6 +305,8 @@ void coord_resume_received(struct rt_coord *c);
 void coord_process_slices(struct rt_coord *c, struct coord_in **batch, uint32_t n);
 
 /* status.c */
+/* The figures for Prometheus (an rt_metrics_render; arg is the coordinator). */
+size_t coord_metrics_render(void *arg, char *out, size_t cap, int *cut);
 void coord_latency_percentiles(const struct rt_coord *c, double q1, double q2, uint64_t *v1,
 			       uint64_t *v2);
 

@@ -14,6 +14,9 @@
  * mid-traversal resumes it at start-up, and an agent that got no ack re-sends
  * it (dedup by agent id and trigger_seq).
  *
+ * A scrape of /metrics (daemon/metrics.h) is answered by the loop too, between
+ * turns, so it reads the figures as a status request does.
+ *
  * Every request and slice is admitted first (auth.c: size, sender, role); a
  * refused one gets its error reply in the same turn and is counted. Both
  * listeners are TLS when certificates are configured (daemon/tls.h) and cap
@@ -386,8 +389,12 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 
 void rt_coord_run(struct rt_coord *c, volatile int *stop)
 {
-	while (!*stop)
+	while (!*stop) {
 		run_once(c, 5000000ull);
+		/* A scrape of /metrics waits for this thread, which owns the figures. */
+		if (rt_metrics_wanted(c->metrics))
+			rt_metrics_serve(c->metrics, coord_metrics_render, c);
+	}
 }
 
 /* ------------------------------------------------------ open / close ---- */
@@ -511,6 +518,13 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 		return NULL;
 	}
 	cfg = &c->cfg;
+	/* /metrics before the store too: a busy port leaves nothing behind. */
+	if (cfg->metrics_listen[0] &&
+	    !(c->metrics = rt_metrics_start(cfg->metrics_listen, "--metrics-listen", cfg->insecure,
+					    err, errlen))) {
+		rt_coord_close(c);
+		return NULL;
+	}
 	so.path = cfg->store;
 	so.group_readable = cfg->store_group >= 0;
 	so.gid = cfg->store_group;
@@ -548,6 +562,8 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 	write_ready_file(c);
 	coord_log(c, LOG_INFO, "listening on %s (triggers) and %s (slices), store %s",
 		  c->listen_addr, c->collector_addr, rt_store_path(c->store));
+	if (c->metrics)
+		coord_log(c, LOG_INFO, "metrics on %s", rt_metrics_url(c->metrics));
 	return c;
 }
 
@@ -559,6 +575,8 @@ void rt_coord_close(struct rt_coord *c)
 	pthread_mutex_lock(&c->mu);
 	c->closing = 1;
 	pthread_mutex_unlock(&c->mu);
+	rt_metrics_stop(c->metrics); /* first: its scrapes wait for the loop, which ended */
+	c->metrics = NULL;
 	for (i = 0; i < COORD_IN_COORD + COORD_IN_COLLECT; i++)
 		if (c->in[i].aio)
 			nng_aio_stop(c->in[i].aio);

@@ -724,11 +724,11 @@ void coord_selection_figures(struct rt_figures *w, struct rt_coord *c)
 	for (size_t i = 0; i < SEL_MAX_ALARMS; i++)
 		alarms += x->alarms[i].key && x->alarms[i].until_ns > now;
 	rt_fig_section(w, "selection");
-	rt_fig_f(w, "window_s", c->cfg.select_window);
-	rt_fig_u64(w, "window_traces", c->cfg.select_window_traces);
+	rt_fig_time_f(w, "window_s", c->cfg.select_window, 1);
+	rt_fig_gauge(w, "window_traces", c->cfg.select_window_traces);
 	rt_fig_f(w, "budget_per_min", c->cfg.select_budget);
 	rt_fig_u64(w, "windows", x->windows);
-	rt_fig_u64(w, "in_open_window", x->npend);
+	rt_fig_gauge(w, "in_open_window", x->npend);
 	rt_fig_u64(w, "traces_in", x->traces_in);
 	rt_fig_u64(w, "kept", x->kept);
 	rt_fig_u64(w, "dropped", x->dropped);
@@ -739,20 +739,30 @@ void coord_selection_figures(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_u64(w, "store_errors", x->store_errors);
 	rt_fig_u64(w, "spans_cut", x->spans_cut);
 	rt_fig_u64(w, "logs_cut", x->logs_cut);
-	rt_fig_u64(w, "last_window_traces", x->last_traces);
-	rt_fig_u64(w, "last_window_budget", x->last_budget);
-	rt_fig_u64(w, "last_window_kept", x->last_kept);
-	rt_fig_u64(w, "last_window_groups", x->last_groups);
-	rt_fig_u64(w, "last_window_alarmed", x->last_alarmed);
-	rt_fig_u64(w, "operator_alarms", alarms);
-	rt_fig_u64(w, "trigger_alarms", x->ntrigger_groups);
+	rt_fig_gauge(w, "last_window_traces", x->last_traces);
+	rt_fig_gauge(w, "last_window_budget", x->last_budget);
+	rt_fig_gauge(w, "last_window_kept", x->last_kept);
+	rt_fig_gauge(w, "last_window_groups", x->last_groups);
+	rt_fig_gauge(w, "last_window_alarmed", x->last_alarmed);
+	rt_fig_gauge(w, "operator_alarms", alarms);
+	rt_fig_gauge(w, "trigger_alarms", x->ntrigger_groups);
 	for (size_t i = 0; i < SEL_MAX_GROUPS; i++)
 		if (x->groups[i].key)
 			list[n++] = &x->groups[i];
-	rt_fig_u64(w, "groups", n);
+	rt_fig_gauge(w, "groups", n);
 	qsort(list, n, sizeof *list, by_traces);
 	for (size_t i = 0; i < n && i < SEL_STATUS_GROUPS; i++) {
 		char k[40], v[RT_STORE_GROUP_MAX + 128];
+		if (rt_fig_prometheus(w)) { /* one labelled section per group */
+			snprintf(k, sizeof k, "%016llx", (unsigned long long)list[i]->key);
+			rt_fig_section_id(w, "group", "group_id", k);
+			rt_fig_str(w, "name", list[i]->name);
+			rt_fig_u64(w, "traces", list[i]->traces);
+			rt_fig_u64(w, "kept", list[i]->kept);
+			rt_fig_u64(w, "dropped", list[i]->dropped);
+			rt_fig_u64(w, "alarmed_windows", list[i]->alarmed_windows);
+			continue;
+		}
 		snprintf(k, sizeof k, "group.%016llx", (unsigned long long)list[i]->key);
 		snprintf(v, sizeof v, "%s: traces=%llu kept=%llu dropped=%llu alarmed_windows=%llu",
 			 list[i]->name, (unsigned long long)list[i]->traces,

@@ -1,7 +1,8 @@
 /*
  * coordinator/status.c — the figures `retrace status --coordinator URL` shows.
  *
- * Rendered with daemon/figures.h, so the text and JSON forms agree. Traversal
+ * Rendered with daemon/figures.h, so the text and JSON forms and /metrics
+ * (Prometheus, daemon/metrics.h) agree. Traversal
  * latency percentiles come from the last COORD_LATENCY_RING traversals,
  * sorted on demand: a status request is rare, a traversal is not.
  */
@@ -52,8 +53,8 @@ uint64_t rt_coord_latencies(struct rt_coord *c, uint64_t from, uint64_t *out, si
 static void coordinator_section(struct rt_figures *w, struct rt_coord *c)
 {
 	rt_fig_section(w, "coordinator");
-	rt_fig_u64(w, "pid", (uint64_t)getpid());
-	rt_fig_f(w, "uptime_s", (double)(coord_now_ns() - c->start_ns) / 1e9);
+	rt_fig_gauge(w, "pid", (uint64_t)getpid());
+	rt_fig_time_f(w, "uptime_s", (double)(coord_now_ns() - c->start_ns) / 1e9, 1);
 	rt_fig_str(w, "listen", c->listen_addr);
 	rt_fig_str(w, "collector", c->collector_addr);
 	rt_fig_str(w, "store", rt_store_path(c->store));
@@ -64,7 +65,7 @@ static void agents_section(struct rt_figures *w, struct rt_coord *c)
 	uint64_t now = coord_now_ns();
 	uint32_t i;
 	rt_fig_section(w, "agents");
-	rt_fig_u64(w, "known", c->dir.count);
+	rt_fig_gauge(w, "known", c->dir.count);
 	rt_fig_u64(w, "registrations", c->st.registrations);
 	rt_fig_u64(w, "expired", c->dir.expired);
 	rt_fig_u64(w, "socket_closes_abandoned", rt_nng_close_abandoned());
@@ -72,11 +73,24 @@ static void agents_section(struct rt_figures *w, struct rt_coord *c)
 	for (i = 0; i < c->dir.count && i < 64; i++) {
 		const struct coord_agent *a = &c->dir.agents[i];
 		char k[48], v[600];
+		if (rt_fig_prometheus(w))
+			continue; /* listed below, one labelled section each */
 		snprintf(k, sizeof k, "agent.%u", a->id);
 		snprintf(v, sizeof v, "%s host=%s seen=%.1fs_ago asked=%llu failed=%llu", a->addr,
 			 a->host, (double)(now - a->seen_mono_ns) / 1e9,
 			 (unsigned long long)a->asked, (unsigned long long)a->failed);
 		rt_fig_str(w, k, v);
+	}
+	for (i = 0; rt_fig_prometheus(w) && i < c->dir.count && i < 64; i++) {
+		const struct coord_agent *a = &c->dir.agents[i];
+		char id[16];
+		snprintf(id, sizeof id, "%u", a->id);
+		rt_fig_section_id(w, "agent", "agent_id", id);
+		rt_fig_str(w, "address", a->addr);
+		rt_fig_str(w, "host", a->host);
+		rt_fig_time_f(w, "seen_ago_s", (double)(now - a->seen_mono_ns) / 1e9, 1);
+		rt_fig_u64(w, "asked", a->asked);
+		rt_fig_u64(w, "failed", a->failed);
 	}
 }
 
@@ -88,7 +102,7 @@ static void traversal_section(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_u64(w, "triggers", c->st.triggers);
 	rt_fig_u64(w, "trigger_duplicates", c->st.trigger_duplicates);
 	rt_fig_u64(w, "trigger_traces", c->st.trigger_traces);
-	rt_fig_u64(w, "groups_in_flight", c->groups_open);
+	rt_fig_gauge(w, "groups_in_flight", c->groups_open);
 	rt_fig_u64(w, "groups_opened", c->st.groups_opened);
 	rt_fig_u64(w, "groups_closed", c->st.groups_closed);
 	rt_fig_u64(w, "groups_dropped", c->st.groups_dropped);
@@ -98,8 +112,8 @@ static void traversal_section(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_u64(w, "remote_failed", c->st.remote_failed);
 	rt_fig_u64(w, "remote_bad_replies", c->st.remote_bad_replies);
 	rt_fig_u64(w, "latency_samples", c->latency_count);
-	rt_fig_f(w, "latency_p50_ms", (double)p50 / 1e6);
-	rt_fig_f(w, "latency_p99_ms", (double)p99 / 1e6);
+	rt_fig_time_f(w, "latency_p50_ms", (double)p50 / 1e6, 1e-3);
+	rt_fig_time_f(w, "latency_p99_ms", (double)p99 / 1e6, 1e-3);
 }
 
 /* Per trigger id: its share of the group table (the fairness that keeps a quiet
@@ -113,8 +127,16 @@ static void shares_section(struct rt_figures *w, struct rt_coord *c)
 		const struct coord_share *sh = &c->shares[i];
 		if (!sh->opened && !sh->dropped)
 			continue;
+		if (rt_fig_prometheus(w)) { /* one labelled section per trigger id */
+			snprintf(key, sizeof key, "%u", sh->trigger_id);
+			rt_fig_section_id(w, "trigger_share", "trigger_id", key);
+			rt_fig_gauge(w, "open", sh->open);
+			rt_fig_u64(w, "opened", sh->opened);
+			rt_fig_u64(w, "dropped", sh->dropped);
+			continue;
+		}
 		snprintf(key, sizeof key, "trigger_%u_open", sh->trigger_id);
-		rt_fig_u64(w, key, sh->open);
+		rt_fig_gauge(w, key, sh->open);
 		snprintf(key, sizeof key, "trigger_%u_opened", sh->trigger_id);
 		rt_fig_u64(w, key, sh->opened);
 		snprintf(key, sizeof key, "trigger_%u_dropped", sh->trigger_id);
@@ -149,16 +171,16 @@ static void store_section(struct rt_figures *w, struct rt_coord *c)
 	memset(&s, 0, sizeof s);
 	rt_store_stats(c->store, &s);
 	rt_fig_section(w, "store");
-	rt_fig_u64(w, "traces", s.traces);
-	rt_fig_u64(w, "coherent", s.coherent);
-	rt_fig_u64(w, "incoherent", s.incoherent);
-	rt_fig_u64(w, "slices", s.slices);
-	rt_fig_u64(w, "slice_bytes", s.slice_bytes);
-	rt_fig_u64(w, "pending_triggers", s.pending_triggers);
-	rt_fig_u64(w, "file_bytes", s.file_bytes);
+	rt_fig_gauge(w, "traces", s.traces);
+	rt_fig_gauge(w, "coherent", s.coherent);
+	rt_fig_gauge(w, "incoherent", s.incoherent);
+	rt_fig_gauge(w, "slices", s.slices);
+	rt_fig_gauge(w, "slice_bytes", s.slice_bytes);
+	rt_fig_gauge(w, "pending_triggers", s.pending_triggers);
+	rt_fig_gauge(w, "file_bytes", s.file_bytes);
 	rt_fig_u64(w, "checkpoints", s.checkpoints);
 	rt_fig_u64(w, "checkpoint_errors", s.checkpoint_errors);
-	rt_fig_f(w, "checkpoint_max_ms", s.checkpoint_max_ns / 1e6);
+	rt_fig_time_f(w, "checkpoint_max_ms", s.checkpoint_max_ns / 1e6, 1e-3);
 	rt_fig_u64(w, "errors", c->st.store_errors);
 	rt_fig_u64(w, "retention_deleted", c->st.retained_deleted);
 }
@@ -171,25 +193,41 @@ static void loop_section(struct rt_figures *w, const struct rt_coord *c)
 	rt_fig_section(w, "loop");
 	rt_fig_u64(w, "turns", c->loop.turns);
 	rt_fig_u64(w, "slow_turns", c->loop.slow_turns);
-	rt_fig_f(w, "max_turn_ms", c->loop.max_turn_ns / 1e6);
+	rt_fig_time_f(w, "max_turn_ms", c->loop.max_turn_ns / 1e6, 1e-3);
 	for (p = 0; p < COORD_PHASES; p++) {
 		snprintf(key, sizeof key, "%s_ms", coord_phase_name((enum coord_phase)p));
-		rt_fig_f(w, key, c->loop.phase_ns[p] / 1e6);
+		rt_fig_time_f(w, key, c->loop.phase_ns[p] / 1e6, 1e-3); /* summed over the turns */
 	}
+}
+
+static void all_figures(struct rt_figures *w, struct rt_coord *c)
+{
+	coordinator_section(w, c);
+	agents_section(w, c);
+	traversal_section(w, c);
+	shares_section(w, c);
+	collection_section(w, c);
+	store_section(w, c);
+	coord_selection_figures(w, c);
+	coord_auth_figures(w, c);
+	loop_section(w, c);
 }
 
 size_t rt_coord_status(struct rt_coord *c, int json, char *out, size_t cap)
 {
 	struct rt_figures w;
 	rt_fig_init(&w, out, cap, json);
-	coordinator_section(&w, c);
-	agents_section(&w, c);
-	traversal_section(&w, c);
-	shares_section(&w, c);
-	collection_section(&w, c);
-	store_section(&w, c);
-	coord_selection_figures(&w, c);
-	coord_auth_figures(&w, c);
-	loop_section(&w, c);
+	all_figures(&w, c);
 	return rt_fig_end(&w);
+}
+
+size_t coord_metrics_render(void *arg, char *out, size_t cap, int *cut)
+{
+	struct rt_figures w;
+	size_t n;
+	rt_fig_init_prometheus(&w, out, cap, "coordinator");
+	all_figures(&w, arg);
+	n = rt_fig_end(&w);
+	*cut = rt_fig_cut(&w);
+	return n;
 }
