@@ -278,13 +278,24 @@ static int writer_order(const void *x, const void *y, void *arg)
 	return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
-/* Encode a slice of buffers (sorted in place into writer order) into a->msg. */
-static int encode_slice(struct rt_agent *a, uint64_t hi, uint64_t lo, uint32_t trigger_id,
-			uint64_t seq, uint32_t *bufs, uint32_t n)
+static struct rt_report_class *slot_class(struct rt_agent *a, const struct rt_uplink_slot *s)
+{
+	return &a->rep.classes[s->cls <= RT_REPORT_MAX_CLASSES ? s->cls : RT_REPORT_MAX_CLASSES];
+}
+
+/*
+ * Encode slot s's slice (its buffers sorted in place into writer order) into
+ * a->msg. Its rate exponent is the larger of the buffers' sample shifts (the
+ * clients' trace percentage, shm/pool.h) and its class's overload level now:
+ * both keep the traces whose one consistent hash is under 2^64 >> k, so the
+ * slice was kept with probability 2^-max (docs/estimation.md).
+ */
+static int encode_slice(struct rt_agent *a, struct rt_uplink_slot *s)
 {
 	struct rt_wire_slice_buffer *wb = a->slicebufs;
 	struct rt_wire_slice m;
-	uint32_t i;
+	uint32_t *bufs = s->bufs, n = s->nbuf, i;
+	uint32_t rate_exp = slot_class(a, s)->level;
 	qsort_r(bufs, n, sizeof *bufs, writer_order, &a->pool);
 	for (i = 0; i < n; i++) {
 		const struct rt_buffer_header *h = rt_pool_buffer(&a->pool, bufs[i]);
@@ -295,18 +306,21 @@ static int encode_slice(struct rt_agent *a, uint64_t hi, uint64_t lo, uint32_t t
 		wb[i].first_tick = h->first_tick;
 		wb[i].data = rt_pool_buffer_data(&a->pool, bufs[i]);
 		wb[i].len = a->ix.buf_bytes[bufs[i]];
+		if (rt_buf_rate_exp(wb[i].flags) > rate_exp)
+			rate_exp = rt_buf_rate_exp(wb[i].flags);
 	}
 	memset(&m, 0, sizeof m);
 	m.agent_id = a->cfg.agent_id;
-	m.trigger_id = trigger_id;
-	m.slice_seq = seq;
-	m.trace_hi = hi;
-	m.trace_lo = lo;
+	m.trigger_id = s->trigger_id;
+	m.slice_seq = s->seq;
+	m.trace_hi = s->trace_hi;
+	m.trace_lo = s->trace_lo;
 	m.tsc_hz = a->pool.geo.tsc_hz;
 	m.tsc_ref_tick = a->pool.geo.tsc_ref_tick;
 	m.tsc_ref_unix_ns = a->pool.geo.tsc_ref_unix_ns;
 	m.buffer_count = n;
 	m.buffers = wb;
+	m.rate_exp = rate_exp <= RT_WIRE_MAX_RATE_EXP ? rate_exp : RT_WIRE_MAX_RATE_EXP;
 	a->msg.len = 0;
 	return rt_wire_encode_slice(&a->msg, &m);
 }
@@ -319,11 +333,6 @@ static uint32_t slot_trace(const struct rt_agent *a, const struct rt_uplink_slot
 		return RT_INDEX_NONE;
 	e = &a->ix.traces[s->trace];
 	return e->in_use && e->lo == s->trace_lo ? s->trace : RT_INDEX_NONE;
-}
-
-static struct rt_report_class *slot_class(struct rt_agent *a, const struct rt_uplink_slot *s)
-{
-	return &a->rep.classes[s->cls <= RT_REPORT_MAX_CLASSES ? s->cls : RT_REPORT_MAX_CLASSES];
 }
 
 /* The slice's buffers are done with: back to the pool. */
@@ -391,8 +400,7 @@ static int spool_slot(struct rt_agent *a, struct rt_uplink_slot *s)
 	int rc;
 	if (!a->spool || a->pass_now_ns < a->spool_retry_ns)
 		return SPOOL_LATER;
-	if (encode_slice(a, s->trace_hi, s->trace_lo, s->trigger_id, s->seq, s->bufs,
-			 s->nbuf) != 0)
+	if (encode_slice(a, s) != 0)
 		return SPOOL_UNSENDABLE;
 	rc = rt_spool_append(a->spool, a->msg.data, a->msg.len, &id);
 	if (rc == RT_SPOOL_FULL || rc == RT_SPOOL_TOO_BIG) {
@@ -537,8 +545,7 @@ static void send_new_slices(struct rt_agent *a)
 				return;
 			continue;
 		}
-		if (encode_slice(a, s->trace_hi, s->trace_lo, s->trigger_id, s->seq, s->bufs,
-				 s->nbuf) != 0) {
+		if (encode_slice(a, s) != 0) {
 			drop_unsendable(a, s);
 			continue;
 		}

@@ -336,7 +336,8 @@ static void seal_buffer(struct rt_thread *t, int last)
 		struct rt_buffer_header *h = rt_pool_buffer(c->pool, c->buffer_id);
 		h->bytes = bytes;
 		ck_pr_fence_store(); /* bytes and payload before the SEALED flag */
-		ck_pr_store_32(&h->flags, RT_BUF_INUSE | RT_BUF_SEALED | (last ? RT_BUF_LAST : 0));
+		ck_pr_store_32(&h->flags, RT_BUF_INUSE | RT_BUF_SEALED | (last ? RT_BUF_LAST : 0) |
+					  c->rate_flags);
 		t->pending[t->n_pending].trace_lo = c->id.lo;
 		t->pending[t->n_pending].buffer_id = c->buffer_id;
 		t->pending[t->n_pending].bytes = bytes;
@@ -450,7 +451,7 @@ static void acquire_buffer(struct rt_thread *t)
 	h->first_tick = retrace_ticks();
 	h->pin_trigger = 0;
 	h->pool_generation = p->hdr->generation;
-	ck_pr_store_32(&h->flags, RT_BUF_INUSE);
+	ck_pr_store_32(&h->flags, RT_BUF_INUSE | c->rate_flags);
 	c->pool = p;
 	c->buffer_id = id;
 	c->data = (uint8_t *)h + RT_BUF_HEADER_SIZE;
@@ -530,6 +531,10 @@ int retrace_begin(retrace_trace_id id)
 		return 0;
 	}
 	c->recorded = 1;
+	/* The rate the trace is recorded at travels in its buffers' flags (shm/pool.h),
+	 * for the agent to report (estimate/); kept in the context so that a detached
+	 * context keeps it. */
+	c->rate_flags = rt_buf_rate_flags(rt_client.cfg.sample_shift);
 	if (rt_client.cfg.head_shift && !c->fired &&
 	    retrace_sampled(id, rt_client.cfg.head_shift))
 		push_head_trigger(t, id);

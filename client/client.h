@@ -49,6 +49,8 @@ struct rt_trace_ctx {
 	uint8_t active, recorded, fired;
 	uint8_t resource_written; /* RESOURCE event written in this writer stream */
 	uint8_t span_origin;      /* enum rt_span_origin of span_id */
+	uint32_t rate_flags;      /* rt_buf_rate_flags of the shift that recorded the
+				     trace, or-ed into every buffer's flags */
 	struct rt_pool *pool; /* pool the buffer belongs to */
 };
 

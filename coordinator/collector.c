@@ -26,6 +26,7 @@ static void describe(const struct rt_wire_slice *s, struct rt_store_slice *row, 
 	row->slice_seq = s->slice_seq;
 	row->received_ns = coord_unix_ns();
 	row->buffers = s->buffer_count;
+	row->rate_exp = s->rate_exp;
 	row->msg = msg;
 	row->msg_len = len;
 	for (i = 0; i < s->buffer_count; i++) {

@@ -9,13 +9,20 @@
  * checkpoint writes the WAL back into the file and fsyncs both, which on a
  * busy disk took seconds, inside whichever commit crossed the 1000-page mark;
  * the coordinator's loop holds every reply for its commit, so each of those
- * stalled every agent. A PASSIVE checkpoint never blocks the writer. A retrace store is recognised by
- * PRAGMA application_id 'RTRC' and a meta table holding schema_version = 1;
- * anything else is refused with RT_STORE_E_OPEN and never modified, a newer
+ * stalled every agent. A PASSIVE checkpoint never blocks the writer. A retrace
+ * store is recognised by PRAGMA application_id 'RTRC' and a meta table holding
+ * schema_version (1 or 2); anything else is refused with RT_STORE_E_OPEN and
+ * never modified, a newer
  * version is RT_STORE_E_SCHEMA. A fresh (empty) file gets the schema in one
  * transaction; a read-only open never creates and never writes.
  *
- * Schema (version 1):
+ * Versions: 2 added slices.rate_exp (the slice's sampling rate exponent, wire
+ * rate_exp). A writable open of a version-1 store migrates it in one
+ * transaction (ALTER TABLE slices ADD COLUMN rate_exp .. DEFAULT 0, then
+ * schema_version = 2): its slices were all sent at rate 1, which is what 0
+ * says. A read-only open of a version-1 store reads rate_exp 0 (s->v1_slices).
+ *
+ * Schema (version 2):
  *   meta(key PRIMARY KEY, value)  schema_version, slice_count, slice_bytes
  *   traces(trace_lo, trace_hi PRIMARY KEY, ...; index on closed_ns; the selection
  *          columns score, pattern, group_key, group_api, weight are NULL until
@@ -29,7 +36,9 @@
  *          The key is (lo, hi) so that a short id (lo alone) is an index lookup.
  *   slices(rowid; UNIQUE(trace_lo, agent_id, slice_seq) is both the idempotency
  *          key and the lookup by trace; index on received_ns for orphan
- *          retention; msg BLOB is the last column so scans skip it).
+ *          retention; rate_exp (version 2); msg BLOB is the last column of the
+ *          version-1 table so scans skip it — a migrated table has rate_exp
+ *          after it, which only costs a migrated row's scan).
  *   agents(agent_id PRIMARY KEY, ...)
  *   triggers(agent_id, trigger_seq PRIMARY KEY, received_ns, msg BLOB, done,
  *          done_ns; partial index on received_ns of the pending ones).
@@ -82,7 +91,7 @@
 #include <pthread.h>
 #include <sqlite3.h>
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
 #define APP_ID 0x52545243 /* "RTRC" */
 #define BUSY_TIMEOUT_MS 5000
 #define RETAIN_BATCH 128
@@ -91,7 +100,7 @@
 enum st {
 	ST_BEGIN, ST_COMMIT, ST_ROLLBACK,
 	ST_META_GET, ST_META_SET,
-	ST_SLICE_PUT, ST_SLICE_WALK, ST_SLICE_DEL_TRACE, ST_SLICE_DEL_ORPHAN,
+	ST_SLICE_PUT, ST_SLICE_WALK, ST_SLICE_DEL_TRACE, ST_SLICE_DEL_ORPHAN, ST_SLICE_RATES,
 	ST_TRACE_PUT, ST_TRACE_GET, ST_TRACE_LIST, ST_TRACE_OLDEST, ST_TRACE_DEL,
 	ST_TRACE_SELECT,
 	ST_LATE_GET, ST_LATE_SET,
@@ -108,9 +117,18 @@ enum st {
 /* Read after TRACE_COLS; a store from before selection has NULLs in their place. */
 #define SELECTION_COLS ", score, pattern, group_key, group_api, weight"
 #define SELECTION_NULLS ", NULL, NULL, NULL, NULL, NULL"
-#define SLICE_COLS                                                         \
+#define SLICE_COLS_OF(rate)                                                \
 	"trace_hi, trace_lo, agent_id, trigger_id, slice_seq, received_ns, " \
-	"buffers, bytes, first_ns, last_ns, late, msg"
+	"buffers, bytes, first_ns, last_ns, late, " rate ", msg"
+#define SLICE_COLS SLICE_COLS_OF("rate_exp")
+#define SLICE_WALK_SQL(rate)                                                 \
+	"SELECT " SLICE_COLS_OF(rate) " FROM slices "                        \
+	"WHERE trace_lo = ?1 AND (?2 = 0 OR trace_hi = ?2) "                 \
+	"ORDER BY agent_id, slice_seq < 0, slice_seq"
+#define SLICE_RATES_SQL(rate)                                                \
+	"SELECT agent_id, max(" rate ") FROM slices "                        \
+	"WHERE trace_lo = ?1 AND (?2 = 0 OR trace_hi = ?2) "                 \
+	"GROUP BY agent_id ORDER BY agent_id"
 
 static const char *const sql_text[ST_N] = {
 	[ST_BEGIN] = "BEGIN IMMEDIATE",
@@ -119,11 +137,10 @@ static const char *const sql_text[ST_N] = {
 	[ST_META_GET] = "SELECT value FROM meta WHERE key = ?1",
 	[ST_META_SET] = "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)",
 	[ST_SLICE_PUT] = "INSERT INTO slices(" SLICE_COLS ") "
-			 "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
+			 "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) "
 			 "ON CONFLICT DO NOTHING",
-	[ST_SLICE_WALK] = "SELECT " SLICE_COLS " FROM slices "
-			  "WHERE trace_lo = ?1 AND (?2 = 0 OR trace_hi = ?2) "
-			  "ORDER BY agent_id, slice_seq < 0, slice_seq",
+	[ST_SLICE_WALK] = SLICE_WALK_SQL("rate_exp"),
+	[ST_SLICE_RATES] = SLICE_RATES_SQL("rate_exp"),
 	[ST_SLICE_DEL_TRACE] = "DELETE FROM slices WHERE trace_lo = ?1 AND trace_hi = ?2 "
 			       "RETURNING bytes",
 	[ST_SLICE_DEL_ORPHAN] = "DELETE FROM slices WHERE received_ns BETWEEN ?1 AND ?2 "
@@ -183,6 +200,13 @@ static const char *const legacy_text[ST_N] = {
 	[ST_TRACE_SELECT] = "SELECT 1", /* never run: a read-only handle refuses writes */
 };
 
+/* The statements that differ on a read-only version-1 store (no slices.rate_exp). */
+static const char *const v1_text[ST_N] = {
+	[ST_SLICE_PUT] = "SELECT 1", /* never run: a read-only handle refuses writes */
+	[ST_SLICE_WALK] = SLICE_WALK_SQL("0"),
+	[ST_SLICE_RATES] = SLICE_RATES_SQL("0"),
+};
+
 static const char schema_sql[] =
 	"CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
 	"CREATE TABLE traces("
@@ -204,6 +228,7 @@ static const char schema_sql[] =
 	" trigger_id INTEGER NOT NULL, received_ns INTEGER NOT NULL,"
 	" buffers INTEGER NOT NULL, bytes INTEGER NOT NULL,"
 	" first_ns INTEGER NOT NULL, last_ns INTEGER NOT NULL, late INTEGER NOT NULL,"
+	" rate_exp INTEGER NOT NULL DEFAULT 0,"
 	" msg BLOB NOT NULL,"
 	" UNIQUE (trace_lo, agent_id, slice_seq));"
 	"CREATE INDEX slices_received ON slices(received_ns);"
@@ -224,6 +249,8 @@ struct rt_store {
 	char *path;
 	int readonly;
 	int legacy;             /* read-only store without the selection columns */
+	int v1_slices;          /* read-only version-1 store: no slices.rate_exp */
+	int64_t version;        /* schema_version found at open (0: fresh) */
 	uint64_t opt_max_age;   /* retention options */
 	uint64_t opt_max_bytes;
 	int in_txn;
@@ -358,6 +385,8 @@ static int run(struct rt_store *s, sqlite3_stmt *st, const char *what)
 /* The SQL of a statement for this store's columns. */
 static const char *stmt_sql(const struct rt_store *s, int id)
 {
+	if (s->v1_slices && v1_text[id])
+		return v1_text[id];
 	return s->legacy && legacy_text[id] ? legacy_text[id] : sql_text[id];
 }
 
@@ -499,8 +528,9 @@ static void row_to_slice(sqlite3_stmt *st, struct rt_store_slice *sl)
 	sl->first_ns = col_u64(st, 8);
 	sl->last_ns = col_u64(st, 9);
 	sl->late = sqlite3_column_int(st, 10) != 0;
-	sl->msg = sqlite3_column_blob(st, 11);
-	sl->msg_len = (size_t)sqlite3_column_bytes(st, 11);
+	sl->rate_exp = col_u32(st, 11);
+	sl->msg = sqlite3_column_blob(st, 12);
+	sl->msg_len = (size_t)sqlite3_column_bytes(st, 12);
 	if (!sl->msg)
 		sl->msg = empty;
 }
@@ -835,6 +865,7 @@ static int check_format(struct rt_store *s, int *fresh)
 	if (ver < 1)
 		return seterr(s, RT_STORE_E_SCHEMA, "%s: unknown schema version %lld", s->path,
 			      (long long)ver);
+	s->version = ver;
 	return 0;
 }
 
@@ -866,6 +897,51 @@ static int create_schema(struct rt_store *s, int *raced)
 	    (rc = exec_sql(s, sql, "create schema")) ||
 	    (rc = exec_sql(s, "COMMIT", "create schema")))
 		goto fail;
+	return 0;
+fail:
+	if (!sqlite3_get_autocommit(s->db))
+		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+	return rc;
+}
+
+/* Does slices have a rate_exp column? 1, 0, or an error. */
+static int has_rate_col(struct rt_store *s)
+{
+	int64_t n = 0;
+	int rc = query_int(s, "SELECT count(*) FROM pragma_table_info('slices') "
+			      "WHERE name = 'rate_exp'", &n);
+	if (rc != SQLITE_OK)
+		return sqerr(s, rc, "read the slices columns");
+	return n > 0;
+}
+
+/*
+ * Version 1 -> 2: slices.rate_exp, 0 for every stored slice (all were sent at
+ * rate 1). A read-only open reads 0 in its place instead (s->v1_slices).
+ */
+static int migrate_v1(struct rt_store *s)
+{
+	int rc;
+	if (s->version != 1)
+		return 0;
+	if (s->readonly) {
+		if ((rc = has_rate_col(s)) < 0)
+			return rc;
+		s->v1_slices = !rc;
+		return 0;
+	}
+	if ((rc = exec_sql(s, "BEGIN IMMEDIATE", "migrate to schema version 2")))
+		return rc;
+	if ((rc = has_rate_col(s)) < 0) /* another writer may have migrated it */
+		goto fail;
+	if (!rc && (rc = exec_sql(s, "ALTER TABLE slices ADD COLUMN rate_exp INTEGER "
+				     "NOT NULL DEFAULT 0", "migrate to schema version 2")))
+		goto fail;
+	if ((rc = exec_sql(s, "UPDATE meta SET value = 2 WHERE key = 'schema_version'",
+			   "migrate to schema version 2")) ||
+	    (rc = exec_sql(s, "COMMIT", "migrate to schema version 2")))
+		goto fail;
+	s->version = 2;
 	return 0;
 fail:
 	if (!sqlite3_get_autocommit(s->db))
@@ -1081,7 +1157,7 @@ int rt_store_open(struct rt_store **out, const struct rt_store_options *o)
 	if (rc)
 		return open_fail(s, rc);
 
-	if ((rc = upgrade_selection_cols(s)))
+	if ((rc = upgrade_selection_cols(s)) || (rc = migrate_v1(s)))
 		return open_fail(s, rc);
 	if (!s->readonly && o->background_checkpoint && (rc = start_checkpointer(s)))
 		return open_fail(s, rc);
@@ -1138,7 +1214,8 @@ int rt_store_put_slice(struct rt_store *s, const struct rt_store_slice *sl)
 	bind_u64(st, 9, sl->first_ns);
 	bind_u64(st, 10, sl->last_ns);
 	sqlite3_bind_int(st, 11, sl->late != 0);
-	rc = bind_blob(st, 12, sl->msg, sl->msg_len);
+	sqlite3_bind_int64(st, 12, sl->rate_exp);
+	rc = bind_blob(st, 13, sl->msg, sl->msg_len);
 	if (rc != SQLITE_OK) {
 		finish(st);
 		return sqerr(s, rc, "put_slice");
@@ -1179,6 +1256,34 @@ int rt_store_slices(struct rt_store *s, uint64_t trace_hi, uint64_t trace_lo,
 		ret = sqerr(s, rc, "read slices");
 	walk_done(st, priv);
 	return ret;
+}
+
+int rt_store_trace_rates(struct rt_store *s, uint64_t trace_hi, uint64_t trace_lo,
+			 struct rt_store_rate *out, uint32_t max, uint32_t *n)
+{
+	sqlite3_stmt *st;
+	int rc, priv;
+	if (!s)
+		return RT_STORE_E_INVAL;
+	if (!n || (!out && max))
+		return seterr(s, RT_STORE_E_INVAL, "%s: trace_rates: NULL output", s->path);
+	*n = 0;
+	if (!(st = walk_stmt(s, ST_SLICE_RATES, &priv)))
+		return RT_STORE_E_IO;
+	bind_u64(st, 1, trace_lo);
+	bind_u64(st, 2, trace_hi);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int64_t e = sqlite3_column_int64(st, 1);
+		if (*n >= max)
+			continue; /* counted below: the caller's array was too small */
+		out[*n].agent_id = col_u32(st, 0);
+		out[*n].rate_exp = e < 0 ? UINT32_MAX : e > UINT32_MAX ? UINT32_MAX : (uint32_t)e;
+		++*n;
+	}
+	walk_done(st, priv);
+	if (rc != SQLITE_DONE)
+		return sqerr(s, rc, "read slice rates");
+	return 0;
 }
 
 /* ------------------------------------------------------------ traces ---- */

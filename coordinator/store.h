@@ -83,6 +83,8 @@ struct rt_store_slice {
 	uint64_t first_ns;      /* earliest buffer first_tick in Unix ns (0: unknown) */
 	uint64_t last_ns;       /* latest buffer first_tick in Unix ns */
 	int late;               /* arrived after its trace was closed */
+	uint32_t rate_exp;      /* the slice was kept with probability 2^-rate_exp (wire
+				   rate_exp; 0 in a store from before schema version 2) */
 	const void *msg;        /* the encoded RT_WIRE_SLICE message as received */
 	size_t msg_len;
 };
@@ -99,6 +101,20 @@ int rt_store_put_slice(struct rt_store *s, const struct rt_store_slice *sl);
 typedef int (*rt_store_slice_fn)(void *arg, const struct rt_store_slice *sl);
 int rt_store_slices(struct rt_store *s, uint64_t trace_hi, uint64_t trace_lo,
 		    rt_store_slice_fn fn, void *arg);
+
+/*
+ * The effective rate exponent of each agent's part of a trace: per agent that
+ * has stored slices of it, the largest rate_exp among them (a part cut into
+ * several slices under a rising overload level was kept at the lowest of their
+ * rates). Up to `max` entries in agent order into out[], *n = how many; the
+ * agents past `max` are left out. What `retrace estimate` weighs spans with.
+ */
+struct rt_store_rate {
+	uint32_t agent_id;
+	uint32_t rate_exp;
+};
+int rt_store_trace_rates(struct rt_store *s, uint64_t trace_hi, uint64_t trace_lo,
+			 struct rt_store_rate *out, uint32_t max, uint32_t *n);
 
 /* ------------------------------------------------------------ traces ---- */
 

@@ -38,8 +38,9 @@
 #include "ring.h"
 
 #define RT_POOL_MAGIC 0x4C4F4F5045525452ull /* "RTREPOOL" little-endian */
-#define RT_ABI_VERSION 3u /* 2: STASHED/PINNED flags, pin_trigger;
-			   * 3: buffer header `tid` is a writer-stream id */
+#define RT_ABI_VERSION 4u /* 2: STASHED/PINNED flags, pin_trigger;
+			   * 3: buffer header `tid` is a writer-stream id;
+			   * 4: flags bits 24..29 carry the writer's sample shift */
 #define RT_BUF_MAGIC 0x46554252u            /* "RBUF" */
 
 #define RT_POOL_DEFAULT_NAME "/retrace"
@@ -117,9 +118,28 @@ RT_RING_TYPED(trigger, rt_trigger_entry)
 			     * trace (pin_trigger says which trigger), so that a
 			     * restarted agent keeps the pin */
 
+/*
+ * Bits 24..29 of flags (ABI 4): the writer's sample shift k, 0..63 — the buffer's
+ * trace was recorded on this host because it is in the consistent 2^-k of traces
+ * the client's trace percentage keeps (retrace_sampled). The writer stores them
+ * with every flags word it writes for the buffer (taken, sealed); the agent's
+ * PINNED keeps them. What the agent reports as a slice's rate (wire rate_exp).
+ */
+#define RT_BUF_RATE_SHIFT 24u
+#define RT_BUF_RATE_MASK (0x3Fu << RT_BUF_RATE_SHIFT)
+static inline uint32_t rt_buf_rate_flags(uint32_t sample_shift)
+{
+	return (sample_shift > 63u ? 63u : sample_shift) << RT_BUF_RATE_SHIFT;
+}
+static inline uint32_t rt_buf_rate_exp(uint32_t flags)
+{
+	return (flags & RT_BUF_RATE_MASK) >> RT_BUF_RATE_SHIFT;
+}
+
 struct rt_buffer_header {
 	uint32_t magic;       /* RT_BUF_MAGIC once a writer initialised it */
-	uint32_t flags;       /* RT_BUF_*; SEALED is stored with release order */
+	uint32_t flags;       /* RT_BUF_*, and the sample shift in bits 24..29;
+			       * SEALED is stored with release order */
 	uint64_t trace_hi;
 	uint64_t trace_lo;
 	uint32_t pid;         /* writer process */

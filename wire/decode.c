@@ -363,12 +363,13 @@ static int rd_reply(struct cur *c, struct rt_wire_msg *out)
 	return rd_traces(c, out, RT_WIRE_BREADCRUMB_REPLY, 0, &r->traces, &r->trace_count);
 }
 
-static int rd_slice(struct cur *c, struct rt_wire_msg *out)
+/* `elems`: the message's element count, RT_WIRE_ELEMS_SLICE or _SLICE_MAX. */
+static int rd_slice(struct cur *c, struct rt_wire_msg *out, uint32_t elems)
 {
 	struct rt_wire_slice *s = &out->slice;
-	struct rt_wire_slice_buffer *b;
+	struct rt_wire_slice_buffer *b = NULL;
 	uint32_t n;
-	size_t cap;
+	size_t cap = 0;
 
 	TRY(rd_u32(c, &s->agent_id));
 	TRY(rd_u64(c, &s->slice_seq));
@@ -379,9 +380,7 @@ static int rd_slice(struct cur *c, struct rt_wire_msg *out)
 	TRY(rd_u64(c, &s->tsc_ref_tick));
 	TRY(rd_u64(c, &s->tsc_ref_unix_ns));
 	TRY(rd_array(c, RT_WIRE_MAX_SLICE_BUFFERS, &n));
-	if (!n)
-		return 0;
-	if (!(b = alloc_list(c, out, n, MIN_SLICE_BUFFER, sizeof *b, &cap)))
+	if (n && !(b = alloc_list(c, out, n, MIN_SLICE_BUFFER, sizeof *b, &cap)))
 		return RT_WIRE_E_NOMEM;
 	for (uint32_t i = 0; i < n; i++) {
 		struct rt_wire_slice_buffer x = {0};
@@ -398,8 +397,13 @@ static int rd_slice(struct cur *c, struct rt_wire_msg *out)
 			return RT_WIRE_E_TRUNCATED;
 		b[i] = x;
 	}
-	s->buffers = b;
+	s->buffers = n ? b : NULL;
 	s->buffer_count = n;
+	if (elems == RT_WIRE_ELEMS_SLICE_MAX) {
+		TRY(rd_u32(c, &s->rate_exp));
+		if (s->rate_exp > RT_WIRE_MAX_RATE_EXP)
+			return RT_WIRE_E_VALUE;
+	}
 	return 0;
 }
 
@@ -441,8 +445,17 @@ static uint32_t elems_of(uint64_t type)
 	}
 }
 
-/* Array header, version, type, element count. Returns the type or an error. */
-static int rd_envelope(struct cur *c, const void *data, size_t len)
+/* The most elements a message of this type may have (an optional last field). */
+static uint32_t max_elems_of(uint64_t type)
+{
+	return type == RT_WIRE_SLICE ? RT_WIRE_ELEMS_SLICE_MAX : elems_of(type);
+}
+
+/*
+ * Array header, version, type, element count (into *elems when not NULL).
+ * Returns the type or an error.
+ */
+static int rd_envelope(struct cur *c, const void *data, size_t len, uint32_t *elems)
 {
 	uint32_t n, want;
 	uint64_t v;
@@ -470,24 +483,27 @@ static int rd_envelope(struct cur *c, const void *data, size_t len)
 		return RT_WIRE_E_UNKNOWN_TYPE;
 	if (n < want)
 		return RT_WIRE_E_MISSING;
-	if (n > want)
+	if (n > max_elems_of(v))
 		return RT_WIRE_E_EXTRA;
+	if (elems)
+		*elems = n;
 	return (int)v;
 }
 
 int rt_wire_peek_type(const void *data, size_t len)
 {
 	struct cur c;
-	return rd_envelope(&c, data, len);
+	return rd_envelope(&c, data, len, NULL);
 }
 
 int rt_wire_decode(const void *data, size_t len, struct rt_wire_msg *out)
 {
 	struct cur c;
+	uint32_t elems = 0;
 	int type, rc;
 
 	memset(out, 0, sizeof *out);
-	type = rd_envelope(&c, data, len);
+	type = rd_envelope(&c, data, len, &elems);
 	if (type < 0)
 		return type;
 	switch (type) {
@@ -495,7 +511,7 @@ int rt_wire_decode(const void *data, size_t len, struct rt_wire_msg *out)
 	case RT_WIRE_TRIGGER: rc = rd_trigger(&c, out); break;
 	case RT_WIRE_REMOTE_TRIGGER: rc = rd_remote(&c, out); break;
 	case RT_WIRE_BREADCRUMB_REPLY: rc = rd_reply(&c, out); break;
-	case RT_WIRE_SLICE: rc = rd_slice(&c, out); break;
+	case RT_WIRE_SLICE: rc = rd_slice(&c, out, elems); break;
 	default: rc = rd_ack(&c, out); break;
 	}
 	if (!rc && c.i != c.n)

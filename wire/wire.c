@@ -121,6 +121,8 @@ static int check_msg(const struct rt_wire_msg *m)
 	case RT_WIRE_BREADCRUMB_REPLY:
 		return check_traces(m->reply.traces, m->reply.trace_count, 0, 1);
 	case RT_WIRE_SLICE:
+		if (m->slice.rate_exp > RT_WIRE_MAX_RATE_EXP)
+			return RT_WIRE_E_VALUE;
 		if (m->slice.buffer_count > RT_WIRE_MAX_SLICE_BUFFERS)
 			return RT_WIRE_E_TOO_BIG;
 		if (m->slice.buffer_count && !m->slice.buffers)
@@ -229,7 +231,7 @@ static void pack_msg(msgpack_packer *pk, const struct rt_wire_msg *m)
 	}
 	case RT_WIRE_SLICE: {
 		const struct rt_wire_slice *s = &m->slice;
-		msgpack_pack_array(pk, RT_WIRE_ELEMS_SLICE);
+		msgpack_pack_array(pk, s->rate_exp ? RT_WIRE_ELEMS_SLICE_MAX : RT_WIRE_ELEMS_SLICE);
 		msgpack_pack_uint32(pk, RT_WIRE_VERSION);
 		msgpack_pack_uint32(pk, RT_WIRE_SLICE);
 		msgpack_pack_uint32(pk, s->agent_id);
@@ -252,6 +254,8 @@ static void pack_msg(msgpack_packer *pk, const struct rt_wire_msg *m)
 			msgpack_pack_bin(pk, b->len);
 			msgpack_pack_bin_body(pk, b->data, b->len);
 		}
+		if (s->rate_exp) /* absent means 0: old decoders keep reading rate-1 slices */
+			msgpack_pack_uint32(pk, s->rate_exp);
 		break;
 	}
 	case RT_WIRE_ACK: {

@@ -8,7 +8,8 @@
  *
  * Promises:
  *   - Every message is one msgpack array [version = 1, type, fields...] with a
- *     fixed element count per type; docs/wire.md is the catalogue.
+ *     fixed element count per type (SLICE: 11, or 12 with its optional last
+ *     element rate_exp); docs/wire.md is the catalogue.
  *   - Every input to rt_wire_decode is untrusted: a truncated, oversized,
  *     wrong-typed, short, long or trailing-byte message gets its own negative
  *     RT_WIRE_E_* code; the decoder never reads outside [data, data + len),
@@ -34,6 +35,7 @@
 #define RT_WIRE_MAX_SLICE_BUFFERS 65536u  /* buffers in one slice message */
 #define RT_WIRE_MAX_BIN RT_WIRE_MAX_MESSAGE /* one buffer's data */
 #define RT_WIRE_MAX_ACK_SEQS 4096u        /* sequence numbers in one ack */
+#define RT_WIRE_MAX_RATE_EXP 63u          /* a slice's rate exponent (rate 2^-63) */
 
 /* Message types (the second element of every message). */
 enum rt_wire_type {
@@ -51,7 +53,8 @@ enum rt_wire_type {
 #define RT_WIRE_ELEMS_TRIGGER 7u
 #define RT_WIRE_ELEMS_REMOTE_TRIGGER 5u
 #define RT_WIRE_ELEMS_BREADCRUMB_REPLY 5u
-#define RT_WIRE_ELEMS_SLICE 11u
+#define RT_WIRE_ELEMS_SLICE 11u     /* without rate_exp (rate 1) */
+#define RT_WIRE_ELEMS_SLICE_MAX 12u /* with the optional rate_exp */
 #define RT_WIRE_ELEMS_ACK 4u
 
 /*
@@ -144,6 +147,12 @@ struct rt_wire_slice {
 	uint64_t tsc_ref_unix_ns;
 	uint32_t buffer_count; /* 0..RT_WIRE_MAX_SLICE_BUFFERS */
 	const struct rt_wire_slice_buffer *buffers;
+	/* The slice was kept with probability 2^-rate_exp (0..RT_WIRE_MAX_RATE_EXP):
+	 * the effective exponent of the host's consistent sampling steps (the
+	 * client's trace percentage, the agent's overload level), what an unbiased
+	 * estimate needs (estimate/). Optional 12th element: the encoder writes it
+	 * only when non-zero, and a message without it decodes as 0 (rate 1). */
+	uint32_t rate_exp;
 };
 
 struct rt_wire_ack {

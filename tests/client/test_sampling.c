@@ -122,6 +122,48 @@ START_TEST(test_head_sampling_triggers)
 }
 END_TEST
 
+/*
+ * The shift that recorded a trace travels in its buffers' flags (shm/pool.h,
+ * ABI 4), for the agent to report as the slice's rate: every buffer of a
+ * recorded trace carries it, the full ones in the middle as well as the last.
+ */
+START_TEST(test_rate_in_buffer_flags)
+{
+	uint32_t shift = (uint32_t)_i * 3; /* 0, 3 */
+	struct rt_pool pool;
+	struct collection col = {0};
+	static uint8_t rec[3000];
+	char name[64];
+	uint32_t i, recorded = 0;
+
+	test_pool_name(name, sizeof name, "rate");
+	test_pool_create(&pool, name, 4096, 256);
+	configure(name, shift, 0);
+	memset(rec, 0x5a, sizeof rec);
+	for (i = 0; i < 64; i++) {
+		if (!retrace_begin(id_of(i)))
+			continue;
+		recorded++;
+		retrace_tracepoint(rec, sizeof rec);
+		retrace_tracepoint(rec, sizeof rec); /* a second buffer */
+		retrace_end();
+	}
+	retrace_flush();
+	collect_all(&pool, &col);
+	ck_assert_uint_gt(recorded, 0);
+	ck_assert_uint_ge(col.n_bufs, 2 * recorded);
+	for (size_t k = 0; k < col.n_bufs; k++) {
+		uint32_t f = col.bufs[k].h.flags;
+		ck_assert_msg(rt_buf_rate_exp(f) == shift, "buffer %zu: flags %#x, shift %u", k, f,
+			      shift);
+		ck_assert(f & RT_BUF_SEALED);
+	}
+	collection_free(&col);
+	retrace_shutdown();
+	test_pool_destroy(&pool);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("client_sampling");
@@ -130,6 +172,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_two_processes_agree, 0, 4);
 	tcase_add_test(tc, test_zero_shift_records_all);
 	tcase_add_test(tc, test_head_sampling_triggers);
+	tcase_add_loop_test(tc, test_rate_in_buffer_flags, 0, 2);
 	suite_add_tcase(s, tc);
 	return test_run_suite(s);
 }

@@ -1649,7 +1649,7 @@ START_TEST(test_bad_files)
 	write_file(p, "", 0);
 	ck_assert_int_eq(open_err(p, 1, "not a retrace store"), RT_STORE_E_OPEN);
 	rt_store_close(open_rw(p));
-	ck_assert_int_eq(sql_int(p, "SELECT value FROM meta WHERE key = 'schema_version'"), 1);
+	ck_assert_int_eq(sql_int(p, "SELECT value FROM meta WHERE key = 'schema_version'"), 2);
 }
 END_TEST
 
@@ -1658,20 +1658,20 @@ START_TEST(test_schema_version)
 	const char *p = dbpath("v.db");
 	struct rt_store *s = open_rw(p);
 	rt_store_close(s);
-	ck_assert_int_eq(sql_int(p, "SELECT value FROM meta WHERE key = 'schema_version'"), 1);
+	ck_assert_int_eq(sql_int(p, "SELECT value FROM meta WHERE key = 'schema_version'"), 2);
 	ck_assert_int_eq(sql_int(p, "PRAGMA application_id"), 0x52545243);
 	ck_assert_int_eq(sql_int(p, "SELECT count(*) FROM pragma_journal_mode "
 				    "WHERE journal_mode = 'wal'"), 1);
 
-	sql_exec(p, "UPDATE meta SET value = 2 WHERE key = 'schema_version'");
+	sql_exec(p, "UPDATE meta SET value = 3 WHERE key = 'schema_version'");
 	ck_assert_int_eq(open_err(p, 0, "newer"), RT_STORE_E_SCHEMA);
 	ck_assert_int_eq(open_err(p, 1, "newer"), RT_STORE_E_SCHEMA);
-	ck_assert_int_eq(sql_int(p, "SELECT value FROM meta WHERE key = 'schema_version'"), 2);
+	ck_assert_int_eq(sql_int(p, "SELECT value FROM meta WHERE key = 'schema_version'"), 3);
 	sql_exec(p, "UPDATE meta SET value = 0 WHERE key = 'schema_version'");
 	ck_assert_int_eq(open_err(p, 0, "unknown schema version"), RT_STORE_E_SCHEMA);
 	sql_exec(p, "DELETE FROM meta WHERE key = 'schema_version'");
 	ck_assert_int_eq(open_err(p, 0, "not a retrace store"), RT_STORE_E_OPEN);
-	sql_exec(p, "INSERT INTO meta VALUES('schema_version', 1)");
+	sql_exec(p, "INSERT INTO meta VALUES('schema_version', 2)");
 	rt_store_close(open_ro(p));
 
 	/* A trace row edited into nonsense is an error, not garbage. */
@@ -1684,6 +1684,106 @@ START_TEST(test_schema_version)
 	ck_assert_int_eq(rt_store_get_trace(s, 0, 3, &t), RT_STORE_E_IO);
 	ck_assert_ptr_nonnull(strstr(rt_store_errmsg(s), "corrupt"));
 	rt_store_close(s);
+}
+END_TEST
+
+static uint32_t rate_of(const struct rt_store_rate *r, uint32_t n, uint32_t agent)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (r[i].agent_id == agent)
+			return r[i].rate_exp;
+	ck_abort_msg("agent %u has no rate", agent);
+	return 0;
+}
+
+/*
+ * Schema version 2 stores each slice's rate_exp, and the largest per agent is a
+ * trace's rate for that agent. A version-1 store (no column) reads as rate 0
+ * read-only, untouched; a writable open migrates it once, old rows 0.
+ */
+START_TEST(test_rate_migration)
+{
+	const char *p = dbpath("rate.db");
+	struct rt_store *s = open_rw(p);
+	struct rt_store_rate r[4];
+	struct rt_store_slice sl;
+	struct got g;
+	uint32_t n = 0;
+	int rc;
+
+	/* version 2: stored and read back, max per agent */
+	begin_ok(s);
+	sl = mk(0, 7, 1, 1, "a", 1);
+	sl.rate_exp = 1;
+	put_ok(s, &sl);
+	sl = mk(0, 7, 1, 2, "b", 1);
+	sl.rate_exp = 3; /* the agent's level went up between its two slices */
+	put_ok(s, &sl);
+	sl = mk(0, 7, 2, 1, "c", 1);
+	sl.rate_exp = 0;
+	put_ok(s, &sl);
+	commit_ok(s);
+	walk(s, 0, 7, &g);
+	ck_assert_uint_eq(g.n, 3);
+	ck_assert_uint_eq(g.v[0].rate_exp, 1);
+	ck_assert_uint_eq(g.v[1].rate_exp, 3);
+	ck_assert_uint_eq(g.v[2].rate_exp, 0);
+	got_free(&g);
+	rc = rt_store_trace_rates(s, 0, 7, r, 4, &n);
+	ck_assert_msg(rc == 0, "%s", rt_store_errmsg(s));
+	ck_assert_uint_eq(n, 2);
+	ck_assert_uint_eq(rate_of(r, n, 1), 3);
+	ck_assert_uint_eq(rate_of(r, n, 2), 0);
+	/* a short array: the first agent only */
+	ck_assert_int_eq(rt_store_trace_rates(s, 0, 7, r, 1, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(r[0].agent_id, 1);
+	ck_assert_int_eq(rt_store_trace_rates(s, 0, 8, r, 4, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	ck_assert_int_eq(rt_store_trace_rates(s, 0, 7, NULL, 4, &n), RT_STORE_E_INVAL);
+	rt_store_close(s);
+
+	/* Make it a version-1 store: no rate_exp column. */
+	sql_exec(p, "ALTER TABLE slices DROP COLUMN rate_exp;"
+		    "UPDATE meta SET value = 1 WHERE key = 'schema_version'");
+	s = open_ro(p);
+	walk(s, 0, 7, &g);
+	ck_assert_uint_eq(g.n, 3);
+	for (size_t i = 0; i < g.n; i++)
+		ck_assert_uint_eq(g.v[i].rate_exp, 0);
+	ck_assert_mem_eq(g.v[1].msg, "b", 1);
+	got_free(&g);
+	ck_assert_int_eq(rt_store_trace_rates(s, 0, 7, r, 4, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_uint_eq(rate_of(r, n, 1), 0);
+	rt_store_close(s);
+	ck_assert_int_eq(sql_int(p, "SELECT value FROM meta WHERE key = 'schema_version'"), 1);
+	ck_assert_int_eq(sql_int(p, "SELECT count(*) FROM pragma_table_info('slices') "
+				    "WHERE name = 'rate_exp'"), 0);
+
+	/* A writable open migrates: old rows read 0, new ones keep theirs. */
+	s = open_rw(p);
+	ck_assert_int_eq(sql_int(p, "SELECT value FROM meta WHERE key = 'schema_version'"), 2);
+	begin_ok(s);
+	sl = mk(0, 7, 2, 2, "d", 1);
+	sl.rate_exp = 5;
+	put_ok(s, &sl);
+	commit_ok(s);
+	walk(s, 0, 7, &g);
+	ck_assert_uint_eq(g.n, 4);
+	ck_assert_uint_eq(g.v[1].rate_exp, 0);
+	ck_assert_uint_eq(g.v[3].rate_exp, 5);
+	ck_assert_mem_eq(g.v[3].msg, "d", 1);
+	got_free(&g);
+	ck_assert_int_eq(rt_store_trace_rates(s, 0, 7, r, 4, &n), 0);
+	ck_assert_uint_eq(rate_of(r, n, 1), 0);
+	ck_assert_uint_eq(rate_of(r, n, 2), 5);
+	rt_store_close(s);
+	/* and a second open finds nothing to do */
+	rt_store_close(open_rw(p));
+	rt_store_close(open_ro(p));
+	ck_assert_int_eq(sql_int(p, "SELECT count(*) FROM pragma_table_info('slices') "
+				    "WHERE name = 'rate_exp'"), 1);
 }
 END_TEST
 
@@ -1826,6 +1926,7 @@ static Suite *store_suite(void)
 	STORE_CASE(s, "background_checkpoint", test_background_checkpoint, 1);
 	STORE_CASE(s, "bad_files", test_bad_files, 1);
 	STORE_CASE(s, "schema_version", test_schema_version, 1);
+	STORE_CASE(s, "rate_migration", test_rate_migration, 1);
 	STORE_CASE(s, "null_args", test_null_args, 1);
 	STORE_CASE(s, "default_path", test_default_path, 1);
 	return s;

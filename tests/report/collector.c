@@ -75,6 +75,7 @@ static struct tc_slice *record_slice(struct tc_collector *c, const struct rt_wir
 	s->trace_hi = m->trace_hi;
 	s->trace_lo = m->trace_lo;
 	s->tsc_hz = m->tsc_hz;
+	s->rate_exp = m->rate_exp;
 	s->nbuf = m->buffer_count;
 	s->bufs = calloc(m->buffer_count ? m->buffer_count : 1, sizeof *s->bufs);
 	for (i = 0; i < m->buffer_count; i++) {

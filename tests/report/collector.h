@@ -37,6 +37,7 @@ struct tc_slice {
 	uint32_t agent_id, trigger_id;
 	uint64_t slice_seq, trace_hi, trace_lo;
 	uint64_t tsc_hz;
+	uint32_t rate_exp; /* the slice's wire rate_exp */
 	uint32_t nbuf;
 	struct tc_buffer *bufs;
 	uint64_t bytes;    /* payload bytes of all buffers */

@@ -254,6 +254,78 @@ START_TEST(test_other_class_trigger_id)
 }
 END_TEST
 
+/* ------------------------------------------------------- rate exponent ---- */
+
+/*
+ * A slice's rate_exp is the larger of its buffers' sample shift (flags bits,
+ * shm/pool.h) and its class's overload level when it is encoded: trigger R0
+ * stays at level 0, trigger R2 is raised to level 2 (its traces are ones level
+ * 2 admits, so they are reported).
+ */
+#define R_TRACES 8
+START_TEST(test_rate_exp)
+{
+	static struct rt_agent a;
+	struct tc_collector c;
+	struct rt_agent_config cfg;
+	struct rt_report_class *r2;
+	uint64_t lo[R_TRACES];
+	uint32_t shift[R_TRACES], trig[R_TRACES], want[R_TRACES], i, n = 0, seen = 0;
+	uint64_t cand = 0x0A7E000000000001ull;
+	char pool[64], err[256];
+	size_t k;
+	int ok;
+
+	ag_pool_name(pool, sizeof pool, "rate");
+	tc_init(&c);
+	ck_assert_msg(tc_start(&c, "tcp://127.0.0.1:0", err, sizeof err) == 0, "%s", err);
+	rp_config(&cfg, pool, 512, 4096, S_AGENT, c.url);
+	rp_open(&a, &cfg);
+	r2 = rt_report_class_of(&a.rep, 22);
+	ck_assert(rt_report_raise(&a.rep, r2, 1));
+	ck_assert(rt_report_raise(&a.rep, r2, 1));
+	ck_assert_uint_eq(r2->level, 2);
+	for (i = 0; i < R_TRACES; i++) {
+		while (!rt_report_admits(r2, cand)) /* level 2 keeps these */
+			cand++;
+		lo[i] = cand++;
+		shift[i] = (uint32_t[]){0, 1, 3, 5}[i % 4];
+		trig[i] = i < R_TRACES / 2 ? 20 : 22;
+		want[i] = trig[i] == 22 && shift[i] < 2 ? 2 : shift[i];
+	}
+	for (i = 0; i < R_TRACES; i++) {
+		uint32_t id = ag_take_buffer(&a.pool);
+		uint32_t bytes = ag_fill_buffer(&a.pool, id, 0xA7, lo[i], 0, 0, 1, 1);
+		struct rt_buffer_header *h = rt_pool_buffer(&a.pool, id);
+		struct rt_trigger_entry t = ag_trig(lo[i], trig[i], 1, 0);
+		h->flags |= rt_buf_rate_flags(shift[i]);
+		ag_push_complete(&a.pool, lo[i], id, bytes);
+		ag_push_triggers(&a.pool, &t, 1);
+	}
+	ag_drain(&a);
+	RP_UNTIL(ok, &a, 30, rp_quiet(&a) && tc_nslices(&c) >= R_TRACES);
+	ck_assert_msg(ok, "slices %zu of %u", tc_nslices(&c), R_TRACES);
+	ck_assert_uint_eq(r2->level, 2); /* not relaxed meanwhile: the wants stand */
+	tc_lock(&c);
+	for (k = 0; k < c.nslices; k++) {
+		for (i = 0; i < R_TRACES && lo[i] != c.slices[k].trace_lo; i++)
+			;
+		ck_assert_uint_lt(i, R_TRACES);
+		ck_assert_msg(c.slices[k].rate_exp == want[i],
+			      "trace %u (shift %u, trigger %u): rate_exp %u, want %u", i, shift[i],
+			      trig[i], c.slices[k].rate_exp, want[i]);
+		ck_assert_uint_eq(rt_buf_rate_exp(c.slices[k].bufs[0].flags), shift[i]);
+		seen |= 1u << i;
+		n++;
+	}
+	tc_unlock(&c);
+	ck_assert_uint_eq(seen, (1u << R_TRACES) - 1);
+	ck_assert_uint_ge(n, R_TRACES);
+	rt_agent_close(&a);
+	tc_free(&c);
+}
+END_TEST
+
 /* ------------------------------------------------ slices over 64 MiB ---- */
 
 /*
@@ -395,6 +467,10 @@ static Suite *slice_suite(void)
 	t = tcase_create("other_class");
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, test_other_class_trigger_id);
+	suite_add_tcase(s, t);
+	t = tcase_create("rate_exp");
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, test_rate_exp);
 	suite_add_tcase(s, t);
 	t = tcase_create("too_big");
 	tcase_set_timeout(t, 90);

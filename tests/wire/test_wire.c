@@ -252,6 +252,8 @@ static void gen_msg(struct owned *o, int type, enum gen_mode mode)
 		}
 		s->buffer_count = n;
 		s->buffers = n ? o->bufs : NULL;
+		/* half without the optional 12th element, half with it */
+		s->rate_exp = rnd_below(2) ? 0 : (uint32_t)rnd_below(RT_WIRE_MAX_RATE_EXP + 1);
 		break;
 	}
 	case RT_WIRE_ACK: {
@@ -342,7 +344,8 @@ static int msg_eq(const struct rt_wire_msg *a, const struct rt_wire_msg *b, char
 		if (x->agent_id != y->agent_id || x->slice_seq != y->slice_seq ||
 		    x->trigger_id != y->trigger_id || x->trace_hi != y->trace_hi ||
 		    x->trace_lo != y->trace_lo || x->tsc_hz != y->tsc_hz ||
-		    x->tsc_ref_tick != y->tsc_ref_tick || x->tsc_ref_unix_ns != y->tsc_ref_unix_ns)
+		    x->tsc_ref_tick != y->tsc_ref_tick || x->tsc_ref_unix_ns != y->tsc_ref_unix_ns ||
+		    x->rate_exp != y->rate_exp)
 			NEQ("slice scalar");
 		if (x->buffer_count != y->buffer_count)
 			NEQ("buffer_count");
@@ -585,6 +588,101 @@ START_TEST(test_slice_large)
 	}
 	rt_wire_buf_free(&buf);
 	free(big);
+}
+END_TEST
+
+/*
+ * The optional 12th SLICE element, rate_exp: absent means 0 (and the encoder
+ * leaves it out for 0, so an 11-element reader keeps reading rate-1 slices);
+ * 1..63 travel as the 12th element; a bad value in it is refused, whole.
+ */
+START_TEST(test_slice_rate_exp)
+{
+	static const uint8_t data[3] = {1, 2, 3};
+	struct rt_wire_slice_buffer b = {.pid = 4, .tid = 5, .seq = 6, .data = data, .len = 3};
+	struct rt_wire_slice s = {.agent_id = 7, .slice_seq = 8, .trace_lo = 9,
+				  .buffer_count = 1, .buffers = &b};
+	struct rt_wire_buf buf = {0};
+	struct rt_wire_msg d;
+	size_t size, len11;
+	uint8_t *p;
+
+	/* rate 1: the 11-element form, decoded as rate_exp 0 */
+	ck_assert_int_eq(rt_wire_encode_slice(&buf, &s), 0);
+	ck_assert_uint_eq(buf.data[0], 0x90 | RT_WIRE_ELEMS_SLICE);
+	len11 = buf.len;
+	ck_assert_int_eq(rt_wire_decode(buf.data, buf.len, &d), 0);
+	ck_assert_uint_eq(d.slice.rate_exp, 0);
+	ck_assert_uint_eq(d.slice.buffer_count, 1);
+	rt_wire_msg_free(&d);
+
+	/* every exponent 1..63: the 12-element form, one more byte (a fixint) */
+	for (uint32_t k = 1; k <= RT_WIRE_MAX_RATE_EXP; k++) {
+		s.rate_exp = k;
+		buf.len = 0;
+		ck_assert_int_eq(rt_wire_encode_slice(&buf, &s), 0);
+		ck_assert_int_eq(rt_wire_slice_size(&s, &size), 0);
+		ck_assert_uint_eq(size, buf.len);
+		ck_assert_uint_eq(buf.data[0], 0x90 | RT_WIRE_ELEMS_SLICE_MAX);
+		ck_assert_uint_eq(buf.len, len11 + 1);
+		ck_assert_uint_eq(buf.data[buf.len - 1], k);
+		ck_assert_int_eq(rt_wire_peek_type(buf.data, buf.len), RT_WIRE_SLICE);
+		ck_assert_int_eq(rt_wire_decode(buf.data, buf.len, &d), 0);
+		ck_assert_uint_eq(d.slice.rate_exp, k);
+		ck_assert_uint_eq(d.slice.slice_seq, 8);
+		ck_assert_uint_eq(d.slice.buffer_count, 1);
+		ck_assert_mem_eq(d.slice.buffers[0].data, data, 3);
+		rt_wire_msg_free(&d);
+	}
+
+	/* the encoder refuses what the decoder would, and leaves the output alone */
+	s.rate_exp = RT_WIRE_MAX_RATE_EXP + 1;
+	buf.len = 0;
+	ck_assert_int_eq(rt_wire_encode_slice(&buf, &s), RT_WIRE_E_VALUE);
+	ck_assert_uint_eq(buf.len, 0);
+	ck_assert_int_eq(rt_wire_slice_size(&s, &size), RT_WIRE_E_VALUE);
+
+	/* hand-made 12th elements, on the 63 form's bytes */
+	s.rate_exp = 63;
+	buf.len = 0;
+	ck_assert_int_eq(rt_wire_encode_slice(&buf, &s), 0);
+	p = malloc(buf.len + 9);
+	memcpy(p, buf.data, buf.len - 1);
+#define LAST(bytes, n, want)                                                          \
+	do {                                                                          \
+		memcpy(p + buf.len - 1, bytes, n);                                    \
+		ck_assert_int_eq(rt_wire_decode(p, buf.len - 1 + (n), &d), want);     \
+		if ((want) == 0)                                                      \
+			ck_assert_uint_eq(d.slice.rate_exp, 63);                      \
+		else                                                                  \
+			ck_assert_int_eq(d.type, 0);                                  \
+		rt_wire_msg_free(&d);                                                 \
+	} while (0)
+	LAST("\x3f", 1, RT_WIRE_OK);                       /* 63 */
+	LAST("\xcc\x3f", 2, RT_WIRE_OK);                   /* 63 as uint8: any width */
+	LAST("\xcf\x00\x00\x00\x00\x00\x00\x00\x3f", 9, RT_WIRE_OK);
+	LAST("\x40", 1, RT_WIRE_E_VALUE);                  /* 64 */
+	LAST("\xcc\xff", 2, RT_WIRE_E_VALUE);              /* 255 */
+	LAST("\xce\xff\xff\xff\xff", 5, RT_WIRE_E_VALUE);  /* 2^32 - 1 */
+	LAST("\xcf\x00\x00\x00\x01\x00\x00\x00\x00", 9, RT_WIRE_E_TYPE); /* 2^32 */
+	LAST("\xff", 1, RT_WIRE_E_TYPE);                   /* -1 */
+	LAST("\xc0", 1, RT_WIRE_E_TYPE);                   /* nil */
+	LAST("\xc3", 1, RT_WIRE_E_TYPE);                   /* true */
+	LAST("\xa1" "1", 2, RT_WIRE_E_TYPE);               /* "1" */
+	LAST("\xcc", 1, RT_WIRE_E_TRUNCATED);              /* cut */
+#undef LAST
+	/* 12 elements declared, the 12th absent; 13 elements */
+	p[0] = 0x90 | RT_WIRE_ELEMS_SLICE_MAX;
+	ck_assert_int_eq(rt_wire_decode(p, len11, &d), RT_WIRE_E_TRUNCATED);
+	p[0] = 0x90 | (RT_WIRE_ELEMS_SLICE_MAX + 1);
+	memcpy(p + buf.len - 1, "\x01\x01", 2);
+	ck_assert_int_eq(rt_wire_decode(p, buf.len + 1, &d), RT_WIRE_E_EXTRA);
+	ck_assert_int_eq(rt_wire_peek_type(p, buf.len + 1), RT_WIRE_E_EXTRA);
+	/* 10 elements: still missing */
+	p[0] = 0x90 | (RT_WIRE_ELEMS_SLICE - 1);
+	ck_assert_int_eq(rt_wire_peek_type(p, buf.len), RT_WIRE_E_MISSING);
+	free(p);
+	rt_wire_buf_free(&buf);
 }
 END_TEST
 
@@ -1056,8 +1154,8 @@ static void wrong_kinds(struct table *t, msgpack_object *o, int not_int, int not
 	}
 }
 
-/* Tuple edits: one element more, one less. */
-static void tuple_edits(struct table *t, msgpack_object *o)
+/* Tuple edits: one element more (a 0; `extra_want` is what that decodes to), one less. */
+static void tuple_edits(struct table *t, msgpack_object *o, int extra_want)
 {
 	msgpack_object_array saved = o->via.array;
 	msgpack_object *more = malloc((saved.size + 1) * sizeof *more);
@@ -1066,7 +1164,7 @@ static void tuple_edits(struct table *t, msgpack_object *o)
 	more[saved.size] = obj_u64(0);
 	o->via.array.ptr = more;
 	o->via.array.size = saved.size + 1;
-	expect(t, RT_WIRE_E_EXTRA, "with an extra element");
+	expect(t, extra_want, "with an extra element");
 	o->via.array = saved;
 	o->via.array.size = saved.size - 1;
 	expect(t, RT_WIRE_E_MISSING, "without its last element");
@@ -1170,7 +1268,7 @@ static void walk(struct table *t, msgpack_object *o, const struct node *n)
 	case K_TUPLE:
 		ck_assert(o->type == MSGPACK_OBJECT_ARRAY);
 		wrong_kinds(t, o, 1, 1, 1, 0);
-		tuple_edits(t, o);
+		tuple_edits(t, o, RT_WIRE_E_EXTRA);
 		walk_fields(t, o, 0, n->sub, n->nsub);
 		break;
 	}
@@ -1191,6 +1289,8 @@ static void base_msg(struct owned *o, int type)
 	       (type == RT_WIRE_SLICE && (o->m.slice.buffer_count != 2 ||
 					  !o->m.slice.buffers[0].len)) ||
 	       (type == RT_WIRE_ACK && o->m.ack.seq_count != 2));
+	if (type == RT_WIRE_SLICE)
+		o->m.slice.rate_exp = 0; /* the 11-element form; the 12th: test_slice_rate_exp */
 }
 
 START_TEST(test_malformed_table)
@@ -1215,7 +1315,8 @@ START_TEST(test_malformed_table)
 		t.root = &u.data;
 		/* the message itself, as msgpack-c re-packs it, is valid */
 		expect(&t, RT_WIRE_OK, "unchanged");
-		tuple_edits(&t, t.root);
+		/* a SLICE may have one more element: rate_exp, and 0 is a valid one */
+		tuple_edits(&t, t.root, type == RT_WIRE_SLICE ? RT_WIRE_OK : RT_WIRE_E_EXTRA);
 		/* version and type: wrong values and kinds */
 		snprintf(t.path, sizeof t.path, "version");
 		swap_expect(&t, &t.root->via.array.ptr[0], obj_u64(2), RT_WIRE_E_VERSION, "2");
@@ -1228,7 +1329,12 @@ START_TEST(test_malformed_table)
 			    RT_WIRE_E_UNKNOWN_TYPE, "max+1");
 		/* another known type with this one's element count */
 		for (int other = 1; other <= RT_WIRE_TYPE_MAX; other++)
-			if (schema[other].n != schema[type].n)
+			if (other == RT_WIRE_SLICE && schema[type].n + 2 == RT_WIRE_ELEMS_SLICE_MAX)
+				/* a count a SLICE may have (with rate_exp): its fields are
+				 * read, and REGISTER's host string is no slice_seq */
+				swap_expect(&t, &t.root->via.array.ptr[1], obj_u64((uint64_t)other),
+					    RT_WIRE_E_TYPE, "of another message");
+			else if (schema[other].n != schema[type].n)
 				swap_expect(&t, &t.root->via.array.ptr[1], obj_u64((uint64_t)other),
 					    schema[other].n < schema[type].n ? RT_WIRE_E_EXTRA
 									     : RT_WIRE_E_MISSING,
@@ -1471,6 +1577,7 @@ int main(void)
 	tcase_add_test(tc, test_round_trip_random);
 	tcase_add_test(tc, test_round_trip_boundaries);
 	tcase_add_test(tc, test_slice_large);
+	tcase_add_test(tc, test_slice_rate_exp);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("encode");
 	tcase_add_test(tc, test_encoder_refusals);

@@ -28,6 +28,7 @@ static const struct command commands[] = {
 	{ "export", retrace_cmd_export, "collected traces as OTLP/JSON or Zipkin, to a file or a collector" },
 	{ "alarm", retrace_cmd_alarm, "alarm an entry API so selection keeps more of its traces" },
 	{ "recollect", retrace_cmd_recollect, "traverse stored traces again (after an agent restart)" },
+	{ "estimate", retrace_cmd_estimate, "unbiased counts of matching spans and traces, from sampled ones" },
 #endif
 #ifdef RETRACE_HAVE_WEAVE
 	{ "weave", retrace_cmd_weave, "reconstruct links across hops without context in an OTLP/JSON file" },
