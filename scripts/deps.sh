@@ -3,9 +3,10 @@
 set -euo pipefail
 # libmbedtls-dev: daemon/tls.c's nng TLS engine (the mbedTLS nng itself uses);
 # openssl: scripts/retrace-keys.sh makes the certificates; python3:
-# scripts/check-deps.py (the architecture table checked against the includes).
+# scripts/check-deps.py (the architecture table checked against the includes);
+# zlib1g-dev: coordinator/export.c gzips the OTLP push.
 pkgs=(build-essential cmake pkg-config libck-dev libmsgpack-dev libnng-dev liburing-dev
-      check libsqlite3-dev libjansson-dev libmbedtls-dev openssl python3)
+      check libsqlite3-dev libjansson-dev libmbedtls-dev openssl python3 zlib1g-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
