@@ -23,9 +23,18 @@
  * NaN and infinities, which JSON numbers cannot carry, are written as the
  * strings "NaN", "Infinity", "-Infinity" as the proto3 JSON mapping does.
  *
+ * Values a collector would refuse are mended on the way and counted in the
+ * writer's rt_export_stats: empty names get a placeholder, empty keys are
+ * dropped, and a log argument that an unsigned conversion of its template read
+ * (found by walking the template with shm/fmt.h, as the decoder does) is
+ * written as unsigned — as a stringValue when it is above INT64_MAX.
+ *
  * The push uses nng's HTTP client: one transaction (connect, POST, read the
  * answer, close) per attempt, with a timeout on the aio, and a doubling
- * backoff between attempts that are worth repeating.
+ * backoff between attempts that are worth repeating (or the answer's
+ * Retry-After, bounded). rt_export_push_traces cuts the export into requests
+ * with a batcher (see "batches" below) so no request passes the collector's
+ * size limit; each body is gzip'd with zlib in one deflate call.
  */
 #include "export.h"
 
