@@ -564,10 +564,12 @@ static int ev_span_start(struct rd *r, struct arena *a, struct event *e)
 {
 	uint64_t kind;
 	if (rd_uint(r, UINT64_MAX, &e->span_id) || !e->span_id ||
-	    rd_uint(r, UINT64_MAX, &e->parent_id) || rd_uint(r, RETRACE_SPAN_CONSUMER, &kind) ||
+	    rd_uint(r, UINT64_MAX, &e->parent_id) || rd_uint(r, UINT8_MAX, &kind) ||
 	    rd_uint(r, UINT64_MAX, &e->tick) || !(e->str = rd_str(r, a)))
 		return -1;
-	e->kind = (uint8_t)kind;
+	e->kind = (uint8_t)kind; /* a kind above CONSUMER is kept as written (the
+				    client takes any uint8): the span and its
+				    start are real, only the kind is unknown */
 	return 0;
 }
 

@@ -102,7 +102,9 @@ struct rt_span {
 	int32_t parent;           /* index of the parent in the trace's spans, -1 if
 				     root or the parent is not in the trace */
 	const char *name;
-	uint8_t kind;             /* enum retrace_span_kind (0 = unspecified) */
+	uint8_t kind;             /* enum retrace_span_kind (0 = unspecified); a
+				     value above 5 is kept as recorded (unknown:
+				     exporters write unspecified) */
 	uint64_t start_ns, end_ns; /* Unix ns */
 	uint8_t status;           /* enum retrace_span_status */
 	int64_t status_code;

@@ -14,11 +14,15 @@
  * the CLI's summaries of a stored trace name duplicates and unmatched spans.
  */
 #include <check.h>
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/suite.h"
 #include "decode.h"
@@ -635,9 +639,10 @@ START_TEST(test_corrupt_event)
 	/* C1 03 | cf id(8) | a3 "bad": the key's str header -> 0xc1 (never used) */
 	ck_assert_uint_eq(g.bufs[attr_buf].data[attr_off + 11], 0xa3);
 	g.bufs[attr_buf].data[attr_off + 11] = 0xc1;
-	/* C1 01 | cf id | cf parent | kind: kind 1 -> 9 (no such kind) */
+	/* C1 01 | cf id | cf parent | kind: kind 1 -> 0xc1 (never used; an unknown
+	 * kind such as 9 is not corrupt: test_unknown_kind_keeps_start) */
 	ck_assert_uint_eq(g.bufs[start_buf].data[start_off + 20], K_INTERNAL);
-	g.bufs[start_buf].data[start_off + 20] = 9;
+	g.bufs[start_buf].data[start_off + 20] = 0xc1;
 
 	decode_without(&g, NULL, &t);
 	ck_assert_uint_eq(t.st.corrupt_events, 2);
@@ -923,7 +928,7 @@ START_TEST(test_strict_fields)
 		{ "START negative span id", { 0xC1, 1, 0xff, 0, 1, 5, 0xa1, 'n' }, 8 },
 		{ "START span id 0", { 0xC1, 1, 0, 0, 1, 5, 0xa1, 'n' }, 8 },
 		{ "START name is bin", { 0xC1, 1, 1, 0, 1, 5, 0xc4, 1, 'n' }, 9 },
-		{ "START kind 6", { 0xC1, 1, 1, 0, 6, 5, 0xa1, 'n' }, 8 },
+		{ "START kind 256", { 0xC1, 1, 1, 0, 0xcd, 1, 0, 5, 0xa1, 'n' }, 10 },
 		{ "START an array", { 0xC1, 1, 0x91, 1, 0, 1, 5, 0xa1, 'n' }, 9 },
 		{ "START name with NUL", { 0xC1, 1, 1, 0, 1, 5, 0xa2, 'n', 0 }, 9 },
 		{ "START str runs out", { 0xC1, 1, 1, 0, 1, 5, 0xa5, 'n' }, 8 },
@@ -952,6 +957,8 @@ START_TEST(test_strict_fields)
 	static const struct variant good[] = {
 		{ "START", { 0xC1, 1, 1, 0, 1, 5, 0xa1, 'n' }, 8 },
 		{ "START int16 id", { 0xC1, 1, 0xd1, 0, 2, 0, 1, 5, 0xa1, 'n' }, 10 },
+		{ "START kind 6", { 0xC1, 1, 1, 0, 6, 5, 0xa1, 'n' }, 8 }, /* unknown, not corrupt */
+		{ "START kind 255", { 0xC1, 1, 1, 0, 0xcc, 0xff, 5, 0xa1, 'n' }, 9 },
 		{ "END error", { 0xC1, 2, 1, 6, 2, 0xff, 0xa1, 'm' }, 8 },
 		{ "ATTR", { 0xC1, 3, 1, 0xa1, 'k', 0xc3 }, 6 },
 		{ "LOG no args", { 0xC1, 4, 1, 5, 3, 9 }, 6 },
@@ -1507,12 +1514,224 @@ START_TEST(test_cli_summary_names_duplicates)
 }
 END_TEST
 
+/* A span started with a kind the decoder does not know (the client takes any
+ * uint8): the span keeps its start and name, the kind is kept as recorded and
+ * nothing is counted as corrupt or partial. */
+START_TEST(test_unknown_kind_keeps_start)
+{
+	struct eg g;
+	struct rt_decoded_trace t;
+	const struct rt_span *sp;
+	struct eg_stream *a;
+	eg_init(&g, TRACE_HI, TRACE_LO, 4096);
+	setup_agents(&g);
+	a = eg_stream(&g, A1, 100, 1);
+	eg_resource(a, "frontend", "host-a");
+	eg_span_start(a, 0x1, 0, 9, EG_T(10), "odd kind");
+	eg_span_end(a, 0x1, EG_T(20), ST_OK, 0, NULL);
+	eg_finish(&g);
+	decode_all(&g, &t);
+	ck_assert_uint_eq(t.n_spans, 1);
+	sp = span_by_id(&t, 0x1);
+	ck_assert_ptr_nonnull(sp);
+	ck_assert_uint_eq(sp->start_ns, ns(EG_T(10)));
+	ck_assert_uint_eq(sp->end_ns, ns(EG_T(20)));
+	ck_assert_str_eq(sp->name, "odd kind");
+	ck_assert_uint_eq(sp->kind, 9);
+	ck_assert_uint_eq(sp->flags, 0);
+	ck_assert_uint_eq(t.st.corrupt_events, 0);
+	rt_decoded_trace_free(&t);
+	eg_free(&g);
+}
+END_TEST
+
+/* A store in dir holding one small trace (two spans on one agent). */
+static void write_small_store(const char *path)
+{
+	struct rt_store_options o = { 0 };
+	struct rt_store *s = NULL;
+	struct rt_store_trace row;
+	struct rt_wire_buf msg;
+	struct eg_stream *a;
+	struct eg g;
+	struct rt_store_slice sl = { .trace_hi = TRACE_HI, .trace_lo = TRACE_LO, .agent_id = A1,
+				     .trigger_id = 100, .slice_seq = 1 };
+	eg_init(&g, TRACE_HI, TRACE_LO, 4096);
+	setup_agents(&g);
+	a = eg_stream(&g, A1, 100, 1);
+	eg_resource(a, "frontend", "host-a");
+	eg_span_start(a, 0x1, 0, K_SERVER, EG_T(1), "GET /x");
+	eg_span_start(a, 0x2, 0x1, K_INTERNAL, EG_T(2), "work");
+	eg_span_end(a, 0x2, EG_T(3), ST_OK, 0, NULL);
+	eg_span_end(a, 0x1, EG_T(4), ST_OK, 0, NULL);
+	eg_finish(&g);
+	rt_wire_buf_init(&msg);
+	ck_assert_int_eq(eg_slice_msg(&g, A1, NULL, 0, &msg), 0);
+	o.path = path;
+	ck_assert_int_eq(rt_store_open(&s, &o), 0);
+	ck_assert_int_eq(rt_store_begin(s), 0);
+	sl.received_ns = ns(EG_T(10));
+	sl.buffers = (uint32_t)g.n_bufs;
+	sl.bytes = 100;
+	sl.first_ns = ns(EG_T(1));
+	sl.last_ns = ns(EG_T(4));
+	sl.msg = msg.data;
+	sl.msg_len = msg.len;
+	ck_assert_int_eq(rt_store_put_slice(s, &sl), 0);
+	memset(&row, 0, sizeof row);
+	row.trace_hi = TRACE_HI;
+	row.trace_lo = TRACE_LO;
+	row.trigger_count = 1;
+	row.trigger_ids[0] = 100;
+	row.agent_count = 1;
+	row.agents[0] = A1;
+	row.coherent = 1;
+	row.first_ns = ns(EG_T(1));
+	row.last_ns = ns(EG_T(4));
+	row.slices = 1;
+	row.bytes = 100;
+	ck_assert_int_eq(rt_store_put_trace(s, &row), 0);
+	ck_assert_int_eq(rt_store_commit(s), 0);
+	rt_store_close(s);
+	rt_wire_buf_free(&msg);
+	eg_free(&g);
+}
+
+/* Exit status of `CLI args` run by sh. */
+static int cli_status(const char *args)
+{
+	char cmd[2048];
+	int st;
+	snprintf(cmd, sizeof cmd, "%s %s", CLI_BIN, args);
+	st = system(cmd);
+	ck_assert_int_ne(st, -1);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *out = NULL;
+	size_t cap = 0;
+	if (!f)
+		return NULL;
+	if (getdelim(&out, &cap, 0, f) < 0) {
+		free(out);
+		out = strdup("");
+	}
+	fclose(f);
+	return out;
+}
+
+/* Files in dir other than "retrace.db*" (a temporary file left behind). */
+static int stray_files(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)) != NULL)
+		if (strstr(e->d_name, ".retrace-"))
+			n++;
+	closedir(d);
+	return n;
+}
+
+/*
+ * `retrace export -o PATH` touches PATH only when the export succeeded: a link
+ * to /dev/full (the write fails) stays a link; an existing file keeps its old
+ * content when the write fails (a 0-byte file size limit) or the push fails;
+ * a success replaces it (and writes through a symlink to a regular file,
+ * leaving the link a link); no temporary file is ever left behind.
+ */
+START_TEST(test_cli_export_output_is_atomic)
+{
+	char dir[] = "/tmp/rt-decode-out-XXXXXX", db[128], out[160], link[160], target[160];
+	char args[1024], id[40], *text;
+	struct stat st;
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(db, sizeof db, "%s/retrace.db", dir);
+	snprintf(out, sizeof out, "%s/out.json", dir);
+	snprintf(link, sizeof link, "%s/link.json", dir);
+	snprintf(target, sizeof target, "%s/target.json", dir);
+	snprintf(id, sizeof id, "%016" PRIx64 "%016" PRIx64, (uint64_t)TRACE_HI, (uint64_t)TRACE_LO);
+	write_small_store(db);
+
+	/* a symlink to /dev/full: the write fails, the link stays */
+	ck_assert_int_eq(symlink("/dev/full", link), 0);
+	snprintf(args, sizeof args, "export -q --store '%s' -o '%s' %s 2>/dev/null", db, link, id);
+	ck_assert_int_eq(cli_status(args), 1);
+	ck_assert_int_eq(lstat(link, &st), 0);
+	ck_assert(S_ISLNK(st.st_mode));
+	ck_assert_int_eq(unlink(link), 0);
+
+	/* an existing file, the write fails (file size limit 0): old content stays */
+	text = NULL;
+	{
+		FILE *f = fopen(out, "w");
+		ck_assert_ptr_nonnull(f);
+		fputs("old content\n", f);
+		fclose(f);
+	}
+	snprintf(args, sizeof args, "export -q --store '%s' -o '%s' %s 2>/dev/null", db, out, id);
+	{
+		char sh[1400];
+		int stt;
+		snprintf(sh, sizeof sh, "sh -c \"trap '' XFSZ; ulimit -f 0; exec %s %s\"", CLI_BIN, args);
+		stt = system(sh);
+		ck_assert(WIFEXITED(stt) && WEXITSTATUS(stt) == 1);
+	}
+	text = slurp(out);
+	ck_assert_str_eq(text, "old content\n");
+	free(text);
+	ck_assert_int_eq(stray_files(dir), 0);
+
+	/* the push fails (nobody listens on port 1): old content stays */
+	snprintf(args, sizeof args, "export -q --store '%s' -o '%s' --attempts 1 "
+		 "--otlp-endpoint http://127.0.0.1:1 %s 2>/dev/null", db, out, id);
+	ck_assert_int_eq(cli_status(args), 1);
+	text = slurp(out);
+	ck_assert_str_eq(text, "old content\n");
+	free(text);
+	ck_assert_int_eq(stray_files(dir), 0);
+
+	/* success: the document replaces it */
+	snprintf(args, sizeof args, "export -q --store '%s' -o '%s' %s", db, out, id);
+	ck_assert_int_eq(cli_status(args), 0);
+	text = slurp(out);
+	ck_assert_msg(strstr(text, "\"resourceSpans\"") && strstr(text, "GET /x"), "%s", text);
+	free(text);
+
+	/* a symlink to a regular file: written through, still a link */
+	{
+		FILE *f = fopen(target, "w");
+		ck_assert_ptr_nonnull(f);
+		fputs("old\n", f);
+		fclose(f);
+	}
+	ck_assert_int_eq(symlink("target.json", link), 0);
+	snprintf(args, sizeof args, "export -q -f zipkin --store '%s' -o '%s' %s", db, link, id);
+	ck_assert_int_eq(cli_status(args), 0);
+	ck_assert_int_eq(lstat(link, &st), 0);
+	ck_assert(S_ISLNK(st.st_mode));
+	text = slurp(target);
+	ck_assert_msg(strstr(text, "\"localEndpoint\""), "%s", text);
+	free(text);
+	ck_assert_int_eq(stray_files(dir), 0);
+
+	snprintf(args, sizeof args, "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(args), 0);
+}
+END_TEST
+
 static Suite *decode_suite(void)
 {
 	Suite *s = suite_create("coordinator_decode");
 	TCase *tc = tcase_create("decode");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_round_trip);
+	tcase_add_test(tc, test_unknown_kind_keeps_start);
+	tcase_add_test(tc, test_cli_export_output_is_atomic);
 	tcase_add_test(tc, test_split_records);
 	tcase_add_test(tc, test_shuffled_messages);
 	tcase_add_test(tc, test_duplicates);

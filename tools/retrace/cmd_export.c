@@ -12,14 +12,24 @@
  * document for pipes.
  *
  * --pretty re-indents the compact document for reading; the push always
- * sends the compact form.
+ * sends the compact form, in batches of at most --max-request-size bytes
+ * (coordinator/export.h does the batching, gzip and retries).
+ *
+ * -o FILE never harms what FILE names before the export has succeeded: the
+ * document goes to a temporary file beside it (beside the file a symlink
+ * points to, so the link stays a link) and is renamed over it at the end; a
+ * failed run deletes only that temporary file. A FILE that is not a regular
+ * file (a device such as /dev/stdout, a FIFO) is written directly and never
+ * removed.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <libgen.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,6 +51,15 @@ struct export_opts {
 	const char *endpoint;     /* OTLP/HTTP collector URL */
 	const char *store;
 	struct rt_push_options push;
+};
+
+/* The -o destination: a temporary file renamed over `path` on success, or
+ * (direct) `path` itself when it is not a regular file. */
+struct out_file {
+	const char *path;     /* as given */
+	char *target;         /* what gets replaced: path, or the file its link names */
+	char *tmp;            /* our temporary file (NULL: direct) */
+	FILE *f;
 };
 
 struct ref_list {
@@ -67,7 +86,8 @@ static void export_usage(FILE *out)
 	fprintf(out,
 		"usage: retrace export (TRACE_ID... | --all | --since DURATION)\n"
 		"                      [--format otlp-json|zipkin] [-o FILE] [--otlp-endpoint URL]\n"
-		"                      [--pretty] [--quiet] [--store PATH]\n"
+		"                      [--attempts N] [--timeout MS] [--max-request-size N]\n"
+		"                      [--no-gzip] [--pretty] [--quiet] [--store PATH]\n"
 		"Write collected traces as one OTLP/JSON document (an ExportTraceServiceRequest,\n"
 		"what an OpenTelemetry collector's /v1/traces takes) or one Zipkin v2 span list\n"
 		"(Zipkin's POST /api/v2/spans, Jaeger's Zipkin port), or push OTLP/JSON over HTTP.\n"
@@ -78,12 +98,18 @@ static void export_usage(FILE *out)
 		"  -s, --since D            traces closed in the last D (90s, 5m, 2h, 1d)\n"
 		"  -o, --output FILE        write the document to FILE ('-': stdout; the default\n"
 		"                           unless --otlp-endpoint is given)\n"
-		"  -e, --otlp-endpoint URL  POST the document to an OTLP/HTTP collector, e.g.\n"
+		"  -e, --otlp-endpoint URL  POST the traces to an OTLP/HTTP collector, e.g.\n"
 		"                           http://127.0.0.1:4318 (/v1/traces is added to a URL\n"
-		"                           without a path); implies --format otlp-json\n"
-		"      --attempts N         tries for the push (default 3; retried on no answer\n"
-		"                           and on HTTP 429/502/503/504, with backoff)\n"
+		"                           without a path), in gzip'd batches; implies\n"
+		"                           --format otlp-json\n"
+		"      --attempts N         tries per push request (default 3; retried on no\n"
+		"                           answer and on HTTP 429/502/503/504, with backoff or\n"
+		"                           the collector's Retry-After)\n"
 		"      --timeout MS         per push attempt (default 5000)\n"
+		"      --max-request-size N\n"
+		"                           split the push into requests of at most N bytes\n"
+		"                           of JSON (default 4M; K and M suffixes, 1024-based)\n"
+		"      --no-gzip            send the push uncompressed (default: gzip)\n"
 		"  -p, --pretty             indent the JSON written (the push stays compact)\n"
 		"  -q, --quiet              no progress or summary on stderr\n"
 		"  -S, --store PATH         the store file (default $RETRACE_STORE or ./retrace.db)\n"
@@ -104,16 +130,42 @@ static int parse_uint(const char *opt, const char *v, unsigned *out)
 	return 0;
 }
 
+/* "4M", "512K", "65536": bytes, 1 KiB .. 1 GiB. */
+static int parse_size(const char *opt, const char *v, size_t *out)
+{
+	char *end;
+	unsigned long long x;
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (!errno && end != v && *v != '-') {
+		if ((*end == 'K' || *end == 'k') && !end[1])
+			x <<= 10;
+		else if ((*end == 'M' || *end == 'm') && !end[1])
+			x <<= 20;
+		else if (*end)
+			x = 0;
+		if (x >= 1024 && x <= (1ull << 30)) {
+			*out = (size_t)x;
+			return 0;
+		}
+	}
+	fprintf(stderr, "retrace export: %s wants a size from 1K to 1024M (e.g. 4M), got '%s'\n",
+		opt, v);
+	return -1;
+}
+
 /* Returns -1 on bad usage (message printed), 1 for --help, 0 to go on. */
 static int parse_args(int argc, char **argv, struct export_opts *o)
 {
-	enum { OPT_ATTEMPTS = 1000, OPT_TIMEOUT };
+	enum { OPT_ATTEMPTS = 1000, OPT_TIMEOUT, OPT_MAX_REQUEST, OPT_NO_GZIP };
 	static const struct option longopts[] = {
 		{ "format", required_argument, NULL, 'f' },  { "all", no_argument, NULL, 'a' },
 		{ "since", required_argument, NULL, 's' },   { "output", required_argument, NULL, 'o' },
 		{ "otlp-endpoint", required_argument, NULL, 'e' },
 		{ "attempts", required_argument, NULL, OPT_ATTEMPTS },
 		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+		{ "max-request-size", required_argument, NULL, OPT_MAX_REQUEST },
+		{ "no-gzip", no_argument, NULL, OPT_NO_GZIP },
 		{ "pretty", no_argument, NULL, 'p' },        { "quiet", no_argument, NULL, 'q' },
 		{ "store", required_argument, NULL, 'S' },   { "help", no_argument, NULL, 'h' },
 		{ 0, 0, 0, 0 },
@@ -150,6 +202,11 @@ static int parse_args(int argc, char **argv, struct export_opts *o)
 			if (parse_uint("--timeout", optarg, &o->push.timeout_ms) != 0)
 				return -1;
 			break;
+		case OPT_MAX_REQUEST:
+			if (parse_size("--max-request-size", optarg, &o->push.max_request_bytes) != 0)
+				return -1;
+			break;
+		case OPT_NO_GZIP: o->push.no_gzip = 1; break;
 		case 'p': o->pretty = 1; break;
 		case 'q': o->quiet = 1; break;
 		case 'S': o->store = optarg; break;
@@ -349,16 +406,133 @@ static int write_document(FILE *f, const char *name, const struct rt_wire_buf *d
 	return 0;
 }
 
+/* ------------------------------------------------------ -o FILE ---- */
+
+static char *path_join_tmp(const char *target)
+{
+	char *d = strdup(target), *b = strdup(target), *tmp = NULL;
+	if (d && b) {
+		const char *dir = dirname(d), *base = basename(b);
+		size_t n = strlen(dir) + strlen(base) + 32;
+		if ((tmp = malloc(n)) != NULL)
+			snprintf(tmp, n, "%s/.%s.retrace-XXXXXX", dir, base);
+	}
+	free(d);
+	free(b);
+	return tmp;
+}
+
+/*
+ * Open the -o destination. A regular file (or nothing yet) at the path, or a
+ * symlink to one, gets a temporary file beside the real file, renamed over it
+ * by out_commit; anything else (a device, a FIFO, a dangling link) is written
+ * directly. 0, or -1 with a message.
+ */
+static int out_open(struct out_file *o, const char *path)
+{
+	struct stat st, lst;
+	mode_t mode, mask;
+	int fd, exists = stat(path, &st) == 0;
+	memset(o, 0, sizeof o[0]);
+	o->path = path;
+	if ((exists && !S_ISREG(st.st_mode)) ||
+	    (!exists && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode))) {
+		if (!(o->f = fopen(path, "w"))) {
+			fprintf(stderr, "retrace export: cannot write %s: %s\n", path, strerror(errno));
+			return -1;
+		}
+		return 0;
+	}
+	o->target = exists ? realpath(path, NULL) : strdup(path);
+	o->tmp = o->target ? path_join_tmp(o->target) : NULL;
+	if (!o->tmp) {
+		fprintf(stderr, "retrace export: cannot write %s: %s\n", path, strerror(errno ? errno : ENOMEM));
+		return -1;
+	}
+	if ((fd = mkstemp(o->tmp)) < 0) {
+		fprintf(stderr, "retrace export: cannot write %s: cannot create %s: %s\n", path, o->tmp,
+			strerror(errno));
+		free(o->tmp);
+		o->tmp = NULL;
+		return -1;
+	}
+	mask = umask(0);
+	umask(mask);
+	mode = exists ? st.st_mode & 07777 : 0666 & ~mask; /* as if written in place */
+	if (fchmod(fd, mode) != 0 || !(o->f = fdopen(fd, "w"))) {
+		fprintf(stderr, "retrace export: cannot write %s: %s\n", o->tmp, strerror(errno));
+		close(fd);
+		unlink(o->tmp);
+		return -1;
+	}
+	return 0;
+}
+
+/* Close the file; with ok, put it in place. 0, or -1 with a message. */
+static int out_close(struct out_file *o, int ok)
+{
+	int rc = 0;
+	if (!o->f)
+		goto out;
+	if (ok && (fflush(o->f) != 0 || (o->tmp && fsync(fileno(o->f)) != 0))) {
+		fprintf(stderr, "retrace export: cannot write %s: %s\n", o->path, strerror(errno));
+		ok = 0;
+		rc = -1;
+	}
+	if (fclose(o->f) != 0 && ok) {
+		fprintf(stderr, "retrace export: cannot write %s: %s\n", o->path, strerror(errno));
+		ok = 0;
+		rc = -1;
+	}
+	if (o->tmp) {
+		if (ok && rename(o->tmp, o->target) != 0) {
+			fprintf(stderr, "retrace export: cannot write %s: rename: %s\n", o->path,
+				strerror(errno));
+			rc = -1;
+			ok = 0;
+		}
+		if (!ok)
+			unlink(o->tmp); /* ours only: what PATH names is untouched */
+	}
+out:
+	free(o->tmp);
+	free(o->target);
+	memset(o, 0, sizeof o[0]);
+	return rc;
+}
+
 static const char *format_name(enum rt_export_format f)
 {
 	return f == RT_EXPORT_ZIPKIN ? "zipkin" : "otlp-json";
 }
 
+/* ", mended: 2 unnamed spans, ..." or "" */
+static void mended_text(const struct rt_export_stats *m, char *out, size_t cap)
+{
+	const struct {
+		const char *what;
+		uint64_t n;
+	} p[] = {
+		{ "unnamed spans", m->unnamed_spans },
+		{ "unnamed events", m->unnamed_events },
+		{ "empty attribute keys dropped", m->empty_keys_dropped },
+		{ "unsigned values as strings", m->unsigned_as_string },
+		{ "annotations clamped into their span", m->annotations_clamped },
+		{ "repeated annotations numbered", m->annotations_renamed },
+	};
+	size_t i, n = 0;
+	out[0] = 0;
+	for (i = 0; i < sizeof p / sizeof p[0] && n < cap; i++)
+		if (p[i].n)
+			n += (size_t)snprintf(out + n, cap - n, "%s%" PRIu64 " %s", n ? ", " : "; mended: ",
+					      p[i].n, p[i].what);
+}
+
 static void summary(const struct export_opts *o, const struct rt_decoded_trace *t, size_t n,
-		    size_t bytes, const char *dest)
+		    size_t bytes, const char *dest, const struct rt_export_stats *mended)
 {
 	struct rt_decode_stats sum = { 0 };
-	char problems[512];
+	char problems[512], fixes[512];
 	uint64_t spans = 0, loose = 0;
 	size_t i;
 	if (o->quiet)
@@ -370,36 +544,49 @@ static void summary(const struct export_opts *o, const struct rt_decoded_trace *
 	}
 	if (!retrace_decode_problems(&sum, problems, sizeof problems))
 		snprintf(problems, sizeof problems, "none");
+	mended_text(mended, fixes, sizeof fixes);
 	fprintf(stderr, "retrace export: %zu trace%s, %" PRIu64 " span%s, %zu bytes of %s -> %s; "
-		"decode problems: %s%s\n", n, n == 1 ? "" : "s", spans, spans == 1 ? "" : "s", bytes,
+		"decode problems: %s%s%s\n", n, n == 1 ? "" : "s", spans, spans == 1 ? "" : "s", bytes,
 		format_name(o->fmt), dest, problems,
-		loose ? " (logs outside any span are not exported)" : "");
+		loose ? " (logs outside any span are not exported)" : "", fixes);
 }
 
-/* Write and/or push the document; 0 or -1. */
-static int deliver(const struct export_opts *o, FILE *file, const struct rt_wire_buf *doc,
-		   const struct rt_wire_buf *shown, char *dest, size_t destlen, int *written)
+/* Write and/or push; 0, 1 (delivered, but the collector rejected spans) or -1. */
+static int deliver(const struct export_opts *o, FILE *file, const struct rt_decoded_trace *traces,
+		   size_t n, const struct rt_wire_buf *shown, char *dest, size_t destlen,
+		   size_t *bytes, struct rt_export_stats *mended)
 {
-	char err[512];
-	int rc = 0;
+	struct rt_push_result res;
+	char err[1024];
 	dest[0] = 0;
 	if (file) {
 		const char *name = file == stdout ? "stdout" : o->output;
 		if (write_document(file, name, shown) != 0)
 			return -1;
-		*written = 1;
 		snprintf(dest, destlen, "%s", name);
 	}
 	if (o->endpoint) {
 		size_t len = strlen(dest);
-		if (rt_export_push(o->endpoint, doc->data, doc->len, &o->push, err, sizeof err) != 0) {
+		if (rt_export_push_traces(o->endpoint, traces, n, &o->push, &res, err, sizeof err) != 0) {
 			fprintf(stderr, "retrace export: %s\n", err);
-			rc = -1;
-		} else {
-			snprintf(dest + len, destlen - len, "%s%s", len ? " and " : "", o->endpoint);
+			return -1;
+		}
+		if (!file) { /* no document written: the push's own figures */
+			*bytes = res.bytes;
+			*mended = res.mended;
+		}
+		snprintf(dest + len, destlen - len, "%s%s (%" PRIu64 " request%s, %" PRIu64
+			 " bytes %s)", len ? " and " : "", o->endpoint, res.requests,
+			 res.requests == 1 ? "" : "s", res.bytes_sent, o->push.no_gzip ? "sent" : "gzip'd");
+		if (res.partial_answers) {
+			fprintf(stderr, "retrace export: %s accepted the export but rejected %" PRIu64
+				" of %" PRIu64 " spans%s%s\n", o->endpoint, res.rejected_spans,
+				res.spans_sent, res.message[0] ? ": " : "", res.message);
+			if (res.rejected_spans)
+				return 1;
 		}
 	}
-	return rc;
+	return 0;
 }
 
 /* -------------------------------------------------------- command ---- */
@@ -410,11 +597,13 @@ int retrace_cmd_export(int argc, char **argv)
 	struct ref_list refs = { 0 };
 	struct rt_decoded_trace *traces = NULL;
 	struct rt_wire_buf doc = { 0 }, pretty = { 0 };
+	struct rt_export_stats mended = { 0 };
 	struct rt_store *s = NULL;
+	struct out_file out = { 0 };
 	FILE *file = NULL;
 	char dest[1024];
-	size_t ndone = 0, i;
-	int rc = 1, r, written = 0;
+	size_t ndone = 0, i, bytes = 0;
+	int rc = 1, r, delivered = -1;
 
 	if ((r = parse_args(argc, argv, &o)) != 0)
 		return r > 0 ? 0 : 2;
@@ -428,10 +617,9 @@ int retrace_cmd_export(int argc, char **argv)
 		fprintf(stderr, "retrace export: no traces match (store %s)\n", o.store);
 	/* open the output before the work so a bad path fails at once */
 	if (o.output && strcmp(o.output, "-")) {
-		if (!(file = fopen(o.output, "w"))) {
-			fprintf(stderr, "retrace export: cannot write %s: %s\n", o.output, strerror(errno));
+		if (out_open(&out, o.output) != 0)
 			goto out;
-		}
+		file = out.f;
 	} else if (o.output || !o.endpoint) {
 		file = stdout;
 	}
@@ -442,8 +630,10 @@ int retrace_cmd_export(int argc, char **argv)
 	}
 	if (decode_all(s, &o, &refs, traces, &ndone) != 0)
 		goto out;
-	if (rt_export_write(o.fmt, traces, refs.n, &doc) != 0 ||
-	    (o.pretty && pretty_json(&doc, &pretty) != 0)) {
+	/* the document is built only when something is written (a push builds
+	 * its own batches) */
+	if (file && (rt_export_write_stats(o.fmt, traces, refs.n, &doc, &mended) != 0 ||
+		     (o.pretty && pretty_json(&doc, &pretty) != 0))) {
 		fprintf(stderr, "retrace export: out of memory writing the document\n");
 		goto out;
 	}
@@ -451,23 +641,19 @@ int retrace_cmd_export(int argc, char **argv)
 		fprintf(stderr, "retrace export: nothing to push\n");
 		o.endpoint = NULL;
 	}
-	if (deliver(&o, file, &doc, o.pretty ? &pretty : &doc, dest, sizeof dest,
-		    &written) != 0)
+	bytes = o.pretty ? pretty.len : doc.len;
+	delivered = deliver(&o, file, traces, refs.n, o.pretty ? &pretty : &doc, dest, sizeof dest,
+			    &bytes, &mended);
+	if (delivered < 0)
 		goto out;
-	summary(&o, traces, refs.n, o.pretty ? pretty.len : doc.len, dest[0] ? dest : "nowhere");
-	rc = 0;
+	rc = delivered ? 1 : 0;
 out:
-	if (file && file != stdout) {
-		if (fclose(file) != 0 && rc == 0) {
-			fprintf(stderr, "retrace export: cannot write %s: %s\n", o.output, strerror(errno));
-			rc = 1;
-			written = 0;
-		}
-		/* no half-written document left behind; a complete one stays even
-		 * when the push after it failed */
-		if (rc != 0 && !written)
-			remove(o.output);
-	}
+	/* the file takes the place of what -o names only when it is complete and
+	 * the push (if any) went through; otherwise only our temporary goes */
+	if (out.f && out_close(&out, delivered >= 0) != 0)
+		rc = 1;
+	else if (delivered >= 0)
+		summary(&o, traces, refs.n, bytes, dest[0] ? dest : "nowhere", &mended);
 	for (i = 0; i < ndone; i++)
 		rt_decoded_trace_free(&traces[i]);
 	free(traces);
