@@ -378,7 +378,8 @@ START_TEST(doubles_exact_and_non_finite)
 	ck_assert_str_eq(jstr(otlp_attr(attrs, "ninf"), "doubleValue"), "-Infinity");
 	ck_assert(json_real_value(json_object_get(otlp_attr(attrs, "tiny"), "doubleValue")) == 5e-324);
 	/* exact, and the shortest text that is */
-	ck_assert_ptr_nonnull(strstr((const char *)b.data, "\"doubleValue\":0.1}"));
+	/* (memmem: the buffer is not NUL-terminated) */
+	ck_assert_ptr_nonnull(memmem(b.data, b.len, "\"doubleValue\":0.1}", 17));
 	ck_assert(json_real_value(json_object_get(otlp_attr(attrs, "third"), "doubleValue")) == 1.0 / 3);
 	json_decref(doc);
 	rt_wire_buf_free(&b);
