@@ -139,7 +139,7 @@ static int run_eval(const char *dir, const char *rate, const char *window, bool 
     char *argv[] = {"select-eval", "--input", (char *)dir, "--rate", (char *)rate, "--window",
                     (char *)window, "--quiet", allow ? "--allow-partial" : NULL, NULL};
     fflush(stdout);
-    return retrace_cmd_select_eval(allow ? 9 : 8, argv);
+    return cli_cmd_select_eval(allow ? 9 : 8, argv);
 }
 #endif
 

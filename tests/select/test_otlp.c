@@ -401,10 +401,10 @@ START_TEST(select_eval_reads_otlp_json)
     char *argv[] = {"select-eval", "--input", dir, "--format", "otlp-json", "--rate", "5%",
                     "--quiet", NULL};
     fflush(stdout);
-    ck_assert_int_eq(retrace_cmd_select_eval(8, argv), 0);
+    ck_assert_int_eq(cli_cmd_select_eval(8, argv), 0);
     char *bad_argv[] = {"select-eval", "--input", "/nonexistent", "--format", "otlp-json",
                         "--rate", "5%", "--quiet", NULL};
-    ck_assert_int_ne(retrace_cmd_select_eval(8, bad_argv), 0);
+    ck_assert_int_ne(cli_cmd_select_eval(8, bad_argv), 0);
 #endif
     remove_dir(dir);
 }

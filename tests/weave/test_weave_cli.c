@@ -95,7 +95,7 @@ static int run_cmd(int argc, char **argv, const char *stdout_path)
     ck_assert_int_ge(fd, 0);
     dup2(fd, 1);
     close(fd);
-    int rc = retrace_cmd_weave(argc, argv);
+    int rc = cli_cmd_weave(argc, argv);
     fflush(stdout);
     dup2(saved, 1);
     close(saved);

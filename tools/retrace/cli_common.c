@@ -40,7 +40,7 @@ const char *retrace_default_store(void)
 	return s && *s ? s : RT_STORE_DEFAULT_PATH;
 }
 
-int retrace_open_store(const char *cmd, const char *path, struct rt_store **s)
+int cli_open_store(const char *cmd, const char *path, struct rt_store **s)
 {
 	struct rt_store_options o = { .path = path, .readonly = 1 };
 	int rc = rt_store_open(s, &o);
@@ -54,7 +54,7 @@ int retrace_open_store(const char *cmd, const char *path, struct rt_store **s)
 	return 0;
 }
 
-void retrace_format_time(uint64_t unix_ns, char *out, size_t cap)
+void cli_format_time(uint64_t unix_ns, char *out, size_t cap)
 {
 	time_t t = (time_t)(unix_ns / 1000000000ull);
 	struct tm tm;
@@ -68,7 +68,7 @@ void retrace_format_time(uint64_t unix_ns, char *out, size_t cap)
 	snprintf(out, cap, "%s.%03uZ", base, (unsigned)(unix_ns / 1000000ull % 1000));
 }
 
-void retrace_list_ids(char *out, size_t cap, const uint32_t *ids, uint32_t n, const char *sep)
+void cli_list_ids(char *out, size_t cap, const uint32_t *ids, uint32_t n, const char *sep)
 {
 	uint32_t i;
 	size_t len = 0;
@@ -77,12 +77,12 @@ void retrace_list_ids(char *out, size_t cap, const uint32_t *ids, uint32_t n, co
 		len += (size_t)snprintf(out + len, cap - len, "%s%u", i ? sep : "", ids[i]);
 }
 
-int retrace_coordinator_say(const char *cmd, const char *url, const char *req, int timeout_ms)
+int cli_coordinator_say(const char *cmd, const char *url, const char *req, int timeout_ms)
 {
 	char err[512], *reply = NULL;
 	size_t len = 0, n;
 	int failed;
-	if (retrace_request(url, req, timeout_ms, &reply, &len, err, sizeof err) != 0) {
+	if (cli_request(url, req, timeout_ms, &reply, &len, err, sizeof err) != 0) {
 		fprintf(stderr, "retrace %s: no coordinator answers at %s\n", cmd, err);
 		return 1;
 	}

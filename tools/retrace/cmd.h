@@ -9,13 +9,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-int retrace_cmd_status(int argc, char **argv);
-int retrace_cmd_traces(int argc, char **argv);
-int retrace_cmd_show(int argc, char **argv);
-int retrace_cmd_alarm(int argc, char **argv);
-int retrace_cmd_export(int argc, char **argv);
-int retrace_cmd_recollect(int argc, char **argv);
-int retrace_cmd_estimate(int argc, char **argv);
+int cli_cmd_status(int argc, char **argv);
+int cli_cmd_traces(int argc, char **argv);
+int cli_cmd_show(int argc, char **argv);
+int cli_cmd_alarm(int argc, char **argv);
+int cli_cmd_export(int argc, char **argv);
+int cli_cmd_recollect(int argc, char **argv);
+int cli_cmd_estimate(int argc, char **argv);
 
 /* "90s", "5m", "2h", "1d", "1500ms" or plain seconds -> ns; 0 if malformed
  * (cli_common.c, as are the store, time and id-list helpers below). */
@@ -27,26 +27,26 @@ struct rt_decoded_trace;
 struct rt_decode_stats;
 const char *retrace_default_store(void); /* $RETRACE_STORE or ./retrace.db */
 /* Open read-only; on failure print "retrace CMD: cannot open ..." and return -1. */
-int retrace_open_store(const char *cmd, const char *path, struct rt_store **s);
+int cli_open_store(const char *cmd, const char *path, struct rt_store **s);
 /* 32 hex digits, or the low 16 (hi = 0); -1 if malformed or zero. */
-int retrace_parse_trace_id(const char *v, uint64_t *hi, uint64_t *lo);
+int cli_parse_trace_id(const char *v, uint64_t *hi, uint64_t *lo);
 /* Decode every stored slice of a trace; -1 with a reason in err. */
-int retrace_decode_stored(struct rt_store *s, uint64_t hi, uint64_t lo,
+int cli_decode_stored(struct rt_store *s, uint64_t hi, uint64_t lo,
 			  struct rt_decoded_trace *out, char *err, size_t errlen);
 /* "2 gaps, 1 partial span" into out; returns the number of problems (0: clean). */
 uint64_t retrace_decode_problems(const struct rt_decode_stats *st, char *out, size_t cap);
-void retrace_format_time(uint64_t unix_ns, char *out, size_t cap);
-void retrace_list_ids(char *out, size_t cap, const uint32_t *ids, uint32_t n, const char *sep);
+void cli_format_time(uint64_t unix_ns, char *out, size_t cap);
+void cli_list_ids(char *out, size_t cap, const uint32_t *ids, uint32_t n, const char *sep);
 
 /* A request/reply round trip to a daemon's control address (nng REQ). With
  * certificates (below) a tcp:// URL is dialled as tls+tcp://, and the daemon
  * must present the certificate named retrace_tls_peer (NULL: any of the CA). */
-int retrace_request(const char *url, const char *req, int timeout_ms, char **reply,
+int cli_request(const char *url, const char *req, int timeout_ms, char **reply,
 		    size_t *reply_len, char *err, size_t errlen);
 
 /* TLS for requests (docs/security.md): --tls-ca/--tls-cert/--tls-key, else
  * $RETRACE_TLS_CA, $RETRACE_TLS_CERT, $RETRACE_TLS_KEY. Commands list these
- * long options and hand them to retrace_tls_opt. */
+ * long options and hand them to cli_tls_opt. */
 enum { RETRACE_OPT_TLS_CA = 0x7101, RETRACE_OPT_TLS_CERT, RETRACE_OPT_TLS_KEY };
 #define RETRACE_TLS_LONGOPTS                                                        \
 	{ "tls-ca", required_argument, NULL, RETRACE_OPT_TLS_CA },                    \
@@ -56,12 +56,12 @@ enum { RETRACE_OPT_TLS_CA = 0x7101, RETRACE_OPT_TLS_CERT, RETRACE_OPT_TLS_KEY };
 	"  --tls-ca FILE --tls-cert FILE --tls-key FILE\n"                            \
 	"                         talk TLS with this certificate (an operator's:\n"   \
 	"                         CN=operator-NAME; or $RETRACE_TLS_CA/_CERT/_KEY)\n"
-void retrace_tls_opt(int ch, const char *arg);
+void cli_tls_opt(int ch, const char *arg);
 extern const char *retrace_tls_peer; /* default "coordinator" */
 
 /* One text request to the coordinator; its answer goes to stdout ("ok ...") or
  * stderr ("error: ..."). 0 if it said ok, 1 otherwise. `cmd` names the command
  * in messages. */
-int retrace_coordinator_say(const char *cmd, const char *url, const char *req, int timeout_ms);
+int cli_coordinator_say(const char *cmd, const char *url, const char *req, int timeout_ms);
 
 #endif

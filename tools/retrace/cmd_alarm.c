@@ -53,7 +53,7 @@ static int valid_name(const char *what, const char *v)
 	return 1;
 }
 
-int retrace_cmd_alarm(int argc, char **argv)
+int cli_cmd_alarm(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "for", required_argument, NULL, 'f' },     { "list", no_argument, NULL, 'l' },
@@ -91,7 +91,7 @@ int retrace_cmd_alarm(int argc, char **argv)
 		case 'h': alarm_usage(stdout); return 0;
 		case RETRACE_OPT_TLS_CA:
 		case RETRACE_OPT_TLS_CERT:
-		case RETRACE_OPT_TLS_KEY: retrace_tls_opt(ch, optarg); break;
+		case RETRACE_OPT_TLS_KEY: cli_tls_opt(ch, optarg); break;
 		default: alarm_usage(stderr); return 2;
 		}
 	}
@@ -113,5 +113,5 @@ int retrace_cmd_alarm(int argc, char **argv)
 	else
 		snprintf(req, sizeof req, "alarm add %.3f\n%s\n%s", secs, argv[optind],
 			 argv[optind + 1]);
-	return retrace_coordinator_say("alarm", url, req, timeout);
+	return cli_coordinator_say("alarm", url, req, timeout);
 }

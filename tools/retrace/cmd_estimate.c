@@ -4,7 +4,7 @@
  *
  * It opens the store read-only, lists the stored traces (optionally those closed
  * in the last --since), and for each one decodes its slices into spans
- * (retrace_decode_stored, as `retrace show` does) and reads the effective rate
+ * (cli_decode_stored, as `retrace show` does) and reads the effective rate
  * exponent of each agent's part (rt_store_trace_rates: the largest rate_exp of
  * that agent's slices). Every span becomes an rt_est_span: its agent is its
  * host, the agent's exponent its rate, and the filter says whether it matches.
@@ -314,7 +314,7 @@ static int estimate_trace(struct rt_store *s, struct run *r, const struct listed
 		fprintf(stderr, "retrace estimate: %s\n", rt_store_errmsg(s));
 		return -1;
 	}
-	if (retrace_decode_stored(s, lt->hi, lt->lo, &t, err, sizeof err) != 0) {
+	if (cli_decode_stored(s, lt->hi, lt->lo, &t, err, sizeof err) != 0) {
 		fprintf(stderr, "retrace estimate: trace %016" PRIx64 "%016" PRIx64 ": %s\n",
 			lt->hi, lt->lo, err);
 		r->undecodable++;
@@ -521,7 +521,7 @@ static void estimate_usage(FILE *out)
 		"example: retrace estimate --where service=payment,status=error --by operation\n");
 }
 
-int retrace_cmd_estimate(int argc, char **argv)
+int cli_cmd_estimate(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "where", required_argument, NULL, 'w' }, { "by", required_argument, NULL, 'b' },
@@ -594,7 +594,7 @@ int retrace_cmd_estimate(int argc, char **argv)
 		clock_gettime(CLOCK_REALTIME, &ts);
 		q.since_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - since;
 	}
-	if (retrace_open_store("estimate", path, &s) != 0) {
+	if (cli_open_store("estimate", path, &s) != 0) {
 		free(r);
 		return 1;
 	}

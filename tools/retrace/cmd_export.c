@@ -257,7 +257,7 @@ static int select_traces(struct rt_store *s, const struct export_opts *o, int ar
 	for (i = optind; i < argc; i++) {
 		struct rt_store_trace row;
 		uint64_t hi, lo;
-		if (retrace_parse_trace_id(argv[i], &hi, &lo) != 0) {
+		if (cli_parse_trace_id(argv[i], &hi, &lo) != 0) {
 			fprintf(stderr, "retrace export: '%s' is not a trace id (32 hex digits, or the low 16)\n",
 				argv[i]);
 			return -2;
@@ -319,7 +319,7 @@ static int decode_all(struct rt_store *s, const struct export_opts *o, const str
 	char err[256];
 	size_t i;
 	for (i = 0; i < refs->n; i++) {
-		if (retrace_decode_stored(s, refs->v[i].hi, refs->v[i].lo, &out[i], err, sizeof err) != 0) {
+		if (cli_decode_stored(s, refs->v[i].hi, refs->v[i].lo, &out[i], err, sizeof err) != 0) {
 			fprintf(stderr, "%sretrace export: trace %016" PRIx64 "%016" PRIx64 ": %s\n",
 				i >= 50 && !o->quiet ? "\n" : "", refs->v[i].hi, refs->v[i].lo, err);
 			return -1;
@@ -591,7 +591,7 @@ static int deliver(const struct export_opts *o, FILE *file, const struct rt_deco
 
 /* -------------------------------------------------------- command ---- */
 
-int retrace_cmd_export(int argc, char **argv)
+int cli_cmd_export(int argc, char **argv)
 {
 	struct export_opts o = { 0 };
 	struct ref_list refs = { 0 };
@@ -607,7 +607,7 @@ int retrace_cmd_export(int argc, char **argv)
 
 	if ((r = parse_args(argc, argv, &o)) != 0)
 		return r > 0 ? 0 : 2;
-	if (retrace_open_store("export", o.store, &s) != 0)
+	if (cli_open_store("export", o.store, &s) != 0)
 		return 1;
 	if ((r = select_traces(s, &o, argc, argv, &refs)) != 0) {
 		rc = r == -2 ? 2 : 1;

@@ -33,7 +33,7 @@ static void recollect_usage(FILE *out)
 		"  -h, --help             this text\n");
 }
 
-int retrace_cmd_recollect(int argc, char **argv)
+int cli_cmd_recollect(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "coordinator", required_argument, NULL, 'C' },
@@ -70,16 +70,16 @@ int retrace_cmd_recollect(int argc, char **argv)
 		return 2;
 	}
 	for (i = optind; i < argc; i++)
-		if (retrace_parse_trace_id(argv[i], &hi, &lo) != 0) {
+		if (cli_parse_trace_id(argv[i], &hi, &lo) != 0) {
 			fprintf(stderr, "retrace recollect: '%s' is not a trace id (32 hex digits)\n",
 				argv[i]);
 			return 2;
 		}
 	for (i = optind; i < argc; i++) {
-		retrace_parse_trace_id(argv[i], &hi, &lo);
+		cli_parse_trace_id(argv[i], &hi, &lo);
 		snprintf(req, sizeof req, "recollect %016llx%016llx", (unsigned long long)hi,
 			 (unsigned long long)lo);
-		failed |= retrace_coordinator_say("recollect", url, req, timeout);
+		failed |= cli_coordinator_say("recollect", url, req, timeout);
 	}
 	return failed;
 }

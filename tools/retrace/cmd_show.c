@@ -40,7 +40,7 @@
 
 /* ------------------------------------------------- shared helpers ---- */
 
-int retrace_parse_trace_id(const char *v, uint64_t *hi, uint64_t *lo)
+int cli_parse_trace_id(const char *v, uint64_t *hi, uint64_t *lo)
 {
 	size_t n = strlen(v), i;
 	char part[17];
@@ -66,7 +66,7 @@ static int feed_decoder(void *arg, const struct rt_store_slice *sl)
 	return rt_decoder_add_message(arg, sl->msg, sl->msg_len) != 0 ? -1 : 0;
 }
 
-int retrace_decode_stored(struct rt_store *s, uint64_t hi, uint64_t lo,
+int cli_decode_stored(struct rt_store *s, uint64_t hi, uint64_t lo,
 			  struct rt_decoded_trace *out, char *err, size_t errlen)
 {
 	struct rt_decoder *d = rt_decoder_new(hi, lo);
@@ -420,8 +420,8 @@ static void print_header(const struct rt_store_trace *row, const struct rt_decod
 		if (t->spans[i].end_ns > t1)
 			t1 = t->spans[i].end_ns;
 	}
-	retrace_list_ids(trig, sizeof trig, row->trigger_ids, row->trigger_count, ",");
-	retrace_list_ids(ag, sizeof ag, row->agents, row->agent_count, ",");
+	cli_list_ids(trig, sizeof trig, row->trigger_ids, row->trigger_count, ",");
+	cli_list_ids(ag, sizeof ag, row->agents, row->agent_count, ",");
 	format_duration(t1 > t0 ? t1 - t0 : 0, dur, sizeof dur);
 	printf("trace %016" PRIx64 "%016" PRIx64 "  %s  agents %s  triggers %s  bytes %" PRIu64
 	       "  spans %u  %s\n",
@@ -429,7 +429,7 @@ static void print_header(const struct rt_store_trace *row, const struct rt_decod
 	       row->bytes, t->n_spans, dur);
 	if (row->missing_count) {
 		char miss[512];
-		retrace_list_ids(miss, sizeof miss, row->missing, row->missing_count, ", ");
+		cli_list_ids(miss, sizeof miss, row->missing, row->missing_count, ", ");
 		printf("  missing slices from agent(s) %s\n", miss);
 	}
 	for (i = 0; t->agents && i < t->n_agents; i++)
@@ -478,9 +478,9 @@ static int print_json(const struct rt_store_trace *row, const struct rt_decoded_
 		fprintf(stderr, "retrace show: out of memory\n");
 		return -1;
 	}
-	retrace_list_ids(trig, sizeof trig, row->trigger_ids, row->trigger_count, ",");
-	retrace_list_ids(ag, sizeof ag, row->agents, row->agent_count, ",");
-	retrace_list_ids(miss, sizeof miss, row->missing, row->missing_count, ",");
+	cli_list_ids(trig, sizeof trig, row->trigger_ids, row->trigger_count, ",");
+	cli_list_ids(ag, sizeof ag, row->agents, row->agent_count, ",");
+	cli_list_ids(miss, sizeof miss, row->missing, row->missing_count, ",");
 	printf("{\"trace_id\":\"%016" PRIx64 "%016" PRIx64 "\",\"coherent\":%s,\"triggers\":[%s]"
 	       ",\"agents\":[%s],\"missing\":[%s],\"bytes\":%" PRIu64 ",\"slices\":%u"
 	       ",\"late_slices\":%u,\"spans\":%u,\"loose_logs\":%u,\"decode\":",
@@ -648,7 +648,7 @@ static void print_agent_sums(const struct rt_store_trace *t, struct agent_sum *s
 {
 	char a[40], b[40], trig[128];
 	size_t i;
-	retrace_list_ids(trig, sizeof trig, t->trigger_ids, t->trigger_count, ",");
+	cli_list_ids(trig, sizeof trig, t->trigger_ids, t->trigger_count, ",");
 	if (json) {
 		printf("{\"trace_id\":\"%016" PRIx64 "%016" PRIx64 "\",\"coherent\":%s,\"triggers\":[%s]"
 		       ",\"bytes\":%" PRIu64 ",\"slices\":%u,\"late_slices\":%u,\"malformed_slices\":%" PRIu64
@@ -665,18 +665,18 @@ static void print_agent_sums(const struct rt_store_trace *t, struct agent_sum *s
 		printf("]}\n");
 		return;
 	}
-	retrace_format_time(t->triggered_ns, a, sizeof a);
+	cli_format_time(t->triggered_ns, a, sizeof a);
 	printf("trace %016" PRIx64 "%016" PRIx64 "  %s  triggers %s  triggered %s  traversal %.2f ms\n",
 	       t->trace_hi, t->trace_lo, t->coherent ? "coherent" : "INCOHERENT", trig, a,
 	       (double)t->traversal_ns / 1e6);
 	if (t->missing_count) {
 		char miss[512];
-		retrace_list_ids(miss, sizeof miss, t->missing, t->missing_count, ", ");
+		cli_list_ids(miss, sizeof miss, t->missing, t->missing_count, ", ");
 		printf("  missing slices from agent(s) %s\n", miss);
 	}
 	for (i = 0; i < nsums; i++) {
-		retrace_format_time(sums[i].first_ns, a, sizeof a);
-		retrace_format_time(sums[i].last_ns, b, sizeof b);
+		cli_format_time(sums[i].first_ns, a, sizeof a);
+		cli_format_time(sums[i].last_ns, b, sizeof b);
 		printf("  agent %-6u %u writer(s)  %4u buffers  %6" PRIu64 " records  %9" PRIu64
 		       " bytes  %s .. %s%s\n",
 		       sums[i].agent, sums[i].writers, sums[i].buffers, sums[i].records, sums[i].bytes,
@@ -754,7 +754,7 @@ static int show_decoded(struct rt_store *s, const struct rt_store_trace *row, in
 	struct rt_decoded_trace t;
 	char err[256];
 	int rc;
-	if (retrace_decode_stored(s, row->trace_hi, row->trace_lo, &t, err, sizeof err) != 0) {
+	if (cli_decode_stored(s, row->trace_hi, row->trace_lo, &t, err, sizeof err) != 0) {
 		fprintf(stderr, "retrace show: %s\n", err);
 		return -1;
 	}
@@ -770,7 +770,7 @@ static int show_decoded(struct rt_store *s, const struct rt_store_trace *row, in
 	return rc;
 }
 
-int retrace_cmd_show(int argc, char **argv)
+int cli_cmd_show(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "records", no_argument, NULL, 'r' }, { "json", no_argument, NULL, 'j' },
@@ -794,11 +794,11 @@ int retrace_cmd_show(int argc, char **argv)
 		default: show_usage(stderr); return 2;
 		}
 	}
-	if (optind != argc - 1 || retrace_parse_trace_id(argv[optind], &hi, &lo) != 0) {
+	if (optind != argc - 1 || cli_parse_trace_id(argv[optind], &hi, &lo) != 0) {
 		fprintf(stderr, "retrace show: give one trace id (32 hex digits, or the low 16)\n");
 		return 2;
 	}
-	if (retrace_open_store("show", path, &s) != 0)
+	if (cli_open_store("show", path, &s) != 0)
 		return 1;
 	if (rt_store_get_trace(s, hi, lo, &row) != 0) {
 		fprintf(stderr, "retrace show: no trace %s in %s\n", argv[optind], path);

@@ -5,7 +5,7 @@
  * from the pool name, as the agent derives it), with a timeout. The agent renders
  * both the text and the JSON form, so this command parses nothing.
  *
- * retrace_request, which every command that talks to a daemon uses, lives here:
+ * cli_request, which every command that talks to a daemon uses, lives here:
  * with certificates it dials TLS (daemon/tls.h) and checks the daemon's name.
  */
 #include <errno.h>
@@ -45,7 +45,7 @@ static void status_usage(FILE *out)
 static struct rt_tls_opts tls_opts;
 const char *retrace_tls_peer = RT_TLS_COORDINATOR_NAME;
 
-void retrace_tls_opt(int ch, const char *arg)
+void cli_tls_opt(int ch, const char *arg)
 {
 	char *f = ch == RETRACE_OPT_TLS_CA ? tls_opts.ca
 		  : ch == RETRACE_OPT_TLS_CERT ? tls_opts.cert : tls_opts.key;
@@ -72,7 +72,7 @@ static int tls_identity(const struct rt_tls **out, char *err, size_t errlen)
 }
 
 /* One request, one reply; the reply is printed as is. */
-int retrace_request(const char *url, const char *req, int timeout_ms, char **reply,
+int cli_request(const char *url, const char *req, int timeout_ms, char **reply,
 		    size_t *reply_len, char *err, size_t errlen)
 {
 	const struct rt_tls *tls;
@@ -116,7 +116,7 @@ static int ask(const char *url, const char *what, int json, int timeout)
 	size_t len = 0;
 	/* An agent's certificate is agent-ID, which we may not know: any of the CA. */
 	retrace_tls_peer = !strcmp(what, "agent") ? NULL : RT_TLS_COORDINATOR_NAME;
-	if (retrace_request(url, json ? "status json" : "status", timeout, &reply, &len,
+	if (cli_request(url, json ? "status json" : "status", timeout, &reply, &len,
 			    err, sizeof err) != 0) {
 		fprintf(stderr, "retrace status: no %s answers at %s (is retrace-%s running?)\n",
 			what, err, what);
@@ -129,7 +129,7 @@ static int ask(const char *url, const char *what, int json, int timeout)
 	return 0;
 }
 
-int retrace_cmd_status(int argc, char **argv)
+int cli_cmd_status(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "pool", required_argument, NULL, 'p' },
@@ -166,7 +166,7 @@ int retrace_cmd_status(int argc, char **argv)
 		case 'h': status_usage(stdout); return 0;
 		case RETRACE_OPT_TLS_CA:
 		case RETRACE_OPT_TLS_CERT:
-		case RETRACE_OPT_TLS_KEY: retrace_tls_opt(ch, optarg); break;
+		case RETRACE_OPT_TLS_KEY: cli_tls_opt(ch, optarg); break;
 		default: status_usage(stderr); return 2;
 		}
 	}

@@ -50,10 +50,10 @@ static int print_trace(void *arg, const struct rt_store_trace *t)
 {
 	struct list_ctx *l = arg;
 	char trig[128], agents[512], missing[512], when[40], score[32], weight[32], pattern[24];
-	retrace_list_ids(trig, sizeof trig, t->trigger_ids, t->trigger_count, ",");
-	retrace_list_ids(agents, sizeof agents, t->agents, t->agent_count, ",");
-	retrace_list_ids(missing, sizeof missing, t->missing, t->missing_count, ",");
-	retrace_format_time(t->triggered_ns, when, sizeof when);
+	cli_list_ids(trig, sizeof trig, t->trigger_ids, t->trigger_count, ",");
+	cli_list_ids(agents, sizeof agents, t->agents, t->agent_count, ",");
+	cli_list_ids(missing, sizeof missing, t->missing, t->missing_count, ",");
+	cli_format_time(t->triggered_ns, when, sizeof when);
 	if (l->json) {
 		printf("%s{\"trace_id\":\"%016" PRIx64 "%016" PRIx64 "\",\"group\":%" PRIu64
 		       ",\"triggers\":[%s],\"agents\":[%s],\"missing\":[%s],\"coherent\":%s"
@@ -102,7 +102,7 @@ static void traces_usage(FILE *out)
 		"  -h, --help           this text\n");
 }
 
-int retrace_cmd_traces(int argc, char **argv)
+int cli_cmd_traces(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "trigger", required_argument, NULL, 't' }, { "since", required_argument, NULL, 's' },
@@ -160,7 +160,7 @@ int retrace_cmd_traces(int argc, char **argv)
 		clock_gettime(CLOCK_REALTIME, &ts);
 		q.since_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - since;
 	}
-	if (retrace_open_store("traces", path, &s) != 0)
+	if (cli_open_store("traces", path, &s) != 0)
 		return 1;
 	rc = rt_store_list(s, &q, print_trace, &l);
 	if (rc < 0) {

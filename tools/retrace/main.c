@@ -21,20 +21,20 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{ "status", retrace_cmd_status, "figures of a running agent and/or coordinator" },
+	{ "status", cli_cmd_status, "figures of a running agent and/or coordinator" },
 #ifdef RETRACE_HAVE_COORDINATOR
-	{ "traces", retrace_cmd_traces, "list the traces the coordinator collected" },
-	{ "show", retrace_cmd_show, "one collected trace as a span tree across hosts (--records: raw)" },
-	{ "export", retrace_cmd_export, "collected traces as OTLP/JSON or Zipkin, to a file or a collector" },
-	{ "alarm", retrace_cmd_alarm, "alarm an entry API so selection keeps more of its traces" },
-	{ "recollect", retrace_cmd_recollect, "traverse stored traces again (after an agent restart)" },
-	{ "estimate", retrace_cmd_estimate, "unbiased counts of matching spans and traces, from sampled ones" },
+	{ "traces", cli_cmd_traces, "list the traces the coordinator collected" },
+	{ "show", cli_cmd_show, "one collected trace as a span tree across hosts (--records: raw)" },
+	{ "export", cli_cmd_export, "collected traces as OTLP/JSON or Zipkin, to a file or a collector" },
+	{ "alarm", cli_cmd_alarm, "alarm an entry API so selection keeps more of its traces" },
+	{ "recollect", cli_cmd_recollect, "traverse stored traces again (after an agent restart)" },
+	{ "estimate", cli_cmd_estimate, "unbiased counts of matching spans and traces, from sampled ones" },
 #endif
 #ifdef RETRACE_HAVE_WEAVE
-	{ "weave", retrace_cmd_weave, "reconstruct links across hops without context in an OTLP/JSON file" },
+	{ "weave", cli_cmd_weave, "reconstruct links across hops without context in an OTLP/JSON file" },
 #endif
 #ifdef RETRACE_HAVE_SELECT_EVAL
-	{ "select-eval", retrace_cmd_select_eval, "evaluate trace selection offline on a dataset" },
+	{ "select-eval", cli_cmd_select_eval, "evaluate trace selection offline on a dataset" },
 #endif
 };
 

@@ -226,7 +226,7 @@ static void print_report(const args *a, rt_sel_dataset *ds, const rt_sel_eval_re
     }
 }
 
-int retrace_cmd_select_eval(int argc, char **argv)
+int cli_cmd_select_eval(int argc, char **argv)
 {
     args a;
     int rc = parse_args(argc, argv, &a);

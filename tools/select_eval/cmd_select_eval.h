@@ -5,6 +5,6 @@
 #ifndef RETRACE_CMD_SELECT_EVAL_H
 #define RETRACE_CMD_SELECT_EVAL_H
 
-int retrace_cmd_select_eval(int argc, char **argv);
+int cli_cmd_select_eval(int argc, char **argv);
 
 #endif

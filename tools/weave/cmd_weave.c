@@ -568,7 +568,7 @@ static void free_run(weave_run *r)
 	free(r->by_id);
 }
 
-int retrace_cmd_weave(int argc, char **argv)
+int cli_cmd_weave(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"graph", required_argument, NULL, 'g'}, {"skew", required_argument, NULL, 's'},

@@ -6,6 +6,6 @@
 #ifndef RETRACE_CMD_WEAVE_H
 #define RETRACE_CMD_WEAVE_H
 
-int retrace_cmd_weave(int argc, char **argv);
+int cli_cmd_weave(int argc, char **argv);
 
 #endif
