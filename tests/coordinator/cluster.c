@@ -210,14 +210,14 @@ static int wait_ready(pid_t *pid, const char *path, const char *log, double time
 /* The coordinator's bound addresses from its ready file: "LISTEN\nCOLLECTOR\n". */
 static int read_bound_urls(struct cluster *c, const char *ready)
 {
-	char a[sizeof c->coord_url], b[sizeof c->collect_url];
+	char a[256], b[256];
 	FILE *f = fopen(ready, "r");
 	int ok;
 	if (!f)
 		return -1;
-	ok = fscanf(f, "%127s %127s", a, b) == 2;
+	ok = fscanf(f, "%255s %255s", a, b) == 2;
 	fclose(f);
-	if (!ok)
+	if (!ok || strlen(a) >= sizeof c->coord_url || strlen(b) >= sizeof c->collect_url)
 		return -1;
 	/* The cluster names addresses tcp://; TLS is chosen by the identities. */
 	snprintf(c->coord_url, sizeof c->coord_url, "%s", strncmp(a, "tls+", 4) ? a : a + 4);

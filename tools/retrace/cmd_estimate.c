@@ -607,7 +607,8 @@ int cli_cmd_estimate(int argc, char **argv)
 		if (estimate_trace(s, r, &l.v[i]) != 0)
 			rc = 1;
 	if (rc == 0) {
-		qsort(r->groups, r->n_groups, sizeof *r->groups, by_estimate);
+		if (r->n_groups) /* qsort(NULL, 0, ...) is undefined */
+			qsort(r->groups, r->n_groups, sizeof *r->groups, by_estimate);
 		if (json)
 			print_json(r, where);
 		else
