@@ -220,8 +220,11 @@ static int read_bound_urls(struct cluster *c, const char *ready)
 	if (!ok || strlen(a) >= sizeof c->coord_url || strlen(b) >= sizeof c->collect_url)
 		return -1;
 	/* The cluster names addresses tcp://; TLS is chosen by the identities. */
-	snprintf(c->coord_url, sizeof c->coord_url, "%s", strncmp(a, "tls+", 4) ? a : a + 4);
-	snprintf(c->collect_url, sizeof c->collect_url, "%s", strncmp(b, "tls+", 4) ? b : b + 4);
+	{
+		const char *x = strncmp(a, "tls+", 4) ? a : a + 4, *y = strncmp(b, "tls+", 4) ? b : b + 4;
+		memcpy(c->coord_url, x, strlen(x) + 1);   /* lengths checked above */
+		memcpy(c->collect_url, y, strlen(y) + 1);
+	}
 	return 0;
 }
 
