@@ -80,6 +80,10 @@ else
 	HZ_POOLS="10 100"; HZ_DELAYS="0 0.5 1 2 4"; HZ_RATE=500; HZ_DUR=8
 	QUIET_MAX=60
 fi
+# The main experiment's offered loads and seconds per point can be set (e.g. one
+# saturating load repeated: RETRACE_E2E_LOADS="3000 3000 3000" RETRACE_E2E_DUR=10).
+LOADS=${RETRACE_E2E_LOADS:-$LOADS}
+DUR=${RETRACE_E2E_DUR:-$DUR}
 
 TAG=e2e$$
 WORK=$OUT/work
