@@ -1192,6 +1192,25 @@ static void push_close(struct push *p)
 	rt_wire_buf_free(&p->z);
 }
 
+/* The push entry points' optional arguments: a NULL result or error buffer
+ * gets a stand-in; a missing body is refused. 0, or -1 with the message. */
+static int push_args(struct rt_push_result **res, struct rt_push_result *own, char **err,
+		     size_t *errlen, char *dummy, int bad)
+{
+	if (!*err || !*errlen) {
+		*err = dummy;
+		*errlen = 1;
+	}
+	if (!*res)
+		*res = own;
+	if (bad) {
+		memset(*res, 0, sizeof **res);
+		snprintf(*err, *errlen, "bad argument");
+		return -1;
+	}
+	return 0;
+}
+
 int rt_export_push(const char *url, const void *body, size_t len,
 		   const struct rt_push_options *opt, struct rt_push_result *res, char *err,
 		   size_t errlen)
@@ -1200,18 +1219,8 @@ int rt_export_push(const char *url, const void *body, size_t len,
 	struct push p;
 	char dummy[1];
 	int rc;
-	if (!err || !errlen) {
-		err = dummy;
-		errlen = sizeof dummy;
-	}
-	if (!res)
-		res = &own;
-	if (len && !body) {
-		memset(res, 0, sizeof *res);
-		snprintf(err, errlen, "bad argument");
-		return -1;
-	}
-	if (push_open(&p, url, opt, res, err, errlen) != 0)
+	if (push_args(&res, &own, &err, &errlen, dummy, len && !body) != 0 ||
+	    push_open(&p, url, opt, res, err, errlen) != 0)
 		return -1;
 	rc = push_request(&p, body, len, 0);
 	push_close(&p);
@@ -1349,18 +1358,8 @@ int rt_export_push_traces(const char *url, const struct rt_decoded_trace *traces
 	struct push p;
 	char dummy[1];
 	int rc;
-	if (!err || !errlen) {
-		err = dummy;
-		errlen = sizeof dummy;
-	}
-	if (!res)
-		res = &own;
-	if (n && !traces) {
-		memset(res, 0, sizeof *res);
-		snprintf(err, errlen, "bad argument");
-		return -1;
-	}
-	if (push_open(&p, url, opt, res, err, errlen) != 0)
+	if (push_args(&res, &own, &err, &errlen, dummy, n && !traces) != 0 ||
+	    push_open(&p, url, opt, res, err, errlen) != 0)
 		return -1;
 	memset(&b, 0, sizeof b);
 	b.p = &p;
