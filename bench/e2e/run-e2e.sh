@@ -81,9 +81,26 @@ else
 	QUIET_MAX=60
 fi
 # The main experiment's offered loads and seconds per point can be set (e.g. one
-# saturating load repeated: RETRACE_E2E_LOADS="3000 3000 3000" RETRACE_E2E_DUR=10).
+# saturating load repeated: RETRACE_E2E_LOADS="3000 3000 3000" RETRACE_E2E_DUR=10),
+# and so can its modes (RETRACE_E2E_MODES="none retroactive"; in the order given).
 LOADS=${RETRACE_E2E_LOADS:-$LOADS}
 DUR=${RETRACE_E2E_DUR:-$DUR}
+MODES=${RETRACE_E2E_MODES:-none retroactive head tail}
+# RETRACE_E2E_PIN=1 measures as the Hindsight paper did (the application on cores
+# of its own, tracing daemons and load generator elsewhere): services on CPU 0;
+# daemons, tail collector and load generator on CPU 1. Every mode runs so, so the
+# throughput ratio is the in-process cost of tracing alone (docs/evaluation.md).
+ON_APP_CPU=(); ON_AUX_CPU=()
+if [ "${RETRACE_E2E_PIN:-0}" = 1 ]; then
+	command -v taskset > /dev/null || { echo "run-e2e.sh: RETRACE_E2E_PIN=1 needs taskset" >&2; exit 2; }
+	[ "$(nproc)" -ge 2 ] || { echo "run-e2e.sh: RETRACE_E2E_PIN=1 needs 2 CPUs" >&2; exit 2; }
+	ON_APP_CPU=(taskset -c 0); ON_AUX_CPU=(taskset -c 1)
+fi
+for m in $MODES; do
+	case $m in none | retroactive | head | tail) ;;
+	*) echo "run-e2e.sh: RETRACE_E2E_MODES: unknown mode '$m' (none retroactive head tail)" >&2; exit 2 ;;
+	esac
+done
 
 TAG=e2e$$
 WORK=$OUT/work
@@ -159,7 +176,7 @@ start_daemons() {
 	local name=$1 topo=$2 d=$WORK/$1 h line id pool host
 	shift 2
 	mkdir -p "$d"
-	"$COORD" --listen tcp://127.0.0.1:0 --collector tcp://127.0.0.1:0 --store "$d/store.db" \
+	"${ON_AUX_CPU[@]}" "$COORD" --listen tcp://127.0.0.1:0 --collector tcp://127.0.0.1:0 --store "$d/store.db" \
 		--ready-file "$d/coord.ready" --settle 0.5 --collect-timeout 10 \
 		> "$d/coordinator.log" 2>&1 &
 	DPIDS=($!); PIDS+=($!)
@@ -170,7 +187,7 @@ start_daemons() {
 	while read -r line; do
 		set -- $line
 		host=$2; id=$4; pool=/$TAG-$name-$host
-		"$AGENT" --pool="$pool" --agent-id="$id" --listen=tcp://127.0.0.1:0 --unlink \
+		"${ON_AUX_CPU[@]}" "$AGENT" --pool="$pool" --agent-id="$id" --listen=tcp://127.0.0.1:0 --unlink \
 			--coordinator="$COORD_URL" --collector="$COLL_URL" --ready-file="$d/agent-$host.ready" \
 			"${AGENT_FLAGS[@]}" > "$d/agent-$host.log" 2>&1 &
 		DPIDS+=($!); PIDS+=($!)
@@ -226,7 +243,7 @@ run_services() {
 	local d=$1 topo=$2
 	shift 2
 	rm -rf "$d"; mkdir -p "$d/run" "$d/truth" "$d/logs"
-	"$TOPO" run --topology "$topo" --run-dir "$d/run" --truth-dir "$d/truth" --log-dir "$d/logs" \
+	"${ON_APP_CPU[@]}" "$TOPO" run --topology "$topo" --run-dir "$d/run" --truth-dir "$d/truth" --log-dir "$d/logs" \
 		--wait-s 20 "$@" > "$d/run.log" 2>&1 &
 	RUN_PID=$!; PIDS+=($!)
 	local n=400
@@ -244,7 +261,7 @@ stop_services() {
 run_load() {
 	local d=$1 topo=$2 rate=$3 dur=$4
 	shift 4
-	"$TOPO" load --topology "$topo" --run-dir "$d/run" --rate "$rate" --duration "$dur" \
+	"${ON_AUX_CPU[@]}" "$TOPO" load --topology "$topo" --run-dir "$d/run" --rate "$rate" --duration "$dur" \
 		--timeout-ms 5000 --max-inflight 2048 "$@" > "$d/load.txt" 2> "$d/load.log"
 }
 lfig() { grep -o " $2=[-0-9.]*" "$1" | head -1 | cut -d= -f2; }
@@ -322,7 +339,7 @@ if run_services "$WORK/warmup" "$TWO" "${PMAP[@]}"; then
 	wait_quiet $QUIET_MAX
 fi
 for load in $LOADS; do
-	for mode in none retroactive head tail; do
+	for mode in $MODES; do
 		d=$WORK/main-$mode-$load
 		flags=(); env_head=()
 		case $mode in
@@ -334,7 +351,7 @@ for load in $LOADS; do
 		tpid=
 		if [ $mode = tail ]; then
 			rm -f "$WORK/tail.sock" "$WORK/tail.ready"
-			"$TAILC" --listen "$TAIL_URL" --kept "$WORK/kept-$load.txt" --decision-wait $TAIL_WAIT \
+			"${ON_AUX_CPU[@]}" "$TAILC" --listen "$TAIL_URL" --kept "$WORK/kept-$load.txt" --decision-wait $TAIL_WAIT \
 				--bandwidth $COLL_BW \
 				--ready-file "$WORK/tail.ready" > "$WORK/tail-$load.txt" 2> "$WORK/tail-$load.log" &
 			tpid=$!; PIDS+=($!)
