@@ -268,6 +268,27 @@ static void take_ready(struct rt_coord *c, struct coord_in **in, struct coord_re
 	pthread_mutex_unlock(&c->mu);
 }
 
+/*
+ * Agents' replies to REMOTE_TRIGGER, taken between the phases of a turn too:
+ * each names the next hops of a traversal, whose requests go out at once
+ * (dispatch sends them), so a hop does not wait for a turn busy with a storm's
+ * slices and its commit. A reply touches only the traversal's memory, never the
+ * store, so it needs no transaction.
+ */
+static void serve_replies(struct rt_coord *c)
+{
+	struct coord_req *rq;
+	pthread_mutex_lock(&c->mu);
+	rq = c->ready_req;
+	c->ready_req = NULL;
+	pthread_mutex_unlock(&c->mu);
+	while (rq) {
+		struct coord_req *next = rq->next_ready;
+		coord_handle_reply(c, rq);
+		rq = next;
+	}
+}
+
 static int is_text_msg(const struct coord_in *in)
 {
 	size_t len = nng_msg_len(in->msg);
@@ -352,6 +373,7 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 		/* Refused slices and requests get their replies here (auth.c). */
 		coord_process_slices(c, admitted, coord_admit_slices(c, slices, ns, admitted));
 		phase_done(c, COORD_PHASE_SLICES, &mark, turn);
+		serve_replies(c);
 		for (i = 0; i < nc; i++) {
 			if (!coord_admit_request(c, reqs[i]))
 				continue;
@@ -362,10 +384,12 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 				handle_coord_request(c, reqs[i]);
 		}
 		phase_done(c, COORD_PHASE_REQUESTS, &mark, turn);
+		serve_replies(c);
 		coord_traversal_tick(c, coord_now_ns());
 		phase_done(c, COORD_PHASE_TRAVERSAL, &mark, turn);
 		coord_selection_tick(c, coord_now_ns());
 		phase_done(c, COORD_PHASE_SELECTION, &mark, turn);
+		serve_replies(c);
 		rc = rt_store_commit(c->store);
 		phase_done(c, COORD_PHASE_COMMIT, &mark, turn);
 	}
