@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/consumer/consumer.sh BUILD_DIR AGENT_BIN CLI_BIN — the installed library as a
 # user meets it: install the build to a temporary prefix, build a C and a C++
-# program with only `pkg-config --cflags --libs retrace`, run both against a real
+# program with only `pkg-config --cflags --libs retrace`, and the C program again
+# with CMake's find_package(retrace CONFIG) (shared and static), run them against a real
 # agent's pool, and check what the agent saw. Also checks that libretrace.so
 # exports the documented API (retrace_*) and nothing else.
 set -euo pipefail
@@ -35,6 +36,23 @@ cc -std=c11 -Wall -Wextra -Werror "$src/consumer.c" -o "$tmp/consumer" \
 c++ -std=c++17 -Wall -Wextra -Werror "$src/consumer.cpp" -o "$tmp/consumer++" \
   $(pkg-config --cflags --libs retrace) || fail "the C++ program does not build"
 
+# The same C program through CMake: find_package(retrace CONFIG) and its targets.
+mkdir -p "$tmp/cmake-src"
+cat >"$tmp/cmake-src/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.25)
+project(retrace_consumer C)
+find_package(retrace 0.1 CONFIG REQUIRED)
+add_executable(consumer-cmake $src/consumer.c)
+target_link_libraries(consumer-cmake PRIVATE retrace::triggers)
+add_executable(consumer-static $src/consumer.c)
+target_link_libraries(consumer-static PRIVATE retrace::retrace_triggers retrace::retrace_static)
+CMAKE
+cmake -S "$tmp/cmake-src" -B "$tmp/cmake-build" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+  -DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >"$tmp/cmake.log" 2>&1 ||
+  fail "find_package(retrace) does not configure: $(tail -20 "$tmp/cmake.log")"
+cmake --build "$tmp/cmake-build" >>"$tmp/cmake.log" 2>&1 ||
+  fail "the CMake consumer does not build: $(tail -20 "$tmp/cmake.log")"
+
 "$agent" --pool "$pool" --agent-id 9 --unlink --ready-file "$tmp/ready" \
   --status "ipc://$tmp/status" --listen tcp://127.0.0.1:0 >"$tmp/agent.log" 2>&1 &
 apid=$!
@@ -44,16 +62,18 @@ for _ in $(seq 200); do [ -e "$tmp/ready" ] && break; sleep 0.05; done
 export LD_LIBRARY_PATH=$libdir RETRACE_POOL=$pool
 "$tmp/consumer" || fail "the C program failed"
 "$tmp/consumer++" || fail "the C++ program failed"
+"$tmp/cmake-build/consumer-cmake" || fail "the program built with find_package failed"
+"$tmp/cmake-build/consumer-static" || fail "the program linked with retrace_static failed"
 
-# The agent took the C program's percentile and exception triggers and the C++
-# program's exception trigger.
+# The agent took the percentile and exception triggers of each C program (three
+# builds) and the C++ program's exception trigger.
 seen=0
 for _ in $(seq 100); do
   seen=$("$cli" status --agent "ipc://$tmp/status" --json | tr -d ' \n' |
     sed -n 's/.*"trigger_groups":\([0-9]*\).*/\1/p')
   seen=${seen:-0}
-  [ "$seen" -ge 3 ] && break
+  [ "$seen" -ge 7 ] && break
   sleep 0.05
 done
-[ "$seen" -ge 3 ] || fail "the agent saw $seen trigger groups, want >= 3"
-echo "consumer: installed library used from C and C++ via pkg-config; $seen trigger groups seen"
+[ "$seen" -ge 7 ] || fail "the agent saw $seen trigger groups, want >= 7 (2 from each run of the C program, 1 from the C++ one)"
+echo "consumer: installed library used from C and C++ via pkg-config and find_package; $seen trigger groups seen"
