@@ -389,6 +389,64 @@ int retrace_deserialize_response(const char *value);
 int retrace_serialize_response_binary(uint8_t out[RETRACE_RESPONSE_BINARY_LEN]);
 int retrace_deserialize_response_binary(const uint8_t *in, size_t len);
 
+/* ----------------------------------------------------------- carriers ---- */
+
+/*
+ * Carriers: context propagation through the service's own headers, so that it
+ * need not handle traceparent, tracestate or RETRACE_RESPONSE_HEADER itself.
+ * A carrier is whatever the transport keeps headers in (an HTTP request, a
+ * gRPC metadata map, a message's properties); the service passes it as an
+ * opaque pointer with one callback:
+ *   set: store `value` under `key` (both NUL-terminated; copy them), return 0,
+ *        or non-zero when it cannot (the call then returns RETRACE_E_INVAL);
+ *   get: the value under `key` (case-insensitive where the transport's names
+ *        are), NULL when absent; the string must live until the call returns.
+ * Keys used: "traceparent", "tracestate" (requests), RETRACE_RESPONSE_HEADER
+ * (responses). A server's whole job:
+ *
+ *   retrace_begin_from(&req, get_header, &in);      // continue, or start anew
+ *   ... handle; for each outgoing call:
+ *       retrace_inject(&out_req, set_header, in_tracestate);
+ *       ... call ...; retrace_extract_response(&resp, get_header);
+ *   retrace_inject_response(&my_resp, set_header);
+ *   retrace_end();
+ */
+typedef int (*retrace_carrier_set)(void *carrier, const char *key, const char *value);
+typedef const char *(*retrace_carrier_get)(void *carrier, const char *key);
+
+/* A fresh random W3C trace id (never all zero, low half never zero), from a
+ * per-thread buffer of kernel randomness (getrandom): no lock, safe after fork. */
+retrace_trace_id retrace_new_trace_id(void);
+
+/*
+ * Server side, one call: read traceparent/tracestate from the carrier; when
+ * traceparent is valid, deposit its hops (as retrace_deserialize) and begin its
+ * trace; when it is absent or malformed (W3C: restart the trace), begin a new
+ * one with retrace_new_trace_id(). A trace the thread was in is ended first (as
+ * retrace_begin does). `out` (may be NULL) receives the parsed context, or the
+ * new id with no parent. Returns 0 when it continued the caller's trace,
+ * RETRACE_STARTED_NEW when it started one, RETRACE_E_INVAL for a NULL callback.
+ */
+#define RETRACE_STARTED_NEW 1
+int retrace_begin_from(void *carrier, retrace_carrier_get get,
+		       struct retrace_wire_context *out);
+
+/*
+ * Client side, in a trace: write traceparent and tracestate for an outgoing
+ * request. `incoming_state` (may be NULL) is the tracestate this service
+ * received, whose other vendors' members are passed on (W3C). Returns
+ * RETRACE_OK, RETRACE_E_NOTRACE outside a trace, RETRACE_E_INVAL when the
+ * carrier refused a key or a callback is NULL.
+ */
+int retrace_inject(void *carrier, retrace_carrier_set set, const char *incoming_state);
+
+/* The way back (see "responses" above) through carriers: the callee writes
+ * RETRACE_RESPONSE_HEADER into its response; the caller reads it from the
+ * response it got (absent: RETRACE_OK, nothing deposited — the callee is not
+ * traced). Same returns as retrace_serialize_response / _deserialize_response. */
+int retrace_inject_response(void *carrier, retrace_carrier_set set);
+int retrace_extract_response(void *carrier, retrace_carrier_get get);
+
 /* --------------------------------------------------- trace percentage ---- */
 
 /*
