@@ -202,6 +202,9 @@ int main(void)
 {
 	Suite *s = suite_create("coordinator_select_store");
 	TCase *tc = tcase_create("store");
+	/* Each case opens and commits SQLite files (fsync): Check's default 4 s was
+	 * exceeded on a disk busy with two builds and the stress run (run 1/50). */
+	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, verdict_columns_round_trip);
 	tcase_add_test(tc, delete_trace_takes_its_slices);
 	tcase_add_test(tc, store_from_before_selection_opens);
