@@ -232,22 +232,31 @@ int main(int argc, char **argv)
 		return quit(tls, 1);
 	}
 	install_signals();
+	/* A second agent for a running agent's pool gets that answer, not the busy
+	 * status address (named after the pool) it would meet first. */
+	if (rt_pool_owner_running(cfg.pool)) {
+		fprintf(stderr, "retrace-agent: pool %s is owned by a running agent; stop it "
+			"first, or give this one another --pool\n", cfg.pool);
+		return quit(tls, 3);
+	}
+	/* The endpoints before the pool, so that a busy address leaves no pool
+	 * behind. Requests wait in the control mailbox until the loop serves them. */
+	urls[0] = cfg.status_addr;
+	urls[1] = cfg.listen;
+	if (rt_control_start(&ctl, urls, 2, tls, cfg.max_connections, RT_AGENT_REQUEST_HARD, err,
+			     sizeof err) != 0) {
+		fprintf(stderr, "retrace-agent: %s; give another address with %s\n", err,
+			strstr(err, cfg.listen) && cfg.listen[0] ? "--listen" : "--status");
+		return quit(tls, 1);
+	}
 	if ((rc = rt_agent_open(&agent, &cfg, err, sizeof err)) != RETRACE_OK) {
 		fprintf(stderr, "retrace-agent: %s\n", err);
+		rt_control_stop(&ctl);
 		return quit(tls, rc == RETRACE_E_EXISTS ? 3 : 1);
 	}
 	rt_agent_guard_init(&guard, tls != NULL, cfg.remote_trigger_rate, cfg.remote_trigger_burst);
 	guard.max_connections = cfg.max_connections;
 	agent.guard = &guard;
-	urls[0] = cfg.status_addr;
-	urls[1] = cfg.listen;
-	if (rt_control_start(&ctl, urls, 2, tls, cfg.max_connections, RT_AGENT_REQUEST_HARD, err,
-			     sizeof err) != 0) {
-		fprintf(stderr, "retrace-agent: %s\n", err);
-		agent.cfg.unlink_at_exit = 0; /* clients may be writing into it */
-		rt_agent_close(&agent);
-		return quit(tls, 1);
-	}
 	if (ctl.nbound > 1)
 		snprintf(agent.cfg.listen, sizeof agent.cfg.listen, "%s", ctl.bound[1]);
 	if (rt_agent_connect(&agent, ctl.nbound > 1 ? ctl.bound[1] : "", err, sizeof err) != 0) {

@@ -423,8 +423,9 @@ void rt_coord_run(struct rt_coord *c, volatile int *stop)
 
 /* ------------------------------------------------------ open / close ---- */
 
-static int open_rep(struct rt_coord *c, nng_socket *s, const char *url, char *bound, int collector,
-		    struct coord_in *ins, int n, char *err, size_t errlen)
+static int open_rep(struct rt_coord *c, nng_socket *s, const char *url, const char *flag,
+		    char *bound, int collector, struct coord_in *ins, int n, char *err,
+		    size_t errlen)
 {
 	nng_listener l;
 	int rv, i;
@@ -438,8 +439,11 @@ static int open_rep(struct rt_coord *c, nng_socket *s, const char *url, char *bo
 			    collector ? RT_WIRE_MAX_MESSAGE + 1024 : COORD_REQUEST_HARD);
 	*(collector ? &c->cap_collect : &c->cap_listen) =
 		rt_pipe_cap_attach(*s, coord_auth_max_connections(c));
-	if (rt_tls_listen(*s, c->tls, url, &l, err, errlen) != 0)
+	if (rt_tls_listen(*s, c->tls, url, &l, err, errlen) != 0) {
+		size_t used = strlen(err);
+		snprintf(err + used, errlen - used, "; give another address with %s", flag);
 		return -1;
+	}
 	snprintf(bound, RT_COORD_URL_MAX, "%s", url);
 	{
 		nng_sockaddr sa;
@@ -549,6 +553,15 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 		rt_coord_close(c);
 		return NULL;
 	}
+	/* The endpoints before the store, so that a busy port leaves no store file
+	 * behind. What arrives meanwhile waits in the ready list for the loop. */
+	if (open_rep(c, &c->coord_sock, cfg->listen, "--listen", c->listen_addr, 0, c->in,
+		     COORD_IN_COORD, err, errlen) != 0 ||
+	    open_rep(c, &c->collect_sock, cfg->collector, "--collector", c->collector_addr, 1,
+		     c->in + COORD_IN_COORD, COORD_IN_COLLECT, err, errlen) != 0) {
+		rt_coord_close(c);
+		return NULL;
+	}
 	so.path = cfg->store;
 	so.group_readable = cfg->store_group >= 0;
 	so.gid = cfg->store_group;
@@ -576,13 +589,6 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 	}
 	coord_dir_load(c);
 	resume_pending(c);
-	if (open_rep(c, &c->coord_sock, cfg->listen, c->listen_addr, 0, c->in, COORD_IN_COORD, err,
-		     errlen) != 0 ||
-	    open_rep(c, &c->collect_sock, cfg->collector, c->collector_addr, 1, c->in + COORD_IN_COORD,
-		     COORD_IN_COLLECT, err, errlen) != 0) {
-		rt_coord_close(c);
-		return NULL;
-	}
 	write_ready_file(c);
 	coord_log(c, LOG_INFO, "listening on %s (triggers) and %s (slices), store %s",
 		  c->listen_addr, c->collector_addr, rt_store_path(c->store));

@@ -525,6 +525,18 @@ int rt_pool_lock_owner(struct rt_pool *p, char *err, size_t errlen)
 	return open_error(errno, p->name, "lock", err, errlen);
 }
 
+int rt_pool_owner_running(const char *name)
+{
+	int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0), owned;
+	if (fd < 0)
+		return 0;
+	/* A shared lock is refused while the owner holds its exclusive one; ours,
+	 * if granted, goes with the close. */
+	owned = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+	close(fd);
+	return owned;
+}
+
 int rt_pool_takeover(const char *name, uint32_t agent_id, struct rt_pool *p,
 		     char *err, size_t errlen)
 {

@@ -296,6 +296,14 @@ int rt_pool_attach(const struct rt_pool_attach_opts *o, struct rt_pool *pool,
 int rt_pool_lock_owner(struct rt_pool *pool, char *err, size_t errlen);
 
 /*
+ * Whether a running agent owns pool `name` (holds its owner lock), without
+ * mapping or changing anything: so an agent can refuse before it binds its
+ * addresses (whose default names derive from the pool). 1 owned, 0 not (or no
+ * such pool).
+ */
+int rt_pool_owner_running(const char *name);
+
+/*
  * Take over an existing pool after its agent died: attach, take the owner lock,
  * then record this process as the owner and bump the generation. The caller
  * rebuilds its own state from the buffer headers and queues.

@@ -612,6 +612,28 @@ START_TEST(metrics_listen_errors_name_the_flag)
 		snprintf(shm, sizeof shm, "/dev/shm%s", pool);
 		ck_assert_msg(stat(shm, &sb) != 0, "a refused agent left its pool behind");
 	}
+	{ /* The same for the daemons' own endpoints: fail before creating anything. */
+		char tcp[80], shm[96];
+		snprintf(tcp, sizeof tcp, "tcp://%s", busy + 7); /* busy is http://HOST:PORT */
+		char *lis[] = { COORD_BIN, "--store", store, "--listen", tcp,
+				"--collector", "tcp://127.0.0.1:0", NULL };
+		char *col[] = { COORD_BIN, "--store", store, "--listen", "tcp://127.0.0.1:0",
+				"--collector", tcp, NULL };
+		char *ag[] = { AGENT_BIN, "--pool", pool, "--listen", tcp, NULL };
+		rc = run_daemon(lis, err, sizeof err);
+		ck_assert_msg(rc == 1 && strstr(err, "--listen") && strstr(err, tcp + 6),
+			      "coordinator, busy --listen: exit %d: %s", rc, err);
+		ck_assert_msg(stat(store, &sb) != 0, "a coordinator refused its --listen left a store");
+		rc = run_daemon(col, err, sizeof err);
+		ck_assert_msg(rc == 1 && strstr(err, "--collector"),
+			      "coordinator, busy --collector: exit %d: %s", rc, err);
+		ck_assert_msg(stat(store, &sb) != 0, "a coordinator refused its --collector left a store");
+		rc = run_daemon(ag, err, sizeof err);
+		ck_assert_msg(rc == 1 && strstr(err, "--listen"), "agent, busy --listen: exit %d: %s", rc,
+			      err);
+		snprintf(shm, sizeof shm, "/dev/shm%s", pool);
+		ck_assert_msg(stat(shm, &sb) != 0, "an agent refused its --listen left its pool behind");
+	}
 	close(fd);
 	rmdir(dir);
 }
