@@ -152,6 +152,7 @@ static void reporting_section(struct rt_figures *w, const struct rt_agent *a)
 	rt_fig_u64(w, "coordinator_reordered", a->up.st.coord_reordered);
 	rt_fig_u64(w, "coordinator_evicted", a->up.st.coord_evicted);
 	rt_fig_u64(w, "registrations", a->up.st.registrations);
+	rt_fig_u64(w, "registrations_refused", a->up.st.registrations_refused);
 	rt_fig_str(w, "spool", a->spool ? a->cfg.spool_dir : "none");
 	rt_fig_u64(w, "slices_spooled", a->st.slices_spooled);
 	rt_fig_u64(w, "spool_sent", a->st.spool_sent);

@@ -30,7 +30,9 @@
 #include "nng_close.h"
 #include "uplink.h"
 
+#include "daemon/guard.h"
 #include "daemon/tls.h"
+#include "log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,14 +43,18 @@
 #define REGISTER_EVERY_NS 5000000000ull
 #define COORD_RETRY_NS 1000000000ull
 
-/* 1 if msg is an ACK with status 0 that names seq (or names nothing when seq is 0). */
-static int ack_names(nng_msg *m, uint64_t seq)
+/* 1 if msg is an ACK with status 0 that names seq (or names nothing when seq is
+ * 0); *status gets the ACK's status (-1: not an ACK). */
+static int ack_names(nng_msg *m, uint64_t seq, int32_t *status)
 {
 	struct rt_wire_msg w;
 	uint32_t i;
 	int ok = 0;
+	*status = -1;
 	if (rt_wire_decode(nng_msg_body(m), nng_msg_len(m), &w) != 0)
 		return 0;
+	if (w.type == RT_WIRE_ACK)
+		*status = w.ack.status;
 	if (w.type == RT_WIRE_ACK && w.ack.status == 0) {
 		if (seq == 0)
 			ok = 1;
@@ -69,6 +75,7 @@ static void exchange_cb(void *arg)
 		if (rv != 0) {
 			nng_msg_free(nng_aio_get_msg(x->aio));
 			x->ok = 0;
+			x->status = -1;
 			__atomic_store_n(&x->state, RT_SLOT_DONE, __ATOMIC_RELEASE);
 			return;
 		}
@@ -78,9 +85,10 @@ static void exchange_cb(void *arg)
 	}
 	if (state == RT_SLOT_RECEIVING) {
 		x->ok = 0;
+		x->status = -1;
 		if (rv == 0) {
 			nng_msg *m = nng_aio_get_msg(x->aio);
-			x->ok = ack_names(m, x->seq);
+			x->ok = ack_names(m, x->seq, &x->status);
 			nng_msg_free(m);
 		}
 		__atomic_store_n(&x->state, RT_SLOT_DONE, __ATOMIC_RELEASE);
@@ -439,7 +447,23 @@ static void finish_register(struct rt_uplink *u, uint64_t now_ns)
 		u->st.coord_acked++;
 		u->st.registrations++;
 		u->registered = 1;
+		if (u->register_refused)
+			rt_log(RT_LOG_INFO, "the coordinator accepted this agent's registration");
+		u->register_refused = 0;
 	} else {
+		/* Refused is not a network failure: say once why nothing will be
+		 * collected from this host until it is resolved. */
+		if (u->register_x.status == RT_ACK_REFUSED) {
+			u->st.registrations_refused++;
+			if (!u->register_refused)
+				rt_log(RT_LOG_ERROR,
+				       "the coordinator refused this agent's registration: another "
+				       "live agent holds this --agent-id at another address (without "
+				       "TLS an id moves only after --agent-ttl of silence), or the "
+				       "coordinator will not dial this --listen address; its log says "
+				       "which. Triggers and slices wait (spooled) until it is accepted");
+			u->register_refused = 1;
+		}
 		u->st.coord_failed++;
 		u->registered = 0;
 		u->coord_retry_ns = now_ns + COORD_RETRY_NS;

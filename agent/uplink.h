@@ -45,6 +45,7 @@ struct rt_exchange {
 	nng_aio *aio;
 	int state;               /* enum rt_slot_state (atomic) */
 	int ok;                  /* DONE: 1 if acknowledged */
+	int32_t status;          /* DONE: the ACK's status (0 ok), -1 when no ACK came */
 	uint64_t seq;
 };
 
@@ -78,6 +79,7 @@ struct rt_uplink_stats {
 	uint64_t coord_reordered; /* messages sent ahead of older ones of a busier trigger id */
 	uint64_t coord_evicted;   /* of coord_dropped: a busier id's message dropped for a quieter one */
 	uint64_t registrations;
+	uint64_t registrations_refused; /* ACK status REFUSED (daemon/guard.h) */
 };
 
 struct rt_uplink {
@@ -90,6 +92,7 @@ struct rt_uplink {
 	int coord_open;
 	struct rt_exchange register_x;  /* REGISTER has its own exchange */
 	int registered;                 /* the last REGISTER was acknowledged */
+	int register_refused;           /* the last REGISTER was refused (logged once) */
 	struct rt_uplink_coord_slot coord_slots[RT_UPLINK_COORD_SLOTS];
 	struct rt_wire_buf *outbox; /* ring of encoded messages not yet in flight */
 	uint32_t *out_trigger;      /* per outbox slot: the trigger id of its message */

@@ -346,6 +346,49 @@ START_TEST(register_cannot_move_live_agent)
 }
 END_TEST
 
+/* A second agent started with a live agent's id is refused, and says so once
+ * in its own log and in its figures; the first keeps its place. */
+START_TEST(duplicate_agent_id_is_told)
+{
+	struct cluster c;
+	static char out[1 << 16];
+	char cmd[1024], log[256], pool[64], status[192];
+	int refused = 0;
+	ck_assert_int_eq(cl_start(&c, 1, 256), 0);
+	snprintf(pool, sizeof pool, "/rt-dup-%d", (int)getpid());
+	snprintf(log, sizeof log, "%s/dup-agent.log", c.dir);
+	snprintf(status, sizeof status, "ipc://%s/dup.status", c.dir);
+	snprintf(cmd, sizeof cmd,
+		 "%s --pool %s --agent-id 1 --buffers 64 --buffer-size 8192 --listen "
+		 "tcp://127.0.0.1:0 --status %s --coordinator %s --unlink > %s 2>&1 & echo $!",
+		 AGENT_BIN, pool, status, c.coord_url, log);
+	ck_assert_int_eq(run(cmd, out, sizeof out), 0);
+	pid_t dup = (pid_t)atoi(out);
+	ck_assert_int_gt(dup, 0);
+	for (int i = 0; i < 300 && !refused; i++) {
+		FILE *f = fopen(log, "r");
+		size_t n = f ? fread(out, 1, sizeof out - 1, f) : 0;
+		if (f)
+			fclose(f);
+		out[n] = 0;
+		refused = strstr(out, "refused this agent's registration") != NULL;
+		if (!refused)
+			nap_ms(50);
+	}
+	ck_assert_msg(refused, "no refusal in the second agent's log: %s", out);
+	snprintf(cmd, sizeof cmd, "%s status --agent %s --json", CLI_BIN, status);
+	ck_assert_int_eq(run(cmd, out, sizeof out), 0);
+	ck_assert_msg(strstr(out, "\"registrations_refused\":0") == NULL &&
+		      strstr(out, "\"registrations_refused\":") != NULL, "figures: %.2000s", out);
+	ck_assert_int_eq(cl_coord_figure(&c, "agents", "known"), 1);
+	ck_assert_int_ge(cl_coord_figure(&c, "security", "register_moves_refused"), 1);
+	kill(dup, SIGTERM);
+	for (int i = 0; i < 200 && kill(dup, 0) == 0; i++)
+		nap_ms(50);
+	ck_assert_int_eq(cl_stop(&c), 0);
+}
+END_TEST
+
 START_TEST(oversize_requests_refused)
 {
 	struct cluster c;
@@ -615,6 +658,7 @@ static Suite *security_suite(void)
 	ADD_CASE(s, forged_slice_unregistered_agent);
 	ADD_CASE(s, forged_trigger_unregistered_agent);
 	ADD_CASE(s, register_cannot_move_live_agent);
+	ADD_CASE(s, duplicate_agent_id_is_told);
 	ADD_CASE(s, oversize_requests_refused);
 	ADD_CASE(s, connection_cap_counts_refusals);
 	ADD_CASE(s, remote_trigger_rate_limited);
