@@ -77,6 +77,7 @@ static const struct opt_row rows[] = {
 	{ "remote-trigger-burst", 0, T_RATE, F(remote_trigger_burst), 0, "N", "remote-trigger burst per peer (default 10000)" },
 	{ "max-connections", 0, T_U32, F(max_connections), 0, "N", "connections each control address holds at once (default 16; 0 = no cap)" },
 	{ "metrics-listen", 0, T_STR, F(metrics_listen), S(metrics_listen), "URL", "serve Prometheus /metrics at this http:// URL, e.g. http://127.0.0.1:9465 (default: off; loopback unless --insecure)" },
+	{ "check-config", 0, T_FLAG, F(check_config), 0, NULL, "check every setting's syntax and range (flags and --config file), then exit: 0, or 2 with the reason" },
 };
 
 #define NROWS (sizeof rows / sizeof rows[0])

@@ -58,6 +58,7 @@ struct rt_agent_config {
 	char tls_cert[256];         /* our certificate, CN=agent-ID */
 	char tls_key[256];
 	int insecure;               /* allow plain tcp:// beyond loopback */
+	int check_config;           /* --check-config: validate, then exit */
 	double remote_trigger_rate; /* remote triggers per second per peer; 0 = no limit */
 	double remote_trigger_burst;
 	uint32_t max_connections;   /* per listener of the control socket */

@@ -214,6 +214,10 @@ int main(int argc, char **argv)
 	rc = rt_agent_config_parse(&cfg, argc, argv, stderr);
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
+	if (cfg.check_config) {
+		printf("retrace-agent: the settings are valid\n");
+		return 0;
+	}
 	rt_log_level = cfg.log_level;
 	if (secure(&cfg, &tls, err, sizeof err) != 0) {
 		fprintf(stderr, "retrace-agent: %s\n", err);

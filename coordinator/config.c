@@ -59,6 +59,7 @@ static const struct opt_row rows[] = {
 	{ "max-connections", T_U32, F(max_connections), "N", "connections each listener holds at once (default 1024 with TLS, 16 without)" },
 	{ "store-group", T_GID, F(store_group), "GROUP", "create the store file 0640 for this group (name or id; default 0600)" },
 	{ "metrics-listen", T_STR, F(metrics_listen), "URL", "serve Prometheus /metrics at this http:// URL, e.g. http://127.0.0.1:9464 (default: off; loopback unless --insecure)" },
+	{ "check-config", T_FLAG, F(check_config), NULL, "check every setting's syntax and range (flags and --config file), then exit: 0, or 2 with the reason" },
 };
 
 #define NROWS (sizeof rows / sizeof rows[0])

@@ -51,6 +51,7 @@ struct rt_coord_config {
 	char tls_cert[RT_COORD_URL_MAX];   /* our certificate, CN=coordinator */
 	char tls_key[RT_COORD_URL_MAX];    /* its key */
 	int insecure;                      /* allow plain tcp:// beyond loopback */
+	int check_config;                  /* --check-config: validate, then exit */
 	uint32_t max_connections;          /* per listener; 0 = 1024 with TLS, 16 without */
 	long store_group;                  /* -1: store file 0600; else 0640 with this group */
 	char metrics_listen[RT_COORD_URL_MAX]; /* http:// URL of /metrics (docs/metrics.md); empty: off */

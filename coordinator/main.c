@@ -29,6 +29,10 @@ int main(int argc, char **argv)
 	rc = rt_coord_config_parse(&cfg, argc, argv, stderr);
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
+	if (cfg.check_config) {
+		printf("retrace-coordinator: the settings are valid\n");
+		return 0;
+	}
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_signal;
 	sigaction(SIGTERM, &sa, NULL);

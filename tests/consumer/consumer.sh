@@ -25,6 +25,14 @@ pc=$(find "$tmp/prefix" -name retrace.pc | head -1)
 export PKG_CONFIG_PATH=$(dirname "$pc")
 libdir=$(pkg-config --variable=libdir retrace)
 [ -f "$libdir/libretrace_triggers.a" ] || fail "libretrace_triggers is not installed"
+# Man pages (made by help2man when the build found it; scripts/deps.sh installs it).
+if command -v help2man >/dev/null; then
+  for m in retrace-agent retrace-coordinator retrace; do
+    page=$tmp/prefix/share/man/man1/$m.1
+    [ -f "$page" ] || fail "no man page $m.1"
+    grep -q 'usage' "$page" || fail "man page $m.1 holds no usage text"
+  done
+fi
 
 others=$(nm -D --defined-only "$libdir/libretrace.so" | awk '$2 != "A" && $3 !~ /^retrace_/ {print $3}')
 [ -z "$others" ] || fail "libretrace.so exports internal symbols: $(echo $others | head -c 300)"
