@@ -1,59 +1,28 @@
 /*
- * agent/control.c — the REP endpoint's thread.
+ * agent/control.c — the REP endpoint, served by the poll thread.
  *
- * The thread blocks in nng_recvmsg with a 200 ms timeout (to notice stop), puts
- * the request and who sent it (its pipe's peer, daemon/tls.h) in the mailbox,
- * raises `pending` with release order, and waits on the condition variable until
- * the poll thread has written the reply; then it sends the reply. REP sockets
- * answer requests in order, one at a time, which is all a status query or a
- * coordinator's remote trigger needs.
+ * rt_control_pending takes a request with a non-blocking nng_recvmsg and notes
+ * who sent it (its pipe's peer, daemon/tls.h) while the pipe still exists;
+ * rt_control_serve runs the handler and sends the reply (REP answers requests in
+ * order, one at a time, which is all a status query or a coordinator's remote
+ * trigger needs). rt_control_sleep waits in ppoll on NNG_OPT_RECVFD, which nng
+ * keeps readable while a message can be received: we never read or write it.
+ * A reply send has a short timeout, so a peer that stopped reading cannot hold
+ * the poll thread.
  */
 #include "nng_close.h"
 #include "control.h"
 
 #include <arpa/inet.h>
 #include <poll.h>
-#include <sys/eventfd.h>
-#include <time.h>
-#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <nng/protocol/reqrep0/rep.h>
 
-static void *control_main(void *arg)
-{
-	struct rt_control *c = arg;
-	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
-		nng_msg *msg = NULL;
-		struct rt_peer peer;
-		int rv = nng_recvmsg(c->sock, &msg, 0);
-		if (rv == NNG_ETIMEDOUT)
-			continue;
-		if (rv != 0)
-			break;
-		rt_peer_of(msg, &peer); /* here: the pipe may be gone by the time it is served */
-		pthread_mutex_lock(&c->mu);
-		c->msg = msg;
-		c->req = nng_msg_body(msg);
-		c->req_len = nng_msg_len(msg);
-		c->peer = peer;
-		c->answered = 0;
-		__atomic_store_n(&c->pending, 1, __ATOMIC_RELEASE);
-		if (c->wake_fd >= 0)
-			eventfd_write(c->wake_fd, 1);
-		while (!c->answered && !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE))
-			pthread_cond_wait(&c->cv, &c->mu);
-		c->msg = NULL;
-		c->req = NULL;
-		pthread_mutex_unlock(&c->mu);
-		nng_msg_free(msg);
-		if (c->answered)
-			nng_send(c->sock, c->reply, c->reply_len, 0);
-	}
-	return NULL;
-}
+#define REPLY_SEND_TIMEOUT_MS 200
 
 static int listen_one(struct rt_control *c, const char *url, const struct rt_tls *tls, char *err,
 		      size_t errlen)
@@ -81,10 +50,8 @@ int rt_control_start(struct rt_control *c, const char *const *urls, int nurls,
 {
 	int i, rv;
 	memset(c, 0, sizeof *c);
-	pthread_mutex_init(&c->mu, NULL);
-	pthread_cond_init(&c->cv, NULL);
+	c->recv_fd = -1;
 	c->reply = malloc(RT_CONTROL_REPLY_MAX);
-	c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* -1: plain sleeps, still correct */
 	if (!c->reply) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
@@ -95,69 +62,78 @@ int rt_control_start(struct rt_control *c, const char *const *urls, int nurls,
 		c->reply = NULL;
 		return -1;
 	}
-	nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, 200);
+	nng_socket_set_ms(c->sock, NNG_OPT_SENDTIMEO, REPLY_SEND_TIMEOUT_MS);
 	nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, max_request);
 	c->cap = rt_pipe_cap_attach(c->sock, max_connections);
+	if ((rv = nng_socket_get_int(c->sock, NNG_OPT_RECVFD, &c->recv_fd)) != 0) {
+		snprintf(err, errlen, "cannot poll the reply socket: %s", nng_strerror(rv));
+		goto fail;
+	}
 	for (i = 0; i < nurls && c->nbound < RT_CONTROL_MAX_ADDRS; i++)
 		if (urls[i] && urls[i][0] && listen_one(c, urls[i], tls, err, errlen) != 0)
 			goto fail;
-	if (pthread_create(&c->thread, NULL, control_main, c) != 0) {
-		snprintf(err, errlen, "cannot start the control thread");
-		goto fail;
-	}
 	c->running = 1;
 	return 0;
 fail:
 	rt_pipe_cap_free(c->cap, rt_nng_close_bounded(c->sock, RT_NNG_CLOSE_WAIT_MS) == 0);
 	c->cap = NULL;
+	c->recv_fd = -1;
 	free(c->reply);
 	c->reply = NULL;
-	if (c->wake_fd >= 0)
-		close(c->wake_fd);
-	c->wake_fd = -1;
 	return -1;
+}
+
+int rt_control_pending(struct rt_control *c)
+{
+	nng_msg *msg;
+	if (c->pending)
+		return 1;
+	if (!c->running || nng_recvmsg(c->sock, &msg, NNG_FLAG_NONBLOCK) != 0)
+		return 0;
+	rt_peer_of(msg, &c->peer); /* now: the pipe may be gone by the time it is served */
+	c->msg = msg;
+	c->req = nng_msg_body(msg);
+	c->req_len = nng_msg_len(msg);
+	c->pending = 1;
+	return 1;
 }
 
 void rt_control_serve(struct rt_control *c, rt_control_handler handler, void *arg)
 {
-	pthread_mutex_lock(&c->mu);
-	if (c->pending) {
-		c->reply_len = handler(arg, c->req, c->req_len, c->reply, RT_CONTROL_REPLY_MAX);
-		c->answered = 1;
-		__atomic_store_n(&c->pending, 0, __ATOMIC_RELEASE);
-		pthread_cond_signal(&c->cv);
-	}
-	pthread_mutex_unlock(&c->mu);
+	if (!c->pending)
+		return;
+	c->reply_len = handler(arg, c->req, c->req_len, c->reply, RT_CONTROL_REPLY_MAX);
+	nng_msg_free(c->msg);
+	c->msg = NULL;
+	c->req = NULL;
+	c->pending = 0;
+	/* A peer that went away or stopped reading loses its reply; REP moves on. */
+	nng_send(c->sock, c->reply, c->reply_len, 0);
 }
 
 void rt_control_stop(struct rt_control *c)
 {
 	if (!c->running)
 		return;
-	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
-	pthread_mutex_lock(&c->mu);
-	pthread_cond_signal(&c->cv);
-	pthread_mutex_unlock(&c->mu);
-	pthread_join(c->thread, NULL);
+	c->running = 0;
+	if (c->msg)
+		nng_msg_free(c->msg);
+	c->msg = NULL;
+	c->pending = 0;
 	rt_pipe_cap_free(c->cap, rt_nng_close_bounded(c->sock, RT_NNG_CLOSE_WAIT_MS) == 0);
 	c->cap = NULL;
+	c->recv_fd = -1; /* nng's own: closed with the socket */
 	free(c->reply);
 	c->reply = NULL;
-	c->running = 0;
-	if (c->wake_fd >= 0)
-		close(c->wake_fd);
-	c->wake_fd = -1;
 }
 
 void rt_control_sleep(struct rt_control *c, uint64_t ns)
 {
 	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
-	struct pollfd p = { .fd = c->wake_fd, .events = POLLIN };
-	eventfd_t drained;
-	if (c->wake_fd < 0 || !c->running) {
+	struct pollfd p = { .fd = c->recv_fd, .events = POLLIN };
+	if (c->recv_fd < 0 || !c->running) {
 		nanosleep(&ts, NULL);
 		return;
 	}
-	if (ppoll(&p, 1, &ts, NULL) > 0)
-		eventfd_read(c->wake_fd, &drained);
+	ppoll(&p, 1, &ts, NULL);
 }

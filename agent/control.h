@@ -1,20 +1,24 @@
 /*
- * agent/control.h — the agent's request/reply endpoint (nng REP), served by a
- * thread of its own that hands each request to the poll thread.
+ * agent/control.h — the agent's request/reply endpoint (nng REP), served by the
+ * poll thread itself.
  *
  * Owns: one REP socket listening on every address it is given (a local ipc
  * address for `retrace status`, the network address for the coordinator), and
- * a one-slot mailbox. The control thread only moves bytes: it never touches the
- * agent's state. The poll thread checks rt_control_pending (one atomic load)
- * each pass and answers through rt_control_serve, so all state stays with one
- * thread. An idle poll thread sleeps in ppoll on wake_fd (an eventfd the control
- * thread signals), so a request — a coordinator's remote trigger on the
- * traversal's critical path — is served at once, not after an idle sleep.
+ * the one request being served. The poll thread takes a request at the start of
+ * each pass (rt_control_pending: a non-blocking receive) and answers it through
+ * rt_control_serve, so all state stays with one thread. An idle poll thread
+ * sleeps in ppoll on the socket's receive descriptor (NNG_OPT_RECVFD, readable
+ * while a request waits), so a request — a coordinator's remote trigger on the
+ * traversal's critical path — wakes it at once.
+ *
+ * Until 2026-11 a control thread of its own received each request and handed it
+ * over through a mailbox, an eventfd and a condition variable: four thread
+ * hand-offs per request where nng's descriptor needs none (bench_traversal: the
+ * difference is per hop of every traversal).
  */
 #ifndef RETRACE_AGENT_CONTROL_H
 #define RETRACE_AGENT_CONTROL_H
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,13 +36,8 @@ typedef size_t (*rt_control_handler)(void *arg, const uint8_t *req, size_t len,
 
 struct rt_control {
 	nng_socket sock;
-	pthread_t thread;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int pending;         /* a request waits (atomic) */
-	int wake_fd;         /* eventfd: written when a request arrives */
-	int answered;
-	int stop;
+	int recv_fd;         /* NNG_OPT_RECVFD: readable while a request waits; -1 none */
+	int pending;         /* msg holds a request not yet answered */
 	int running;
 	uint8_t *req;        /* the body of msg while pending */
 	size_t req_len;
@@ -53,7 +52,7 @@ struct rt_control {
 };
 
 /*
- * Listen on each non-empty URL and start the thread. tls+tcp:// URLs need tls
+ * Listen on each non-empty URL. tls+tcp:// URLs need tls
  * (and admit only peers with a certificate of its CA); each address holds at
  * most max_connections at once (0: no cap). Requests over max_request bytes
  * make nng drop the connection. -1 with a sentence in err.
@@ -68,10 +67,9 @@ static inline int rt_control_request_on(const struct rt_control *c, int i)
 	return i < c->nbound && c->peer.listener >= 0 && c->peer.listener == c->listener_ids[i];
 }
 
-static inline int rt_control_pending(struct rt_control *c)
-{
-	return __atomic_load_n(&c->pending, __ATOMIC_ACQUIRE);
-}
+/* Poll thread: 1 if a request waits to be served (taken from the socket now if
+ * none was), 0 if none came. */
+int rt_control_pending(struct rt_control *c);
 
 /* Poll thread: answer the waiting request with handler. */
 void rt_control_serve(struct rt_control *c, rt_control_handler handler, void *arg);
