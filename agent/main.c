@@ -9,8 +9,8 @@
  * entries per pass, so that rule spun a pass every ~20 us and took a fifth of a
  * core (the e2e throughput figure on 2 cores, docs/evaluation.md). Entries wait
  * in their rings meanwhile (the complete ring holds every buffer; triggers and
- * breadcrumbs have their own), a request wakes the sleep at once (the control
- * thread's eventfd), and the pool's free reserve covers a millisecond of
+ * breadcrumbs have their own), a request wakes the sleep at once (it sleeps in
+ * ppoll on the request socket: control.h), and the pool's free reserve covers a millisecond of
  * buffers many times over. So a loaded agent makes ~1000 passes a second, each
  * with a batch, and an idle one as many empty ones. SIGTERM/SIGINT end the loop;
  * the pool is kept for the next agent unless --unlink was given.
