@@ -742,7 +742,10 @@ static int alloc_state(struct rt_agent *a, char *err, size_t errlen)
 	a->recycle = malloc((size_t)a->recycle_cap * sizeof *a->recycle);
 	a->lost = malloc((size_t)n * sizeof *a->lost);
 	a->lost_flag = calloc(n, 1);
-	if (!a->scratch || !a->recycle || !a->lost || !a->lost_flag || rt_index_init(&a->ix, cap, n) != 0) {
+	a->avail_snapshot = calloc(n, sizeof *a->avail_snapshot);
+	a->free_bits = calloc((n + 63) / 64, sizeof *a->free_bits);
+	if (!a->scratch || !a->recycle || !a->lost || !a->lost_flag || !a->avail_snapshot ||
+	    !a->free_bits || rt_index_init(&a->ix, cap, n) != 0) {
 		snprintf(err, errlen, "out of memory for an index of %u traces and %u buffers",
 			 cap, n);
 		return RETRACE_E_SYS;
@@ -839,6 +842,10 @@ void rt_agent_close(struct rt_agent *a)
 	free(a->lost_flag);
 	a->lost_flag = NULL;
 	a->scratch = a->recycle = a->lost = NULL;
+	free(a->avail_snapshot);
+	free(a->free_bits);
+	a->avail_snapshot = NULL;
+	a->free_bits = NULL;
 }
 
 /* ---------------------------------------------------- remote triggers ---- */
@@ -883,17 +890,37 @@ void rt_agent_drain_before_reply(struct rt_agent *a)
  * client stores the header's fields, then the flags word (a release store, and
  * x86 keeps stores in order), so flags are loaded first and the fields after a
  * load fence. Buffers the index owns are skipped without touching their header
- * (most of a busy pool), free ones carry flags 0, stashed ones no trace.
+ * (most of a busy pool), and so are the free ones waiting in the available
+ * queue (most of a quiet pool): a header is a cache and TLB miss a page apart
+ * from the next, so reading all 4096 cost ~0.4 ms per remote trigger, on every
+ * hop of a traversal. What is left — buffers clients hold — is few. A buffer
+ * taken from the queue after the snapshot began is missed, as a scan that
+ * reached it first would miss it: its writer began after the question came.
+ * Stashed buffers carry no trace.
  */
+static void note_free_buffers(struct rt_agent *a)
+{
+	uint32_t i, count = a->pool.geo.buffer_count;
+	uint32_t n = rt_pool_peek_available(&a->pool, a->avail_snapshot, count);
+	memset(a->free_bits, 0, (count + 63) / 64 * sizeof *a->free_bits);
+	for (i = 0; i < n; i++) {
+		uint32_t id = a->avail_snapshot[i].buffer_id;
+		if (id < count)
+			a->free_bits[id / 64] |= 1ull << (id % 64);
+	}
+}
+
 void rt_agent_count_open(struct rt_agent *a, const uint64_t *los, uint32_t n, uint32_t *open)
 {
 	uint32_t id, i, count = a->pool.geo.buffer_count;
 	memset(open, 0, n * sizeof *open);
+	note_free_buffers(a);
 	for (id = 0; id < count; id++) {
 		const struct rt_buffer_header *h;
 		uint32_t flags;
 		uint64_t lo;
-		if (a->ix.buf_trace[id] != RT_INDEX_NONE)
+		if (a->ix.buf_trace[id] != RT_INDEX_NONE ||
+		    (a->free_bits[id / 64] >> (id % 64)) & 1)
 			continue;
 		h = rt_pool_buffer(&a->pool, id);
 		flags = ck_pr_load_32(&h->flags);

@@ -133,6 +133,10 @@ struct rt_agent {
 	uint32_t nlost;
 	uint64_t lost_check_ns;     /* when to look at them again */
 	struct rt_agent_guard *guard; /* who may ask what (guard.h); NULL admits all */
+	/* rt_agent_count_open's scratch: the available queue's ids, and a bit per
+	 * buffer for those (free: their headers need no look). */
+	struct rt_available_entry *avail_snapshot;
+	uint64_t *free_bits;
 };
 
 /*

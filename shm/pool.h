@@ -393,6 +393,16 @@ static inline unsigned int rt_pool_pop_available(const struct rt_pool *p,
 				       p->slots[RT_Q_AVAILABLE], out, sizeof *out, max);
 }
 
+/* The owner's snapshot of the free buffer ids waiting in the available queue
+ * (rt_ring_peek_m): nothing is taken. */
+static inline unsigned int rt_pool_peek_available(const struct rt_pool *p,
+						  struct rt_available_entry *out,
+						  unsigned int max)
+{
+	return rt_ring_peek_m(p->ring[RT_Q_AVAILABLE], p->geo.ring_mask[RT_Q_AVAILABLE],
+			      p->slots[RT_Q_AVAILABLE], out, sizeof *out, max);
+}
+
 static inline unsigned int rt_pool_pop_complete(const struct rt_pool *p,
 						struct rt_complete_entry *out,
 						unsigned int max)

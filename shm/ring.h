@@ -291,6 +291,33 @@ static inline void rt_ring_reset(struct ck_ring *ring)
 	ck_pr_store_uint(&ring->c_head, head);
 }
 
+/*
+ * The owner's snapshot of what a ring holds for its consumers: the published,
+ * unconsumed entries [c_head, p_tail), at most max, copied into out, nothing
+ * moved. c_head is read first, so an entry consumed before the call began is
+ * never reported; one consumed during the copy may be (a snapshot, not a
+ * claim). Counters that make no sense give 0.
+ */
+static inline unsigned int rt_ring_peek_m(const struct ck_ring *ring, unsigned int mask,
+					  const void *slots, void *out, unsigned int ts,
+					  unsigned int max)
+{
+	unsigned int consumer = ck_pr_load_uint(&ring->c_head), producer, n, i;
+
+	ck_pr_fence_load();
+	producer = ck_pr_load_uint(&ring->p_tail);
+	n = producer - consumer;
+	if (n > mask)
+		return 0;
+	if (n > max)
+		n = max;
+	ck_pr_fence_load();
+	for (i = 0; i < n; i++)
+		memcpy((char *)out + (size_t)ts * i,
+		       (const char *)slots + (size_t)ts * ((consumer + i) & mask), ts);
+	return n;
+}
+
 static inline unsigned int rt_ring_count(const struct ck_ring *ring)
 {
 	return ck_ring_size(ring);

@@ -148,6 +148,48 @@ START_TEST(test_batch_all_or_nothing)
 END_TEST
 
 /*
+ * The owner's snapshot (rt_pool_peek_available): what waits for consumers, in
+ * order, nothing taken; entries consumed before it are not in it, across the
+ * ring's wrap; counters that make no sense give nothing.
+ */
+START_TEST(test_peek_snapshot)
+{
+	struct rt_pool pool;
+	char name[64];
+	struct rt_available_entry in[64], out[64];
+	struct ck_ring *r;
+	unsigned i, n, cap, round;
+
+	test_pool_name(name, sizeof name, "peek");
+	test_pool_create(&pool, name, 4096, 16);
+	r = pool.ring[RT_Q_AVAILABLE];
+	cap = pool.hdr->rings[RT_Q_AVAILABLE].capacity;
+	/* The fresh pool's free buffers are queued: the snapshot lists all 16. */
+	ck_assert_uint_eq(rt_pool_peek_available(&pool, out, 64), 16);
+	ck_assert_uint_eq(rt_pool_pop_available(&pool, out, 64), 16);
+	ck_assert_uint_eq(rt_pool_peek_available(&pool, out, 64), 0);
+	/* Enough rounds to wrap the ring several times. */
+	for (round = 0; round < 4 * cap / 10 + 3; round++) {
+		for (i = 0; i < 10; i++)
+			in[i].buffer_id = round * 10 + i;
+		ck_assert(rt_pool_push_available(&pool, in, 10));
+		ck_assert_uint_eq(rt_pool_pop_available(&pool, out, 3), 3); /* a client takes 3 */
+		n = rt_pool_peek_available(&pool, out, 64);
+		ck_assert_uint_eq(n, 7);
+		for (i = 0; i < n; i++)
+			ck_assert_uint_eq(out[i].buffer_id, round * 10 + 3 + i);
+		ck_assert_uint_eq(rt_pool_peek_available(&pool, out, 4), 4); /* max holds */
+		ck_assert_uint_eq(rt_ring_count(r), 7);                       /* nothing taken */
+		ck_assert_uint_eq(rt_pool_pop_available(&pool, out, 64), 7);
+	}
+	/* More consumed than produced (a client wrote the counters): nothing. */
+	ck_pr_store_uint(&r->c_head, ck_pr_load_uint(&r->p_tail) + 5);
+	ck_assert_uint_eq(rt_pool_peek_available(&pool, out, 64), 0);
+	test_pool_destroy(&pool);
+}
+END_TEST
+
+/*
  * The owner's repairs, on one ring: a producer stuck behind a dead claim (in a
  * child, waiting for ever as clients do) returns once the owner publishes the
  * claims, and its entries arrive after the dead claim's; a producer with a
@@ -230,6 +272,7 @@ int main(void)
 	tcase_set_timeout(tc, 100);
 	tcase_add_test(tc, test_mpmc_across_processes);
 	tcase_add_test(tc, test_batch_all_or_nothing);
+	tcase_add_test(tc, test_peek_snapshot);
 	tcase_add_test(tc, test_owner_repairs);
 	suite_add_tcase(s, tc);
 	return test_run_suite(s);
