@@ -51,7 +51,7 @@ static void run_usage(FILE *out)
 		"  -L, --log-dir DIR          each service's stderr goes to DIR/NAME.log (default: ours)\n"
 		"      --wait-s S             start-up bound for every service (default 30)\n"
 		"Passed to every service (see retrace-topo serve --help):\n"
-		"  -t, --threads N, -P, --host-pool HOST=POOL, --error-rate P,\n"
+		"  -t, --threads N, -P, --host-pool HOST=POOL, --host-sample-shift HOST=K, --error-rate P,\n"
 		"  --call-timeout-ms MS, --break-response-context, --no-trace, --no-triggers,\n"
 		"  --tail URL, --tail-queue N, --edge-trigger ID=PCT, --trigger-delay-ms MS\n"
 		"  -h, --help                 this text\n"
@@ -80,7 +80,7 @@ static int pass_opt(struct runner *r, const char *name, const char *value)
 static int parse_args(struct runner *r, int argc, char **argv, int *help)
 {
 	enum { OPT_ERR = 1000, OPT_TIMEOUT, OPT_WAIT, OPT_BREAK, OPT_NOTRACE, OPT_NOTRIG, OPT_TAIL,
-	       OPT_TAILQ, OPT_EDGE, OPT_DELAY };
+	       OPT_TAILQ, OPT_EDGE, OPT_DELAY, OPT_SHIFT };
 	static const struct option opts[] = {
 		{"topology", required_argument, NULL, 'T'},
 		{"run-dir", required_argument, NULL, 'd'},
@@ -88,6 +88,7 @@ static int parse_args(struct runner *r, int argc, char **argv, int *help)
 		{"log-dir", required_argument, NULL, 'L'},
 		{"threads", required_argument, NULL, 't'},
 		{"host-pool", required_argument, NULL, 'P'},
+		{"host-sample-shift", required_argument, NULL, OPT_SHIFT},
 		{"error-rate", required_argument, NULL, OPT_ERR},
 		{"call-timeout-ms", required_argument, NULL, OPT_TIMEOUT},
 		{"wait-s", required_argument, NULL, OPT_WAIT},
@@ -125,6 +126,9 @@ static int parse_args(struct runner *r, int argc, char **argv, int *help)
 			break;
 		case 'P':
 			rc = pass_opt(r, "--host-pool", optarg);
+			break;
+		case OPT_SHIFT:
+			rc = pass_opt(r, "--host-sample-shift", optarg);
 			break;
 		case OPT_ERR:
 			rc = pass_opt(r, "--error-rate", optarg);

@@ -137,6 +137,7 @@ struct server {
 	size_t delay_head, delay_len;
 	int delay_stop;
 	pthread_t delayer;
+	int sample_shift;  /* --host-sample-shift for this host; -1: the environment's */
 
 	nng_socket rep;
 	char url[160];
@@ -196,6 +197,9 @@ static void serve_usage(FILE *out)
 		"                             start; flushed every 100 ms and at exit)\n"
 		"  -t, --threads N            worker threads (default 4, at most %d)\n"
 		"  -P, --host-pool HOST=POOL  use POOL for HOST instead of the topology's (repeatable)\n"
+		"      --host-sample-shift HOST=K  HOST records the consistent 2^-K of traces\n"
+		"                             (libretrace's trace percentage; repeatable; default:\n"
+		"                             RETRACE_SAMPLE_SHIFT / RETRACE_TRACE_PERCENT)\n"
 		"  -l, --listen URL           listen here (default tcp://127.0.0.1:0, a free port)\n"
 		"      --error-rate P         override this service's error rate from the topology\n"
 		"      --call-timeout-ms MS   downstream call timeout (default 10000)\n"
@@ -240,7 +244,7 @@ struct host_pool {
 static int parse_args(struct server *s, int argc, char **argv, int *help)
 {
 	enum { OPT_ERR = 1000, OPT_TIMEOUT, OPT_WAIT, OPT_BREAK, OPT_NOTRACE, OPT_NOTRIG,
-	       OPT_TAIL, OPT_TAILQ, OPT_EDGE, OPT_DELAY };
+	       OPT_TAIL, OPT_TAILQ, OPT_EDGE, OPT_DELAY, OPT_SHIFT };
 	static const struct option opts[] = {
 		{"topology", required_argument, NULL, 'T'},
 		{"service", required_argument, NULL, 's'},
@@ -254,6 +258,7 @@ static int parse_args(struct server *s, int argc, char **argv, int *help)
 		{"truth", required_argument, NULL, 'o'},
 		{"threads", required_argument, NULL, 't'},
 		{"host-pool", required_argument, NULL, 'P'},
+		{"host-sample-shift", required_argument, NULL, OPT_SHIFT},
 		{"listen", required_argument, NULL, 'l'},
 		{"error-rate", required_argument, NULL, OPT_ERR},
 		{"call-timeout-ms", required_argument, NULL, OPT_TIMEOUT},
@@ -263,7 +268,8 @@ static int parse_args(struct server *s, int argc, char **argv, int *help)
 		{NULL, 0, NULL, 0},
 	};
 	struct host_pool hp[TOPO_MAX_HOSTS];
-	int n_hp = 0, c, i;
+	struct { char host[TOPO_MAX_NAME]; int shift; } hs[TOPO_MAX_HOSTS];
+	int n_hp = 0, n_hs = 0, c, i;
 	const char *topo_path = NULL, *svc = NULL;
 	double error = -1;
 	uint64_t v;
@@ -302,6 +308,20 @@ static int parse_args(struct server *s, int argc, char **argv, int *help)
 				 optarg);
 			snprintf(hp[n_hp].pool, sizeof hp[n_hp].pool, "%s", eq + 1);
 			n_hp++;
+			break;
+		}
+		case OPT_SHIFT: {
+			const char *eq = strchr(optarg, '=');
+			if (n_hs == TOPO_MAX_HOSTS)
+				return usage_error("too many --host-sample-shift flags%s", "");
+			if (!eq || eq == optarg || (size_t)(eq - optarg) >= TOPO_MAX_NAME ||
+			    topo_parse_u64(eq + 1, 0, 63, &v))
+				return usage_error("--host-sample-shift '%s': want HOST=K, K 0..63",
+						   optarg);
+			snprintf(hs[n_hs].host, sizeof hs[n_hs].host, "%.*s", (int)(eq - optarg),
+				 optarg);
+			hs[n_hs].shift = (int)v;
+			n_hs++;
 			break;
 		}
 		case 'l':
@@ -402,6 +422,14 @@ static int parse_args(struct server *s, int argc, char **argv, int *help)
 	for (i = 0; i < n_hp; i++)
 		if (strcmp(hp[i].host, s->topo.hosts[s->host].name) == 0)
 			snprintf(s->pool, sizeof s->pool, "%s", hp[i].pool);
+	s->sample_shift = -1;
+	for (i = 0; i < n_hs; i++) {
+		if (topo_find_host(&s->topo, hs[i].host) < 0)
+			return usage_error("--host-sample-shift: no host '%s' in the topology",
+					   hs[i].host);
+		if (strcmp(hs[i].host, s->topo.hosts[s->host].name) == 0)
+			s->sample_shift = hs[i].shift;
+	}
 	s->agent = s->topo.hosts[s->host].agent;
 	s->error = error >= 0 ? error : s->topo.services[s->svc].error;
 	return 0;
@@ -1101,6 +1129,8 @@ static int attach_pool(struct server *s)
 	retrace_config_from_env(&cfg);
 	cfg.pool_name = s->pool;
 	cfg.quiet = 1;
+	if (s->sample_shift >= 0)
+		cfg.sample_shift = (uint32_t)s->sample_shift;
 	/* A pool that is missing or still being created may appear; other errors stay. */
 	while ((rc = retrace_init(&cfg)) != RETRACE_OK &&
 	       (rc == RETRACE_E_NOPOOL || rc == RETRACE_E_NOTREADY) && topo_now_ns() < end &&
