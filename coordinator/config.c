@@ -59,6 +59,10 @@ static const struct opt_row rows[] = {
 	{ "max-connections", T_U32, F(max_connections), "N", "connections each listener holds at once (default 1024 with TLS, 16 without)" },
 	{ "store-group", T_GID, F(store_group), "GROUP", "create the store file 0640 for this group (name or id; default 0600)" },
 	{ "metrics-listen", T_STR, F(metrics_listen), "URL", "serve Prometheus /metrics at this http:// URL, e.g. http://127.0.0.1:9464 (default: off; loopback unless --insecure)" },
+	{ "export-url", T_STR, F(export_url), "URL", "push kept traces to this OTLP/HTTP collector as selection keeps them, e.g. http://127.0.0.1:4318/v1/traces (default: off; docs/export.md)" },
+	{ "export-queue", T_U32, F(export_queue), "N", "traces waiting for export at most; more are dropped and counted (default 2048)" },
+	{ "export-batch", T_U32, F(export_batch), "N", "traces per push (default 128)" },
+	{ "export-interval", T_SECONDS, F(export_interval), "SEC", "push what waits at least this often (default 1)" },
 	{ "check-config", T_FLAG, F(check_config), NULL, "check every setting's syntax and range (flags and --config file), then exit: 0, or 2 with the reason" },
 };
 

@@ -279,6 +279,7 @@ struct rt_coord {
 	struct rt_pipe_cap *cap_listen, *cap_collect;
 	struct coord_sec_stats sec;
 	struct rt_metrics *metrics;  /* /metrics (daemon/metrics.h); NULL: off */
+	struct coord_stream *stream; /* stream.c: continuous export; NULL: off */
 };
 
 uint64_t coord_now_ns(void);      /* CLOCK_MONOTONIC */
@@ -335,6 +336,14 @@ void coord_selection_tick(struct rt_coord *c, uint64_t now);
 size_t coord_alarm_request(struct rt_coord *c, const char *req, size_t len, char *out,
 			   size_t cap);
 void coord_selection_figures(struct rt_figures *w, struct rt_coord *c);
+
+/* stream.c: continuous export (--export-url). The loop notes each kept trace
+ * during a turn and hands the turn's list over after the store commit. */
+int coord_stream_open(struct rt_coord *c, char *err, size_t errlen);
+void coord_stream_note_kept(struct rt_coord *c, uint64_t hi, uint64_t lo);
+void coord_stream_turn_done(struct rt_coord *c, int committed);
+void coord_stream_close(struct rt_coord *c);
+void coord_stream_figures(struct rt_figures *w, struct rt_coord *c);
 
 /* auth.c (docs/security.md) */
 struct rt_figures;

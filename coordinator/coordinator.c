@@ -393,6 +393,7 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 		rc = rt_store_commit(c->store);
 		phase_done(c, COORD_PHASE_COMMIT, &mark, turn);
 	}
+	coord_stream_turn_done(c, rc == 0); /* committed rows only: the exporter reads them */
 	if (rc != 0) {
 		c->st.store_errors++;
 		coord_log(c, LOG_ERROR, "store transaction failed: %s", rt_store_errmsg(c->store));
@@ -582,6 +583,10 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 		rt_coord_close(c);
 		return NULL;
 	}
+	if (coord_stream_open(c, err, errlen) != 0) {
+		rt_coord_close(c);
+		return NULL;
+	}
 	if (coord_selection_init(c) != 0) {
 		snprintf(err, errlen, "out of memory for the trace selector");
 		rt_coord_close(c);
@@ -622,6 +627,7 @@ void rt_coord_close(struct rt_coord *c)
 			nng_msg_free(c->in[i].msg);
 	}
 	coord_traversal_free(c);
+	coord_stream_close(c); /* before the store: it flushes from it */
 	coord_selection_free(c);
 	coord_dir_free(c);
 	coord_auth_close(c);

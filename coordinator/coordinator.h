@@ -52,6 +52,10 @@ struct rt_coord_config {
 	char tls_key[RT_COORD_URL_MAX];    /* its key */
 	int insecure;                      /* allow plain tcp:// beyond loopback */
 	int check_config;                  /* --check-config: validate, then exit */
+	char export_url[RT_COORD_URL_MAX]; /* continuous OTLP/HTTP export (stream.c); empty: off */
+	uint32_t export_queue;             /* traces waiting for export at most (default 2048) */
+	uint32_t export_batch;             /* traces per push (default 128) */
+	double export_interval;            /* push at least this often, seconds (default 1) */
 	uint32_t max_connections;          /* per listener; 0 = 1024 with TLS, 16 without */
 	long store_group;                  /* -1: store file 0600; else 0640 with this group */
 	char metrics_listen[RT_COORD_URL_MAX]; /* http:// URL of /metrics (docs/metrics.md); empty: off */

@@ -406,6 +406,8 @@ static void store_verdict(struct rt_coord *c, const struct sel_pending *p, const
 		group_name(t, row.group, sizeof row.group);
 		row.weight = v->weight;
 		rc = rt_store_set_selection(c->store, &row);
+		if (rc == 0)
+			coord_stream_note_kept(c, p->hi, p->lo);
 		x->kept++;
 		g->kept++;
 	} else {

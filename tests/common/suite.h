@@ -6,14 +6,23 @@
 #define RETRACE_TESTS_SUITE_H
 
 #include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 static inline int test_run_suite(Suite *s)
 {
 	SRunner *sr = srunner_create(s);
-	int failed;
+	int failed, ran;
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
+	ran = srunner_ntests_run(sr);
 	srunner_free(sr);
+	/* CK_RUN_CASE naming no case runs nothing: that is a failure, not a pass. */
+	if (ran == 0) {
+		fprintf(stderr, "no test ran (CK_RUN_CASE=%s names no case of this suite?)\n",
+			getenv("CK_RUN_CASE") ? getenv("CK_RUN_CASE") : "");
+		return 1;
+	}
 	return failed ? 1 : 0;
 }
 

@@ -15,8 +15,17 @@
  * trace in between. Both server spans must come back (no buffer of the second
  * run taken for a duplicate of the first), each under its own client span, and
  * the decode must be complete (no duplicate buffers, no unmatched client span).
+ *
+ * streamed_to_a_collector: the same request with the coordinator pushing kept
+ * traces to an OTLP/HTTP collector (--export-url; a real HTTP server in this
+ * process): the trace arrives there by itself, gzip'd OTLP/JSON holding every
+ * span the writers started (their ids, names and the cross-host parent), and
+ * the export figures count it. Then the collector refuses (HTTP 400): the next
+ * trace is counted lost, with the collector's answer in last_error.
  */
+#include <arpa/inet.h>
 #include <check.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +38,10 @@
 #include "decode.h"
 #include "retrace/tracer.h"
 #include "shm/events.h"
+
+#include <nng/nng.h>
+#include <nng/supplemental/http/http.h>
+#include <zlib.h>
 
 #define HI 0x00c0ffee00c0ffeeull
 #define LO 0x0000000000abcdefull
@@ -327,6 +340,130 @@ static void check_cli_views(struct cluster *c, const uint64_t *ids)
 	free(otlp);
 }
 
+/* ------------------------------------------- an OTLP/HTTP collector ---- */
+
+#define COLLECTOR_MAX_BODIES 64
+
+static struct {
+	nng_http_server *srv;
+	uint16_t port;
+	pthread_mutex_t mu;
+	int status;                 /* what it answers */
+	char *bodies[COLLECTOR_MAX_BODIES]; /* gunzipped, NUL-terminated */
+	int n;
+} col;
+
+static char *gunzip_text(const void *in, size_t len)
+{
+	z_stream zs;
+	size_t cap = len * 8 + 1024;
+	char *out = malloc(cap);
+	int rc;
+	memset(&zs, 0, sizeof zs);
+	if (!out || inflateInit2(&zs, 16 + 15) != Z_OK) {
+		free(out);
+		return NULL;
+	}
+	zs.next_in = (Bytef *)(uintptr_t)in;
+	zs.avail_in = (uInt)len;
+	do {
+		if (zs.total_out + 1 >= cap) {
+			cap *= 2;
+			out = realloc(out, cap);
+		}
+		zs.next_out = (Bytef *)out + zs.total_out;
+		zs.avail_out = (uInt)(cap - 1 - zs.total_out);
+		rc = inflate(&zs, Z_NO_FLUSH);
+	} while (rc == Z_OK);
+	out[zs.total_out] = 0;
+	inflateEnd(&zs);
+	if (rc != Z_STREAM_END) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+static void collector_handle(nng_aio *aio)
+{
+	nng_http_req *req = nng_aio_get_input(aio, 0);
+	nng_http_res *res = NULL;
+	const char *enc = nng_http_req_get_header(req, "Content-Encoding");
+	void *data = NULL;
+	size_t len = 0;
+	int status;
+	nng_http_req_get_data(req, &data, &len);
+	pthread_mutex_lock(&col.mu);
+	status = col.status;
+	if (col.n < COLLECTOR_MAX_BODIES) {
+		char *body = enc && !strcmp(enc, "gzip") ? gunzip_text(data, len) : NULL;
+		if (!body && (body = malloc(len + 1))) {
+			memcpy(body, data, len);
+			body[len] = 0;
+		}
+		col.bodies[col.n++] = body;
+	}
+	pthread_mutex_unlock(&col.mu);
+	if (nng_http_res_alloc(&res) != 0) {
+		nng_aio_finish(aio, NNG_ENOMEM);
+		return;
+	}
+	nng_http_res_set_status(res, (uint16_t)status);
+	nng_http_res_copy_data(res, status == 200 ? "{}" : "bad request: refused by the test",
+			       status == 200 ? 2 : 33);
+	nng_aio_set_output(aio, 0, res);
+	nng_aio_finish(aio, 0);
+}
+
+static void collector_start(void)
+{
+	nng_url *url;
+	nng_http_handler *h;
+	nng_sockaddr sa;
+	memset(&col, 0, sizeof col);
+	pthread_mutex_init(&col.mu, NULL);
+	col.status = 200;
+	ck_assert_int_eq(nng_url_parse(&url, "http://127.0.0.1:0"), 0);
+	ck_assert_int_eq(nng_http_server_hold(&col.srv, url), 0);
+	nng_url_free(url);
+	ck_assert_int_eq(nng_http_handler_alloc(&h, "/v1/traces", collector_handle), 0);
+	ck_assert_int_eq(nng_http_handler_set_method(h, "POST"), 0);
+	ck_assert_int_eq(nng_http_handler_collect_body(h, true, 64u << 20), 0);
+	ck_assert_int_eq(nng_http_server_add_handler(col.srv, h), 0);
+	ck_assert_int_eq(nng_http_server_start(col.srv), 0);
+	ck_assert_int_eq(nng_http_server_get_addr(col.srv, &sa), 0);
+	col.port = ntohs(sa.s_in.sa_port);
+}
+
+static void collector_stop(void)
+{
+	nng_http_server_stop(col.srv);
+	nng_http_server_release(col.srv);
+	for (int i = 0; i < col.n; i++)
+		free(col.bodies[i]);
+}
+
+/* The first body that names trace (HI, lo), copied (the caller frees); NULL if
+ * none came within timeout_s. */
+static char *collector_wait_trace(uint64_t lo, double timeout_s)
+{
+	char id[64];
+	snprintf(id, sizeof id, "\"traceId\":\"%016llx%016llx\"", (unsigned long long)HI,
+		 (unsigned long long)lo);
+	for (int tries = 0; tries < (int)(timeout_s * 20); tries++) {
+		char *found = NULL;
+		pthread_mutex_lock(&col.mu);
+		for (int i = 0; i < col.n && !found; i++)
+			if (col.bodies[i] && strstr(col.bodies[i], id))
+				found = strdup(col.bodies[i]);
+		pthread_mutex_unlock(&col.mu);
+		if (found)
+			return found;
+		usleep(50000);
+	}
+	return NULL;
+}
+
 START_TEST(three_hosts_spans_round_trip)
 {
 	struct cluster c;
@@ -499,6 +636,80 @@ START_TEST(one_thread_serves_two_calls)
 END_TEST
 
 /* One TCase per test, so ctest runs each as its own entry (CK_RUN_CASE). */
+/* Run the three-host request of trace (HI, lo); its span ids into ids. */
+static void run_request(struct cluster *c, uint64_t lo, uint64_t *ids)
+{
+	struct cl_run_io io[3];
+	memset(io, 0, sizeof io);
+	ck_assert_int_eq(cl_run(c, 0, HI, lo, &io[0]), 0);
+	snprintf(io[1].in, sizeof io[1].in, "%s", io[0].out);
+	ck_assert_int_eq(cl_run(c, 1, HI, lo, &io[1]), 0);
+	snprintf(io[2].in, sizeof io[2].in, "%s", io[1].out);
+	ck_assert_int_eq(cl_run(c, 2, HI, lo, &io[2]), 0);
+	for (int k = 0; k < N_SPANS; k++)
+		ids[k] = io[0].ids[k] | io[1].ids[k] | io[2].ids[k];
+}
+
+START_TEST(streamed_to_a_collector)
+{
+	static const char *const names[N_SPANS] = { "GET /checkout", "call cart", "POST /cart/reserve",
+						    "db.query", "call payment", "POST /pay" };
+	struct cluster c;
+	struct rt_store_trace row;
+	uint64_t ids[N_SPANS];
+	char url[96], want[128], *body;
+
+	collector_start();
+	snprintf(url, sizeof url, "http://127.0.0.1:%u/v1/traces", (unsigned)col.port);
+	cl_coord_args[0] = "--export-url";
+	cl_coord_args[1] = url;
+	cl_coord_args[2] = "--select-window";
+	cl_coord_args[3] = "0.5";
+	cl_coord_args[4] = "--export-interval";
+	cl_coord_args[5] = "0.2";
+	cl_coord_args[6] = NULL;
+	cl_run_fn = run_host;
+	ck_assert_int_eq(cl_start(&c, 3, 256), 0);
+
+	run_request(&c, LO, ids);
+	ck_assert_msg(cl_wait_trace(&c, HI, LO, 20, &row) == 0, "trace never stored (%s)", c.dir);
+	ck_assert(row.coherent);
+	body = collector_wait_trace(LO, 20);
+	ck_assert_msg(body, "the kept trace never reached the collector (%s)", c.dir);
+	/* What the writers started, and nothing else. */
+	ck_assert_uint_eq(count_of(body, "\"spanId\":"), N_SPANS);
+	for (int k = 0; k < N_SPANS; k++) {
+		snprintf(want, sizeof want, "\"spanId\":\"%016llx\"", (unsigned long long)ids[k]);
+		ck_assert_msg(strstr(body, want), "span %d (%s) not exported", k, names[k]);
+		snprintf(want, sizeof want, "\"name\":\"%s\"", names[k]);
+		ck_assert_msg(strstr(body, want), "no span named %s", names[k]);
+	}
+	snprintf(want, sizeof want, "\"parentSpanId\":\"%016llx\"", (unsigned long long)ids[FE_CLIENT]);
+	ck_assert_msg(strstr(body, want), "cart's server span lost its parent across the hop");
+	free(body);
+	ck_assert_int_ge(cl_coord_figure(&c, "export", "exported_traces"), 1);
+	ck_assert_int_eq(cl_coord_figure(&c, "export", "exported_spans") % N_SPANS, 0);
+	ck_assert_int_eq(cl_coord_figure(&c, "export", "traces_lost"), 0);
+
+	/* A collector that refuses: the next kept trace is counted lost, said why. */
+	pthread_mutex_lock(&col.mu);
+	col.status = 400;
+	pthread_mutex_unlock(&col.mu);
+	run_request(&c, LO + 1, ids);
+	ck_assert_msg(cl_wait_trace(&c, HI, LO + 1, 20, &row) == 0, "2nd trace never stored");
+	for (int i = 0; i < 200 && cl_coord_figure(&c, "export", "traces_lost") < 1; i++)
+		usleep(100000);
+	ck_assert_int_eq(cl_coord_figure(&c, "export", "traces_lost"), 1);
+	ck_assert_int_ge(cl_coord_figure(&c, "export", "push_failures"), 1);
+	body = collector_wait_trace(LO + 1, 1); /* it did reach the collector, refused */
+	ck_assert_ptr_nonnull(body);
+	free(body);
+	ck_assert_int_eq(cl_stop(&c), 0);
+	collector_stop();
+	cl_coord_args[0] = NULL;
+}
+END_TEST
+
 static Suite *roundtrip_suite(void)
 {
 	Suite *s = suite_create("coordinator_roundtrip");
@@ -509,6 +720,10 @@ static Suite *roundtrip_suite(void)
 	tc = tcase_create("one_thread_serves_two_calls");
 	tcase_set_timeout(tc, 80);
 	tcase_add_test(tc, one_thread_serves_two_calls);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("streamed_to_a_collector");
+	tcase_set_timeout(tc, 80);
+	tcase_add_test(tc, streamed_to_a_collector);
 	suite_add_tcase(s, tc);
 	return s;
 }
