@@ -225,15 +225,15 @@ static double measure(const struct bench_target *g, const uint64_t *const *value
  */
 static void report_contended(const char *name, const char *param, double ns2,
 			     const int concurrent[2], double baseline, double ns1, double unsharded,
-			     int unsharded_concurrent, double target)
+			     const int unsharded_concurrent[2], double target)
 {
 	printf("bench triggers name=%s%s%s threads=2 ns_per_call=%.1f baseline_ns=%.1f "
 	       "ratio=%.2f one_thread_ns=%.1f ratio_one_thread=%.2f unsharded_ns=%.1f "
 	       "ratio_unsharded=%.3f target_ns=%.0f concurrent_rounds=%d/%d "
-	       "unsharded_concurrent_rounds=%d\n",
+	       "unsharded_concurrent_rounds=%d/%d\n",
 	       name, param[0] ? " " : "", param, ns2, baseline, ns2 / baseline, ns1,
 	       ns2 / ns1, unsharded, ns2 / unsharded, target, concurrent[0], concurrent[1],
-	       unsharded_concurrent);
+	       unsharded_concurrent[0], unsharded_concurrent[1]);
 	fflush(stdout);
 }
 
@@ -288,8 +288,8 @@ static void run_percentile(const uint64_t *const *lat, uint64_t calls,
 		double two = percentile_figure(lat, calls, pcts[j], 0, 2);
 		int c2[2] = {rounds_concurrent, rounds_run};
 		double flat = percentile_figure(lat, calls, pcts[j], 1, 2);
-		report_contended("percentile", names[j], two, c2, baseline[1], one, flat,
-				 rounds_concurrent, 12);
+		int cf[2] = {rounds_concurrent, rounds_run};
+		report_contended("percentile", names[j], two, c2, baseline[1], one, flat, cf, 12);
 	}
 	struct bench_target g = {.kind = B_PERCENTILE};
 	for (unsigned int threads = 1; threads <= 2; threads++) {
@@ -363,8 +363,9 @@ static double queue_figure(const uint64_t *const *lat, uint64_t calls, unsigned 
 		double two_ = fig(0, 2);                                             \
 		int c2_[2] = {rounds_concurrent, rounds_run};                        \
 		double flat_ = fig(1, 2);                                            \
+		int cf_[2] = {rounds_concurrent, rounds_run};                        \
 		report_contended(name, param, two_, c2_, baseline[1], one_, flat_,   \
-				 rounds_concurrent, target);                         \
+				 cf_, target);                                       \
 	} while (0)
 
 static void run_others(const uint64_t *const *lat, const uint64_t *const *labels,

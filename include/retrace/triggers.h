@@ -234,8 +234,11 @@ void retrace_crash_handler_uninstall(void);
  *
  * Sharded by default: each thread remembers its own last N ids and a firing or
  * snapshot merges them newest first (each thread's ids in exact order; across
- * threads by an epoch the shards advance every 64 adds, so "most recent" is
- * right to about 64 adds). With one thread, or shards = 1, the ids are exactly
+ * threads by an epoch each shard advances every 1024 of its adds, so "most
+ * recent" across threads is right to about 1024 adds per thread, and a thread
+ * that stopped adding drops behind once the others have added that many; the
+ * shards take turns among equal epochs). With one thread, or shards = 1, the
+ * ids are exactly
  * the last N added.
  */
 struct retrace_trigger_set;

@@ -321,9 +321,9 @@ START_TEST(trigger_set_merge_keeps_each_thread_newest_first)
 	retrace_trigger_set_stats(s, &st);
 	ck_assert_uint_eq(st.samples, (uint64_t)THREADS * SET_ADDS);
 
-	/* One thread adding after them: exactly its last N ids come first, the
-	 * older threads' after (its stamps are not older than theirs). */
-	for (uint64_t i = 0; i < 3 * 64; i++) {
+	/* One thread adding after them: once it has advanced the epoch (every
+	 * 1024 adds of a shard), its newest ids come before every older thread's. */
+	for (uint64_t i = 0; i < 3 * 1024; i++) {
 		retrace_trace_id id = {99, i};
 		retrace_trigger_set_add(s, id);
 	}
@@ -331,7 +331,7 @@ START_TEST(trigger_set_merge_keeps_each_thread_newest_first)
 	ck_assert_uint_eq(n, 8);
 	for (size_t j = 0; j < n; j++) {
 		ck_assert_uint_eq(snap[j].hi, 99);
-		ck_assert_uint_eq(snap[j].lo, 3 * 64 - 1 - j);
+		ck_assert_uint_eq(snap[j].lo, 3 * 1024 - 1 - j);
 	}
 	retrace_trigger_set_destroy(s);
 }
