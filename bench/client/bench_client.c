@@ -83,10 +83,15 @@ static void settle(void)
 /*
  * pool_copy: the same framed record into the same pool memory, in the order
  * the client walks it. Buffer ids come from the available queue COPY_BATCH at
- * a time and go back to it COPY_BATCH at a time once full (FIFO, so the walk
- * cycles through the pool like client + drainer do).
+ * a time, as the client takes them; full ones are kept and go back to the
+ * queue after the round (outside the timing), as the drainer would return
+ * them: the queue is FIFO, so the walk cycles through the pool like client +
+ * drainer do. Pushing them back during the round would make the copying
+ * threads producers of the available ring, which the client never is (two
+ * producers wait on each other's commits: a cost that is not the copy's).
  */
-static __thread uint32_t copy_ids[COPY_BATCH], copy_n_ids, copy_full[COPY_BATCH], copy_n_full;
+#define COPY_HELD 8192
+static __thread uint32_t copy_ids[COPY_BATCH], copy_n_ids, copy_full[COPY_HELD], copy_n_full;
 static __thread uint8_t *copy_cur, *copy_end;
 
 static void copy_push(const uint32_t *ids, uint32_t n)
@@ -102,8 +107,9 @@ static void copy_push(const uint32_t *ids, uint32_t n)
 
 static int copy_next_buffer(void)
 {
-	if (copy_n_full == COPY_BATCH) {
-		copy_push(copy_full, copy_n_full);
+	if (copy_n_full == COPY_HELD) { /* a pool larger than the default: give some back */
+		for (uint32_t i = 0; i < copy_n_full; i += COPY_BATCH)
+			copy_push(copy_full + i, COPY_BATCH);
 		copy_n_full = 0;
 	}
 	if (copy_n_ids == 0) {
@@ -140,7 +146,9 @@ static inline void pool_copy(const void *d, size_t len)
 /* Give back every buffer the thread's copies hold. */
 static void pool_copy_done(void)
 {
-	copy_push(copy_full, copy_n_full);
+	for (uint32_t i = 0; i < copy_n_full; i += COPY_BATCH)
+		copy_push(copy_full + i,
+			  copy_n_full - i < COPY_BATCH ? copy_n_full - i : COPY_BATCH);
 	copy_push(copy_ids, copy_n_ids);
 	copy_n_full = copy_n_ids = 0;
 	copy_cur = copy_end = NULL;
@@ -223,8 +231,6 @@ static void run_op(struct job *j)
 		}
 	}
 	retrace_end();
-	if (j->op == OP_POOL_COPY)
-		pool_copy_done();
 }
 
 static void *thread_main(void *arg)
@@ -235,6 +241,8 @@ static void *thread_main(void *arg)
 	double t0 = now_ns();
 	run_op(j);
 	j->ns = (now_ns() - t0) / (double)j->n;
+	if (j->op == OP_POOL_COPY)
+		pool_copy_done(); /* the drainer's part: not timed */
 	retrace_flush();
 	retrace_thread_stats(&after);
 	j->buffers = after.buffers_used - before.buffers_used;
@@ -266,46 +274,75 @@ struct figure {
 	double discarded_pct;
 };
 
-static struct figure measure_figure(enum op op, size_t size, int threads, uint64_t n)
+/* Ops per round for `op` at `size`: capped so that a round writes at most
+ * ROUND_POOL_SHARE of the pool. */
+static uint64_t round_ops(enum op op, size_t size, int threads, uint64_t n)
 {
-	struct figure f = {-1, 1e30, 0, 0};
-	uint64_t buffers = 0, discards = 0;
 	double per_op = op_bytes(op, size);
 	double budget = ROUND_POOL_SHARE * (double)bench_pool.hdr->buffer_count *
 			(double)bench_pool.hdr->buffer_size / threads;
 	if (per_op > 0 && (double)n * per_op > budget)
 		n = (uint64_t)(budget / per_op);
-	if (n == 0)
-		n = 1;
-	for (int r = 0; r < ROUNDS; r++) {
-		struct job jobs[2];
-		pthread_t th[2];
-		double sum = 0;
-		uint64_t rb = 0, rd = 0;
-		settle();
-		for (int t = 0; t < threads; t++) {
-			jobs[t] = (struct job){op, size, n, 0, 0, 0};
-			pthread_create(&th[t], NULL, thread_main, &jobs[t]);
-		}
-		for (int t = 0; t < threads; t++) {
-			pthread_join(th[t], NULL);
-			sum += jobs[t].ns;
-			rb += jobs[t].buffers;
-			rd += jobs[t].discards;
-		}
-		double ns = sum / threads;
-		buffers += rb;
-		discards += rd;
-		if (ns < f.any_ns)
-			f.any_ns = ns;
-		if (rb + rd == 0 || 100.0 * (double)rd / (double)(rb + rd) <= CLEAN_DISCARD_PCT) {
-			f.clean++;
-			if (f.ns < 0 || ns < f.ns)
-				f.ns = ns;
-		}
+	return n ? n : 1;
+}
+
+/* One timed round of `op` on `threads` threads, into f. */
+static void one_round(struct figure *f, enum op op, size_t size, int threads, uint64_t n,
+		      uint64_t *buffers, uint64_t *discards)
+{
+	struct job jobs[2];
+	pthread_t th[2];
+	double sum = 0;
+	uint64_t rb = 0, rd = 0;
+	settle();
+	for (int t = 0; t < threads; t++) {
+		jobs[t] = (struct job){op, size, n, 0, 0, 0};
+		pthread_create(&th[t], NULL, thread_main, &jobs[t]);
 	}
-	f.discarded_pct = buffers + discards ? 100.0 * (double)discards / (double)(buffers + discards)
-					     : 0.0;
+	for (int t = 0; t < threads; t++) {
+		pthread_join(th[t], NULL);
+		sum += jobs[t].ns;
+		rb += jobs[t].buffers;
+		rd += jobs[t].discards;
+	}
+	double ns = sum / threads;
+	*buffers += rb;
+	*discards += rd;
+	if (ns < f->any_ns)
+		f->any_ns = ns;
+	if (rb + rd == 0 || 100.0 * (double)rd / (double)(rb + rd) <= CLEAN_DISCARD_PCT) {
+		f->clean++;
+		if (f->ns < 0 || ns < f->ns)
+			f->ns = ns;
+	}
+}
+
+/*
+ * Several ops at one size in interleaved rounds (round r of every op before
+ * round r + 1 of any), so that a figure and its baselines see the same
+ * machine: on a loaded host, conditions drift between back-to-back blocks.
+ */
+#define MAX_OPS 5
+static void measure_figures(const enum op *ops, int n_ops, size_t size, int threads, uint64_t n,
+			    struct figure *out)
+{
+	uint64_t buffers[MAX_OPS] = {0}, discards[MAX_OPS] = {0};
+	for (int i = 0; i < n_ops; i++)
+		out[i] = (struct figure){-1, 1e30, 0, 0};
+	for (int r = 0; r < ROUNDS; r++)
+		for (int i = 0; i < n_ops; i++)
+			one_round(&out[i], ops[i], size, threads, round_ops(ops[i], size, threads, n),
+				  &buffers[i], &discards[i]);
+	for (int i = 0; i < n_ops; i++) {
+		uint64_t all = buffers[i] + discards[i];
+		out[i].discarded_pct = all ? 100.0 * (double)discards[i] / (double)all : 0.0;
+	}
+}
+
+static struct figure measure_figure(enum op op, size_t size, int threads, uint64_t n)
+{
+	struct figure f;
+	measure_figures(&op, 1, size, threads, n, &f);
 	return f;
 }
 
@@ -350,28 +387,30 @@ static void bench_tracepoints(int threads)
 	size_t k;
 	for (k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
 		uint64_t n = iterations / (sizes[k] >= 512 ? 8 : 1);
-		double base = measure(OP_BASE_COPY, sizes[k], threads, n);
-		struct figure tp = measure_figure(OP_TP, sizes[k], threads, n);
+		/* The figures and their baselines in interleaved rounds. */
+		static const enum op ops[] = {OP_BASE_COPY, OP_TP, OP_TP_TS, OP_RESERVE, OP_POOL_COPY};
+		struct figure f[MAX_OPS];
+		int with_copy = sizes[k] >= 512;
+		measure_figures(ops, with_copy ? 5 : 4, sizes[k], threads, n, f);
+		double base = f[0].any_ns;
 		snprintf(extra, sizeof extra, " size=%zu ts=0", sizes[k]);
-		if (sizes[k] >= 512) {
+		if (with_copy) {
 			/* The physical limit: the same record into the same pool memory. */
-			double copy = measure(OP_POOL_COPY, sizes[k], threads, n);
+			double copy = f[4].any_ns;
 			char more[96] = "";
-			if (tp.clean > 0)
+			if (f[1].clean > 0)
 				snprintf(more, sizeof more, " pool_copy_ns=%.2f ratio_pool_copy=%.2f",
-					 copy, tp.ns / copy);
+					 copy, f[1].ns / copy);
 			else
 				snprintf(more, sizeof more, " pool_copy_ns=%.2f", copy);
-			line_more("tracepoint", extra, threads, tp, "memcpy", base, more);
+			line_more("tracepoint", extra, threads, f[1], "memcpy", base, more);
 		} else {
-			line("tracepoint", extra, threads, tp, "memcpy", base);
+			line("tracepoint", extra, threads, f[1], "memcpy", base);
 		}
 		snprintf(extra, sizeof extra, " size=%zu ts=1", sizes[k]);
-		line("tracepoint", extra, threads, measure_figure(OP_TP_TS, sizes[k], threads, n),
-		     "memcpy", base);
+		line("tracepoint", extra, threads, f[2], "memcpy", base);
 		snprintf(extra, sizeof extra, " size=%zu", sizes[k]);
-		line("reserve_commit", extra, threads, measure_figure(OP_RESERVE, sizes[k], threads, n),
-		     "memcpy", base);
+		line("reserve_commit", extra, threads, f[3], "memcpy", base);
 	}
 }
 
