@@ -13,8 +13,10 @@
  * 128-bit id is never read half-written. Each entry is stamped with the set's
  * epoch, a counter every shard bumps once per EPOCH_STRIDE of its own adds: one
  * shared write per EPOCH_STRIDE samples, and a relaxed load of a line that is
- * almost always already in the cache. Reading (a firing, a snapshot) locks
- * every shard in index order and merges their rings newest first by stamp,
+ * almost always already in the cache. Reading (a firing, a snapshot) copies
+ * each shard's ring out under that shard's lock alone, one shard at a time,
+ * into scratch sized at creation (readers take turns on a lock of their own),
+ * and merges the copies newest first by stamp,
  * taking shards in turn among equal stamps: each thread's ids stay in their
  * exact order, and across threads the order is right to about EPOCH_STRIDE
  * adds. With one shard (or one thread) it is exactly the last N ids. The
@@ -43,11 +45,20 @@ struct set_shard {
 	retrace_trace_id recent[RETRACE_MAX_LATERAL];
 };
 
+/* One shard's newest ids, newest first, copied out under its lock. */
+struct set_copy {
+	uint32_t have;
+	uint64_t stamp[RETRACE_MAX_LATERAL];
+	retrace_trace_id id[RETRACE_MAX_LATERAL];
+};
+
 struct retrace_trigger_set {
 	uint32_t n;
 	unsigned int shards;
 	struct retrace_fire_sink downstream;
+	struct set_copy *copy; /* shards entries, used under merge_lock */
 	_Alignas(RTT_CACHE_LINE) atomic_uint_fast64_t epoch; /* its own line */
+	_Alignas(RTT_CACHE_LINE) rtt_spinlock merge_lock;    /* readers only */
 	_Alignas(RTT_CACHE_LINE) struct set_shard *shard[];
 };
 
@@ -72,18 +83,6 @@ void retrace_trigger_set_add(struct retrace_trigger_set *s, retrace_trace_id id)
 		atomic_fetch_add_explicit(&s->epoch, 1, memory_order_relaxed);
 }
 
-static void lock_all(struct retrace_trigger_set *s)
-{
-	for (unsigned int i = 0; i < s->shards; i++)
-		rtt_lock(&s->shard[i]->lock);
-}
-
-static void unlock_all(struct retrace_trigger_set *s)
-{
-	for (unsigned int i = s->shards; i-- > 0;)
-		rtt_unlock(&s->shard[i]->lock);
-}
-
 /* Ring index of a shard's i-th newest id (i < min(added, n)). */
 static inline uint32_t nth_newest(const struct retrace_trigger_set *s,
 				  const struct set_shard *sh, uint32_t i)
@@ -92,13 +91,36 @@ static inline uint32_t nth_newest(const struct retrace_trigger_set *s,
 }
 
 /*
- * Newest first over all shards, skipping `exclude`; caller holds every shard's
- * lock. A k-way merge by stamp: each pick takes the largest stamp among the
- * shards' next entries, scanning from the shard after the last one picked so
- * that equal stamps alternate between threads.
+ * Copy every shard's ids out, one shard lock at a time and each held only for
+ * its copy (at most N entries): a thread adding to its shard waits at most
+ * that long. Holding every shard's lock through the whole merge made the
+ * adding threads spin long enough, on a virtual machine, for the hypervisor to
+ * take their CPU away (pause-loop exiting). Caller holds merge_lock.
  */
-static size_t copy_recent(const struct retrace_trigger_set *s, retrace_trace_id *out,
-			  size_t max, retrace_trace_id exclude)
+static void copy_shards(struct retrace_trigger_set *s)
+{
+	for (unsigned int i = 0; i < s->shards; i++) {
+		struct set_shard *sh = s->shard[i];
+		struct set_copy *c = &s->copy[i];
+		rtt_lock(&sh->lock);
+		c->have = (uint32_t)(sh->added < s->n ? sh->added : s->n);
+		for (uint32_t k = 0; k < c->have; k++) {
+			uint32_t at = nth_newest(s, sh, k);
+			c->stamp[k] = sh->stamp[at];
+			c->id[k] = sh->recent[at];
+		}
+		rtt_unlock(&sh->lock);
+	}
+}
+
+/*
+ * Newest first over all shards' copies, skipping `exclude`; caller holds
+ * merge_lock. A k-way merge by stamp: each pick takes the largest stamp among
+ * the shards' next entries, scanning from the shard after the last one picked
+ * so that equal stamps alternate between threads.
+ */
+static size_t merge_copies(const struct retrace_trigger_set *s, retrace_trace_id *out,
+			   size_t max, retrace_trace_id exclude)
 {
 	uint32_t taken[MAX_SHARDS] = {0};
 	unsigned int last = s->shards - 1u;
@@ -109,11 +131,10 @@ static size_t copy_recent(const struct retrace_trigger_set *s, retrace_trace_id 
 		uint64_t best_stamp = 0;
 		for (unsigned int j = 1; j <= s->shards; j++) {
 			unsigned int i = (last + j) % s->shards;
-			const struct set_shard *sh = s->shard[i];
-			uint64_t have = sh->added < s->n ? sh->added : s->n;
-			if (taken[i] >= have)
+			const struct set_copy *c = &s->copy[i];
+			if (taken[i] >= c->have)
 				continue;
-			uint64_t st = sh->stamp[nth_newest(s, sh, taken[i])];
+			uint64_t st = c->stamp[taken[i]];
 			if (best == UINT32_MAX || st > best_stamp) {
 				best = i;
 				best_stamp = st;
@@ -121,8 +142,7 @@ static size_t copy_recent(const struct retrace_trigger_set *s, retrace_trace_id 
 		}
 		if (best == UINT32_MAX)
 			break;
-		const struct set_shard *sh = s->shard[best];
-		retrace_trace_id id = sh->recent[nth_newest(s, sh, taken[best]++)];
+		retrace_trace_id id = s->copy[best].id[taken[best]++];
 		last = best;
 		if (!rtt_same_id(id, exclude))
 			out[got++] = id;
@@ -130,14 +150,21 @@ static size_t copy_recent(const struct retrace_trigger_set *s, retrace_trace_id 
 	return got;
 }
 
+static size_t copy_recent(struct retrace_trigger_set *s, retrace_trace_id *out, size_t max,
+			  retrace_trace_id exclude)
+{
+	rtt_lock(&s->merge_lock);
+	copy_shards(s);
+	size_t got = merge_copies(s, out, max, exclude);
+	rtt_unlock(&s->merge_lock);
+	return got;
+}
+
 size_t retrace_trigger_set_snapshot(struct retrace_trigger_set *s,
 				    retrace_trace_id *out, size_t max,
 				    retrace_trace_id exclude)
 {
-	lock_all(s);
-	size_t got = copy_recent(s, out, max, exclude);
-	unlock_all(s);
-	return got;
+	return copy_recent(s, out, max, exclude);
 }
 
 static int set_fire(void *arg, retrace_trace_id id, uint32_t trigger_id,
@@ -150,10 +177,10 @@ static int set_fire(void *arg, retrace_trace_id id, uint32_t trigger_id,
 
 	for (; n < n_lateral && n < RETRACE_MAX_LATERAL; n++)
 		all[n] = lateral[n];
-	lock_all(s);
 	n += copy_recent(s, all + n, RETRACE_MAX_LATERAL - n, id);
+	rtt_lock(&mine->lock);
 	mine->forwarded++;
-	unlock_all(s);
+	rtt_unlock(&mine->lock);
 
 	int rc = rtt_fire(&s->downstream, id, trigger_id, all, n);
 	if (rc < 0) {
@@ -183,6 +210,11 @@ struct retrace_trigger_set *retrace_trigger_set_create_sharded(
 	s->n = n;
 	s->downstream = downstream;
 	s->shards = shards;
+	s->copy = calloc(shards, sizeof *s->copy);
+	if (!s->copy) {
+		free(s);
+		return NULL;
+	}
 	for (unsigned int i = 0; i < shards; i++) {
 		s->shard[i] = rtt_zalloc_aligned(sizeof *s->shard[i]);
 		if (!s->shard[i]) {
@@ -205,6 +237,7 @@ void retrace_trigger_set_destroy(struct retrace_trigger_set *s)
 		return;
 	for (unsigned int i = 0; i < s->shards; i++)
 		free(s->shard[i]);
+	free(s->copy);
 	free(s);
 }
 
