@@ -7,7 +7,7 @@
  * labels), so random number generation is not measured. Firings go to a sink
  * that counts atomically (no pool needed); at p >= 99 they are rare. With 2
  * threads both threads share one trigger object (the contended case). Each
- * figure is the best of ROUNDS timed rounds (the least disturbed one on a
+ * figure is the best of its timed rounds (the least disturbed one on a
  * shared machine).
  *
  * The stateful triggers are sharded per thread by default; their 2-thread
@@ -29,10 +29,12 @@
 #include "retrace/triggers.h"
 
 #define INPUTS 65536u /* power of two */
-#define DEFAULT_CALLS 300000u
+/* Short rounds (a few ms): on a loaded machine a longer one is almost never
+ * left alone by the scheduler for its whole length. */
+#define DEFAULT_CALLS 100000u
 #define QUICK_CALLS 50000u
-#define ROUNDS 5      /* concurrent rounds wanted per figure */
-#define MAX_ROUNDS 30 /* rounds tried at most */
+static int rounds_wanted = 9; /* concurrent rounds wanted per figure (quick: 5) */
+static int max_rounds = 60;   /* rounds tried at most (quick: 30) */
 
 enum bench_kind {
 	B_BASELINE,
@@ -237,7 +239,7 @@ static double measure_once(const struct bench_target *g, const uint64_t *const *
 static int rounds_concurrent, rounds_run;
 
 /*
- * Rounds until ROUNDS of them ran concurrently (at most MAX_ROUNDS); the
+ * Rounds until rounds_wanted of them ran concurrently (at most max_rounds); the
  * figure is the best concurrent round's wall time per call. When no round was
  * concurrent it is instead the smallest mean CPU time per call of any round
  * (rounds_concurrent = 0 says so; the lines print measured=cpu): a thread's
@@ -250,7 +252,7 @@ static double measure(const struct bench_target *g, const uint64_t *const *value
 {
 	double best = 1e30, best_cpu = 1e30;
 	rounds_concurrent = 0;
-	for (rounds_run = 0; rounds_run < MAX_ROUNDS && rounds_concurrent < ROUNDS;) {
+	for (rounds_run = 0; rounds_run < max_rounds && rounds_concurrent < rounds_wanted;) {
 		rounds_run++;
 		int concurrent;
 		double cpu;
@@ -441,6 +443,10 @@ static void run_others(const uint64_t *const *lat, const uint64_t *const *labels
 
 int main(int argc, char **argv)
 {
+	if (getenv("RETRACE_BENCH_QUICK")) {
+		rounds_wanted = 5;
+		max_rounds = 30;
+	}
 	uint64_t calls = argc > 1 ? strtoull(argv[1], NULL, 10)
 		       : getenv("RETRACE_BENCH_QUICK") ? QUICK_CALLS
 						       : DEFAULT_CALLS;
