@@ -26,11 +26,11 @@
  * its thread's recent samples; readers merge the shards
  * (retrace_percentile_merged_threshold walks the union's histogram). Each shard
  * is guarded by its spinlock, uncontended while threads <= shards; the sink is
- * called after the lock is released. In batch mode a thread instead takes the lock of its own
- * stage (a per-thread slot, uncontended), judges the sample against the
- * shard's published threshold (one relaxed atomic load) and stages it; every
- * `batch` samples the stage is merged into the shard under the shard's lock and
- * the new threshold published. Lock order: stage, then shard.
+ * called after the lock is released. In batch mode a thread instead takes the
+ * lock of its own stage (a per-thread slot, uncontended), judges the sample
+ * against the shard's published threshold (one relaxed atomic load) and stages
+ * it; every `batch` samples the stage is merged into the shard under the
+ * shard's lock and the new threshold published. Lock order: stage, then shard.
  */
 #include <errno.h>
 #include <math.h>
@@ -538,8 +538,10 @@ uint64_t retrace_percentile_merged_threshold(struct retrace_percentile *p)
 			expire_old(p, p->shard[i], now);
 		n += p->shard[i]->count;
 	}
-	if (n > 0 && n <= UINT32_MAX) {
-		uint32_t k = rank_from_top(p, (uint32_t)n);
+	if (n > 0) {
+		/* rank_from_top in 128 bits: 256 shards of 2^28 pass 2^32 samples. */
+		uint64_t k = (uint64_t)(((unsigned __int128)n * p->tail_q32) >> 32);
+		k = k ? k : 1u;
 		for (uint32_t w = OCC_WORDS; w-- > 0 && theta == UINT64_MAX;) {
 			uint64_t bits = 0;
 			for (unsigned int i = 0; i < p->shards; i++)
