@@ -1,12 +1,13 @@
 /*
  * triggers/internal.h — pieces shared by the autotrigger files: the spinlock
- * that guards a trigger's state, the sink call, and the calling thread's small
- * integer slot (used to pick a shard).
+ * that guards a trigger's state, the sink call, the calling thread's small
+ * integer slot and the shard it picks, and the default shard count.
  */
 #ifndef RETRACE_TRIGGERS_INTERNAL_H
 #define RETRACE_TRIGGERS_INTERNAL_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "retrace/triggers.h"
@@ -68,6 +69,29 @@ static inline unsigned int rtt_thread_slot(void)
 	unsigned int s = rtt_thread_slot_plus_one;
 	return __builtin_expect(s != 0, 1) ? s - 1u : rtt_thread_slot_assign();
 }
+
+/*
+ * Shards of a sharded trigger: a thread always feeds shard slot % count, so
+ * with at most `count` threads alive each owns its shard and no cache line of
+ * trigger state moves between cores per sample. count is a power of two when
+ * it came from rtt_default_shards (a mask then replaces the division).
+ */
+static inline unsigned int rtt_shard_index(unsigned int count)
+{
+	unsigned int slot = rtt_thread_slot();
+	return (count & (count - 1u)) == 0 ? slot & (count - 1u) : slot % count;
+}
+
+/*
+ * The default number of shards for a trigger whose shards cost
+ * `bytes_per_shard` each: twice the online CPUs rounded up to a power of two,
+ * at least 4 and at most RTT_MAX_DEFAULT_SHARDS, halved while the total would
+ * pass RTT_DEFAULT_SHARD_BYTES (a huge window gets fewer shards, never fewer
+ * than one).
+ */
+#define RTT_MAX_DEFAULT_SHARDS 64u
+#define RTT_DEFAULT_SHARD_BYTES (16u << 20)
+unsigned int rtt_default_shards(size_t bytes_per_shard);
 
 /* CLOCK_MONOTONIC_COARSE in ns (vDSO, a few ns). */
 uint64_t rtt_coarse_ns(void);

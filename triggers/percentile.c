@@ -20,12 +20,17 @@
  * largest value of bucket `top`; the exact k-th largest q* lies in that bucket,
  * so q* <= θ <= q* (1 + 1/128).
  *
- * Threads: each shard is guarded by its spinlock; the sink is called after the
- * lock is released. In batch mode a thread instead takes the lock of its own
- * stage (a per-thread slot, uncontended), judges the sample against the
- * shard's published threshold (one relaxed atomic load) and stages it; every
- * `batch` samples the stage is merged into the shard under the shard's lock and
- * the new threshold published. Lock order: stage, then shard.
+ * Threads: by default every thread feeds its own shard (rtt_shard_index: the
+ * thread's slot modulo a power-of-two shard count sized from the CPUs), so two
+ * threads on one trigger touch disjoint cache lines and each shard's window is
+ * its thread's recent samples; readers merge the shards
+ * (retrace_percentile_merged_threshold walks the union's histogram). Each shard
+ * is guarded by its spinlock, uncontended while threads <= shards; the sink is
+ * called after the lock is released. In batch mode a thread instead takes the
+ * lock of its own stage (a per-thread slot, uncontended), judges the sample
+ * against the shard's published threshold (one relaxed atomic load) and stages
+ * it; every `batch` samples the stage is merged into the shard under the
+ * shard's lock and the new threshold published. Lock order: stage, then shard.
  */
 #include <errno.h>
 #include <math.h>
@@ -267,7 +272,7 @@ static void expire_old(const struct retrace_percentile *p, struct pct_shard *s,
 
 static inline struct pct_shard *my_shard(struct retrace_percentile *p)
 {
-	return p->shards == 1 ? p->shard[0] : p->shard[rtt_thread_slot() % p->shards];
+	return p->shards == 1 ? p->shard[0] : p->shard[rtt_shard_index(p->shards)];
 }
 
 /* ------------------------------------------------------ batch mode ---- */
@@ -389,6 +394,12 @@ static uint32_t window_for(const struct retrace_percentile_config *cfg, double t
 	return w > MAX_WINDOW ? 0 : (uint32_t)w;
 }
 
+static size_t shard_bytes(uint32_t window, int timed)
+{
+	return sizeof(struct pct_shard) +
+	       (size_t)window * (sizeof(uint16_t) + (timed ? sizeof(uint64_t) : 0));
+}
+
 static struct pct_shard *shard_create(uint32_t window, int timed)
 {
 	struct pct_shard *s = rtt_zalloc_aligned(sizeof *s);
@@ -438,8 +449,13 @@ struct retrace_percentile *retrace_percentile_create(
 		return NULL;
 	double tail = 1.0 - cfg->percentile / 100.0;
 	uint32_t window = window_for(cfg, tail);
-	unsigned int shards = cfg->shards ? cfg->shards : 1u;
-	if (window == 0 || shards > MAX_SHARDS)
+	if (window == 0)
+		return NULL;
+	/* Default: one window per thread (batch mode exists to share one). */
+	unsigned int shards = cfg->shards ? cfg->shards
+			    : cfg->batch ? 1u
+					 : rtt_default_shards(shard_bytes(window, cfg->window_ns != 0));
+	if (shards > MAX_SHARDS)
 		return NULL;
 
 	struct retrace_percentile *p =
@@ -501,6 +517,56 @@ uint64_t retrace_percentile_threshold(struct retrace_percentile *p)
 	theta = s->count ? bucket_max_value(s->top) : UINT64_MAX;
 	rtt_unlock(&s->lock);
 	return theta;
+}
+
+/*
+ * The union's k-th largest: walk the buckets down from the top through the OR
+ * of the shards' occupancy words, summing each bucket's count over the shards,
+ * until k samples are covered. Every shard is locked (in index order) so the
+ * union is one consistent snapshot; adders hold one shard lock at a time, so
+ * the order cannot deadlock.
+ */
+uint64_t retrace_percentile_merged_threshold(struct retrace_percentile *p)
+{
+	uint64_t now = p->window_ns ? rtt_coarse_ns() : 0;
+	uint64_t n = 0, covered = 0, theta = UINT64_MAX;
+
+	retrace_percentile_flush(p);
+	for (unsigned int i = 0; i < p->shards; i++) {
+		rtt_lock(&p->shard[i]->lock);
+		if (p->window_ns)
+			expire_old(p, p->shard[i], now);
+		n += p->shard[i]->count;
+	}
+	if (n > 0) {
+		/* rank_from_top in 128 bits: 256 shards of 2^28 pass 2^32 samples. */
+		uint64_t k = (uint64_t)(((unsigned __int128)n * p->tail_q32) >> 32);
+		k = k ? k : 1u;
+		for (uint32_t w = OCC_WORDS; w-- > 0 && theta == UINT64_MAX;) {
+			uint64_t bits = 0;
+			for (unsigned int i = 0; i < p->shards; i++)
+				bits |= p->shard[i]->occupied[w];
+			while (bits) {
+				uint32_t bit = 63u - (uint32_t)__builtin_clzll(bits);
+				uint32_t b = (w << 6) + bit;
+				bits &= ~(1ull << bit);
+				for (unsigned int i = 0; i < p->shards; i++)
+					covered += p->shard[i]->counts[b];
+				if (covered >= k) {
+					theta = bucket_max_value(b);
+					break;
+				}
+			}
+		}
+	}
+	for (unsigned int i = p->shards; i-- > 0;)
+		rtt_unlock(&p->shard[i]->lock);
+	return theta;
+}
+
+unsigned int retrace_percentile_shards(const struct retrace_percentile *p)
+{
+	return p->shards;
 }
 
 void retrace_percentile_stats(struct retrace_percentile *p,

@@ -1,5 +1,6 @@
 /*
- * util.c — helpers shared by the triggers: thread slots and clocks.
+ * util.c — helpers shared by the triggers: thread slots, default shard
+ * counts and clocks.
  *
  * Thread slots: the first time a thread asks, it takes the next value of a
  * process-wide counter (documented global of this module) and keeps it in a
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -21,6 +23,19 @@ unsigned int rtt_thread_slot_assign(void)
 	rtt_thread_slot_plus_one =
 		atomic_fetch_add_explicit(&next_thread_slot, 1, memory_order_relaxed) + 1;
 	return rtt_thread_slot_plus_one - 1;
+}
+
+unsigned int rtt_default_shards(size_t bytes_per_shard)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned int want = cpus > 0 && cpus < (long)RTT_MAX_DEFAULT_SHARDS ? 2u * (unsigned int)cpus
+									    : RTT_MAX_DEFAULT_SHARDS;
+	unsigned int n = 4;
+	while (n < want && n < RTT_MAX_DEFAULT_SHARDS)
+		n <<= 1;
+	while (n > 1 && (size_t)n * bytes_per_shard > RTT_DEFAULT_SHARD_BYTES)
+		n >>= 1;
+	return n;
 }
 
 static uint64_t clock_ns(clockid_t clock)

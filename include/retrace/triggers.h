@@ -12,10 +12,16 @@
  *   - After creation, no call here allocates. Memory is sized at creation from
  *     the configuration and freed by the matching destroy.
  *   - Every trigger object may be used from many threads at once. Stateful
- *     triggers (Percentile, Category, TriggerSet) keep their state behind a
- *     short per-object (or per-shard) spinlock held only for the O(1) update,
- *     never while firing; filters are immutable after creation except the rate
- *     limit, which is one atomic word. docs/triggers.md lists each one.
+ *     triggers (Percentile, Category, TriggerSet, Queue) are sharded by
+ *     default: each thread feeds its own shard (its thread slot modulo a
+ *     power-of-two shard count sized from the CPUs), behind that shard's
+ *     spinlock, held only for the O(1) update and never while firing, so
+ *     threads sharing one trigger do not move a cache line per sample. Reads
+ *     (thresholds, shares, snapshots, stats) merge the shards. `shards = 1`
+ *     keeps one state shared by all threads (exact global semantics, one cache
+ *     line bounce per sample under contention). Filters are immutable after
+ *     creation except the rate limit, which is one atomic word.
+ *     docs/triggers.md lists each one.
  *   - Percentile costs O(1) per sample whatever p is; its threshold is within a
  *     stated relative error (RETRACE_PERCENTILE_REL_ERROR) of the exact order
  *     statistic of the window.
@@ -84,9 +90,13 @@ struct retrace_percentile_config {
 	                         (CLOCK_MONOTONIC_COARSE: a few ms resolution) */
 	uint32_t min_samples; /* fire only once the window holds this many samples;
 	                         0 = ceil(1/(1-p)) */
-	unsigned int shards;  /* 0 or 1: one window shared by all threads (exact
-	                         semantics). S > 1: S independent windows; a thread
-	                         always feeds the same one (less lock contention) */
+	unsigned int shards;  /* 0 (default): one window per thread, up to a
+	                         power-of-two count sized from the CPUs (1 with
+	                         batch); a sample is judged against its thread's
+	                         window, reads merge them. 1: one window shared by
+	                         all threads (exact semantics, contended). S > 1:
+	                         S windows; a thread always feeds the same one.
+	                         At most 256 */
 	uint32_t batch;       /* 0: judge and insert each sample under the window's
 	                         lock (exact). B in 2..256: each thread judges against
 	                         the threshold published at the last merge and stages
@@ -113,6 +123,18 @@ void retrace_percentile_flush(struct retrace_percentile *p);
 /* θ of the calling thread's shard; UINT64_MAX while its window is empty. */
 uint64_t retrace_percentile_threshold(struct retrace_percentile *p);
 
+/*
+ * θ of the union of all shards' windows (k from their total count), within the
+ * same bound: q* <= θ <= q* (1 + RETRACE_PERCENTILE_REL_ERROR) for q* the exact
+ * k-th largest of the union. With one shard, or one thread, it equals
+ * retrace_percentile_threshold. UINT64_MAX while every window is empty.
+ * Locks every shard: a read for reports, not for the per-request path.
+ */
+uint64_t retrace_percentile_merged_threshold(struct retrace_percentile *p);
+
+/* How many shards the trigger was created with (1 = one shared window). */
+unsigned int retrace_percentile_shards(const struct retrace_percentile *p);
+
 /* Summed over shards; flushes staged samples first. */
 void retrace_percentile_stats(struct retrace_percentile *p,
 			      struct retrace_trigger_stats *out);
@@ -129,6 +151,11 @@ int retrace_percentile_selfcheck(struct retrace_percentile *p);
  * >= 1 - e^-4), decayed by halving every `window` samples. So a label whose true
  * recent share is >= f never fires, and one below 0.9 f fires (w.h.p.). Memory
  * is bounded whatever the number of distinct labels.
+ *
+ * Sharded by default: each thread counts into its own sketch and a sample is
+ * judged against its thread's recent samples (the guarantee above holds per
+ * thread); retrace_category_share merges the sketches (the sum of count-min
+ * sketches with the same hashes is the sketch of the union).
  */
 struct retrace_category_config {
 	uint32_t trigger_id;
@@ -136,6 +163,10 @@ struct retrace_category_config {
 	uint32_t window;      /* halve all counts every `window` samples; 0 = ceil(100/f) */
 	uint32_t min_samples; /* fire only after this many samples; 0 = ceil(2/f) */
 	struct retrace_fire_sink sink;
+	unsigned int shards;  /* 0 (default): one sketch per thread (as Percentile);
+	                         1: one sketch shared by all threads; S: S sketches.
+	                         At most 256. (Added after the first release: the
+	                         struct grew by this field.) */
 };
 
 struct retrace_category;
@@ -148,8 +179,10 @@ void retrace_category_destroy(struct retrace_category *c);
 int retrace_category_add(struct retrace_category *c, retrace_trace_id id,
 			 uint64_t label);
 
-/* The estimated recent share of `label` (0..1). */
+/* The estimated recent share of `label` (0..1), merged over all shards. */
 double retrace_category_share(struct retrace_category *c, uint64_t label);
+
+unsigned int retrace_category_shards(const struct retrace_category *c);
 
 void retrace_category_stats(struct retrace_category *c,
 			    struct retrace_trigger_stats *out);
@@ -198,12 +231,27 @@ void retrace_crash_handler_uninstall(void);
  * whenever a trigger that fires into retrace_trigger_set_sink() fires for trace
  * X, forwards the firing to `downstream` with the remembered ids (newest first,
  * X itself left out) appended to X's own laterals, at most RETRACE_MAX_LATERAL.
+ *
+ * Sharded by default: each thread remembers its own last N ids and a firing or
+ * snapshot merges them newest first (each thread's ids in exact order; across
+ * threads by an epoch each shard advances every 1024 of its adds, so "most
+ * recent" across threads is right to about 1024 adds per thread, and a thread
+ * that stopped adding drops behind once the others have added that many; the
+ * shards take turns among equal epochs). With one thread, or shards = 1, the
+ * ids are exactly
+ * the last N added.
  */
 struct retrace_trigger_set;
 
-/* n in 1..RETRACE_MAX_LATERAL. */
+/* n in 1..RETRACE_MAX_LATERAL; default shards. */
 struct retrace_trigger_set *retrace_trigger_set_create(
 	unsigned int n, struct retrace_fire_sink downstream);
+
+/* As above; shards 0 = default, 1 = one ring for all threads, at most 256. */
+struct retrace_trigger_set *retrace_trigger_set_create_sharded(
+	unsigned int n, struct retrace_fire_sink downstream, unsigned int shards);
+
+unsigned int retrace_trigger_set_shards(const struct retrace_trigger_set *s);
 void retrace_trigger_set_destroy(struct retrace_trigger_set *s);
 
 void retrace_trigger_set_add(struct retrace_trigger_set *s, retrace_trace_id id);
@@ -235,6 +283,9 @@ struct retrace_queue_trigger_config {
 	uint64_t window_ns;  /* as Percentile */
 	unsigned int lateral; /* N, 1..RETRACE_MAX_LATERAL; 0 = 16 */
 	struct retrace_fire_sink sink;
+	unsigned int shards;  /* for both the Percentile and the TriggerSet: 0
+	                         (default) per thread, 1 one shared state. (Added:
+	                         the struct grew by this field.) */
 };
 
 struct retrace_queue_trigger;
