@@ -632,6 +632,38 @@ static void reap_client(struct rt_agent *a, uint32_t slot, uint32_t pid, uint64_
 	ck_pr_cas_32(&a->pool.registry[slot].pid, pid, 0);
 }
 
+/*
+ * Kept buffers whose process is gone without being reaped: a process that
+ * exits cleanly frees its registry slot, but a thread it did not join still
+ * kept a buffer. Each liveness interval such buffers are left for good (what
+ * their chains hold is taken in first). One kill(pid, 0) per run of buffers of
+ * the same process.
+ */
+static void reap_orphan_kept(struct rt_agent *a, uint64_t now)
+{
+	uint32_t id, n = a->pool.geo.buffer_count, last_pid = 0;
+	int last_alive = 1;
+	for (id = 0; id < n; id++) {
+		uint32_t pid;
+		if (a->seg.state[id] != RT_SEGBUF_KEPT)
+			continue;
+		pid = rt_pool_buffer(&a->pool, id)->pid;
+		if (pid != last_pid) {
+			last_pid = pid;
+			last_alive = pid == 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH;
+		}
+		if (!last_alive) {
+			if (a->st.orphans_left == 0 || id == 0) /* its last entries may be queued */
+				while (poll_complete(a, now) > 0)
+					;
+			if (a->seg.state[id] != RT_SEGBUF_KEPT)
+				continue; /* an entry just queued left it */
+			take_chain(a, id, 0, now);
+			a->st.orphans_left++;
+		}
+	}
+}
+
 static void check_liveness(struct rt_agent *a, uint64_t now)
 {
 	uint32_t i;
@@ -645,6 +677,7 @@ static void check_liveness(struct rt_agent *a, uint64_t now)
 			reap_client(a, i, pid, now);
 		}
 	}
+	reap_orphan_kept(a, now);
 }
 
 /* ------------------------------------------------------------ takeover ---- */

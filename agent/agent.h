@@ -85,6 +85,7 @@ struct rt_agent_stats {
 	uint64_t buffers_recycled;  /* buffers given back to the available queue */
 	uint64_t segment_slots_full; /* a segment found no free slot and nothing evictable */
 	uint64_t bad_segments;      /* chains that stopped at a malformed segment header */
+	uint64_t orphans_left;      /* kept buffers of processes gone unreaped, left for them */
 	uint64_t horizon_min_us;    /* youngest data evicted so far (0: none yet) */
 };
 

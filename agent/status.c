@@ -124,6 +124,7 @@ static void client_section(struct rt_figures *w, const struct rt_agent *a)
 	rt_fig_u64(w, "died", a->st.clients_died);
 	rt_fig_u64(w, "dead_buffers_indexed", a->st.dead_buffers_indexed);
 	rt_fig_u64(w, "dead_buffers_freed", a->st.dead_buffers_freed);
+	rt_fig_u64(w, "orphan_kept_buffers_left", a->st.orphans_left);
 	rt_fig_u64(w, "recovered_traces", a->st.recovered_traces);
 	rt_fig_u64(w, "recovered_buffers", a->st.recovered_buffers);
 	rt_fig_u64(w, "recovered_echoes", a->st.recovered_echoes);

@@ -383,6 +383,37 @@ START_TEST(test_malformed_chain)
 }
 END_TEST
 
+/* A kept buffer whose process exited without leaving it (a thread it never
+ * joined) is left for it at a liveness check; its data stays indexed. */
+START_TEST(test_orphan_kept_buffer)
+{
+	struct rt_agent a;
+	struct rt_agent_config cfg;
+	char name[64];
+	uint32_t id, bytes;
+	uint64_t end;
+
+	open_agent(&a, &cfg, "orphan", name, sizeof name);
+	id = ag_take_buffer(&a.pool);
+	bytes = seg_write(&a.pool, id, 0, 0xC1, 1, 0, 0, S_RECS,
+			  RT_BUF_SEALED | RT_BUF_LAST | RT_BUF_KEPT);
+	rt_pool_buffer(&a.pool, id)->pid = dead_pid();
+	seg_push(&a.pool, 0xC1, id, 0, bytes, RT_ENTRY_KEPT);
+	end = ag_deadline(10);
+	while (a.st.orphans_left == 0 && ag_now_ns() < end) {
+		ag_nap_us(5000);
+		rt_agent_poll(&a);
+	}
+	ck_assert_uint_eq(a.st.orphans_left, 1);
+	ck_assert_uint_eq(a.seg.state[id], RT_SEGBUF_LEFT);
+	assert_whole(&a, 0xC1);
+	a.evict_limit = 0;
+	ag_drain(&a);
+	ck_assert(is_available(&a, id));
+	rt_agent_close(&a);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("agent_segments");
@@ -394,6 +425,7 @@ int main(void)
 	tcase_add_test(tc, test_freed_only_when_left_and_empty);
 	tcase_add_test(tc, test_takeover_walks_chains);
 	tcase_add_test(tc, test_malformed_chain);
+	tcase_add_test(tc, test_orphan_kept_buffer);
 	suite_add_tcase(s, tc);
 	return ag_run_suite(s);
 }
