@@ -801,6 +801,10 @@ void retrace_detach(retrace_context *out)
 	/* The discard buffer is the thread's own: never hand it to another thread. */
 	if (t->ctx.buffer_id == RT_BUFFER_DISCARD)
 		seal_buffer(t, 0, 0);
+	/* Entries of segments sealed in the buffer that now travels go out first:
+	 * the agent takes a buffer's segments in offset order. */
+	if (t->n_pending && !t->in_ring_op)
+		flush_pending(t);
 	f->reserved = NULL;
 	rt_tracer_on_detach(t);
 	c = t->ctx;
