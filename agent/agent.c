@@ -17,6 +17,15 @@
  *      header cleared first: a header that still said SEALED would look like data
  *      to the next agent that rebuilds from headers.
  *
+ * Segments (ABI 5): a complete entry names one segment of a buffer (a writer's
+ * run of one trace; several traces share a writer's buffer). The index holds
+ * segment slots (slot b < buffer_count is buffer b's first segment); per buffer
+ * we count its live segments and whether its writer kept or left it. A buffer
+ * is recycled when it is left and nothing of it is live (buffer_left,
+ * rt_agent_release_segment). Where headers must be read (takeover, dead
+ * writers, a reset complete queue) each buffer's chain is walked from where
+ * the queue's entries stopped (walk_chain/take_chain).
+ *
  * Buffer states are read from headers only where the queues cannot tell: at a
  * takeover, and for dead clients. A header is classified as
  *   SEALED           data; indexed ("recovered": its queue entry may still come,

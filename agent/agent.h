@@ -9,6 +9,9 @@
  * Promises:
  *   - Every queue entry is untrusted: a bad one is counted and skipped, and never
  *     changes a trace it does not belong to.
+ *   - A buffer returns to the available queue only once its writer left it and
+ *     none of its segments (ABI 5: traces share a writer's buffer) is indexed,
+ *     pinned or in flight: never while a writer may still write into it.
  *   - Eviction takes whole untriggered traces, least recently seen first, when
  *     the pool's occupancy passes the threshold; pinned traces are never evicted
  *     (they may be abandoned, counted, when they pass their own share). When the
