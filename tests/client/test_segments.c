@@ -6,6 +6,7 @@
  * RETRACE_ONE_TRACE_PER_BUFFER=1 gives every trace its own buffer again.
  */
 #include <check.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,6 +135,71 @@ START_TEST(test_one_trace_per_buffer_option)
 }
 END_TEST
 
+static retrace_context moved;
+
+/* Thread B: a trace of its own (it keeps that buffer), then the moved one. */
+static void *other_thread(void *arg)
+{
+	char rec[REC];
+	(void)arg;
+	write_trace(3, REC);
+	retrace_attach(&moved);
+	memset(rec, 'c', sizeof rec); /* trace 2's second record */
+	memcpy(rec, &(uint64_t){ 2 }, 8);
+	retrace_tracepoint(rec, sizeof rec);
+	retrace_end();
+	retrace_flush();
+	return NULL;
+}
+
+/*
+ * A context detached with its open segment moves its buffer to the thread that
+ * attaches it; that thread already keeps a buffer of its own, so it leaves the
+ * moved one at the end. Every record arrives, in order, nothing refused.
+ */
+START_TEST(test_detached_segment_moves_with_its_buffer)
+{
+	struct rt_pool pool;
+	struct collection col = {0};
+	char name[64], rec[REC];
+	pthread_t th;
+	size_t k, found = 0;
+	test_pool_name(name, sizeof name, "segmove");
+	test_pool_create(&pool, name, 4096, 8);
+	test_client_init(name, 1); /* a stash of one: thread B finds buffers too */
+	write_trace(1, REC); /* this thread keeps the buffer */
+	ck_assert_int_eq(retrace_begin((retrace_trace_id){ 0x5e, 2 }), 1);
+	memset(rec, 'c', sizeof rec);
+	memcpy(rec, &(uint64_t){ 2 }, 8);
+	retrace_tracepoint(rec, sizeof rec); /* trace 2's segment, in the kept buffer */
+	retrace_detach(&moved);
+	ck_assert_int_eq(pthread_create(&th, NULL, other_thread, NULL), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	retrace_flush();
+	collect_all(&pool, &col);
+	ck_assert_uint_eq(col.st.bad_complete, 0);
+	for (k = 0; k < col.n_bufs; k++) {
+		const struct collected_buffer *b = &col.bufs[k];
+		if (b->e.trace_lo != 2)
+			continue;
+		found++;
+		ck_assert_uint_eq(b->e.buffer_id, col.bufs[0].e.buffer_id); /* trace 1's buffer */
+		ck_assert_uint_gt(b->e.offset, 0);
+		ck_assert_uint_eq(b->e.flags, 0); /* left: thread B keeps its own */
+	}
+	ck_assert_uint_eq(found, 1);
+	for (k = 0, found = 0; k < col.n_recs; k++)
+		if (col.recs[k].trace_lo == 2) {
+			ck_assert_uint_eq(col.recs[k].len, REC);
+			found++;
+		}
+	ck_assert_uint_eq(found, 2);
+	collection_free(&col);
+	retrace_shutdown();
+	test_pool_destroy(&pool);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("client_segments");
@@ -141,6 +207,7 @@ int main(void)
 	tcase_add_test(tc, test_consecutive_traces_share_a_buffer);
 	tcase_add_test(tc, test_full_buffer_is_left);
 	tcase_add_test(tc, test_one_trace_per_buffer_option);
+	tcase_add_test(tc, test_detached_segment_moves_with_its_buffer);
 	suite_add_tcase(s, tc);
 	return test_run_suite(s);
 }
