@@ -17,6 +17,15 @@
  *      header cleared first: a header that still said SEALED would look like data
  *      to the next agent that rebuilds from headers.
  *
+ * Segments (ABI 5): a complete entry names one segment of a buffer (a writer's
+ * run of one trace; several traces share a writer's buffer). The index holds
+ * segment slots (slot b < buffer_count is buffer b's first segment); per buffer
+ * we count its live segments and whether its writer kept or left it. A buffer
+ * is recycled when it is left and nothing of it is live (buffer_left,
+ * rt_agent_release_segment). Where headers must be read (takeover, dead
+ * writers, a reset complete queue) each buffer's chain is walked from where
+ * the queue's entries stopped (walk_chain/take_chain).
+ *
  * Buffer states are read from headers only where the queues cannot tell: at a
  * takeover, and for dead clients. A header is classified as
  *   SEALED           data; indexed ("recovered": its queue entry may still come,
@@ -152,16 +161,88 @@ static void recycle_flush(struct rt_agent *a)
 void rt_agent_recycle(struct rt_agent *a, uint32_t id)
 {
 	struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
+	if (a->seg.live[id]) /* segments of it are still held: never hand it out */
+		return;
 	ck_pr_store_32(&h->flags, 0);
 	h->magic = 0;
 	h->trace_lo = h->trace_hi = 0;
 	h->pid = 0;
 	h->pin_trigger = 0;
+	if (a->seg.state[id] == RT_SEGBUF_LEFT && a->seg.left_held)
+		a->seg.left_held--;
+	a->seg.state[id] = RT_SEGBUF_WRITER;
+	a->seg.next_off[id] = 0;
+	a->seg.recovered[id] = 0;
+	a->st.buffers_recycled++;
 	if (a->nlost)
 		a->lost_flag[id] = 0; /* accounted for: not a lost buffer any more */
 	if (a->nrecycle == a->recycle_cap)
 		recycle_flush(a);
 	a->recycle[a->nrecycle++] = id;
+}
+
+/* ------------------------------------------------------------ segments ---- */
+
+/* A slot for the segment at (b, off): b itself for offset 0, else a free extra slot. */
+static uint32_t slot_alloc(struct rt_agent *a, uint32_t b, uint32_t off)
+{
+	uint32_t s;
+	if (off == 0)
+		return a->ix.buf_trace[b] == RT_INDEX_NONE ? b : RT_INDEX_NONE;
+	if (a->seg.nfree == 0)
+		return RT_INDEX_NONE;
+	s = a->seg.free_slots[--a->seg.nfree];
+	a->seg.slot_buf[s] = b;
+	a->seg.slot_off[s] = off;
+	return s;
+}
+
+static void slot_free(struct rt_agent *a, uint32_t s)
+{
+	if (s >= a->pool.geo.buffer_count)
+		a->seg.free_slots[a->seg.nfree++] = s;
+}
+
+/* The writer left buffer b: back to the pool now, or when its last segment goes. */
+static void buffer_left(struct rt_agent *a, uint32_t b)
+{
+	if (a->seg.state[b] == RT_SEGBUF_LEFT)
+		return;
+	if (a->seg.live[b] == 0) {
+		rt_agent_recycle(a, b);
+		return;
+	}
+	a->seg.state[b] = RT_SEGBUF_LEFT;
+	a->seg.left_held++;
+}
+
+void rt_agent_release_segment(struct rt_agent *a, uint32_t slot)
+{
+	uint32_t b;
+	if (slot >= a->seg.nslots)
+		return;
+	b = a->seg.slot_buf[slot];
+	a->seg.data_bytes -= a->ix.buf_bytes[slot] <= a->seg.data_bytes ? a->ix.buf_bytes[slot]
+									  : a->seg.data_bytes;
+	slot_free(a, slot);
+	if (a->seg.live[b])
+		a->seg.live[b]--;
+	if (a->seg.live[b] == 0 && a->seg.state[b] == RT_SEGBUF_LEFT)
+		rt_agent_recycle(a, b);
+}
+
+uint64_t rt_agent_buffers_held(const struct rt_agent *a)
+{
+	uint64_t held = 0, b, n = a->pool.geo.buffer_count;
+	for (b = 0; b < n; b++)
+		held += a->seg.live[b] != 0;
+	return held;
+}
+
+double rt_agent_utilisation(const struct rt_agent *a)
+{
+	uint64_t held = rt_agent_buffers_held(a);
+	return held ? (double)a->seg.data_bytes / ((double)held * a->pool.geo.buffer_size) : 0.0;
 }
 
 /* ------------------------------------------------------------- removal ---- */
@@ -180,8 +261,10 @@ void rt_agent_remove_trace(struct rt_agent *a, uint32_t t, int evicted)
 	uint64_t age = evicted ? data_age_us(a, rt_index_trace(&a->ix, t)) : 0;
 	rt_report_dequeue(&a->rep, &a->ix, t);
 	n = rt_index_remove(&a->ix, t, a->scratch, evicted, age);
+	if (evicted && (a->st.horizon_min_us == 0 || age < a->st.horizon_min_us))
+		a->st.horizon_min_us = age ? age : 1;
 	for (i = 0; i < n; i++)
-		rt_agent_recycle(a, a->scratch[i]);
+		rt_agent_release_segment(a, a->scratch[i]);
 }
 
 /* Evict the least recently seen untriggered trace; its buffer count, 0 if none. */
@@ -205,15 +288,20 @@ static uint64_t occupancy(const struct rt_agent *a)
 /*
  * Occupancy is read once: the available queue's counters are written by every
  * client, so reading them per eviction would bounce their cache line. Buffers
- * freed here count as free at once (they sit in the recycle batch).
+ * freed here count as free at once (they sit in the recycle batch). A trace's
+ * segments free their buffers only once the writers left them and no other
+ * segment of them is held; segments are time-ordered in a buffer, so evicting
+ * the oldest traces frees the oldest buffers. Nothing is evicted while no
+ * buffer is left by its writer and held by the index (writers hold all).
  */
 static void enforce_limits(struct rt_agent *a)
 {
-	uint64_t occ = occupancy(a), freed = 0, n;
+	uint64_t occ = occupancy(a);
 	if (occ > a->evict_limit) {
-		uint64_t want = occ - a->evict_limit;
-		while (freed < want && (n = evict_oldest(a)) > 0)
-			freed += n;
+		uint64_t want = occ - a->evict_limit, start = a->st.buffers_recycled;
+		while (a->st.buffers_recycled - start < want && a->seg.left_held > 0 &&
+		       evict_oldest(a) > 0)
+			;
 	}
 	rt_agent_abandon_overload(a);
 }
@@ -252,58 +340,101 @@ uint32_t rt_agent_trace_for(struct rt_agent *a, uint64_t lo, uint64_t now)
 
 /* ------------------------------------------------------------ indexing ---- */
 
-/* Index buffer `id` of trace (hi, lo); `recovered` when found from its header. */
-static int index_buffer(struct rt_agent *a, uint32_t id, uint32_t bytes, int recovered,
-			uint64_t now)
+/* A free segment slot for (b, off), evicting the oldest trace while none is. */
+static uint32_t slot_for(struct rt_agent *a, uint32_t b, uint32_t off)
 {
-	const struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
-	uint32_t t = rt_agent_trace_for(a, h->trace_lo, now);
+	uint32_t s = slot_alloc(a, b, off);
+	while (s == RT_INDEX_NONE && off != 0 && evict_oldest(a) > 0)
+		s = slot_alloc(a, b, off);
+	if (s == RT_INDEX_NONE)
+		a->st.segment_slots_full++;
+	return s;
+}
+
+/*
+ * Index the segment at (b, off) of `bytes` record bytes; `recovered` when found
+ * from its header. Its slot, or RT_INDEX_NONE when there was no room (counted)
+ * or it is owned.
+ */
+static uint32_t index_segment(struct rt_agent *a, uint32_t b, uint32_t off, uint32_t bytes,
+			 int recovered, uint64_t now)
+{
+	const struct rt_buffer_header *h = rt_pool_segment(&a->pool, b, off);
+	uint32_t t = rt_agent_trace_for(a, h->trace_lo, now), slot;
 	if (t == RT_INDEX_NONE)
-		return -1;
+		return RT_INDEX_NONE;
+	slot = slot_for(a, b, off);
+	if (slot == RT_INDEX_NONE)
+		return RT_INDEX_NONE;
+	/* Evicting for a slot may have removed t itself: look it up again. */
+	if (!a->ix.traces[t].in_use || a->ix.traces[t].lo != h->trace_lo) {
+		t = rt_agent_trace_for(a, h->trace_lo, now);
+		if (t == RT_INDEX_NONE) {
+			slot_free(a, slot);
+			return RT_INDEX_NONE;
+		}
+	}
 	if (a->ix.traces[t].hi == 0)
 		a->ix.traces[t].hi = h->trace_hi;
-	if (rt_index_add_buffer(&a->ix, t, id, bytes, h->first_tick, now) != RT_INDEX_ADDED)
-		return -1;
+	if (rt_index_add_buffer(&a->ix, t, slot, bytes, h->first_tick, now) != RT_INDEX_ADDED) {
+		slot_free(a, slot);
+		return RT_INDEX_NONE;
+	}
+	a->seg.live[b]++;
+	a->seg.data_bytes += bytes;
+	if (rt_seg_next(off, bytes) > a->seg.next_off[b])
+		a->seg.next_off[b] = rt_seg_next(off, bytes);
 	/* Each writer's run of a trace starts at seq 0 and ends with the LAST flag:
 	 * while more runs began than ended, a writer may still add to the trace. */
 	if (h->seq == 0)
 		a->ix.traces[t].streams_begun++;
 	if (ck_pr_load_32(&h->flags) & RT_BUF_LAST)
 		a->ix.traces[t].streams_ended++;
-	a->ix.buf_recovered[id] = (uint8_t)recovered;
+	a->ix.buf_recovered[slot] = (uint8_t)recovered;
+	if (recovered)
+		a->seg.recovered[b] = 1;
 	if (a->ix.traces[t].state != RT_TRACE_UNTRIGGERED) {
-		rt_agent_mark_pinned(a, id, a->ix.traces[t].trigger_id);
+		rt_agent_mark_pinned(a, slot, a->ix.traces[t].trigger_id);
 		rt_agent_queue_pinned(a, t, 1);
 	}
 	a->st.buffers_indexed++;
 	a->st.bytes_indexed += bytes;
-	return 0;
+	return slot;
 }
 
 static void handle_complete(struct rt_agent *a, const struct rt_complete_entry *e,
 			    uint64_t now)
 {
-	uint32_t owner;
+	uint32_t b = e->buffer_id;
 	switch (rt_complete_entry_check(&a->pool, e)) {
 	case RT_CE_RANGE: a->st.bad_range++; return;
 	case RT_CE_BYTES: a->st.bad_bytes++; return;
 	case RT_CE_ZERO_TRACE: a->st.bad_zero_trace++; return;
 	case RT_CE_HEADER: a->st.bad_header++; return;
+	case RT_CE_CLOSE_MARK:
+		a->st.closes++;
+		if (a->seg.state[b] != RT_SEGBUF_LEFT)
+			buffer_left(a, b);
+		return;
 	default: break;
 	}
-	owner = a->ix.buf_trace[e->buffer_id];
-	if (owner != RT_INDEX_NONE) {
-		if (owner != RT_INDEX_INFLIGHT && a->ix.buf_recovered[e->buffer_id] &&
-		    a->ix.traces[owner].lo == e->trace_lo) {
-			a->ix.buf_recovered[e->buffer_id] = 0;
+	/* A segment before the buffer's next one was seen already: a repeat, or
+	 * the entry of a segment a takeover found in its header. */
+	if (e->offset < a->seg.next_off[b] || a->seg.state[b] == RT_SEGBUF_LEFT ||
+	    (e->offset == 0 && a->ix.buf_trace[b] != RT_INDEX_NONE)) {
+		if (a->seg.recovered[b] && e->offset < a->seg.next_off[b])
 			a->st.recovered_echoes++;
-		} else {
+		else
 			a->st.bad_duplicate++;
-		}
 		return;
 	}
-	if (index_buffer(a, e->buffer_id, e->bytes, 0, now) != 0)
-		rt_agent_recycle(a, e->buffer_id); /* no room in the table: data dropped, counted */
+	if (index_segment(a, b, e->offset, e->bytes, 0, now) == RT_INDEX_NONE &&
+	    e->offset >= a->seg.next_off[b])
+		a->seg.next_off[b] = rt_seg_next(e->offset, e->bytes); /* dropped, counted */
+	if (e->flags & RT_ENTRY_KEPT)
+		a->seg.state[b] = RT_SEGBUF_KEPT;
+	else
+		buffer_left(a, b);
 }
 
 static unsigned int poll_complete(struct rt_agent *a, uint64_t now)
@@ -341,11 +472,11 @@ static void on_trigger(void *arg, const struct rt_trigger_entry *g, unsigned int
 
 /* --------------------------------------------------- headers and frames ---- */
 
-/* Bytes covered by whole frames in a buffer nobody sealed (writer died). */
-static uint32_t unsealed_bytes(struct rt_agent *a, uint32_t id)
+/* Bytes covered by whole frames of the segment at (b, off) nobody sealed (writer died). */
+static uint32_t unsealed_bytes(struct rt_agent *a, uint32_t b, uint32_t off)
 {
-	const uint8_t *data = rt_pool_buffer_data(&a->pool, id);
-	uint32_t size = rt_pool_payload_size(&a->pool), pos = 0, good = 0;
+	const uint8_t *data = (const uint8_t *)rt_pool_segment(&a->pool, b, off) + RT_BUF_HEADER_SIZE;
+	uint32_t size = a->pool.geo.buffer_size - off - RT_BUF_HEADER_SIZE, pos = 0, good = 0;
 	struct rt_frame f;
 	int rc;
 	while ((rc = rt_frame_next(data, size, &pos, &f)) == RT_FRAME_OK)
@@ -355,27 +486,98 @@ static uint32_t unsealed_bytes(struct rt_agent *a, uint32_t id)
 	return good;
 }
 
-/* Sealed or (dead writer) unsealed: index it as recovered. 1 if indexed. */
-static int salvage_buffer(struct rt_agent *a, uint32_t id, uint32_t flags, uint64_t now)
+/* Where a walk along a buffer's segment chain stopped. */
+enum chain_end {
+	CHAIN_LEFT, /* the writer left the buffer: a sealed segment without KEPT, a
+		     * close mark, or the buffer's end */
+	CHAIN_KEPT, /* a zeroed header after a KEPT segment: the writer keeps it idle */
+	CHAIN_OPEN, /* a header in use, not sealed: the writer's current segment */
+	CHAIN_BAD,  /* a header that makes no sense (counted) */
+};
+
+/*
+ * Walk buffer b's segment chain from *off, indexing each sealed segment as
+ * recovered (and restoring its trace's pin). The pool is untrusted: each
+ * header is checked (magic first, then flags, then the fields: a writer
+ * stores them in the reverse order), a segment must fit in the buffer and be
+ * no older than the buffer's first one, and the walk takes at most one step
+ * per header's room. *off is left where it stopped; *indexed counts.
+ */
+static int walk_chain(struct rt_agent *a, uint32_t b, uint32_t *off, uint64_t now,
+		      uint32_t *indexed)
 {
-	const struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
-	uint32_t bytes;
-	if (h->trace_lo == 0) {
-		a->st.bad_zero_trace++;
-		rt_agent_recycle(a, id);
-		return 0;
-	}
-	if (flags & RT_BUF_SEALED) {
+	uint32_t size = a->pool.geo.buffer_size, steps = 0;
+	uint64_t tick0 = rt_pool_buffer(&a->pool, b)->first_tick;
+	for (;;) {
+		const struct rt_buffer_header *h;
+		uint32_t flags, bytes, slot;
+		if ((uint64_t)*off + RT_BUF_HEADER_SIZE > size)
+			return CHAIN_LEFT;
+		h = rt_pool_segment(&a->pool, b, *off);
+		if (ck_pr_load_32(&h->magic) != RT_BUF_MAGIC) {
+			if (*off == 0)
+				break;
+			return CHAIN_KEPT;
+		}
+		ck_pr_fence_load();
+		flags = ck_pr_load_32(&h->flags);
+		ck_pr_fence_load();
+		if (flags & RT_BUF_CLOSED)
+			return CHAIN_LEFT;
+		if (!(flags & RT_BUF_SEALED))
+			return (flags & RT_BUF_INUSE) ? CHAIN_OPEN : CHAIN_BAD;
 		bytes = h->bytes;
-		if (bytes > rt_pool_payload_size(&a->pool))
-			bytes = unsealed_bytes(a, id);
-	} else {
-		bytes = unsealed_bytes(a, id);
+		if (h->trace_lo == 0 || !rt_pool_segment_fits(&a->pool, *off, bytes) ||
+		    (*off && h->first_tick < tick0) || ++steps > size / RT_BUF_HEADER_SIZE)
+			break;
+		slot = index_segment(a, b, *off, bytes, 1, now);
+		if (slot != RT_INDEX_NONE) {
+			(*indexed)++;
+			if (flags & RT_BUF_PINNED)
+				rt_agent_pin(a, a->ix.buf_trace[slot], h->pin_trigger);
+		}
+		*off = rt_seg_next(*off, bytes);
+		if (*off > a->seg.next_off[b])
+			a->seg.next_off[b] = *off;
+		if (!(flags & RT_BUF_KEPT))
+			return CHAIN_LEFT;
 	}
-	if (index_buffer(a, id, bytes, 1, now) == 0)
-		return 1;
-	rt_agent_recycle(a, id); /* no room in the table: counted in index_full */
-	return 0;
+	a->st.bad_segments++;
+	return CHAIN_BAD;
+}
+
+/*
+ * Take in what buffer b's headers hold beyond what the queue told us (a
+ * takeover, a dead writer, a reset complete queue). With `alive` its writer
+ * may still add to it: an open or idle buffer stays the writer's. Otherwise
+ * an open segment is indexed with the bytes its whole frames cover, and the
+ * buffer is left (back to the pool when nothing of it is held). Returns the
+ * segments indexed.
+ */
+static uint32_t take_chain(struct rt_agent *a, uint32_t b, int alive, uint64_t now)
+{
+	uint32_t off = a->seg.next_off[b], n = 0;
+	int end = walk_chain(a, b, &off, now, &n);
+	if (end == CHAIN_LEFT) {
+		buffer_left(a, b);
+		return n;
+	}
+	if (alive) {
+		if (end == CHAIN_KEPT)
+			a->seg.state[b] = RT_SEGBUF_KEPT;
+		if (off > a->seg.next_off[b])
+			a->seg.next_off[b] = off;
+		return n;
+	}
+	if (end == CHAIN_OPEN) {
+		const struct rt_buffer_header *h = rt_pool_segment(&a->pool, b, off);
+		if (h->trace_lo == 0)
+			a->st.bad_zero_trace++;
+		else if (index_segment(a, b, off, unsealed_bytes(a, b, off), 1, now) != RT_INDEX_NONE)
+			n++;
+	}
+	buffer_left(a, b);
+	return n;
 }
 
 /* A zombie (killed, not yet waited for) still answers kill(pid, 0). */
@@ -424,19 +626,51 @@ static void reap_client(struct rt_agent *a, uint32_t slot, uint32_t pid, uint64_
 		struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
 		uint32_t flags;
 		if (h->magic != RT_BUF_MAGIC || h->pid != pid || h->client_slot != slot ||
-		    a->ix.buf_trace[id] != RT_INDEX_NONE)
+		    a->seg.state[id] == RT_SEGBUF_LEFT)
 			continue;
 		flags = ck_pr_load_32(&h->flags);
-		if (flags & RT_BUF_STASHED) {
+		if ((flags & RT_BUF_STASHED) && a->seg.live[id] == 0) {
 			rt_agent_recycle(a, id);
 			a->st.dead_buffers_freed++;
-		} else if ((flags & RT_BUF_INUSE) && salvage_buffer(a, id, flags, now)) {
-			a->st.dead_buffers_indexed++;
+		} else if (flags & RT_BUF_INUSE) {
+			a->st.dead_buffers_indexed += take_chain(a, id, 0, now);
 		}
 	}
 	a->st.clients_died++;
 	rt_log(RT_LOG_INFO, "client pid %u (slot %u) died; its buffers were salvaged", pid, slot);
 	ck_pr_cas_32(&a->pool.registry[slot].pid, pid, 0);
+}
+
+/*
+ * Kept buffers whose process is gone without being reaped: a process that
+ * exits cleanly frees its registry slot, but a thread it did not join still
+ * kept a buffer. Each liveness interval such buffers are left for good (what
+ * their chains hold is taken in first). One kill(pid, 0) per run of buffers of
+ * the same process.
+ */
+static void reap_orphan_kept(struct rt_agent *a, uint64_t now)
+{
+	uint32_t id, n = a->pool.geo.buffer_count, last_pid = 0;
+	int last_alive = 1;
+	for (id = 0; id < n; id++) {
+		uint32_t pid;
+		if (a->seg.state[id] != RT_SEGBUF_KEPT)
+			continue;
+		pid = rt_pool_buffer(&a->pool, id)->pid;
+		if (pid != last_pid) {
+			last_pid = pid;
+			last_alive = pid == 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH;
+		}
+		if (!last_alive) {
+			if (a->st.orphans_left == 0 || id == 0) /* its last entries may be queued */
+				while (poll_complete(a, now) > 0)
+					;
+			if (a->seg.state[id] != RT_SEGBUF_KEPT)
+				continue; /* an entry just queued left it */
+			take_chain(a, id, 0, now);
+			a->st.orphans_left++;
+		}
+	}
 }
 
 static void check_liveness(struct rt_agent *a, uint64_t now)
@@ -452,6 +686,7 @@ static void check_liveness(struct rt_agent *a, uint64_t now)
 			reap_client(a, i, pid, now);
 		}
 	}
+	reap_orphan_kept(a, now);
 }
 
 /* ------------------------------------------------------------ takeover ---- */
@@ -522,22 +757,16 @@ static void rebuild_from_headers(struct rt_agent *a)
 	for (id = 0; id < n; id++) {
 		struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
 		uint32_t flags = ck_pr_load_32(&h->flags);
-		if ((in_queue && in_queue[id]) || a->ix.buf_trace[id] != RT_INDEX_NONE)
+		if ((in_queue && in_queue[id]) || a->seg.state[id] == RT_SEGBUF_LEFT)
 			continue;
-		if (h->magic == RT_BUF_MAGIC && (flags & RT_BUF_SEALED)) {
-			if (salvage_buffer(a, id, flags, now)) {
-				a->st.recovered_buffers++;
-				if (flags & RT_BUF_PINNED)
-					rt_agent_pin(a, a->ix.buf_trace[id], h->pin_trigger);
-			}
-		} else if (h->magic == RT_BUF_MAGIC && (flags & (RT_BUF_INUSE | RT_BUF_STASHED))) {
-			if (writer_alive(a, h))
-				continue;
-			if (flags & RT_BUF_STASHED)
+		if (h->magic == RT_BUF_MAGIC && (flags & RT_BUF_STASHED)) {
+			if (!writer_alive(a, h) && a->seg.live[id] == 0)
 				rt_agent_recycle(a, id);
-			else if (salvage_buffer(a, id, flags, now))
-				a->st.recovered_buffers++;
-		} else if (in_queue) {
+		} else if (h->magic == RT_BUF_MAGIC && (flags & RT_BUF_INUSE)) {
+			/* sealed segments are data whoever wrote them; an open one is
+			 * left to its writer while it lives */
+			a->st.recovered_buffers += take_chain(a, id, writer_alive(a, h), now);
+		} else if (in_queue && a->seg.live[id] == 0) {
 			a->lost[a->nlost++] = id;
 			a->lost_flag[id] = 1;
 		}
@@ -561,7 +790,7 @@ static void reclaim_lost(struct rt_agent *a)
 		uint32_t id = a->lost[i];
 		struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
 		uint32_t flags = ck_pr_load_32(&h->flags);
-		if (!a->lost_flag[id] || a->ix.buf_trace[id] != RT_INDEX_NONE ||
+		if (!a->lost_flag[id] || a->seg.live[id] || a->seg.state[id] != RT_SEGBUF_WRITER ||
 		    (h->magic == RT_BUF_MAGIC && flags))
 			continue; /* used and returned meanwhile, or held: not lost */
 		a->lost_flag[id] = 0;
@@ -589,16 +818,16 @@ static void recover_after_reset(struct rt_agent *a, int q, uint64_t now)
 	for (id = 0; id < n; id++) {
 		const struct rt_buffer_header *h;
 		uint32_t flags;
-		if (a->ix.buf_trace[id] != RT_INDEX_NONE || a->lost_flag[id])
+		if (a->seg.state[id] == RT_SEGBUF_LEFT || a->lost_flag[id])
 			continue;
 		h = rt_pool_buffer(&a->pool, id);
 		flags = ck_pr_load_32(&h->flags);
-		if (q == RT_Q_AVAILABLE && (h->magic != RT_BUF_MAGIC || flags == 0)) {
+		if (q == RT_Q_AVAILABLE && a->seg.live[id] == 0 &&
+		    a->seg.state[id] == RT_SEGBUF_WRITER && (h->magic != RT_BUF_MAGIC || flags == 0)) {
 			a->lost[a->nlost++] = id;
 			a->lost_flag[id] = 1;
-		} else if (q == RT_Q_COMPLETE && h->magic == RT_BUF_MAGIC &&
-			   (flags & RT_BUF_SEALED) && salvage_buffer(a, id, flags, now)) {
-			a->st.recovered_buffers++;
+		} else if (q == RT_Q_COMPLETE && h->magic == RT_BUF_MAGIC && (flags & RT_BUF_INUSE)) {
+			a->st.recovered_buffers += take_chain(a, id, 1, now);
 		}
 	}
 	if (q == RT_Q_AVAILABLE)
@@ -624,7 +853,8 @@ static void void_stale_ids(struct rt_agent *a, const struct rt_ring_counters *c)
 		int claimed = (int)(i - c->p_tail) >= 0, ok = seen && id < n && !seen[id];
 		if (ok && claimed) {
 			const struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
-			ok = a->ix.buf_trace[id] == RT_INDEX_NONE && !a->lost_flag[id] &&
+			ok = a->seg.live[id] == 0 && a->seg.state[id] == RT_SEGBUF_WRITER &&
+			     !a->lost_flag[id] &&
 			     (h->magic != RT_BUF_MAGIC || ck_pr_load_32(&h->flags) == 0);
 		}
 		if (seen && id < n)
@@ -733,21 +963,69 @@ static void anchor_clock(struct rt_agent *a)
 
 /* ---------------------------------------------------------- open/close ---- */
 
+/*
+ * Segment slots: one per buffer (its first segment) plus, by default, one per
+ * 512 bytes of the pool, about what traces of 450 bytes need; traces: twice
+ * the buffers, or one per 640 bytes of the pool. A smaller table only caps
+ * the number of traces held (the oldest are evicted for new ones).
+ */
+static int alloc_segments(struct rt_agent *a, uint32_t extra)
+{
+	uint32_t n = a->pool.geo.buffer_count, i;
+	struct rt_agent_segs *g = &a->seg;
+	g->nslots = n + extra;
+	g->slot_buf = malloc((size_t)g->nslots * sizeof *g->slot_buf);
+	g->slot_off = calloc(g->nslots, sizeof *g->slot_off);
+	g->free_slots = malloc(((size_t)extra + 1) * sizeof *g->free_slots);
+	g->live = calloc(n, sizeof *g->live);
+	g->next_off = calloc(n, sizeof *g->next_off);
+	g->state = calloc(n, 1);
+	g->recovered = calloc(n, 1);
+	if (!g->slot_buf || !g->slot_off || !g->free_slots || !g->live || !g->next_off ||
+	    !g->state || !g->recovered)
+		return -1;
+	for (i = 0; i < n; i++)
+		g->slot_buf[i] = i;
+	for (i = 0; i < extra; i++) /* lowest slots on top of the stack */
+		g->free_slots[i] = g->nslots - 1 - i;
+	g->nfree = extra;
+	return 0;
+}
+
+static void free_segments(struct rt_agent *a)
+{
+	struct rt_agent_segs *g = &a->seg;
+	free(g->slot_buf);
+	free(g->slot_off);
+	free(g->free_slots);
+	free(g->live);
+	free(g->next_off);
+	free(g->state);
+	free(g->recovered);
+	memset(g, 0, sizeof *g);
+}
+
 static int alloc_state(struct rt_agent *a, char *err, size_t errlen)
 {
-	uint32_t n = a->pool.geo.buffer_count;
-	uint32_t cap = a->cfg.trace_capacity ? a->cfg.trace_capacity : 2 * n;
+	uint32_t n = a->pool.geo.buffer_count, size = a->pool.geo.buffer_size;
+	uint64_t by_bytes = (uint64_t)n * (size / 640), extra64 = a->cfg.segment_slots
+		? a->cfg.segment_slots : (uint64_t)n * (size / 512);
+	uint32_t cap = a->cfg.trace_capacity ? a->cfg.trace_capacity
+		     : (uint32_t)(by_bytes > 2ull * n ? (by_bytes < (1u << 30) ? by_bytes : (1u << 30))
+						      : 2ull * n);
+	uint32_t extra = extra64 < (1u << 30) ? (uint32_t)extra64 : (1u << 30);
 	a->recycle_cap = 1024;
-	a->scratch = malloc((size_t)n * sizeof *a->scratch);
+	a->scratch = malloc(((size_t)n + extra) * sizeof *a->scratch);
 	a->recycle = malloc((size_t)a->recycle_cap * sizeof *a->recycle);
 	a->lost = malloc((size_t)n * sizeof *a->lost);
 	a->lost_flag = calloc(n, 1);
 	a->avail_snapshot = calloc(n, sizeof *a->avail_snapshot);
 	a->free_bits = calloc((n + 63) / 64, sizeof *a->free_bits);
 	if (!a->scratch || !a->recycle || !a->lost || !a->lost_flag || !a->avail_snapshot ||
-	    !a->free_bits || rt_index_init(&a->ix, cap, n) != 0) {
-		snprintf(err, errlen, "out of memory for an index of %u traces and %u buffers",
-			 cap, n);
+	    !a->free_bits || alloc_segments(a, extra) != 0 ||
+	    rt_index_init(&a->ix, cap, n + extra) != 0) {
+		snprintf(err, errlen, "out of memory for an index of %u traces and %u buffers "
+			 "(%u segments)", cap, n, n + extra);
 		return RETRACE_E_SYS;
 	}
 	a->evict_limit = (uint64_t)(a->cfg.evict_threshold * n);
@@ -836,6 +1114,7 @@ void rt_agent_close(struct rt_agent *a)
 	rt_agent_reporting_close(a);
 	rt_pool_detach(&a->pool);
 	rt_index_free(&a->ix);
+	free_segments(a);
 	free(a->scratch);
 	free(a->recycle);
 	free(a->lost);
@@ -889,9 +1168,9 @@ void rt_agent_drain_before_reply(struct rt_agent *a)
  * A writer's buffer is visible only through its header until it is queued. The
  * client stores the header's fields, then the flags word (a release store, and
  * x86 keeps stores in order), so flags are loaded first and the fields after a
- * load fence. Buffers the index owns are skipped without touching their header
- * (most of a busy pool), and so are the free ones waiting in the available
- * queue (most of a quiet pool): a header is a cache and TLB miss a page apart
+ * load fence. Buffers their writer left are skipped without touching their
+ * header (every segment of theirs was queued), and so are the free ones waiting
+ * in the available queue (most of a quiet pool): a header is a cache and TLB miss a page apart
  * from the next, so reading all 4096 cost ~0.4 ms per remote trigger, on every
  * hop of a traversal. What is left — buffers clients hold — is few. A buffer
  * taken from the queue after the snapshot began is missed, as a scan that
@@ -912,27 +1191,37 @@ static void note_free_buffers(struct rt_agent *a)
 
 void rt_agent_count_open(struct rt_agent *a, const uint64_t *los, uint32_t n, uint32_t *open)
 {
-	uint32_t id, i, count = a->pool.geo.buffer_count;
+	uint32_t id, i, count = a->pool.geo.buffer_count, size = a->pool.geo.buffer_size;
 	memset(open, 0, n * sizeof *open);
 	note_free_buffers(a);
 	for (id = 0; id < count; id++) {
-		const struct rt_buffer_header *h;
-		uint32_t flags;
-		uint64_t lo;
-		if (a->ix.buf_trace[id] != RT_INDEX_NONE ||
-		    (a->free_bits[id / 64] >> (id % 64)) & 1)
+		uint32_t off = a->seg.next_off[id], steps = 0;
+		if (a->seg.state[id] == RT_SEGBUF_LEFT || (a->free_bits[id / 64] >> (id % 64)) & 1)
 			continue;
-		h = rt_pool_buffer(&a->pool, id);
-		flags = ck_pr_load_32(&h->flags);
-		if (!(flags & RT_BUF_INUSE))
+		if (!(ck_pr_load_32(&rt_pool_buffer(&a->pool, id)->flags) & RT_BUF_INUSE))
 			continue;
-		ck_pr_fence_load();
-		if (h->magic != RT_BUF_MAGIC)
-			continue;
-		lo = h->trace_lo;
-		for (i = 0; i < n; i++)
-			if (los[i] == lo)
-				open[i]++;
+		/* the segments past the ones the queue told us of: sealed and not yet
+		 * queued, or the writer's open one */
+		while ((uint64_t)off + RT_BUF_HEADER_SIZE <= size && steps++ < size / RT_BUF_HEADER_SIZE) {
+			const struct rt_buffer_header *h = rt_pool_segment(&a->pool, id, off);
+			uint32_t flags;
+			uint64_t lo;
+			if (ck_pr_load_32(&h->magic) != RT_BUF_MAGIC)
+				break;
+			ck_pr_fence_load();
+			flags = ck_pr_load_32(&h->flags);
+			ck_pr_fence_load();
+			if (!(flags & RT_BUF_INUSE) || (flags & RT_BUF_CLOSED))
+				break;
+			lo = h->trace_lo;
+			for (i = 0; i < n; i++)
+				if (los[i] == lo)
+					open[i]++;
+			if (!(flags & RT_BUF_SEALED) || !(flags & RT_BUF_KEPT) ||
+			    !rt_pool_segment_fits(&a->pool, off, h->bytes))
+				break;
+			off = rt_seg_next(off, h->bytes);
+		}
 	}
 }
 

@@ -9,6 +9,9 @@
  * Promises:
  *   - Every queue entry is untrusted: a bad one is counted and skipped, and never
  *     changes a trace it does not belong to.
+ *   - A buffer returns to the available queue only once its writer left it and
+ *     none of its segments (ABI 5: traces share a writer's buffer) is indexed,
+ *     pinned or in flight: never while a writer may still write into it.
  *   - Eviction takes whole untriggered traces, least recently seen first, when
  *     the pool's occupancy passes the threshold; pinned traces are never evicted
  *     (they may be abandoned, counted, when they pass their own share). When the
@@ -80,6 +83,43 @@ struct rt_agent_stats {
 	uint64_t ring_stalls_repaired;   /* claims of dead producers published */
 	uint64_t ring_slots_voided;      /* available ids in such claims that were not free */
 	uint64_t ring_resets;            /* rings whose counters made no sense, emptied */
+	/* segments (ABI 5): several traces in one writer's buffer */
+	uint64_t closes;            /* close marks: a writer left a kept buffer */
+	uint64_t buffers_recycled;  /* buffers given back to the available queue */
+	uint64_t segment_slots_full; /* a segment found no free slot and nothing evictable */
+	uint64_t bad_segments;      /* chains that stopped at a malformed segment header */
+	uint64_t orphans_left;      /* kept buffers of processes gone unreaped, left for them */
+	uint64_t horizon_min_us;    /* youngest data evicted so far (0: none yet) */
+};
+
+/*
+ * The agent's view of segments (ABI 5). The index's items are segment slots:
+ * slot b < buffer_count is buffer b's first segment (offset 0), so a buffer
+ * written by one trace is indexed exactly as before ABI 5; further segments
+ * take slots from buffer_count up, with their buffer and offset kept here.
+ * Per buffer: how many of its segments are indexed or in flight (`live`),
+ * whether its writer left it (`state`), and where its next segment will start
+ * (an entry before that is a repeat). A buffer goes back to the pool when it
+ * is left and nothing of it is live.
+ */
+enum rt_seg_buffer_state {
+	RT_SEGBUF_WRITER = 0, /* free, or a writer holds it and has not said it keeps it */
+	RT_SEGBUF_KEPT = 1,   /* a writer kept it after its last segment */
+	RT_SEGBUF_LEFT = 2,   /* its writer left it; live segments hold it */
+};
+
+struct rt_agent_segs {
+	uint32_t nslots;       /* buffer_count + the extra slots */
+	uint32_t *slot_buf;    /* per slot: its buffer (identity below buffer_count) */
+	uint32_t *slot_off;    /* per slot: its header's offset */
+	uint32_t *free_slots;  /* stack of free extra slots */
+	uint32_t nfree;
+	uint32_t *live;        /* per buffer: its segments indexed or in flight */
+	uint32_t *next_off;    /* per buffer: where its next segment starts */
+	uint8_t *state;        /* per buffer: enum rt_seg_buffer_state */
+	uint8_t *recovered;    /* per buffer: segments indexed from headers (entries may echo) */
+	uint64_t left_held;    /* buffers LEFT (held by their live segments) */
+	uint64_t data_bytes;   /* bytes of records in live segments */
 };
 
 struct rt_spool;
@@ -102,7 +142,8 @@ struct rt_agent {
 	double ns_per_tick;
 	uint64_t evict_limit;       /* occupancy (buffers) above which we evict */
 	uint64_t pinned_limit;      /* pinned buffers above which we abandon */
-	uint32_t *scratch;          /* buffer_count ids, for removals and snapshots */
+	struct rt_agent_segs seg;
+	uint32_t *scratch;          /* segment-slot count ids, for removals and snapshots */
 	uint32_t nscratch;
 	uint32_t *recycle;          /* buffers waiting to go back to the available queue */
 	uint32_t nrecycle, recycle_cap;
@@ -178,6 +219,20 @@ uint64_t rt_agent_now_ns(void);
 uint32_t rt_agent_free_buffers(const struct rt_agent *a);
 uint32_t rt_agent_clients_attached(const struct rt_agent *a);
 uint32_t rt_agent_queue_depth(const struct rt_agent *a, int queue);
+
+/* A segment slot's header (slot < seg.nslots) and its buffer. */
+static inline struct rt_buffer_header *rt_agent_segment(const struct rt_agent *a, uint32_t slot)
+{
+	return rt_pool_segment(&a->pool, a->seg.slot_buf[slot], a->seg.slot_off[slot]);
+}
+
+/*
+ * Pool utilisation: bytes of records in the segments the agent holds over the
+ * bytes of the buffers they keep from the pool (0..1; 0 with nothing held).
+ */
+double rt_agent_utilisation(const struct rt_agent *a);
+/* Buffers at least one indexed or in-flight segment keeps from the pool. */
+uint64_t rt_agent_buffers_held(const struct rt_agent *a);
 
 /*
  * Figures for `retrace status`, rendered as JSON (json != 0) or text into out

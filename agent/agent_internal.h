@@ -8,7 +8,12 @@
 #include "agent.h"
 
 /* agent.c */
+/* A whole buffer back to the pool (its header blanked first). */
 void rt_agent_recycle(struct rt_agent *a, uint32_t buffer_id);
+/* A segment slot the index let go of (removed, delivered, dropped): its
+ * buffer goes back to the pool when its writer left it and nothing else of it
+ * is held. */
+void rt_agent_release_segment(struct rt_agent *a, uint32_t slot);
 void rt_agent_remove_trace(struct rt_agent *a, uint32_t t, int evicted);
 uint32_t rt_agent_trace_for(struct rt_agent *a, uint64_t lo, uint64_t now);
 /*

@@ -26,6 +26,7 @@ struct rt_agent_config {
 	uint32_t trigger_slots;
 	uint32_t client_slots;
 	uint32_t trace_capacity;    /* 0: twice the buffer count */
+	uint32_t segment_slots;      /* segments held beyond one per buffer (0: one per 512 pool bytes) */
 	double evict_threshold;     /* occupancy share that starts eviction */
 	double pinned_share;        /* pinned share past which pins are abandoned */
 	uint32_t agent_id;

@@ -4,7 +4,10 @@
  *
  * Owns: a fixed table of trace entries (hash by the low 64 bits of the trace id,
  * chained through 32-bit indices), per-buffer arrays that thread each trace's
- * buffers into an intrusive list, and an LRU of untriggered traces. All memory is
+ * buffers into an intrusive list, and an LRU of untriggered traces. "Buffer"
+ * here is whatever the caller indexes by a dense id: the agent's are segment
+ * slots (ABI 5: several traces share a writer's buffer; agent.h, struct
+ * rt_agent_segs), slot b < buffer_count being buffer b's first segment. All memory is
  * allocated once from the pool geometry; nothing is allocated per buffer or per
  * trace afterwards.
  *

@@ -74,7 +74,8 @@ static uint64_t spool_pending(const struct rt_agent *a)
 
 void rt_agent_mark_pinned(struct rt_agent *a, uint32_t id, uint32_t trigger_id)
 {
-	struct rt_buffer_header *h = rt_pool_buffer(&a->pool, id);
+	struct rt_buffer_header *h = rt_agent_segment(a, id); /* a sealed segment: its writer
+								 never stores its flags again */
 	h->pin_trigger = trigger_id;
 	ck_pr_store_32(&h->flags, ck_pr_load_32(&h->flags) | RT_BUF_PINNED);
 }
@@ -268,9 +269,9 @@ void rt_agent_expire_triggered(struct rt_agent *a)
 
 static int writer_order(const void *x, const void *y, void *arg)
 {
-	const struct rt_pool *p = arg;
-	const struct rt_buffer_header *a = rt_pool_buffer(p, *(const uint32_t *)x);
-	const struct rt_buffer_header *b = rt_pool_buffer(p, *(const uint32_t *)y);
+	const struct rt_agent *ag = arg;
+	const struct rt_buffer_header *a = rt_agent_segment(ag, *(const uint32_t *)x);
+	const struct rt_buffer_header *b = rt_agent_segment(ag, *(const uint32_t *)y);
 	if (a->pid != b->pid)
 		return a->pid < b->pid ? -1 : 1;
 	if (a->tid != b->tid)
@@ -296,15 +297,15 @@ static int encode_slice(struct rt_agent *a, struct rt_uplink_slot *s)
 	struct rt_wire_slice m;
 	uint32_t *bufs = s->bufs, n = s->nbuf, i;
 	uint32_t rate_exp = slot_class(a, s)->level;
-	qsort_r(bufs, n, sizeof *bufs, writer_order, &a->pool);
+	qsort_r(bufs, n, sizeof *bufs, writer_order, a);
 	for (i = 0; i < n; i++) {
-		const struct rt_buffer_header *h = rt_pool_buffer(&a->pool, bufs[i]);
+		const struct rt_buffer_header *h = rt_agent_segment(a, bufs[i]);
 		wb[i].pid = h->pid;
 		wb[i].tid = h->tid;
 		wb[i].seq = h->seq;
 		wb[i].flags = h->flags;
 		wb[i].first_tick = h->first_tick;
-		wb[i].data = rt_pool_buffer_data(&a->pool, bufs[i]);
+		wb[i].data = (const uint8_t *)h + RT_BUF_HEADER_SIZE; /* the segment's records */
 		wb[i].len = a->ix.buf_bytes[bufs[i]];
 		if (rt_buf_rate_exp(wb[i].flags) > rate_exp)
 			rate_exp = rt_buf_rate_exp(wb[i].flags);
@@ -341,7 +342,7 @@ static void free_slice_buffers(struct rt_agent *a, struct rt_uplink_slot *s, int
 	uint32_t t = slot_trace(a, s), i;
 	for (i = 0; i < s->nbuf; i++) {
 		rt_index_release_inflight(&a->ix, s->bufs[i], t, delivered);
-		rt_agent_recycle(a, s->bufs[i]);
+		rt_agent_release_segment(a, s->bufs[i]);
 	}
 	s->nbuf = 0;
 }
@@ -509,8 +510,10 @@ static int cut_slice(struct rt_agent *a, uint32_t t, struct rt_report_class *c,
 	s->trigger_id = e->trigger_id; /* the trace's own id, also in the shared OTHER class */
 	s->cls = (uint32_t)(c - a->rep.classes);
 	s->seq = ++a->slice_seq;
+	/* Segments may outnumber buffers: a slice's scratch holds buffer_count. */
 	s->nbuf = rt_index_take_buffers(&a->ix, t, s->bufs, a->cfg.max_slice_bytes,
-					RT_WIRE_MAX_SLICE_BUFFERS);
+					RT_WIRE_MAX_SLICE_BUFFERS < a->pool.geo.buffer_count
+						? RT_WIRE_MAX_SLICE_BUFFERS : a->pool.geo.buffer_count);
 	s->bytes = 0;
 	for (i = 0; i < s->nbuf; i++)
 		s->bytes += a->ix.buf_bytes[s->bufs[i]];

@@ -36,13 +36,17 @@ static void buffer_section(struct rt_figures *w, const struct rt_agent *a)
 	const struct rt_pool_header *h = a->pool.hdr;     /* counters clients add to */
 	const struct rt_pool_geometry *g = &a->pool.geo; /* ours: clients write the header */
 	uint64_t free_now = rt_agent_free_buffers(a), idx = a->ix.st.buffers;
-	uint64_t held = g->buffer_count > free_now + idx ? g->buffer_count - free_now - idx : 0;
+	uint64_t mine = rt_agent_buffers_held(a); /* buffers some indexed segment keeps */
+	uint64_t held = g->buffer_count > free_now + mine ? g->buffer_count - free_now - mine : 0;
 	rt_fig_section(w, "buffers");
 	rt_fig_gauge(w, "size", g->buffer_size);
 	rt_fig_gauge(w, "total", g->buffer_count);
 	rt_fig_gauge(w, "free", free_now);
-	rt_fig_gauge(w, "indexed", idx);
+	rt_fig_gauge(w, "indexed", idx); /* segments (ABI 5): one per buffer in the old layout */
+	rt_fig_gauge(w, "held_by_index", mine);
 	rt_fig_gauge(w, "held_by_clients", held);
+	rt_fig_gauge(w, "left_by_writers", a->seg.left_held);
+	rt_fig_f(w, "utilisation", rt_agent_utilisation(a));
 	rt_fig_gauge(w, "pinned", a->ix.st.pinned_buffers);
 	rt_fig_gauge(w, "bytes_indexed", a->ix.st.bytes);
 	rt_fig_gauge(w, "evict_above", a->evict_limit);
@@ -63,6 +67,7 @@ static void trace_section(struct rt_figures *w, const struct rt_agent *a)
 	rt_fig_time_u64(w, "event_horizon_us", s->horizon_us, 1e-6);
 	rt_fig_time_u64(w, "event_horizon_p50_us", rt_index_horizon_percentile(&a->ix, 0.5), 1e-6);
 	rt_fig_time_u64(w, "event_horizon_p99_us", rt_index_horizon_percentile(&a->ix, 0.99), 1e-6);
+	rt_fig_time_u64(w, "event_horizon_min_us", a->st.horizon_min_us, 1e-6);
 	rt_fig_u64(w, "abandoned", a->st.abandoned_traces);
 	rt_fig_u64(w, "abandoned_buffers", a->st.abandoned_buffers);
 	rt_fig_u64(w, "table_full", a->st.index_full);
@@ -105,6 +110,8 @@ static void malformed_section(struct rt_figures *w, const struct rt_agent *a)
 	rt_fig_u64(w, "ring_stalls_repaired", a->st.ring_stalls_repaired);
 	rt_fig_u64(w, "ring_slots_voided", a->st.ring_slots_voided);
 	rt_fig_u64(w, "ring_resets", a->st.ring_resets);
+	rt_fig_u64(w, "bad_segments", a->st.bad_segments);
+	rt_fig_u64(w, "segment_slots_full", a->st.segment_slots_full);
 }
 
 static void client_section(struct rt_figures *w, const struct rt_agent *a)
@@ -117,6 +124,7 @@ static void client_section(struct rt_figures *w, const struct rt_agent *a)
 	rt_fig_u64(w, "died", a->st.clients_died);
 	rt_fig_u64(w, "dead_buffers_indexed", a->st.dead_buffers_indexed);
 	rt_fig_u64(w, "dead_buffers_freed", a->st.dead_buffers_freed);
+	rt_fig_u64(w, "orphan_kept_buffers_left", a->st.orphans_left);
 	rt_fig_u64(w, "recovered_traces", a->st.recovered_traces);
 	rt_fig_u64(w, "recovered_buffers", a->st.recovered_buffers);
 	rt_fig_u64(w, "recovered_echoes", a->st.recovered_echoes);

@@ -8,10 +8,19 @@
  *     pthread key whose destructor hands its buffers back at thread exit).
  *   - Buffers are taken lazily on the first write of a trace, from a per-thread
  *     stash refilled by one batch pop of the available queue.
- *   - A full buffer, or retrace_end, seals the buffer (bytes, then the SEALED flag
- *     with release order) and appends {trace, buffer, bytes} to a per-thread
- *     pending batch, pushed to the complete queue in one batch when it is full,
- *     at the trace's end, on a trigger, a flush or thread exit.
+ *   - A buffer is a chain of segments (ABI 5, shm/pool.h): each write run of a
+ *     trace in a buffer is one segment, a 64-byte header and the records. A full
+ *     buffer, or retrace_end, seals the segment (bytes, then the SEALED flag
+ *     with release order) and appends {trace, buffer, offset, bytes, flags} to
+ *     a per-thread pending batch, pushed to the complete queue in one batch
+ *     when it is full, at the trace's end, on a trigger, a flush or thread exit.
+ *   - At a trace's end the thread keeps its buffer while an eighth of it is
+ *     left: the next trace's first segment starts right after (flag KEPT on the
+ *     entry). Otherwise, when a record does not fit, and at thread exit (a
+ *     close mark), it leaves the buffer; the agent frees a buffer once it is
+ *     left and none of its segments is held. So a 500-byte trace takes about
+ *     600 bytes of the pool, not a whole buffer. RETRACE_ONE_TRACE_PER_BUFFER=1
+ *     leaves the buffer at every end (the old layout, for comparison).
  *   - Each begin opens a new writer stream: a process-unique stream id (from a
  *     per-thread block of RT_STREAM_BLOCK ids) goes into every buffer header's
  *     `tid` field, and the stream's buffers are numbered from seq 0. Detach and
@@ -169,6 +178,7 @@ static void process_setup(void)
 		retrace_config_from_env(&rt_client.cfg);
 		rt_client.configured = 1;
 	}
+	rt_client.one_per_buffer = (int)env_u32("RETRACE_ONE_TRACE_PER_BUFFER", 0, 0, 1);
 }
 
 static int attach_locked(void)
@@ -219,6 +229,7 @@ int retrace_init(const struct retrace_config *cfg)
 	rt_client.cfg.pool_name = rt_client.pool_name;
 	rt_client.configured = 1;
 	rt_client.warned = 0;
+	rt_client.one_per_buffer = (int)env_u32("RETRACE_ONE_TRACE_PER_BUFFER", 0, 0, 1);
 	pthread_mutex_unlock(&rt_client.attach_lock);
 	pthread_once(&process_once, process_setup);
 	pthread_mutex_lock(&rt_client.attach_lock);
@@ -320,8 +331,40 @@ static void return_spares(struct rt_thread *t)
 	t->n_spare = 0;
 }
 
-/* Close the current buffer: real ones go to the pending batch. */
-static void seal_buffer(struct rt_thread *t, int last)
+/* Append a complete entry to the pending batch, pushed when the batch is full. */
+static void queue_entry(struct rt_thread *t, uint64_t lo, uint32_t id, uint32_t bytes,
+			uint32_t offset, uint32_t flags)
+{
+	struct rt_complete_entry *e = &t->pending[t->n_pending];
+	e->trace_lo = lo;
+	e->buffer_id = id;
+	e->bytes = bytes;
+	e->offset = offset;
+	e->flags = flags;
+	if (++t->n_pending >= rt_client.cfg.batch)
+		flush_pending(t);
+}
+
+/*
+ * Is a buffer worth keeping for the next trace with its next segment at
+ * `next`? Only while an eighth of it is left: a smaller rest would hold few
+ * traces and split most records.
+ */
+static inline int worth_keeping(uint32_t buffer_size, uint32_t next)
+{
+	return next < buffer_size && buffer_size - next >= buffer_size / 8 &&
+	       buffer_size - next >= 2 * RT_BUF_HEADER_SIZE;
+}
+
+/*
+ * Close the current segment: real ones go to the pending batch. With
+ * `may_keep` (a trace's end, a flush) the thread keeps the buffer for its next
+ * segment when enough is left, unless it already keeps one (a context attached
+ * from another thread ended here) or the process asked for one trace per
+ * buffer. The next header's magic is zeroed before SEALED is stored, so that a
+ * reader walking the chain stops there until the next segment is whole.
+ */
+static void seal_buffer(struct rt_thread *t, int last, int may_keep)
 {
 	struct retrace_fast *f = &retrace_fast_tls;
 	struct rt_trace_ctx *c = &t->ctx;
@@ -333,19 +376,52 @@ static void seal_buffer(struct rt_thread *t, int last)
 	if (c->buffer_id == RT_BUFFER_DISCARD) {
 		t->stats.discarded_bytes += bytes;
 	} else {
-		struct rt_buffer_header *h = rt_pool_buffer(c->pool, c->buffer_id);
+		struct rt_pool *p = c->pool;
+		struct rt_buffer_header *h = rt_pool_segment(p, c->buffer_id, c->seg_off);
+		uint32_t next = rt_seg_next(c->seg_off, bytes);
+		int keep = may_keep && !rt_client.one_per_buffer && t->kept_pool == NULL &&
+			   worth_keeping(p->geo.buffer_size, next);
 		h->bytes = bytes;
-		ck_pr_fence_store(); /* bytes and payload before the SEALED flag */
+		if (keep)
+			rt_pool_segment(p, c->buffer_id, next)->magic = 0;
+		ck_pr_fence_store(); /* bytes, payload and the chain's end before SEALED */
 		ck_pr_store_32(&h->flags, RT_BUF_INUSE | RT_BUF_SEALED | (last ? RT_BUF_LAST : 0) |
-					  c->rate_flags);
-		t->pending[t->n_pending].trace_lo = c->id.lo;
-		t->pending[t->n_pending].buffer_id = c->buffer_id;
-		t->pending[t->n_pending].bytes = bytes;
-		if (++t->n_pending >= rt_client.cfg.batch)
-			flush_pending(t);
+					  (keep ? RT_BUF_KEPT : 0) | c->rate_flags);
+		if (keep) {
+			t->kept_pool = p;
+			t->kept_id = c->buffer_id;
+			t->kept_off = next;
+		}
+		queue_entry(t, c->id.lo, c->buffer_id, bytes, c->seg_off, keep ? RT_ENTRY_KEPT : 0);
 	}
 	c->buffer_id = RT_BUFFER_NONE;
 	f->cur = f->end = NULL;
+}
+
+/*
+ * Leave the kept buffer for good: a close mark where the next segment would
+ * have started (a restarted agent reads it), and a close entry (the agent
+ * frees the buffer once none of its segments is held).
+ */
+static void close_kept(struct rt_thread *t)
+{
+	struct rt_pool *p = t->kept_pool;
+	struct rt_buffer_header *h;
+	if (!p)
+		return;
+	t->kept_pool = NULL;
+	if (p != rt_client_pool())
+		return; /* detached from that pool meanwhile: nothing to tell */
+	h = rt_pool_segment(p, t->kept_id, t->kept_off);
+	ck_pr_store_32(&h->flags, 0);
+	h->trace_hi = h->trace_lo = 0;
+	h->pid = t->pid;
+	h->tid = h->seq = h->bytes = 0;
+	h->client_slot = rt_client.slot;
+	h->magic = RT_BUF_MAGIC;
+	ck_pr_fence_store();
+	ck_pr_store_32(&h->flags, RT_BUF_CLOSED);
+	queue_entry(t, 0, t->kept_id, 0, t->kept_off, RT_ENTRY_CLOSE);
 }
 
 static void use_discard(struct rt_thread *t, struct rt_pool *p)
@@ -418,13 +494,20 @@ static int take_buffer_id(struct rt_thread *t, struct rt_pool *p, uint32_t *id)
 	}
 }
 
-static void acquire_buffer(struct rt_thread *t)
+/*
+ * A new segment for the current trace: in the buffer this thread kept, when it
+ * is of this pool and has room for `need` record bytes, else at the start of a
+ * fresh buffer (whose header is then the segment's). The header's flags are
+ * zeroed first and stored last, and its magic written between: a reader that
+ * sees the magic sees no stale SEALED.
+ */
+static void acquire_buffer(struct rt_thread *t, size_t need)
 {
 	struct retrace_fast *f = &retrace_fast_tls;
 	struct rt_trace_ctx *c = &t->ctx;
 	struct rt_pool *p = pool_or_retry();
 	struct rt_buffer_header *h;
-	uint32_t id;
+	uint32_t id, off = 0;
 
 	if (p && p->hdr->buffer_size != t->discard_size) {
 		/* Size the discard buffer like the pool's (once per thread), so that
@@ -435,12 +518,23 @@ static void acquire_buffer(struct rt_thread *t)
 			t->discard_size = p->hdr->buffer_size;
 		}
 	}
-	if (!p || !take_buffer_id(t, p, &id)) {
+	if (p && need > p->geo.buffer_size - RT_BUF_HEADER_SIZE)
+		need = 0; /* split whatever buffer it starts in: the kept rest is as good */
+	if (t->kept_pool && (t->kept_pool != p ||
+			     (uint64_t)t->kept_off + RT_BUF_HEADER_SIZE + need + 8 >
+				     p->geo.buffer_size))
+		close_kept(t);
+	if (t->kept_pool) {
+		id = t->kept_id;
+		off = t->kept_off;
+		t->kept_pool = NULL;
+	} else if (!p || !take_buffer_id(t, p, &id)) {
 		use_discard(t, p);
 		return;
 	}
-	h = rt_pool_buffer(p, id);
-	h->magic = RT_BUF_MAGIC;
+	t->stats.buffers_used++; /* segments: one per buffer in the old layout */
+	h = rt_pool_segment(p, id, off);
+	ck_pr_store_32(&h->flags, 0);
 	h->trace_hi = c->id.hi;
 	h->trace_lo = c->id.lo;
 	h->pid = c->writer_pid;
@@ -451,14 +545,15 @@ static void acquire_buffer(struct rt_thread *t)
 	h->first_tick = retrace_ticks();
 	h->pin_trigger = 0;
 	h->pool_generation = p->hdr->generation;
+	h->magic = RT_BUF_MAGIC;
 	ck_pr_store_32(&h->flags, RT_BUF_INUSE | c->rate_flags);
 	c->pool = p;
 	c->buffer_id = id;
+	c->seg_off = off;
 	c->data = (uint8_t *)h + RT_BUF_HEADER_SIZE;
 	memset(c->data, 0, RETRACE_FRAME_TERM); /* a crash now still leaves a clean end */
 	f->cur = c->data;
-	f->end = (uint8_t *)h + p->hdr->buffer_size;
-	t->stats.buffers_used++;
+	f->end = (uint8_t *)rt_pool_buffer(p, id) + p->geo.buffer_size;
 }
 
 /* ---------------------------------------------------- trace scope ---- */
@@ -472,7 +567,7 @@ static void acquire_buffer(struct rt_thread *t)
  */
 static void end_trace(struct rt_thread *t)
 {
-	seal_buffer(t, 1);
+	seal_buffer(t, 1, 1);
 	flush_pending(t);
 	t->ctx.active = 0;
 	t->ctx.recorded = 0;
@@ -559,7 +654,7 @@ void retrace_flush(void)
 {
 	struct rt_thread *t = self();
 	if (t->ctx.active && t->ctx.buffer_id != RT_BUFFER_NONE)
-		seal_buffer(t, 0);
+		seal_buffer(t, 0, 1);
 	flush_pending(t);
 }
 
@@ -597,8 +692,8 @@ static void write_frame(const uint8_t *data, size_t len, uint32_t flags, uint64_
 /* The next buffer of the trace: seal this one and take another. */
 static void next_buffer(struct rt_thread *t)
 {
-	seal_buffer(t, 0);
-	acquire_buffer(t);
+	seal_buffer(t, 0, 0);
+	acquire_buffer(t, 0);
 }
 
 static void write_split(struct rt_thread *t, const uint8_t *data, size_t len, int with_ts)
@@ -610,8 +705,9 @@ static void write_split(struct rt_thread *t, const uint8_t *data, size_t len, in
 
 	t->stats.records++;
 	for (;;) {
+		/* a record that does not fit the rest of a kept buffer starts a fresh one */
 		if (t->ctx.buffer_id == RT_BUFFER_NONE)
-			acquire_buffer(t);
+			acquire_buffer(t, len + RETRACE_FRAME_HDR + 8);
 		if (f->cur == NULL) /* no discard memory at all */
 			return;
 		header = RETRACE_FRAME_HDR + ((with_ts && !cont) ? 8 : 0);
@@ -668,8 +764,8 @@ void *retrace_reserve_slow(size_t len)
 		return t->discard + RETRACE_FRAME_HDR;
 	}
 	if (t->ctx.buffer_id != RT_BUFFER_NONE)
-		seal_buffer(t, 0);
-	acquire_buffer(t);
+		seal_buffer(t, 0, 1);
+	acquire_buffer(t, len + RETRACE_FRAME_HDR);
 	if (f->cur == NULL || len + 8 > (size_t)(f->end - f->cur)) {
 		f->reserved = t->discard;
 		return t->discard ? t->discard + RETRACE_FRAME_HDR : NULL;
@@ -704,7 +800,11 @@ void retrace_detach(retrace_context *out)
 
 	/* The discard buffer is the thread's own: never hand it to another thread. */
 	if (t->ctx.buffer_id == RT_BUFFER_DISCARD)
-		seal_buffer(t, 0);
+		seal_buffer(t, 0, 0);
+	/* Entries of segments sealed in the buffer that now travels go out first:
+	 * the agent takes a buffer's segments in offset order. */
+	if (t->n_pending && !t->in_ring_op)
+		flush_pending(t);
 	f->reserved = NULL;
 	rt_tracer_on_detach(t);
 	c = t->ctx;
@@ -834,6 +934,7 @@ static void thread_release(struct rt_thread *t)
 {
 	if (t->ctx.active)
 		end_trace(t);
+	close_kept(t);
 	flush_pending(t);
 	return_spares(t);
 }
@@ -876,6 +977,7 @@ static void at_fork_child(void)
 		t->ctx.buffer_id = RT_BUFFER_NONE;
 		t->n_spare = 0;
 		t->n_pending = 0;
+		t->kept_pool = NULL;
 		t->incoming.valid = 0;
 		memset(&t->stats, 0, sizeof t->stats);
 		memset(&t->tracer.stats, 0, sizeof t->tracer.stats);
@@ -899,6 +1001,7 @@ void retrace_shutdown(void)
 		rt_pool_detach(p);
 	}
 	t->spare_pool = NULL;
+	t->kept_pool = NULL;
 	t->ctx.pool = NULL;
 	rt_client.next_attach_ns = 0;
 	pthread_mutex_unlock(&rt_client.attach_lock);

@@ -40,8 +40,9 @@ struct rt_trace_ctx {
 	retrace_trace_id id;
 	uint64_t span_id;
 	uint8_t *cur, *end;   /* fast-path window when detached */
-	uint8_t *data;        /* payload start of the current buffer */
+	uint8_t *data;        /* records start of the current segment */
 	uint32_t buffer_id;   /* RT_BUFFER_NONE / RT_BUFFER_DISCARD / id */
+	uint32_t seg_off;     /* the current segment header's offset in the buffer */
 	uint32_t next_seq;
 	uint32_t writer_pid;
 	uint32_t writer_stream; /* buffer header `tid`: this begin's stream id */
@@ -100,6 +101,10 @@ struct rt_thread {
 	uint32_t n_spare;
 	struct rt_complete_entry pending[RT_MAX_BATCH];
 	uint32_t n_pending;
+	/* The buffer this thread kept after its last segment (ABI 5): the next
+	 * trace's first segment starts at kept_off. kept_pool NULL: none. */
+	struct rt_pool *kept_pool;
+	uint32_t kept_id, kept_off;
 	uint8_t *discard;
 	size_t discard_size;
 	/* Callee agents the current writer stream already left a breadcrumb for
@@ -127,6 +132,9 @@ struct rt_client_state {
 	int warned;
 	unsigned fork_generation;
 	uint32_t next_stream;          /* writer-stream ids handed out, in blocks */
+	int one_per_buffer;            /* RETRACE_ONE_TRACE_PER_BUFFER=1: leave the buffer
+					  at every trace's end (the layout before ABI 5,
+					  kept to measure against) */
 };
 
 /*

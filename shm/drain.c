@@ -19,15 +19,27 @@
 int rt_complete_entry_check(const struct rt_pool *p, const struct rt_complete_entry *e)
 {
 	const struct rt_buffer_header *h;
+	uint32_t flags;
 	if (e->buffer_id >= p->geo.buffer_count)
 		return RT_CE_RANGE;
-	if (e->bytes > rt_pool_payload_size(p))
+	if (e->flags & RT_ENTRY_CLOSE) {
+		if (e->trace_lo != 0 || e->bytes != 0 || (e->flags & RT_ENTRY_KEPT) ||
+		    !rt_pool_segment_fits(p, e->offset, 0))
+			return RT_CE_HEADER;
+		h = rt_pool_segment(p, e->buffer_id, e->offset);
+		if (h->magic != RT_BUF_MAGIC || !(ck_pr_load_32(&h->flags) & RT_BUF_CLOSED))
+			return RT_CE_HEADER;
+		return RT_CE_CLOSE_MARK;
+	}
+	if (e->bytes > rt_pool_payload_size(p) || !rt_pool_segment_fits(p, e->offset, e->bytes))
 		return RT_CE_BYTES;
 	if (e->trace_lo == 0)
 		return RT_CE_ZERO_TRACE;
-	h = rt_pool_buffer(p, e->buffer_id);
-	if (h->magic != RT_BUF_MAGIC || h->trace_lo != e->trace_lo ||
-	    !(ck_pr_load_32(&h->flags) & RT_BUF_SEALED) || h->bytes != e->bytes)
+	h = rt_pool_segment(p, e->buffer_id, e->offset);
+	flags = ck_pr_load_32(&h->flags);
+	ck_pr_fence_load();
+	if (h->magic != RT_BUF_MAGIC || h->trace_lo != e->trace_lo || !(flags & RT_BUF_SEALED) ||
+	    (flags & RT_BUF_CLOSED) || h->bytes != e->bytes)
 		return RT_CE_HEADER;
 	return RT_CE_OK;
 }
@@ -41,16 +53,25 @@ static unsigned int drain_complete(struct rt_pool *p, const struct rt_drain_call
 
 	n = rt_pool_pop_complete(p, in, DRAIN_BATCH);
 	for (i = 0; i < n; i++) {
-		if (rt_complete_entry_check(p, &in[i]) != RT_CE_OK) {
+		const struct rt_buffer_header *h;
+		int rc = rt_complete_entry_check(p, &in[i]);
+		if (rc == RT_CE_CLOSE_MARK) { /* the writer left its kept buffer */
+			st->closes++;
+			back[nb++].buffer_id = in[i].buffer_id;
+			continue;
+		}
+		if (rc != RT_CE_OK) {
 			st->bad_complete++;
 			continue;
 		}
 		st->buffers++;
 		st->bytes += in[i].bytes;
+		h = rt_pool_segment(p, in[i].buffer_id, in[i].offset);
 		if (cb && cb->buffer)
-			cb->buffer(cb->arg, &in[i], rt_pool_buffer(p, in[i].buffer_id),
-				   rt_pool_buffer_data(p, in[i].buffer_id));
-		back[nb++].buffer_id = in[i].buffer_id;
+			cb->buffer(cb->arg, &in[i], h, (const uint8_t *)h + RT_BUF_HEADER_SIZE);
+		/* A kept buffer still has a writer: it comes back with its last segment. */
+		if (!(in[i].flags & RT_ENTRY_KEPT))
+			back[nb++].buffer_id = in[i].buffer_id;
 	}
 	if (nb && !(cb && cb->keep_buffers) && !rt_pool_push_available(p, back, nb))
 		st->recycle_fail += nb;

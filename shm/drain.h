@@ -2,9 +2,11 @@
  * shm/drain.h — the reference drainer: a minimal stand-in for the agent.
  *
  * Owns: one polling pass over a pool's complete, breadcrumb and trigger queues.
- * Each complete entry is validated (buffer id in range, byte count within the
- * payload, buffer header magic and trace id agreeing), handed to a callback, and
- * its buffer pushed back onto the available queue. Malformed entries are counted
+ * Each complete entry is validated (buffer id in range, segment offset and byte
+ * count within the buffer, segment header magic and trace id agreeing), handed
+ * to a callback with its segment header and records, and its buffer pushed
+ * back onto the available queue once the writer left it (an entry without
+ * RT_ENTRY_KEPT, or a close mark). Malformed entries are counted
  * and skipped; their buffer is not recycled (leaking one buffer is safer than
  * handing a buffer a writer may still hold to a second writer). Trigger groups
  * are delivered whole. It exists so the client can be tested and benchmarked
@@ -17,7 +19,8 @@
 #include "retrace/retrace.h"
 
 struct rt_drain_stats {
-	uint64_t buffers;        /* complete entries accepted */
+	uint64_t buffers;        /* complete entries accepted (segments, ABI 5) */
+	uint64_t closes;         /* close marks: a writer left a kept buffer */
 	uint64_t bytes;          /* payload bytes in them */
 	uint64_t breadcrumbs;
 	uint64_t trigger_groups;
@@ -47,7 +50,8 @@ enum rt_complete_check {
 	RT_CE_RANGE,      /* buffer id out of range */
 	RT_CE_BYTES,      /* byte count larger than a payload */
 	RT_CE_ZERO_TRACE, /* trace id 0 */
-	RT_CE_HEADER,     /* buffer header disagrees (magic, trace, not sealed, bytes) */
+	RT_CE_HEADER,     /* segment header disagrees (magic, trace, not sealed, bytes) */
+	RT_CE_CLOSE_MARK, /* valid, and not a segment: a close mark (RT_ENTRY_CLOSE) */
 };
 
 /* Validate an untrusted complete entry against the pool and the buffer header. */

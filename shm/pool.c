@@ -73,14 +73,25 @@ void rt_pool_create_defaults(struct rt_pool_create_opts *o)
 	o->fill_available = 1;
 }
 
-/* Ring capacities: available and complete must each hold every buffer id. */
+/*
+ * Ring capacities: available must hold every buffer id. Complete holds one
+ * entry per segment (ABI 5): several per buffer when traces share buffers, so
+ * it gets 16 per buffer (at least 4096, at most 2^22), far more than the
+ * agent lets pile up between two passes; a full queue is counted
+ * (complete_drops).
+ */
 static void ring_geometry(const struct rt_pool_create_opts *o,
 			  struct rt_ring_desc d[RT_Q_COUNT])
 {
 	uint32_t all = round_pow2(o->buffer_count + 1);
+	uint64_t segs = (uint64_t)o->buffer_count * 16;
+	if (segs < 4096)
+		segs = 4096;
+	if (segs > (1u << 22))
+		segs = 1u << 22;
 	d[RT_Q_AVAILABLE].capacity = all;
 	d[RT_Q_AVAILABLE].entry_size = sizeof(struct rt_available_entry);
-	d[RT_Q_COMPLETE].capacity = all;
+	d[RT_Q_COMPLETE].capacity = all > segs ? all : round_pow2((uint32_t)segs);
 	d[RT_Q_COMPLETE].entry_size = sizeof(struct rt_complete_entry);
 	d[RT_Q_BREADCRUMB].capacity = round_pow2(o->breadcrumb_slots);
 	d[RT_Q_BREADCRUMB].entry_size = sizeof(struct rt_breadcrumb_entry);

@@ -38,9 +38,12 @@
 #include "ring.h"
 
 #define RT_POOL_MAGIC 0x4C4F4F5045525452ull /* "RTREPOOL" little-endian */
-#define RT_ABI_VERSION 4u /* 2: STASHED/PINNED flags, pin_trigger;
+#define RT_ABI_VERSION 5u /* 2: STASHED/PINNED flags, pin_trigger;
 			   * 3: buffer header `tid` is a writer-stream id;
-			   * 4: flags bits 24..29 carry the writer's sample shift */
+			   * 4: flags bits 24..29 carry the writer's sample shift;
+			   * 5: a buffer is a chain of segments (several traces
+			   *    share a writer's buffer), complete entries name
+			   *    the segment's offset and carry flags */
 #define RT_BUF_MAGIC 0x46554252u            /* "RBUF" */
 
 #define RT_POOL_DEFAULT_NAME "/retrace"
@@ -75,10 +78,24 @@ struct rt_available_entry {
 	uint32_t buffer_id;
 };
 
+/*
+ * One sealed segment (ABI 5): the records of one writer stream's run in one
+ * buffer, `bytes` payload bytes after the segment header at `offset` (0 for the
+ * buffer's first segment, whose header is the buffer header). flags:
+ *   RT_ENTRY_KEPT   the writer kept the buffer: more segments may follow it;
+ *                   without it the writer left the buffer for good here;
+ *   RT_ENTRY_CLOSE  no segment: the writer left a kept buffer for good (trace_lo
+ *                   and bytes 0, offset = where its close mark header is).
+ */
+#define RT_ENTRY_KEPT 0x1u
+#define RT_ENTRY_CLOSE 0x2u
+
 struct rt_complete_entry {
 	uint64_t trace_lo;
 	uint32_t buffer_id;
-	uint32_t bytes; /* payload bytes used after the buffer header */
+	uint32_t bytes;  /* payload bytes used after the segment header */
+	uint32_t offset; /* the segment header's offset in the buffer, 8-aligned */
+	uint32_t flags;  /* RT_ENTRY_* */
 };
 
 struct rt_breadcrumb_entry {
@@ -117,6 +134,10 @@ RT_RING_TYPED(trigger, rt_trigger_entry)
 #define RT_BUF_PINNED 0x10u /* set by the agent on a sealed buffer of a triggered
 			     * trace (pin_trigger says which trigger), so that a
 			     * restarted agent keeps the pin */
+#define RT_BUF_KEPT 0x20u   /* (ABI 5) stored with SEALED: the writer kept the
+			     * buffer after this segment, more may follow */
+#define RT_BUF_CLOSED 0x40u /* (ABI 5) a close mark, not a segment: the writer
+			     * left the buffer for good here (no data follows) */
 
 /*
  * Bits 24..29 of flags (ABI 4): the writer's sample shift k, 0..63 — the buffer's
@@ -159,6 +180,22 @@ struct rt_buffer_header {
 };
 
 #define RT_BUF_HEADER_SIZE ((uint32_t)sizeof(struct rt_buffer_header))
+
+/*
+ * Segments (ABI 5). A buffer is a chain of segments, each a header of the same
+ * struct (RT_BUF_MAGIC, trace id, pid, stream `tid`, `seq`, `bytes`, flags with
+ * SEALED/LAST/KEPT and the rate bits, first_tick) followed by `bytes` of
+ * records. The first segment's header is the buffer header at offset 0; the
+ * next one starts at rt_seg_next(): the end of the records rounded up to 8.
+ * The chain ends at the first header that is not a sealed segment (the
+ * writer's open segment, a close mark, a zeroed magic) or at the buffer's end.
+ */
+#define RT_SEG_ALIGN 8u
+static inline uint32_t rt_seg_next(uint32_t offset, uint32_t bytes)
+{
+	uint64_t end = (uint64_t)offset + RT_BUF_HEADER_SIZE + bytes;
+	return (uint32_t)((end + RT_SEG_ALIGN - 1) & ~(uint64_t)(RT_SEG_ALIGN - 1));
+}
 
 /* ---- client registry ---- */
 
@@ -349,6 +386,23 @@ static inline uint8_t *rt_pool_buffer_data(const struct rt_pool *p, uint32_t id)
 static inline uint32_t rt_pool_payload_size(const struct rt_pool *p)
 {
 	return p->geo.buffer_size - RT_BUF_HEADER_SIZE;
+}
+
+/* A segment header at `offset` of buffer `id` (offset <= buffer size - header). */
+static inline struct rt_buffer_header *rt_pool_segment(const struct rt_pool *p, uint32_t id,
+						       uint32_t offset)
+{
+	return (struct rt_buffer_header *)((uint8_t *)rt_pool_buffer(p, id) + offset);
+}
+
+/*
+ * Is `offset` a place a segment header can be in this pool's buffers, with
+ * `bytes` of records after it? (8-aligned, header and records inside the buffer.)
+ */
+static inline int rt_pool_segment_fits(const struct rt_pool *p, uint32_t offset, uint32_t bytes)
+{
+	return (offset % RT_SEG_ALIGN) == 0 &&
+	       (uint64_t)offset + RT_BUF_HEADER_SIZE + bytes <= p->geo.buffer_size;
 }
 
 /* Typed queue accessors. */

@@ -154,7 +154,7 @@ static double capacity_cycles_per_buffer(int use_agent, uint64_t buffers)
 	memset(&ds, 0, sizeof ds);
 	while (made < buffers) {
 		struct rt_available_entry ids[8];
-		struct rt_complete_entry done[8];
+		struct rt_complete_entry done[8] = {{0}}; /* offset 0, flags 0: one segment per buffer */
 		unsigned int round, n, i;
 		for (round = 0; round < 32; round++) {
 			n = rt_available_pop_batch(p->ring[RT_Q_AVAILABLE],

@@ -16,7 +16,7 @@
 #        bench e2e-overload trigger=… pct=… captured_pct=… false_coherent=…
 #   3. event horizon: the edge trigger fired 0..4 s after the request completed,
 #      pools of 10 and 100 MiB
-#        bench e2e-horizon pool_mib=… delay_s=… captured_pct=…
+#        bench e2e-horizon pool_mib=… delay_s=… captured_pct=… utilisation=…
 #   4. estimation (Ertl): the two hosts record 1/2 and 1/8 of the traces
 #      (consistent, by trace id); every request is triggered; `retrace
 #      estimate` against the number of requests each service served (truth)
@@ -468,12 +468,14 @@ for pool_mib in $HZ_POOLS; do
 		run_services "$d" "$TWO" "${PMAP[@]}" --trigger-delay-ms "$ms" || { FAIL=1; continue; }
 		run_load "$d" "$TWO" "$HZ_RATE" "$HZ_DUR" --edge-pct $EDGE_PCT
 		sleep "$(awk -v s="$delay" 'BEGIN { printf "%.2f", s + 0.3 }')"
-		hzus=$(jfig "$(astat "${POOLS[1]}")" traces event_horizon_p50_us)
+		st=$(astat "${POOLS[1]}")
+		hzus=$(jfig "$st" traces event_horizon_p50_us)
+		util=$(jfig "$st" buffers utilisation)
 		stop_services
 		wait_quiet $QUIET_MAX
 		check_truth "$d/truth"
 		hzms=$(awk -v u="${hzus:-0}" 'BEGIN { printf "%.0f", u / 1000 }')
-		say "bench e2e-horizon pool_mib=$pool_mib delay_s=$delay captured_pct=$CAP_PCT false_coherent=$FALSE_COH edge=$TRIGGERED captured=$CAPTURED event_horizon_ms=$hzms load=$HZ_RATE"
+		say "bench e2e-horizon pool_mib=$pool_mib delay_s=$delay captured_pct=$CAP_PCT false_coherent=$FALSE_COH edge=$TRIGGERED captured=$CAPTURED event_horizon_ms=$hzms utilisation=${util:-0} load=$HZ_RATE"
 		echo "$pool_mib $delay $CAP_PCT $hzms" >> "$HZ_DAT"
 	done
 	stop_daemons

@@ -473,7 +473,8 @@ static inline int retrace_sampled(retrace_trace_id id, uint32_t shift)
 /* ------------------------------------------------------------ counters ---- */
 
 struct retrace_thread_stats {
-	uint64_t buffers_used;      /* real buffers filled by this thread */
+	uint64_t buffers_used;      /* real buffers filled by this thread: segments since
+	                               ABI 5 (a trace's run in one buffer) */
 	uint64_t discard_buffers;   /* times this thread fell back to the discard buffer */
 	uint64_t discarded_bytes;   /* bytes written into the discard buffer */
 	uint64_t records;           /* records written through the slow path split */

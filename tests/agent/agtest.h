@@ -373,11 +373,11 @@ static inline void ag_drain(struct rt_agent *a)
 	rt_agent_poll(a);
 }
 
-/* Buffers neither free nor indexed (held by clients, or leaked). */
+/* Buffers neither free nor held by indexed segments (held by clients, or leaked). */
 static inline int64_t ag_unaccounted(const struct rt_agent *a)
 {
 	return (int64_t)a->pool.hdr->buffer_count - (int64_t)rt_agent_free_buffers(a) -
-	       (int64_t)a->ix.st.buffers;
+	       (int64_t)rt_agent_buffers_held(a);
 }
 
 /*

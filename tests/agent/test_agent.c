@@ -1560,7 +1560,7 @@ END_TEST
 /* Fake writer: trace lo of nbuf full buffers, entries pushed as one batch. */
 static void fake_trace(struct rt_pool *p, uint64_t lo, uint32_t nbuf)
 {
-	struct rt_complete_entry e[16];
+	struct rt_complete_entry e[16] = {{0}};
 	uint32_t k;
 	ck_assert_uint_le(nbuf, 16);
 	for (k = 0; k < nbuf; k++) {
@@ -1686,6 +1686,11 @@ int main(void)
 {
 	Suite *s = suite_create("agent_core");
 	TCase *tc = tcase_create("core");
+	/* This suite checks the books buffer by buffer (buffers per trace, stash
+	 * counts, which header holds what), which is the one-trace-per-buffer
+	 * layout: its client children keep it (the variable is inherited).
+	 * tests/agent/test_segments.c covers traces sharing a buffer. */
+	setenv("RETRACE_ONE_TRACE_PER_BUFFER", "1", 1);
 	rt_log_level = RT_LOG_WARN;
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_coherent_eviction);

@@ -159,7 +159,7 @@ static void h_trace_indexed(struct hkid *k, struct rt_agent *a)
 	int ok;
 	ck_assert_msg(r.discards == 0, "client %u: %u of %u buffers went to the discard buffer",
 		      k->tag, r.discards, r.nbuf);
-	ck_assert_uint_eq(r.nbuf, 2);
+	ck_assert_uint_ge(r.nbuf, 2); /* 2 buffers of records; a kept buffer may add a segment */
 	H_UNTIL(ok, a, 20, (t = rt_index_find(&a->ix, r.lo)) != RT_INDEX_NONE &&
 				   a->ix.traces[t].nbuffers == r.nbuf);
 	ck_assert_msg(ok, "trace %llx of client %u: %u of %u buffers indexed",

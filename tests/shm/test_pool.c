@@ -21,6 +21,7 @@
 #include "common/smallfs.h"
 #include "common/testpool.h"
 #include "retrace/retrace.h"
+#include "shm/drain.h"
 
 static int attach_named(const char *name, uint32_t bs, uint32_t bc, char *err, size_t n)
 {
@@ -351,6 +352,62 @@ START_TEST(test_attach_checks_size_and_rings)
 }
 END_TEST
 
+/* Stamp a sealed segment header at (id, off) naming trace lo with `bytes`. */
+static void stamp_segment(struct rt_pool *p, uint32_t id, uint32_t off, uint64_t lo,
+			  uint32_t bytes, uint32_t flags)
+{
+	struct rt_buffer_header *h = rt_pool_segment(p, id, off);
+	memset(h, 0, sizeof *h);
+	h->magic = RT_BUF_MAGIC;
+	h->trace_lo = lo;
+	h->bytes = bytes;
+	h->flags = flags;
+}
+
+/*
+ * ABI 5 complete entries name a segment by buffer and offset: the check takes
+ * a segment header anywhere 8-aligned with its records inside the buffer, and
+ * refuses offsets that are unaligned or run past it, headers that disagree,
+ * and close marks without their header.
+ */
+START_TEST(test_segment_entry_check)
+{
+	struct rt_pool pool;
+	char name[64];
+	struct rt_complete_entry e;
+	const uint32_t size = 4096, second = rt_seg_next(0, 100);
+	test_pool_name(name, sizeof name, "segcheck");
+	test_pool_create(&pool, name, size, 4);
+	ck_assert_uint_eq(second, 168); /* 64 + 100, rounded up to 8 */
+	stamp_segment(&pool, 1, 0, 7, 100, RT_BUF_INUSE | RT_BUF_SEALED | RT_BUF_KEPT);
+	stamp_segment(&pool, 1, second, 8, 200, RT_BUF_INUSE | RT_BUF_SEALED);
+	e = (struct rt_complete_entry){ .trace_lo = 8, .buffer_id = 1, .bytes = 200,
+					.offset = second };
+	ck_assert_int_eq(rt_complete_entry_check(&pool, &e), RT_CE_OK);
+	e.offset = second + 4; /* unaligned */
+	ck_assert_int_eq(rt_complete_entry_check(&pool, &e), RT_CE_BYTES);
+	e.offset = size - 64; /* the records would run past the buffer */
+	ck_assert_int_eq(rt_complete_entry_check(&pool, &e), RT_CE_BYTES);
+	e.offset = 0; /* another segment's header */
+	ck_assert_int_eq(rt_complete_entry_check(&pool, &e), RT_CE_HEADER);
+	e = (struct rt_complete_entry){ .trace_lo = 7, .buffer_id = 1, .bytes = 100, .offset = 0,
+					.flags = RT_ENTRY_KEPT };
+	ck_assert_int_eq(rt_complete_entry_check(&pool, &e), RT_CE_OK);
+	/* a close mark needs its header, and names no trace nor bytes */
+	e = (struct rt_complete_entry){ .buffer_id = 1, .offset = 512, .flags = RT_ENTRY_CLOSE };
+	ck_assert_int_eq(rt_complete_entry_check(&pool, &e), RT_CE_HEADER);
+	stamp_segment(&pool, 1, 512, 0, 0, RT_BUF_CLOSED);
+	ck_assert_int_eq(rt_complete_entry_check(&pool, &e), RT_CE_CLOSE_MARK);
+	e.trace_lo = 9;
+	ck_assert_int_eq(rt_complete_entry_check(&pool, &e), RT_CE_HEADER);
+	/* an unsealed header is no segment yet */
+	stamp_segment(&pool, 2, 0, 5, 10, RT_BUF_INUSE);
+	e = (struct rt_complete_entry){ .trace_lo = 5, .buffer_id = 2, .bytes = 10 };
+	ck_assert_int_eq(rt_complete_entry_check(&pool, &e), RT_CE_HEADER);
+	test_pool_destroy(&pool);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("shm_pool");
@@ -365,6 +422,7 @@ int main(void)
 	tcase_add_test(tc, test_pool_larger_than_shm);
 	tcase_add_test(tc, test_attach_needs_reserved_memory);
 	tcase_add_test(tc, test_attach_checks_size_and_rings);
+	tcase_add_test(tc, test_segment_entry_check);
 	suite_add_tcase(s, tc);
 	return test_run_suite(s);
 }
