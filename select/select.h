@@ -268,8 +268,9 @@ rt_sel_dataset *rt_sel_dataset_read_nezha(const char *dir, char *err, size_t err
 rt_sel_dataset *rt_sel_dataset_read_otlp_json(const char *dir, char *err, size_t errlen);
 void rt_sel_dataset_free(rt_sel_dataset *ds);
 
-/* What a reader read and what it had to skip. The Nezha CSV reader skips (and counts)
- * rows it cannot use: a wrong number of fields, bad ids or times, a Duration that does
+/* What a reader read and what it had to skip. The Nezha CSV reader counts a file that
+ * is empty or whose first line is not the expected header (a file cut inside its
+ * header) as a bad file, and skips (and counts) rows it cannot use: a wrong number of fields, bad ids or times, a Duration that does
  * not match the times (a row cut inside it), an unterminated or malformed quoted field,
  * a Log column that is not one JSON object with a "log"/"message"/"msg" string. An
  * evaluation should refuse a dataset with skipped rows unless told to accept it. The
@@ -277,6 +278,8 @@ void rt_sel_dataset_free(rt_sel_dataset *ds);
 typedef struct rt_sel_read_stats {
     size_t span_rows, span_rows_skipped;
     size_t log_rows, log_rows_skipped;
+    size_t files, bad_files; /* CSV files read; of which empty or with a header that is
+                                not the expected column list (cut inside it?) */
     char first_problem[256]; /* "FILE: line N: what" of the first skipped row */
 } rt_sel_read_stats;
 void rt_sel_dataset_read_stats(const rt_sel_dataset *ds, rt_sel_read_stats *out);

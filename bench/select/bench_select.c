@@ -100,10 +100,10 @@ int main(int argc, char **argv)
     rt_sel_read_stats st;
     rt_sel_dataset_read_stats(ds, &st);
     printf("bench select dataset traces=%zu spans=%zu logs=%zu skipped_trace_rows=%zu/%zu "
-           "skipped_log_rows=%zu/%zu\n", rt_sel_dataset_count(ds), rt_sel_dataset_spans(ds),
-           rt_sel_dataset_logs(ds), st.span_rows_skipped, st.span_rows, st.log_rows_skipped,
-           st.log_rows);
-    if (st.span_rows_skipped || st.log_rows_skipped)
+           "skipped_log_rows=%zu/%zu bad_files=%zu/%zu\n", rt_sel_dataset_count(ds),
+           rt_sel_dataset_spans(ds), rt_sel_dataset_logs(ds), st.span_rows_skipped, st.span_rows,
+           st.log_rows_skipped, st.log_rows, st.bad_files, st.files);
+    if (st.span_rows_skipped || st.log_rows_skipped || st.bad_files)
         fprintf(stderr, "bench_select: warning: rows skipped (first: %s)\n", st.first_problem);
     const double rates[] = {0.001, 0.01, 0.05, 0.10};
     int rc = 0;

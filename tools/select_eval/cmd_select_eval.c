@@ -248,12 +248,12 @@ int cli_cmd_select_eval(int argc, char **argv)
     }
     rt_sel_read_stats st;
     rt_sel_dataset_read_stats(ds, &st);
-    if (st.span_rows_skipped || st.log_rows_skipped) {
+    if (st.span_rows_skipped || st.log_rows_skipped || st.bad_files) {
         fprintf(stderr,
-                "retrace select-eval: %s: skipped %zu of %zu trace rows and %zu of %zu log rows "
-                "(first: %s)\n",
+                "retrace select-eval: %s: skipped %zu of %zu trace rows and %zu of %zu log rows, "
+                "%zu of %zu files empty or without their header (first: %s)\n",
                 a.allow_partial ? "warning" : "error", st.span_rows_skipped, st.span_rows,
-                st.log_rows_skipped, st.log_rows, st.first_problem);
+                st.log_rows_skipped, st.log_rows, st.bad_files, st.files, st.first_problem);
         if (!a.allow_partial) {
             fputs("retrace select-eval: refusing to evaluate a partial dataset "
                   "(--allow-partial to accept it)\n", stderr);
