@@ -288,9 +288,24 @@ rt_sel_trace *rt_sel_dataset_trace(rt_sel_dataset *ds, size_t i);
 size_t rt_sel_dataset_spans(const rt_sel_dataset *ds);
 size_t rt_sel_dataset_logs(const rt_sel_dataset *ds);
 
+/* ------------------------------------------------------------------ baseline: the original */
+
+/* The original Gleaner algorithm, reimplemented from the paper's description as an
+ * evaluation baseline (docs/selection.md "The original algorithm"); not used online.
+ * One batch, no memory across batches: the paper's event-pair sets (per-minute p90
+ * latency tiers over the batch), score A = 5·failed spans + WARN + 2·ERROR logs + Σ
+ * latency tiers, groups by root span name, rt_sel_quota across groups (groups with an
+ * error trace alarmed when alarm_on_errors), fast greedy DPP per group with the raw
+ * score as quality, the rest of a group's quota filled uniformly at random (rng).
+ * Logs must carry template ids. kept[i] is set for the chosen traces; exactly
+ * min(budget, n) are chosen. Returns 0, or -1 when out of memory. */
+#define RT_SEL_ORIGINAL_BATCH 4000 /* traces per batch in the paper's prototype */
+int rt_sel_original_select_batch(rt_sel_trace *traces, size_t n, size_t budget,
+                                 bool alarm_on_errors, uint64_t *rng, bool *kept);
+
 /* ------------------------------------------------------------------ evaluation */
 
-enum rt_sel_sampler { RT_SEL_SAMPLER_GLEANER = 0, RT_SEL_SAMPLER_RANDOM };
+enum rt_sel_sampler { RT_SEL_SAMPLER_GLEANER = 0, RT_SEL_SAMPLER_RANDOM, RT_SEL_SAMPLER_ORIGINAL };
 
 typedef struct rt_sel_eval_options {
     double rate;           /* fraction of traces to keep */
@@ -300,6 +315,7 @@ typedef struct rt_sel_eval_options {
                               alarmed (stands in for an exception trigger) */
     bool progress;         /* progress line on stderr */
     const rt_sel_config *config; /* NULL = defaults */
+    size_t original_batch; /* traces per batch of the original algorithm: 0 = 4000 */
 } rt_sel_eval_options;
 
 typedef struct rt_sel_metrics {
@@ -336,15 +352,18 @@ typedef struct rt_sel_paper_metrics {
 } rt_sel_paper_metrics;
 
 typedef struct rt_sel_eval_report {
-    rt_sel_metrics gleaner;
+    rt_sel_metrics gleaner;  /* retrace's selector */
     rt_sel_metrics random;
-    size_t windows;
-    rt_sel_paper_metrics paper_gleaner; /* the same two samplers, paper definitions */
+    rt_sel_metrics original; /* the original algorithm (rt_sel_original_select_batch) */
+    size_t windows, batches;
+    rt_sel_paper_metrics paper_gleaner; /* the same three samplers, paper definitions */
     rt_sel_paper_metrics paper_random;
+    rt_sel_paper_metrics paper_original;
 } rt_sel_eval_report;
 
-/* Replay the dataset in time order, through the Gleaner selector and a random
- * sampler at the same per-window budgets, and compute both metric sets. */
+/* Replay the dataset in time order, through the selector and a random sampler at the
+ * same per-window budgets, then through the original algorithm in batches at the same
+ * rate, and compute both metric sets for all three with the same code. */
 int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt,
                     rt_sel_eval_report *rep, char *err, size_t errlen);
 

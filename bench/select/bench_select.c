@@ -2,9 +2,9 @@
  *
  * Loads the dataset once (a directory given as argv[1] or $RETRACE_SELECT_DATASET, else
  * the tarball unpacked into a temporary directory), then for each rate replays it
- * through the Gleaner selector and through random sampling at the same per-window
- * budgets, in the same run, and prints one `bench select …` line per sampler plus a
- * ratio line (gleaner / random).
+ * through the Gleaner selector, the reimplemented original algorithm (batches of 4000)
+ * and random sampling at the same budget, in the same run, and prints one
+ * `bench select …` line per sampler plus ratio lines (gleaner / random, / original).
  */
 #include "select.h"
 
@@ -117,10 +117,18 @@ int main(int argc, char **argv)
             break;
         }
         print_line(rates[i], "gleaner", &rep.gleaner);
+        print_line(rates[i], "original", &rep.original);
         print_line(rates[i], "random", &rep.random);
         print_ratio(rates[i], &rep.gleaner, &rep.random);
         print_paper(rates[i], "gleaner", &rep.paper_gleaner, &rep.gleaner);
+        print_paper(rates[i], "original", &rep.paper_original, &rep.original);
         print_paper(rates[i], "random", &rep.paper_random, &rep.random);
+        printf("bench select rate=%g metrics=paper ratio=gleaner/original p_pattern_cov=%.2f "
+               "p_entropy=%.2f error_traces=%.2f api_cov=%.2f\n",
+               rates[i], ratio(rep.paper_gleaner.pattern_coverage, rep.paper_original.pattern_coverage),
+               ratio(rep.paper_gleaner.entropy, rep.paper_original.entropy),
+               ratio(rep.paper_gleaner.errors, rep.paper_original.errors),
+               ratio(rep.paper_gleaner.api_coverage, rep.paper_original.api_coverage));
         printf("bench select rate=%g metrics=paper ratio=gleaner/random p_pattern_cov=%.2f "
                "p_entropy=%.2f rare=%.2f error_traces=%.2f\n",
                rates[i], ratio(rep.paper_gleaner.pattern_coverage, rep.paper_random.pattern_coverage),

@@ -359,7 +359,22 @@ START_TEST(rate_holds_with_long_windows)
                       windows[w], rep.gleaner.kept, limit);
         ck_assert_msg((double)rep.random.kept <= limit, "window %g: random kept %zu > %g",
                       windows[w], rep.random.kept, limit);
+        /* the original algorithm, in batches of 4000 (one here), at the same rate */
+        ck_assert_uint_eq(rep.batches, 1);
+        ck_assert_uint_eq(rep.original.kept, 84);
         ck_assert_uint_ge(rep.gleaner.kept, 83);
+    }
+    /* keeping everything, every sampler covers every paper pattern and API */
+    rt_sel_eval_options all = {.rate = 1.0, .window_s = 60, .seed = 7, .original_batch = 100};
+    rt_sel_eval_report rep;
+    char err[256];
+    ck_assert_int_eq(rt_sel_eval_run(ds, &all, &rep, err, sizeof err), 0);
+    ck_assert_uint_eq(rep.batches, 9);
+    const rt_sel_paper_metrics *pm[] = {&rep.paper_gleaner, &rep.paper_original, &rep.paper_random};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_double_eq(pm[i]->pattern_coverage, 1.0);
+        ck_assert_double_eq(pm[i]->api_coverage, 1.0);
+        ck_assert_uint_eq(pm[i]->patterns_kept, pm[i]->patterns_all);
     }
     rt_sel_dataset_free(ds);
     remove_dir(dir);
