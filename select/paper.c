@@ -5,29 +5,15 @@
  * the p90 of its (service, operation) in the same minute of trace time (three tiers).
  * Pairs are consecutive events of a span plus (parent operation, child operation) for
  * every edge; a trace is the sorted set of its distinct pair hashes. The per-minute
- * p90s come from a sorted table built over a set of traces (the whole dataset for the
- * metrics, one batch for the original algorithm): every span contributes one
- * (key, duration) entry, the entries are sorted, and each run of a key gives the
- * nearest-rank p90 (the ⌈0.9·k⌉-th smallest of k).
+ * p90s come from a hash table built over a set of traces (the whole dataset for the
+ * metrics, one batch for the original algorithm, one window for the selector): the
+ * nearest-rank p90 (the ⌈0.9·k⌉-th smallest of k) of each (operation, minute).
  */
 #include "internal.h"
 #include "paper_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
-
-typedef struct op_minute {
-    uint64_t key; /* op key combined with the minute of the span's start */
-    uint64_t dur_ns;
-} op_minute;
-
-static int by_key_dur(const void *x, const void *y)
-{
-    const op_minute *a = x, *b = y;
-    if (a->key != b->key)
-        return a->key < b->key ? -1 : 1;
-    return (a->dur_ns > b->dur_ns) - (a->dur_ns < b->dur_ns);
-}
 
 static int cmp_u64(const void *x, const void *y)
 {
@@ -42,39 +28,103 @@ static uint64_t span_dur(const rt_sel_span *s)
 
 static uint64_t minute_key(const rt_sel_span *s)
 {
-    return rt_sel_combine(rt_sel_span_key(s), s->start_ns / 60000000000ull);
+    return rt_sel_combine(rt_sel_span_key(s), s->start_ns / 60000000000ull) | 1u; /* never 0 */
 }
 
+/* Slot of key in the open-addressing table (its own or the empty one it would take). */
+static size_t slot_of(const uint64_t *keys, size_t mask, uint64_t key)
+{
+    size_t i = rt_sel_mix64(key) & mask;
+    while (keys[i] && keys[i] != key)
+        i = (i + 1) & mask;
+    return i;
+}
+
+/* k-th smallest (0-based) of v[0..n), reordering v (quickselect, middle pivot). */
+static uint64_t kth_smallest(uint64_t *v, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        uint64_t pivot = v[lo + (hi - lo) / 2];
+        size_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i <= j) {
+                uint64_t t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+                i++;
+                if (j == 0)
+                    break;
+                j--;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return v[k];
+    }
+    return v[k];
+}
+
+/* Spans are bucketed by (operation, minute) in a hash table — counts, then offsets,
+ * then durations scattered into one array — and each bucket's nearest-rank p90 is
+ * a quickselect: linear in the spans, no sort. */
 int rt_sel_paper_p90_build(const rt_sel_trace *traces, size_t n, rt_sel_paper_p90 *out)
 {
-    size_t spans = 0, k = 0, m = 0;
+    size_t spans = 0;
     for (size_t i = 0; i < n; i++)
         spans += traces[i].n_spans;
-    op_minute *v = malloc((spans ? spans : 1) * sizeof *v);
-    out->keys = malloc((spans ? spans : 1) * sizeof *out->keys);
-    out->p90 = malloc((spans ? spans : 1) * sizeof *out->p90);
-    out->n = 0;
-    if (!v || !out->keys || !out->p90) {
-        free(v);
+    size_t cap = 16;
+    while (cap < 2 * spans)
+        cap <<= 1;
+    *out = (rt_sel_paper_p90){.keys = calloc(cap, sizeof *out->keys),
+                              .p90 = calloc(cap, sizeof *out->p90), .n = cap};
+    uint64_t *dur = malloc((spans ? spans : 1) * sizeof *dur);
+    uint32_t *slot = malloc((spans ? spans : 1) * sizeof *slot);
+    if (!out->keys || !out->p90 || !dur || !slot) {
+        free(dur);
+        free(slot);
         rt_sel_paper_p90_free(out);
         return -1;
     }
+    size_t mask = cap - 1, k = 0;
+    /* p90[] first counts the members of a slot, then is its write offset */
     for (size_t i = 0; i < n; i++)
-        for (uint32_t j = 0; j < traces[i].n_spans; j++)
-            v[k++] = (op_minute){minute_key(&traces[i].spans[j]), span_dur(&traces[i].spans[j])};
-    if (k)
-        qsort(v, k, sizeof *v, by_key_dur);
-    for (size_t i = 0; i < k;) {
-        size_t j = i;
-        while (j < k && v[j].key == v[i].key)
-            j++;
-        size_t c = j - i, rank = (size_t)ceil(0.9 * (double)c);
-        out->keys[m] = v[i].key;
-        out->p90[m++] = v[i + (rank ? rank - 1 : 0)].dur_ns;
-        i = j;
+        for (uint32_t j = 0; j < traces[i].n_spans; j++) {
+            uint64_t key = minute_key(&traces[i].spans[j]);
+            size_t at = slot_of(out->keys, mask, key);
+            out->keys[at] = key;
+            out->p90[at]++;
+            slot[k++] = (uint32_t)at;
+        }
+    size_t off = 0;
+    for (size_t i = 0; i < cap; i++) {
+        size_t c = out->p90[i];
+        out->p90[i] = off;
+        off += c;
     }
-    out->n = m;
-    free(v);
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < traces[i].n_spans; j++, k++)
+            dur[out->p90[slot[k]]++] = span_dur(&traces[i].spans[j]);
+    /* now p90[i] is the end of slot i's run; walk slots in order to find starts */
+    off = 0;
+    for (size_t i = 0; i < cap; i++) {
+        if (!out->keys[i])
+            continue;
+        size_t end = out->p90[i], c = end - off;
+        size_t rank = (size_t)ceil(0.9 * (double)c);
+        out->p90[i] = kth_smallest(dur + off, c, rank ? rank - 1 : 0);
+        off = end;
+    }
+    free(dur);
+    free(slot);
     return 0;
 }
 
@@ -87,16 +137,10 @@ void rt_sel_paper_p90_free(rt_sel_paper_p90 *t)
 
 int rt_sel_paper_tier(const rt_sel_paper_p90 *t, const rt_sel_span *s)
 {
-    uint64_t key = minute_key(s);
-    size_t lo = 0, hi = t->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (t->keys[mid] < key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    uint64_t q = lo < t->n && t->keys[lo] == key ? t->p90[lo] : 0;
+    if (!t->n)
+        return 0;
+    size_t at = slot_of(t->keys, t->n - 1, minute_key(s));
+    uint64_t q = t->keys[at] ? t->p90[at] : 0;
     double d = (double)span_dur(s), p = (double)q;
     return q == 0 ? 0 : d > 5 * p ? 3 : d > 3 * p ? 2 : d > 1.5 * p ? 1 : 0;
 }

@@ -205,6 +205,11 @@ typedef struct rt_sel_config {
     rt_sel_drain_config drain;
     bool novelty_first;       /* budget < groups: groups with nothing new this window
                                  (every pattern kept before) go last: true */
+    bool minute_tiers;        /* latency events of the encoding against the p90 of the
+                                 span's operation in its minute, computed over the
+                                 window, in tiers 1.5 / 3 / 5 × (the paper's events);
+                                 false: one slow marker above slow_factor × the
+                                 streaming p90 */
 } rt_sel_config;
 
 typedef struct rt_sel_verdict {
