@@ -293,10 +293,10 @@ static size_t span_pairs_max(const rt_sel_trace *t, const rt_sel_span *s)
 }
 
 /* The encoding proper; a span's latency tier comes from the streaming p90 table
- * (tier 1 above slow_factor × p90) or, when minute_p90 is set, from the paper's
- * per-minute table (tiers 1 / 2 / 3 above 1.5 / 3 / 5 × p90). */
+ * (tier 1 above slow_factor × p90) or, when span_tiers is set, from it (the paper's
+ * per-minute tiers 1 / 2 / 3 above 1.5 / 3 / 5 × p90). */
 static int encode(const rt_sel_trace *t, const rt_sel_quantiles *span_p90, double slow_factor,
-                  const rt_sel_paper_p90 *minute_p90, rt_sel_pairs *out)
+                  const uint8_t *span_tiers, rt_sel_pairs *out)
 {
     out->n = 0;
     size_t need = 0;
@@ -315,7 +315,7 @@ static int encode(const rt_sel_trace *t, const rt_sel_quantiles *span_p90, doubl
     }
     for (uint32_t i = 0; i < t->n_spans; i++) {
         const rt_sel_span *s = &t->spans[i];
-        int tier = minute_p90 ? rt_sel_paper_tier(minute_p90, s)
+        int tier = span_tiers ? span_tiers[i]
                               : span_is_slow(s, rt_sel_span_key(s), span_p90, slow_factor);
         encode_span(t, s, ev[2 * i], ev[2 * i + 1], tier, out);
         if (s->parent >= 0 && (uint32_t)s->parent < t->n_spans && (uint32_t)s->parent != i)
@@ -338,10 +338,10 @@ int rt_sel_encode(const rt_sel_trace *t, const rt_sel_quantiles *span_p90, doubl
     return encode(t, span_p90, slow_factor, NULL, out);
 }
 
-int rt_sel_encode_minute_tiers(const rt_sel_trace *t, const rt_sel_paper_p90 *minute_p90,
+int rt_sel_encode_minute_tiers(const rt_sel_trace *t, const uint8_t *span_tiers,
                                rt_sel_pairs *out)
 {
-    return encode(t, NULL, 0, minute_p90, out);
+    return encode(t, NULL, 0, span_tiers, out);
 }
 
 double rt_sel_anomaly_score(const rt_sel_trace *t, const rt_sel_weights *w, double group_p90)

@@ -31,6 +31,12 @@ static uint64_t minute_key(const rt_sel_span *s)
     return rt_sel_combine(rt_sel_span_key(s), s->start_ns / 60000000000ull) | 1u; /* never 0 */
 }
 
+static int tier_of(uint64_t dur, uint64_t p90)
+{
+    double d = (double)dur, p = (double)p90;
+    return p90 == 0 ? 0 : d > 5 * p ? 3 : d > 3 * p ? 2 : d > 1.5 * p ? 1 : 0;
+}
+
 /* Slot of key in the open-addressing table (its own or the empty one it would take). */
 static size_t slot_of(const uint64_t *keys, size_t mask, uint64_t key)
 {
@@ -84,10 +90,11 @@ int rt_sel_paper_p90_build(const rt_sel_trace *traces, size_t n, rt_sel_paper_p9
     while (cap < 2 * spans)
         cap <<= 1;
     *out = (rt_sel_paper_p90){.keys = calloc(cap, sizeof *out->keys),
-                              .p90 = calloc(cap, sizeof *out->p90), .n = cap};
+                              .p90 = calloc(cap, sizeof *out->p90), .n = cap,
+                              .tier = malloc(spans ? spans : 1)};
     uint64_t *dur = malloc((spans ? spans : 1) * sizeof *dur);
     uint32_t *slot = malloc((spans ? spans : 1) * sizeof *slot);
-    if (!out->keys || !out->p90 || !dur || !slot) {
+    if (!out->keys || !out->p90 || !out->tier || !dur || !slot) {
         free(dur);
         free(slot);
         rt_sel_paper_p90_free(out);
@@ -123,6 +130,10 @@ int rt_sel_paper_p90_build(const rt_sel_trace *traces, size_t n, rt_sel_paper_p9
         out->p90[i] = kth_smallest(dur + off, c, rank ? rank - 1 : 0);
         off = end;
     }
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < traces[i].n_spans; j++, k++)
+            out->tier[k] = (uint8_t)tier_of(span_dur(&traces[i].spans[j]), out->p90[slot[k]]);
     free(dur);
     free(slot);
     return 0;
@@ -132,6 +143,7 @@ void rt_sel_paper_p90_free(rt_sel_paper_p90 *t)
 {
     free(t->keys);
     free(t->p90);
+    free(t->tier);
     *t = (rt_sel_paper_p90){0};
 }
 
@@ -140,9 +152,7 @@ int rt_sel_paper_tier(const rt_sel_paper_p90 *t, const rt_sel_span *s)
     if (!t->n)
         return 0;
     size_t at = slot_of(t->keys, t->n - 1, minute_key(s));
-    uint64_t q = t->keys[at] ? t->p90[at] : 0;
-    double d = (double)span_dur(s), p = (double)q;
-    return q == 0 ? 0 : d > 5 * p ? 3 : d > 3 * p ? 2 : d > 1.5 * p ? 1 : 0;
+    return tier_of(span_dur(s), t->keys[at] ? t->p90[at] : 0);
 }
 
 #define EV_LAT 0x1a7e000000000000ull

@@ -10,6 +10,8 @@ typedef struct rt_sel_paper_p90 {
     uint64_t *keys; /* open addressing, 0 = empty */
     uint64_t *p90;  /* ns, beside its key */
     size_t n;       /* slots, a power of two (0: empty table) */
+    uint8_t *tier;  /* latency tier of every span of the traces it was built from, in
+                       order (trace by trace, span by span) */
 } rt_sel_paper_p90;
 
 /* Build the table from traces[0..n). Returns 0 or -1 (out of memory). */
@@ -23,9 +25,9 @@ int rt_sel_paper_tier(const rt_sel_paper_p90 *t, const rt_sel_span *s);
 size_t rt_sel_paper_pairs(const rt_sel_trace *t, const rt_sel_paper_p90 *p90, uint64_t **buf,
                           size_t *cap);
 
-/* rt_sel_encode with the latency event of a span taken from the per-minute table:
- * tiers 1 / 2 / 3 above 1.5 / 3 / 5 × the p90 of its operation in its minute. */
-int rt_sel_encode_minute_tiers(const rt_sel_trace *t, const rt_sel_paper_p90 *minute_p90,
+/* rt_sel_encode with the latency events of the spans given: span_tiers[i] is the
+ * tier of span i (rt_sel_paper_p90.tier of this trace's spans). */
+int rt_sel_encode_minute_tiers(const rt_sel_trace *t, const uint8_t *span_tiers,
                                rt_sel_pairs *out);
 
 #endif

@@ -201,7 +201,8 @@ static void fill_keys(rt_selector *s, rt_sel_trace *t)
 
 static void observe_durations(rt_selector *s, const rt_sel_trace *t, uint64_t group)
 {
-    for (uint32_t i = 0; i < t->n_spans; i++) {
+    /* span p90s serve only the streaming slow marker: not kept with minute tiers */
+    for (uint32_t i = 0; i < t->n_spans && !s->cfg.minute_tiers; i++) {
         const rt_sel_span *sp = &t->spans[i];
         double d = sp->end_ns > sp->start_ns ? (double)(sp->end_ns - sp->start_ns) : 0.0;
         rt_sel_quantiles_add(s->span_p90, rt_sel_span_key(sp), d);
@@ -209,10 +210,10 @@ static void observe_durations(rt_selector *s, const rt_sel_trace *t, uint64_t gr
     rt_sel_quantiles_add(s->group_p90, group, (double)rt_sel_trace_duration(t));
 }
 
-static int encode_into_arena(rt_selector *s, const rt_sel_trace *t, const rt_sel_paper_p90 *minute,
+static int encode_into_arena(rt_selector *s, const rt_sel_trace *t, const uint8_t *tiers,
                              trace_info *ti)
 {
-    if (minute ? rt_sel_encode_minute_tiers(t, minute, &s->enc)
+    if (tiers ? rt_sel_encode_minute_tiers(t, tiers, &s->enc)
                : rt_sel_encode(t, s->span_p90, s->cfg.weights.slow_factor, &s->enc))
         return -1;
     if (rt_sel_grow((void **)&s->arena, &s->arena_cap, s->arena_len + s->enc.n, sizeof *s->arena))
@@ -524,10 +525,13 @@ static int analyse_traces(rt_selector *s, rt_sel_trace *traces, size_t n)
     rt_sel_paper_p90 minute = {0};
     if (s->cfg.minute_tiers && rt_sel_paper_p90_build(traces, n, &minute))
         return -1;
+    size_t first_span = 0;
     for (size_t i = 0; i < n; i++) {
         trace_info *ti = &s->info[i];
         ti->index = (uint32_t)i;
-        if (encode_into_arena(s, &traces[i], s->cfg.minute_tiers ? &minute : NULL, ti)) {
+        const uint8_t *tiers = s->cfg.minute_tiers ? minute.tier + first_span : NULL;
+        first_span += traces[i].n_spans;
+        if (encode_into_arena(s, &traces[i], tiers, ti)) {
             rt_sel_paper_p90_free(&minute);
             return -1;
         }
