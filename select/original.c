@@ -78,7 +78,8 @@ static int describe(orig_batch *b, const rt_sel_trace *traces, size_t n, const r
             free(buf);
             return -1;
         }
-        memcpy(b->arena + b->arena_len, buf, k * sizeof *buf);
+        if (k) /* a trace of one bare span has no pairs (and buf may still be NULL) */
+            memcpy(b->arena + b->arena_len, buf, k * sizeof *buf);
         orig_trace *o = &b->t[i];
         o->off = b->arena_len;
         o->len = k;
