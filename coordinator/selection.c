@@ -13,7 +13,8 @@
  * A window closes when it is --select-window seconds old, or when it holds
  * --select-window-traces traces (or SEL_MAX_WINDOW_TRACES, the memory bound).
  * Its budget is --select-budget (per minute) × the window length, the fraction
- * carried to the next window; a budget of 0 keeps everything. rt_sel_select_window
+ * carried to the next window (an incident scale-up by the selector is borrowed
+ * from the next windows' budget); a budget of 0 keeps everything. rt_sel_select_window
  * scores, groups (entry API) and picks; kept traces get score / pattern / group /
  * weight written to their row, the others are deleted with their slices, and the
  * per-group kept/dropped counters move. All of it runs in the loop thread inside
@@ -343,7 +344,7 @@ static size_t window_budget(struct rt_coord *c, size_t n)
 	if (c->cfg.select_budget <= 0)
 		return n; /* keep everything (weights 1) */
 	double b = c->cfg.select_budget * c->cfg.select_window / 60.0 + x->credit;
-	double whole = floor(b);
+	double whole = b > 0 ? floor(b) : 0; /* credit < 0: an incident borrowed ahead */
 	x->credit = b - whole;
 	return whole > (double)SIZE_MAX / 2 ? SIZE_MAX / 2 : (size_t)whole;
 }
@@ -462,6 +463,10 @@ static void close_window(struct rt_coord *c, uint64_t now)
 	budget = window_budget(c, x->npend);
 	if (rt_sel_select_window(x->sel, t, x->npend, budget, alarmed, nalarmed, &res) != 0)
 		goto fail;
+	/* An incident scale-up (selection.md step 6) borrows from the next windows'
+	 * budget, so the kept rate stays the requested one over time. */
+	if (c->cfg.select_budget > 0 && res.budget > budget)
+		x->credit -= (double)(res.budget - budget);
 	x->windows++;
 	x->last_traces = x->npend;
 	x->last_budget = res.budget;

@@ -10,6 +10,7 @@
  * merge, and the pattern id is a hash of the whole sorted set.
  */
 #include "internal.h"
+#include "paper_internal.h"
 #include "select.h"
 
 #include <stdlib.h>
@@ -255,10 +256,9 @@ static bool span_is_slow(const rt_sel_span *s, uint64_t op, const rt_sel_quantil
 }
 
 /* Emit the consecutive pairs of one span's canonical event sequence (its start and
- * end events precomputed). */
+ * end events precomputed). tier: 0 = not slow, 1..3 = latency tier. */
 static void encode_span(const rt_sel_trace *t, const rt_sel_span *s, uint64_t start,
-                        uint64_t end_ev, const rt_sel_quantiles *p90, double slow_factor,
-                        rt_sel_pairs *out)
+                        uint64_t end_ev, int tier, rt_sel_pairs *out)
 {
     uint64_t op = rt_sel_span_key(s);
     uint64_t prev = start;
@@ -273,8 +273,10 @@ static void encode_span(const rt_sel_trace *t, const rt_sel_span *s, uint64_t st
         push(out, prev, ev);
         prev = ev;
     }
-    if (span_is_slow(s, op, p90, slow_factor)) {
+    if (tier) {
         uint64_t ev = span_event(op, EV_SLOW);
+        if (tier > 1)
+            ev = rt_sel_combine(ev, (uint64_t)tier);
         push(out, prev, ev);
         prev = ev;
     }
@@ -290,8 +292,11 @@ static size_t span_pairs_max(const rt_sel_trace *t, const rt_sel_span *s)
     return logs + 4;
 }
 
-int rt_sel_encode(const rt_sel_trace *t, const rt_sel_quantiles *span_p90, double slow_factor,
-                  rt_sel_pairs *out)
+/* The encoding proper; a span's latency tier comes from the streaming p90 table
+ * (tier 1 above slow_factor × p90) or, when span_tiers is set, from it (the paper's
+ * per-minute tiers 1 / 2 / 3 above 1.5 / 3 / 5 × p90). */
+static int encode(const rt_sel_trace *t, const rt_sel_quantiles *span_p90, double slow_factor,
+                  const uint8_t *span_tiers, rt_sel_pairs *out)
 {
     out->n = 0;
     size_t need = 0;
@@ -310,7 +315,9 @@ int rt_sel_encode(const rt_sel_trace *t, const rt_sel_quantiles *span_p90, doubl
     }
     for (uint32_t i = 0; i < t->n_spans; i++) {
         const rt_sel_span *s = &t->spans[i];
-        encode_span(t, s, ev[2 * i], ev[2 * i + 1], span_p90, slow_factor, out);
+        int tier = span_tiers ? span_tiers[i]
+                              : span_is_slow(s, rt_sel_span_key(s), span_p90, slow_factor);
+        encode_span(t, s, ev[2 * i], ev[2 * i + 1], tier, out);
         if (s->parent >= 0 && (uint32_t)s->parent < t->n_spans && (uint32_t)s->parent != i)
             push(out, ev[2 * (uint32_t)s->parent + 1], ev[2 * i]);
     }
@@ -323,6 +330,18 @@ int rt_sel_encode(const rt_sel_trace *t, const rt_sel_quantiles *span_p90, doubl
     }
     out->n = w;
     return 0;
+}
+
+int rt_sel_encode(const rt_sel_trace *t, const rt_sel_quantiles *span_p90, double slow_factor,
+                  rt_sel_pairs *out)
+{
+    return encode(t, span_p90, slow_factor, NULL, out);
+}
+
+int rt_sel_encode_minute_tiers(const rt_sel_trace *t, const uint8_t *span_tiers,
+                               rt_sel_pairs *out)
+{
+    return encode(t, NULL, 0, span_tiers, out);
 }
 
 double rt_sel_anomaly_score(const rt_sel_trace *t, const rt_sel_weights *w, double group_p90)

@@ -1,14 +1,17 @@
-/* eval.c — replay a dataset through the selector and a random baseline; metrics.
+/* eval.c — replay a dataset through the selector and two baselines; metrics.
  *
  * Traces (already sorted by start) are cut into windows of window_s seconds of trace
  * time. Each window earns rate × traces of budget credit; the integer part is the
  * window's budget (the fraction carries over), so the kept share tracks the rate even
  * when a window is worth less than one trace. The Gleaner selector and a uniform
  * random sampler get the same budget (the selector's effective budget, which may be
- * scaled up during an incident) in the same run. Pattern, score and group of every
- * trace come from the selector, so both samplers are judged on the same labels.
+ * scaled up during an incident) in the same run. Then the original algorithm
+ * (original.c) runs over the dataset in batches at the same rate. Pattern, score and
+ * group of every trace come from the selector, so all samplers are judged on the same
+ * labels; the paper metrics are computed from the dataset by one function for all.
  */
 #include "internal.h"
+#include "paper_internal.h"
 #include "select.h"
 
 #include <math.h>
@@ -19,7 +22,7 @@
 typedef struct labels {
     uint64_t *pattern, *group, *path;
     double *score;
-    bool *has_error, *kept_g, *kept_r;
+    bool *has_error, *kept_g, *kept_r, *kept_o;
 } labels;
 
 static double now_s(void)
@@ -192,127 +195,22 @@ static void compute_metrics(const labels *lb, const bool *kept, size_t n, const 
 
 /* ---------------------------------------------------------------- paper metrics */
 
-typedef struct op_minute {
-    uint64_t key;     /* op key combined with the minute of the span's start */
-    uint64_t dur_ns;
-} op_minute;
-
-static int by_key_dur(const void *x, const void *y)
-{
-    const op_minute *a = x, *b = y;
-    if (a->key != b->key)
-        return a->key < b->key ? -1 : 1;
-    return (a->dur_ns > b->dur_ns) - (a->dur_ns < b->dur_ns);
-}
-
-static uint64_t span_dur(const rt_sel_span *s)
-{
-    return s->end_ns > s->start_ns ? s->end_ns - s->start_ns : 0;
-}
-
-static uint64_t minute_key(const rt_sel_span *s)
-{
-    return rt_sel_combine(rt_sel_span_key(s), s->start_ns / 60000000000ull);
-}
-
-/* Per-minute p90 (nearest rank) of every (operation, minute): sorted keys + values. */
-static size_t minute_p90s(rt_sel_dataset *ds, uint64_t **keys, uint64_t **p90)
-{
-    size_t n = rt_sel_dataset_spans(ds), k = 0, m = 0;
-    op_minute *v = malloc((n ? n : 1) * sizeof *v);
-    *keys = malloc((n ? n : 1) * sizeof **keys);
-    *p90 = malloc((n ? n : 1) * sizeof **p90);
-    if (!v || !*keys || !*p90) {
-        free(v);
-        return (size_t)-1;
-    }
-    for (size_t i = 0; i < rt_sel_dataset_count(ds); i++) {
-        const rt_sel_trace *t = rt_sel_dataset_trace(ds, i);
-        for (uint32_t j = 0; j < t->n_spans; j++)
-            v[k++] = (op_minute){minute_key(&t->spans[j]), span_dur(&t->spans[j])};
-    }
-    if (k)
-        qsort(v, k, sizeof *v, by_key_dur);
-    for (size_t i = 0; i < k;) {
-        size_t j = i;
-        while (j < k && v[j].key == v[i].key)
-            j++;
-        size_t c = j - i, rank = (size_t)ceil(0.9 * (double)c);
-        (*keys)[m] = v[i].key;
-        (*p90)[m++] = v[i + (rank ? rank - 1 : 0)].dur_ns;
-        i = j;
-    }
-    free(v);
-    return m;
-}
-
-static uint64_t lookup_p90(const uint64_t *keys, const uint64_t *p90, size_t m, uint64_t key)
-{
-    size_t lo = 0, hi = m;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (keys[mid] < key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < m && keys[lo] == key ? p90[lo] : 0;
-}
-
-#define EV_LAT 0x1a7e000000000000ull
-
-/* The paper pattern of one trace (see rt_sel_paper_metrics). */
-static uint64_t paper_pattern(const rt_sel_trace *t, const uint64_t *keys, const uint64_t *p90,
-                              size_t m, uint64_t **buf, size_t *cap)
-{
-    size_t need = (size_t)t->n_spans * 2 + t->n_logs + 1, k = 0;
-    if (need > *cap) {
-        uint64_t *nb = realloc(*buf, need * sizeof *nb);
-        if (!nb)
-            return 0;
-        *buf = nb;
-        *cap = need;
-    }
-    uint64_t *v = *buf;
-    for (uint32_t i = 0; i < t->n_spans; i++) {
-        const rt_sel_span *s = &t->spans[i];
-        uint64_t op = rt_sel_span_key(s), prev = op;
-        if (s->parent >= 0 && (uint32_t)s->parent < t->n_spans)
-            v[k++] = rt_sel_combine(rt_sel_span_key(&t->spans[s->parent]) ^ 0x9a4e, op);
-        for (uint32_t l = s->first_log; l < s->first_log + s->n_logs && l < t->n_logs; l++) {
-            uint64_t ev = rt_sel_combine(0x7e3f, t->logs[l].template_id);
-            v[k++] = rt_sel_combine(prev, ev);
-            prev = ev;
-        }
-        uint64_t q = lookup_p90(keys, p90, m, minute_key(s));
-        double d = (double)span_dur(s), p = (double)q;
-        int tier = q == 0 ? 0 : d > 5 * p ? 3 : d > 3 * p ? 2 : d > 1.5 * p ? 1 : 0;
-        if (tier)
-            v[k++] = rt_sel_combine(prev, rt_sel_combine(op, EV_LAT + (uint64_t)tier));
-    }
-    qsort(v, k, sizeof *v, cmp_u64);
-    size_t u = 0;
-    for (size_t i = 0; i < k; i++)
-        if (u == 0 || v[i] != v[u - 1])
-            v[u++] = v[i];
-    return rt_sel_pattern_id(v, u);
-}
-
 /* Paper labels of every trace: pattern and whether its entry API is rare. */
 static int paper_labels(rt_sel_dataset *ds, const uint64_t *group, uint64_t *pattern,
                         bool *rare, uint64_t *tmp)
 {
     size_t n = rt_sel_dataset_count(ds);
-    uint64_t *keys = NULL, *p90 = NULL, *buf = NULL;
+    uint64_t *buf = NULL;
     size_t cap = 0;
-    size_t m = minute_p90s(ds, &keys, &p90);
+    rt_sel_paper_p90 p90;
+    if (rt_sel_paper_p90_build(rt_sel_dataset_trace(ds, 0), n, &p90))
+        return -1;
     int rc = -1;
-    if (m == (size_t)-1)
-        goto out;
     for (size_t i = 0; i < n; i++) {
-        pattern[i] = paper_pattern(rt_sel_dataset_trace(ds, i), keys, p90, m, &buf, &cap);
-        if (!pattern[i])
+        size_t k = rt_sel_paper_pairs(rt_sel_dataset_trace(ds, i), &p90, &buf, &cap);
+        if (k == (size_t)-1)
             goto out;
+        pattern[i] = rt_sel_pattern_id(buf, k);
     }
     memcpy(tmp, group, n * sizeof *tmp);
     qsort(tmp, n, sizeof *tmp, cmp_u64);
@@ -332,8 +230,7 @@ static int paper_labels(rt_sel_dataset *ds, const uint64_t *group, uint64_t *pat
     }
     rc = 0;
 out:
-    free(keys);
-    free(p90);
+    rt_sel_paper_p90_free(&p90);
     free(buf);
     return rc;
 }
@@ -421,6 +318,7 @@ static void free_labels(labels *lb)
     free(lb->has_error);
     free(lb->kept_g);
     free(lb->kept_r);
+    free(lb->kept_o);
 }
 
 static int alloc_labels(labels *lb, size_t n)
@@ -432,8 +330,9 @@ static int alloc_labels(labels *lb, size_t n)
     lb->has_error = calloc(n, sizeof *lb->has_error);
     lb->kept_g = calloc(n, sizeof *lb->kept_g);
     lb->kept_r = calloc(n, sizeof *lb->kept_r);
+    lb->kept_o = calloc(n, sizeof *lb->kept_o);
     return lb->pattern && lb->group && lb->path && lb->score && lb->has_error && lb->kept_g &&
-                   lb->kept_r
+                   lb->kept_r && lb->kept_o
                ? 0
                : -1;
 }
@@ -520,6 +419,32 @@ static int replay_all(replay *r, rt_sel_dataset *ds, const rt_sel_eval_options *
     return 0;
 }
 
+/* The original algorithm over the replayed dataset (its logs now carry the template
+ * ids the replay mined), in batches of arrival order, at the same rate: each batch
+ * earns rate × its traces of credit, the integer part is its budget. */
+static int replay_original(rt_sel_dataset *ds, const rt_sel_eval_options *opt, bool *kept,
+                           size_t *batches, double *seconds)
+{
+    size_t n = rt_sel_dataset_count(ds), batch = opt->original_batch;
+    if (batch == 0)
+        batch = RT_SEL_ORIGINAL_BATCH;
+    uint64_t rng = (opt->seed ? opt->seed : 0x5eed) ^ 0x0a11c0de;
+    double credit = 0;
+    double t0 = now_s();
+    for (size_t i = 0; i < n; i += batch) {
+        size_t m = n - i < batch ? n - i : batch;
+        credit += opt->rate * (double)m;
+        size_t budget = credit > 0 ? (size_t)floor(credit + 1e-9) : 0;
+        credit -= (double)budget;
+        if (rt_sel_original_select_batch(rt_sel_dataset_trace(ds, i), m, budget,
+                                         opt->alarm_on_errors, &rng, kept + i))
+            return -1;
+        ++*batches;
+    }
+    *seconds = now_s() - t0;
+    return 0;
+}
+
 int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt, rt_sel_eval_report *rep,
                     char *err, size_t errlen)
 {
@@ -546,6 +471,11 @@ int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt, rt_sel_e
         snprintf(err, errlen, "selection failed (out of memory)");
         goto out;
     }
+    double t_original = 0;
+    if (replay_original(ds, opt, lb.kept_o, &rep->batches, &t_original)) {
+        snprintf(err, errlen, "original algorithm failed (out of memory)");
+        goto out;
+    }
     for (size_t i = 0; i < n; i++) {
         rt_sel_trace *t = rt_sel_dataset_trace(ds, i);
         lb.path[i] = trace_path(t);
@@ -555,6 +485,7 @@ int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt, rt_sel_e
     size_t rare_max = rare_threshold(freq, n);
     compute_metrics(&lb, lb.kept_g, n, freq, rare_max, tmp, &rep->gleaner);
     compute_metrics(&lb, lb.kept_r, n, freq, rare_max, tmp, &rep->random);
+    compute_metrics(&lb, lb.kept_o, n, freq, rare_max, tmp, &rep->original);
     {
         uint64_t *pp = malloc(n * sizeof *pp);
         bool *prare = malloc(n * sizeof *prare);
@@ -566,11 +497,13 @@ int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt, rt_sel_e
         }
         paper_metrics(pp, prare, lb.group, lb.has_error, lb.kept_g, n, tmp, &rep->paper_gleaner);
         paper_metrics(pp, prare, lb.group, lb.has_error, lb.kept_r, n, tmp, &rep->paper_random);
+        paper_metrics(pp, prare, lb.group, lb.has_error, lb.kept_o, n, tmp, &rep->paper_original);
         free(pp);
         free(prare);
     }
     rep->gleaner.us_per_trace = r.t_gleaner * 1e6 / (double)n;
     rep->random.us_per_trace = r.t_random * 1e6 / (double)n;
+    rep->original.us_per_trace = t_original * 1e6 / (double)n; /* mining not included */
     rep->gleaner.us_mining = r.t_mining * 1e6 / (double)n;
     rc = 0;
 out:

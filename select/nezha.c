@@ -320,7 +320,11 @@ static int parse_log_row(reader *rd, char **f, size_t *len, size_t nf, const cha
     size_t k = 0;
     while (k < mlen && isspace((unsigned char)msg[k]))
         k++;
-    if (k < mlen && msg[k] == '{') {
+    if (k == mlen) {
+        *why = "empty Log column (row cut short?)";
+        return 1;
+    }
+    if (msg[k] == '{') {
         char jerr[128];
         size_t pos = 0;
         if (rt_json_parse_value(&rd->doc, msg, mlen, &pos, jerr, sizeof jerr) || pos != mlen ||
@@ -371,6 +375,33 @@ static int span_row(reader *rd, char **f, size_t *len, size_t nf, const char **w
     return parse_span_row(rd->ds, f, len, nf, why);
 }
 
+#define SPAN_HEADER "TraceID,SpanID,ParentID,PodName,OperationName,StartTimeUnixNano," \
+                    "EndTimeUnixNano,Duration"
+#define LOG_HEADER "Timestamp,TimeUnixNano,Node,PodName,Container,TraceID,SpanID,Log"
+
+/* The first line must be the layout's column list (a UTF-8 byte-order mark and a CR
+ * before the newline are allowed): anything else is a file cut inside its header, or
+ * a file of another layout whose columns we would misread. */
+static bool header_ok(const char *line, size_t n, bool log)
+{
+    const char *want = log ? LOG_HEADER : SPAN_HEADER;
+    size_t wl = strlen(want);
+    if (n >= 3 && memcmp(line, "\xef\xbb\xbf", 3) == 0) {
+        line += 3;
+        n -= 3;
+    }
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+        n--;
+    return n == wl && memcmp(line, want, wl) == 0;
+}
+
+static void note_bad_file(rt_sel_dataset *ds, const char *path, const char *why)
+{
+    ds->stats.bad_files++;
+    if (!ds->stats.first_problem[0])
+        snprintf(ds->stats.first_problem, sizeof ds->stats.first_problem, "%s: %s", path, why);
+}
+
 typedef int (*row_fn)(reader *, char **, size_t *, size_t, const char **);
 
 /* A skipped row that spanned several lines counts each line: a stray quote must not
@@ -405,6 +436,7 @@ static int read_csv(reader *rd, const char *path, row_fn row, bool log, char *er
     ssize_t got;
     bool header = true;
     int rc = 0;
+    ds->stats.files++;
     while ((got = getline(&line, &cap, fp)) >= 0) {
         size_t first = ++lineno, n = (size_t)got;
         /* A quoted field may hold line breaks: join lines until the quotes balance. */
@@ -430,6 +462,10 @@ static int read_csv(reader *rd, const char *path, row_fn row, bool log, char *er
         }
         if (header) {
             header = false;
+            if (!header_ok(line, n, log))
+                note_bad_file(ds, path, open ? "header line never ends (file cut short?)"
+                                             : "first line is not the expected header "
+                                               "(file cut inside it?)");
             continue;
         }
         size_t lines = lineno - first + 1;
@@ -454,6 +490,8 @@ static int read_csv(reader *rd, const char *path, row_fn row, bool log, char *er
         if (r > 0)
             note_skip(ds, log, path, first, lines, why);
     }
+    if (header && rc == 0)
+        note_bad_file(ds, path, "empty file (cut short?)");
 done:
     free(line);
     free(more);

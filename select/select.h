@@ -205,6 +205,11 @@ typedef struct rt_sel_config {
     rt_sel_drain_config drain;
     bool novelty_first;       /* budget < groups: groups with nothing new this window
                                  (every pattern kept before) go last: true */
+    bool minute_tiers;        /* latency events of the encoding against the p90 of the
+                                 span's operation in its minute, computed over the
+                                 window, in tiers 1.5 / 3 / 5 × (the paper's events);
+                                 false: one slow marker above slow_factor × the
+                                 streaming p90 */
 } rt_sel_config;
 
 typedef struct rt_sel_verdict {
@@ -268,8 +273,9 @@ rt_sel_dataset *rt_sel_dataset_read_nezha(const char *dir, char *err, size_t err
 rt_sel_dataset *rt_sel_dataset_read_otlp_json(const char *dir, char *err, size_t errlen);
 void rt_sel_dataset_free(rt_sel_dataset *ds);
 
-/* What a reader read and what it had to skip. The Nezha CSV reader skips (and counts)
- * rows it cannot use: a wrong number of fields, bad ids or times, a Duration that does
+/* What a reader read and what it had to skip. The Nezha CSV reader counts a file that
+ * is empty or whose first line is not the expected header (a file cut inside its
+ * header) as a bad file, and skips (and counts) rows it cannot use: a wrong number of fields, bad ids or times, a Duration that does
  * not match the times (a row cut inside it), an unterminated or malformed quoted field,
  * a Log column that is not one JSON object with a "log"/"message"/"msg" string. An
  * evaluation should refuse a dataset with skipped rows unless told to accept it. The
@@ -277,6 +283,8 @@ void rt_sel_dataset_free(rt_sel_dataset *ds);
 typedef struct rt_sel_read_stats {
     size_t span_rows, span_rows_skipped;
     size_t log_rows, log_rows_skipped;
+    size_t files, bad_files; /* CSV files read; of which empty or with a header that is
+                                not the expected column list (cut inside it?) */
     char first_problem[256]; /* "FILE: line N: what" of the first skipped row */
 } rt_sel_read_stats;
 void rt_sel_dataset_read_stats(const rt_sel_dataset *ds, rt_sel_read_stats *out);
@@ -285,9 +293,24 @@ rt_sel_trace *rt_sel_dataset_trace(rt_sel_dataset *ds, size_t i);
 size_t rt_sel_dataset_spans(const rt_sel_dataset *ds);
 size_t rt_sel_dataset_logs(const rt_sel_dataset *ds);
 
+/* ------------------------------------------------------------------ baseline: the original */
+
+/* The original Gleaner algorithm, reimplemented from the paper's description as an
+ * evaluation baseline (docs/selection.md "The original algorithm"); not used online.
+ * One batch, no memory across batches: the paper's event-pair sets (per-minute p90
+ * latency tiers over the batch), score A = 5·failed spans + WARN + 2·ERROR logs + Σ
+ * latency tiers, groups by root span name, rt_sel_quota across groups (groups with an
+ * error trace alarmed when alarm_on_errors), fast greedy DPP per group with the raw
+ * score as quality, the rest of a group's quota filled uniformly at random (rng).
+ * Logs must carry template ids. kept[i] is set for the chosen traces; exactly
+ * min(budget, n) are chosen. Returns 0, or -1 when out of memory. */
+#define RT_SEL_ORIGINAL_BATCH 4000 /* traces per batch in the paper's prototype */
+int rt_sel_original_select_batch(rt_sel_trace *traces, size_t n, size_t budget,
+                                 bool alarm_on_errors, uint64_t *rng, bool *kept);
+
 /* ------------------------------------------------------------------ evaluation */
 
-enum rt_sel_sampler { RT_SEL_SAMPLER_GLEANER = 0, RT_SEL_SAMPLER_RANDOM };
+enum rt_sel_sampler { RT_SEL_SAMPLER_GLEANER = 0, RT_SEL_SAMPLER_RANDOM, RT_SEL_SAMPLER_ORIGINAL };
 
 typedef struct rt_sel_eval_options {
     double rate;           /* fraction of traces to keep */
@@ -297,6 +320,7 @@ typedef struct rt_sel_eval_options {
                               alarmed (stands in for an exception trigger) */
     bool progress;         /* progress line on stderr */
     const rt_sel_config *config; /* NULL = defaults */
+    size_t original_batch; /* traces per batch of the original algorithm: 0 = 4000 */
 } rt_sel_eval_options;
 
 typedef struct rt_sel_metrics {
@@ -333,15 +357,18 @@ typedef struct rt_sel_paper_metrics {
 } rt_sel_paper_metrics;
 
 typedef struct rt_sel_eval_report {
-    rt_sel_metrics gleaner;
+    rt_sel_metrics gleaner;  /* retrace's selector */
     rt_sel_metrics random;
-    size_t windows;
-    rt_sel_paper_metrics paper_gleaner; /* the same two samplers, paper definitions */
+    rt_sel_metrics original; /* the original algorithm (rt_sel_original_select_batch) */
+    size_t windows, batches;
+    rt_sel_paper_metrics paper_gleaner; /* the same three samplers, paper definitions */
     rt_sel_paper_metrics paper_random;
+    rt_sel_paper_metrics paper_original;
 } rt_sel_eval_report;
 
-/* Replay the dataset in time order, through the Gleaner selector and a random
- * sampler at the same per-window budgets, and compute both metric sets. */
+/* Replay the dataset in time order, through the selector and a random sampler at the
+ * same per-window budgets, then through the original algorithm in batches at the same
+ * rate, and compute both metric sets for all three with the same code. */
 int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt,
                     rt_sel_eval_report *rep, char *err, size_t errlen);
 

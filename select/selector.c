@@ -16,6 +16,7 @@
  * same rarest one).
  */
 #include "internal.h"
+#include "paper_internal.h"
 #include "select.h"
 
 #include <math.h>
@@ -78,6 +79,7 @@ void rt_sel_config_default(rt_sel_config *cfg)
     cfg->quality_gain = 1.0;
     cfg->seen_penalty = 0.25;
     cfg->novelty_first = true;
+    cfg->minute_tiers = true;
     cfg->seen_capacity = (size_t)1 << 16;
     cfg->group_memory = 0.9;
     cfg->dpp_eps = 1e-6;
@@ -199,7 +201,8 @@ static void fill_keys(rt_selector *s, rt_sel_trace *t)
 
 static void observe_durations(rt_selector *s, const rt_sel_trace *t, uint64_t group)
 {
-    for (uint32_t i = 0; i < t->n_spans; i++) {
+    /* span p90s serve only the streaming slow marker: not kept with minute tiers */
+    for (uint32_t i = 0; i < t->n_spans && !s->cfg.minute_tiers; i++) {
         const rt_sel_span *sp = &t->spans[i];
         double d = sp->end_ns > sp->start_ns ? (double)(sp->end_ns - sp->start_ns) : 0.0;
         rt_sel_quantiles_add(s->span_p90, rt_sel_span_key(sp), d);
@@ -207,9 +210,11 @@ static void observe_durations(rt_selector *s, const rt_sel_trace *t, uint64_t gr
     rt_sel_quantiles_add(s->group_p90, group, (double)rt_sel_trace_duration(t));
 }
 
-static int encode_into_arena(rt_selector *s, const rt_sel_trace *t, trace_info *ti)
+static int encode_into_arena(rt_selector *s, const rt_sel_trace *t, const uint8_t *tiers,
+                             trace_info *ti)
 {
-    if (rt_sel_encode(t, s->span_p90, s->cfg.weights.slow_factor, &s->enc))
+    if (tiers ? rt_sel_encode_minute_tiers(t, tiers, &s->enc)
+               : rt_sel_encode(t, s->span_p90, s->cfg.weights.slow_factor, &s->enc))
         return -1;
     if (rt_sel_grow((void **)&s->arena, &s->arena_cap, s->arena_len + s->enc.n, sizeof *s->arena))
         return -1;
@@ -441,6 +446,58 @@ static size_t effective_budget(rt_selector *s, size_t n_traces, size_t budget, b
     return out;
 }
 
+/* ---------------------------------------------------------------- novelty quota */
+
+/* Quotas with novelty first. The usual split (rt_sel_quota_prio: even split, alarm
+ * boost and cap, rotation) is computed; alarmed groups keep theirs. What it gave the
+ * other groups is split again among them in two passes: first over what each has
+ * that is new — its distinct patterns not kept in an earlier window, at least one per
+ * group — so a group whose traces repeat what the store holds does not take picks
+ * that a group with new patterns could use; then the rest over their other traces. */
+static int fresh_first_quota(rt_selector *s, const size_t *start, const size_t *sizes,
+                             const bool *alarmed, const double *recent, size_t ng, size_t budget,
+                             size_t *quota)
+{
+    size_t *fresh = malloc(ng * sizeof *fresh), *pass = malloc(ng * sizeof *pass);
+    size_t *more = malloc(ng * sizeof *more);
+    if (!fresh || !pass || !more) {
+        free(fresh);
+        free(pass);
+        free(more);
+        return -1;
+    }
+    rt_sel_quota_prio(sizes, alarmed, recent, ng, budget, s->cfg.alarm_boost, s->cfg.alarm_cap,
+                      quota);
+    size_t others = 0, total_fresh = 0;
+    for (size_t g = 0; g < ng; g++) {
+        fresh[g] = 0;
+        if (alarmed[g])
+            continue;
+        others += quota[g];
+        for (size_t i = start[g]; i < start[g + 1]; i++)
+            fresh[g] += (i == start[g] || s->info[i].pattern != s->info[i - 1].pattern) &&
+                        !was_kept(s, s->info[i].pattern);
+        if (fresh[g] == 0) /* one pick still goes to every group the budget can reach */
+            fresh[g] = 1;
+        total_fresh += fresh[g];
+    }
+    rt_sel_quota_prio(fresh, NULL, recent, ng, others < total_fresh ? others : total_fresh, 1.0,
+                      1.0, pass);
+    size_t used = 0;
+    for (size_t g = 0; g < ng; g++) {
+        used += pass[g];
+        fresh[g] = alarmed[g] ? 0 : sizes[g] - pass[g]; /* now: the other traces */
+    }
+    rt_sel_quota_prio(fresh, NULL, recent, ng, others - used, 1.0, 1.0, more);
+    for (size_t g = 0; g < ng; g++)
+        if (!alarmed[g])
+            quota[g] = pass[g] + more[g];
+    free(fresh);
+    free(pass);
+    free(more);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- window */
 
 static int prepare_window(rt_selector *s, size_t n)
@@ -465,16 +522,25 @@ static int analyse_traces(rt_selector *s, rt_sel_trace *traces, size_t n)
         s->info[i].group = rt_sel_trace_group(&traces[i]);
         observe_durations(s, &traces[i], s->info[i].group);
     }
+    rt_sel_paper_p90 minute = {0};
+    if (s->cfg.minute_tiers && rt_sel_paper_p90_build(traces, n, &minute))
+        return -1;
+    size_t first_span = 0;
     for (size_t i = 0; i < n; i++) {
         trace_info *ti = &s->info[i];
         ti->index = (uint32_t)i;
-        if (encode_into_arena(s, &traces[i], ti))
+        const uint8_t *tiers = s->cfg.minute_tiers ? minute.tier + first_span : NULL;
+        first_span += traces[i].n_spans;
+        if (encode_into_arena(s, &traces[i], tiers, ti)) {
+            rt_sel_paper_p90_free(&minute);
             return -1;
+        }
         ti->score = rt_sel_anomaly_score(&traces[i], &s->cfg.weights,
                                          rt_sel_quantiles_get(s->group_p90, ti->group));
         s->verdicts[i] = (rt_sel_verdict){.pattern = ti->pattern, .group = ti->group,
                                           .score = ti->score};
     }
+    rt_sel_paper_p90_free(&minute);
     return 0;
 }
 
@@ -538,8 +604,11 @@ int rt_sel_select_window_part(rt_selector *s, rt_sel_trace *traces, size_t n, si
         if (!fresh && s->cfg.novelty_first)
             recent[g] += STALE_GROUP_PRIORITY;
     }
-    rt_sel_quota_prio(sizes, alarmed, recent, ng, eff, s->cfg.alarm_boost, s->cfg.alarm_cap,
-                      quota);
+    if (s->cfg.novelty_first && fresh_first_quota(s, start, sizes, alarmed, recent, ng, eff, quota))
+        goto out;
+    if (!s->cfg.novelty_first)
+        rt_sel_quota_prio(sizes, alarmed, recent, ng, eff, s->cfg.alarm_boost, s->cfg.alarm_cap,
+                          quota);
     size_t n_chosen = 0;
     for (size_t g = 0; g < ng; g++) {
         size_t before = n_chosen;

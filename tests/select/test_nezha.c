@@ -359,10 +359,122 @@ START_TEST(rate_holds_with_long_windows)
                       windows[w], rep.gleaner.kept, limit);
         ck_assert_msg((double)rep.random.kept <= limit, "window %g: random kept %zu > %g",
                       windows[w], rep.random.kept, limit);
+        /* the original algorithm, in batches of 4000 (one here), at the same rate */
+        ck_assert_uint_eq(rep.batches, 1);
+        ck_assert_uint_eq(rep.original.kept, 84);
         ck_assert_uint_ge(rep.gleaner.kept, 83);
+    }
+    /* keeping everything, every sampler covers every paper pattern and API */
+    rt_sel_eval_options all = {.rate = 1.0, .window_s = 60, .seed = 7, .original_batch = 100};
+    rt_sel_eval_report rep;
+    char err[256];
+    ck_assert_int_eq(rt_sel_eval_run(ds, &all, &rep, err, sizeof err), 0);
+    ck_assert_uint_eq(rep.batches, 9);
+    const rt_sel_paper_metrics *pm[] = {&rep.paper_gleaner, &rep.paper_original, &rep.paper_random};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_double_eq(pm[i]->pattern_coverage, 1.0);
+        ck_assert_double_eq(pm[i]->api_coverage, 1.0);
+        ck_assert_uint_eq(pm[i]->patterns_kept, pm[i]->patterns_all);
     }
     rt_sel_dataset_free(ds);
     remove_dir(dir);
+}
+END_TEST
+
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    long size = ftell(f);
+    ck_assert_int_ge(size, 0);
+    rewind(f);
+    char *buf = malloc((size_t)size + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    buf[size] = '\0';
+    *n = (size_t)size;
+    return buf;
+}
+
+static void spill(const char *path, const char *buf, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(buf, 1, n, f), n);
+    fclose(f);
+}
+
+/* Complete data rows (after the header) in the first `keep` bytes: a row counts when
+ * its newline is kept, or when the cut falls exactly before that newline. */
+static size_t rows_in_prefix(const char *buf, size_t size, size_t keep)
+{
+    size_t lines = 0;
+    for (size_t i = 0; i < keep; i++)
+        lines += buf[i] == '\n';
+    if (keep < size && buf[keep] == '\n' && keep > 0 && buf[keep - 1] != '\n')
+        lines++;
+    return lines ? lines - 1 : 0;
+}
+
+/* Every trace file and every log file cut at every byte: either the cut falls between
+ * rows (header complete) and exactly the rows before it are read with nothing flagged,
+ * or the reader flags it (a skipped row or a bad file) and select-eval would refuse it.
+ * An intact copy of the file sits beside it so the dataset never becomes empty. */
+START_TEST(cut_at_every_byte)
+{
+    for (int log = 0; log < 2; log++) {
+        char *dir = make_dir();
+        write_dataset(dir, 6, 1.0, 2, LOG_SPACED);
+        const char *name = log ? "log/08_42_log.csv" : "trace/08_42_trace.csv";
+        char path[600], twin[600];
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        snprintf(twin, sizeof twin, "%s/%s", dir, log ? "log/08_41_log.csv" : "trace/08_41_trace.csv");
+        size_t size;
+        char *buf = slurp(path, &size);
+        spill(twin, buf, size);
+        size_t header = (size_t)(strchr(buf, '\n') - buf);
+        size_t full_rows = rows_in_prefix(buf, size, size);
+        ck_assert_uint_eq(full_rows, log ? 6 : 12);
+        size_t flagged = 0;
+        for (size_t keep = 0; keep <= size; keep++) {
+            spill(path, buf, keep);
+            char err[512] = "";
+            rt_sel_dataset *ds = rt_sel_dataset_read_nezha(dir, err, sizeof err);
+            ck_assert_msg(ds != NULL, "%s cut at %zu: %s", name, keep, err);
+            rt_sel_read_stats st;
+            rt_sel_dataset_read_stats(ds, &st);
+            bool between_rows = keep >= header &&
+                                (keep == size || buf[keep] == '\n' || buf[keep - 1] == '\n');
+            size_t rows = log ? st.log_rows : st.span_rows;
+            size_t skipped = log ? st.log_rows_skipped : st.span_rows_skipped;
+            ck_assert_msg(st.files == 3, "%s cut at %zu: %zu files", name, keep, st.files);
+            if (between_rows) {
+                ck_assert_msg(skipped == 0 && st.bad_files == 0,
+                              "%s cut between rows at %zu flagged: %s", name, keep,
+                              st.first_problem);
+                ck_assert_uint_eq(rows, full_rows + rows_in_prefix(buf, size, keep));
+            } else {
+                ck_assert_msg(skipped + st.bad_files >= 1, "%s cut at byte %zu of %zu accepted "
+                              "silently (ends \"%.24s\")", name, keep, size,
+                              buf + (keep > 24 ? keep - 24 : 0));
+                ck_assert_ptr_nonnull(strstr(st.first_problem, name));
+                flagged++;
+            }
+            rt_sel_dataset_free(ds);
+        }
+        ck_assert_uint_gt(flagged, size / 2);
+#ifdef HAVE_SELECT_EVAL
+        spill(path, buf, header / 2); /* cut inside the header */
+        ck_assert_int_ne(run_eval(dir, "10%", "60", false), 0);
+        ck_assert_int_eq(run_eval(dir, "10%", "60", true), 0);
+        spill(path, buf, 0); /* empty */
+        ck_assert_int_ne(run_eval(dir, "10%", "60", false), 0);
+#endif
+        free(buf);
+        remove_dir(dir);
+    }
 }
 END_TEST
 
@@ -374,6 +486,7 @@ int main(void)
     tcase_add_test(tc, complete_dataset_reads_clean);
     tcase_add_test(tc, cut_trace_file_is_counted);
     tcase_add_test(tc, cut_log_file_is_counted);
+    tcase_add_test(tc, cut_at_every_byte);
     tcase_add_test(tc, unterminated_quote_mid_file);
     tcase_add_test(tc, multiline_quoted_field);
     tcase_add_test(tc, json_log_with_spaces);

@@ -245,6 +245,90 @@ START_TEST(short_window_is_not_a_traffic_drop)
 }
 END_TEST
 
+/* Latency events against the window's per-minute p90, in tiers: of 20 equal traces
+ * whose child spans take d, one at 2d (tier 1: > 1.5 × p90 = d) and one at 4d (tier 2:
+ * > 3 × p90) get patterns of their own, different from each other; with minute_tiers
+ * off, a 2d span is not slow against a streaming p90 of d with slow_factor 2. */
+START_TEST(latency_tiers_per_minute)
+{
+    for (int tiers = 1; tiers >= 0; tiers--) {
+        size_t n = 20;
+        for (size_t i = 0; i < n; i++) {
+            gen_init(&G[i], i + 1);
+            int root = gen_span(&G[i], "frontend", "/cart", -1, 1000, 90000);
+            uint64_t d = i == 0 ? 20000 : i == 1 ? 40000 : 10000;
+            gen_span(&G[i], "db", "query", root, 2000, 2000 + d);
+            gen_log(&G[i], RT_SEL_LOG_INFO, 7, NULL);
+            T[i] = G[i].t;
+        }
+        rt_sel_config cfg;
+        rt_sel_config_default(&cfg);
+        cfg.minute_tiers = tiers;
+        rt_selector *s = rt_sel_create(&cfg);
+        rt_sel_result r;
+        ck_assert_int_eq(rt_sel_select_window(s, T, n, n, NULL, 0, &r), 0);
+        for (size_t i = 3; i < n; i++)
+            ck_assert_uint_eq(r.verdicts[i].pattern, r.verdicts[2].pattern);
+        if (tiers) {
+            ck_assert_uint_ne(r.verdicts[0].pattern, r.verdicts[2].pattern);
+            ck_assert_uint_ne(r.verdicts[1].pattern, r.verdicts[2].pattern);
+            ck_assert_uint_ne(r.verdicts[0].pattern, r.verdicts[1].pattern);
+        } else {
+            ck_assert_uint_eq(r.verdicts[0].pattern, r.verdicts[2].pattern);
+            ck_assert_uint_ne(r.verdicts[1].pattern, r.verdicts[2].pattern);
+        }
+        rt_sel_destroy(s);
+    }
+}
+END_TEST
+
+/* Budget above the number of groups: a group whose every pattern was kept before gets
+ * its one pick, the group with new patterns the rest (an even split would give 3 / 3). */
+START_TEST(budget_goes_to_new_patterns_first)
+{
+    rt_selector *s = rt_sel_create(NULL);
+    rt_sel_result r;
+    size_t n = 0;
+    for (int i = 0; i < 3; i++, n++) { /* window 1: /cart's three patterns, all kept */
+        gen_fanout(&G[n], n + 1, "/cart", 1, 100 + (uint32_t)i);
+        T[n] = G[n].t;
+    }
+    ck_assert_int_eq(rt_sel_select_window(s, T, n, 10, NULL, 0, &r), 0);
+    ck_assert_uint_eq(r.n_chosen, 3);
+    n = 0;
+    for (int i = 0; i < 12; i++, n++) { /* window 2: the same /cart patterns again */
+        gen_fanout(&G[n], n + 100, "/cart", 1, 100 + (uint32_t)(i % 3));
+        T[n] = G[n].t;
+    }
+    for (int i = 0; i < 12; i++, n++) { /* and twelve new /pay patterns */
+        gen_fanout(&G[n], n + 100, "/pay", 1, 200 + (uint32_t)i);
+        T[n] = G[n].t;
+    }
+    ck_assert_int_eq(rt_sel_select_window(s, T, n, 6, NULL, 0, &r), 0);
+    size_t cart = 0, pay = 0;
+    for (size_t i = 0; i < n; i++)
+        if (r.verdicts[i].chosen)
+            *(i < 12 ? &cart : &pay) += 1;
+    ck_assert_uint_eq(cart, 1);
+    ck_assert_uint_eq(pay, 5);
+    /* without novelty_first: the even split */
+    rt_sel_config cfg;
+    rt_sel_config_default(&cfg);
+    cfg.novelty_first = false;
+    rt_selector *e = rt_sel_create(&cfg);
+    ck_assert_int_eq(rt_sel_select_window(e, T, 3, 10, NULL, 0, &r), 0);
+    ck_assert_int_eq(rt_sel_select_window(e, T, n, 6, NULL, 0, &r), 0);
+    cart = pay = 0;
+    for (size_t i = 0; i < n; i++)
+        if (r.verdicts[i].chosen)
+            *(i < 12 ? &cart : &pay) += 1;
+    ck_assert_uint_eq(cart, 3);
+    ck_assert_uint_eq(pay, 3);
+    rt_sel_destroy(e);
+    rt_sel_destroy(s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("select_selector");
@@ -258,6 +342,8 @@ int main(void)
     tcase_add_test(tc, free_text_logs_are_mined);
     tcase_add_test(tc, tiny_budget_prefers_groups_with_new_patterns);
     tcase_add_test(tc, short_window_is_not_a_traffic_drop);
+    tcase_add_test(tc, latency_tiers_per_minute);
+    tcase_add_test(tc, budget_goes_to_new_patterns_first);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

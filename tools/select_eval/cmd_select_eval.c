@@ -2,8 +2,8 @@
  *
  * Parses flags by hand (getopt_long would keep global state between calls from the
  * dispatcher), loads the dataset with the select/ readers, runs rt_sel_eval_run, which
- * replays the chosen sampler and random sampling at the same per-window budgets in one
- * run, and prints one metrics row per sampler plus the ratio.
+ * replays retrace's selector, the original algorithm and random sampling at the same
+ * budget in one run, and prints one metrics row per sampler plus the ratios.
  */
 #include "cmd_select_eval.h"
 
@@ -28,19 +28,23 @@ typedef struct args {
     bool help;
     bool allow_partial;
     const char *metrics; /* retrace, paper or both */
+    size_t batch;        /* the original algorithm's batch, 0 = default */
 } args;
 
 static void usage(FILE *out)
 {
     fputs("usage: retrace select-eval --input DIR --rate R [options]\n"
           "\n"
-          "Replay a trace dataset in time order through a sampler and print selection\n"
-          "quality for that sampler and for random sampling at the same budget.\n"
+          "Replay a trace dataset in time order through retrace's selector (gleaner), the\n"
+          "original Gleaner algorithm reimplemented from its paper (original, batches of\n"
+          "4000 traces) and random sampling at the same budget, and print the selection\n"
+          "quality of all three (the chosen sampler first) with the ratios.\n"
           "\n"
           "  --input DIR            dataset directory (nezha-csv: DIR/trace/*.csv, DIR/log/*.csv)\n"
           "  --format FMT           nezha-csv (default) or otlp-json\n"
           "  --rate R               share of traces to keep, 0 < R <= 1 (\"0.01\" or \"1%\")\n"
-          "  --sampler S            gleaner (default) or random\n"
+          "  --sampler S            gleaner (default), original or random: printed first\n"
+          "  --batch N              traces per batch of the original algorithm (default 4000)\n"
           "  --window SECONDS       selection window in trace time (default 60)\n"
           "  --alarms MODE          errors (default: a root API with an ERROR log in the\n"
           "                         window is alarmed, like a fired exception trigger) or none\n"
@@ -132,8 +136,17 @@ static int parse_one(int argc, char **argv, int *i, args *a)
             a->sampler = RT_SEL_SAMPLER_GLEANER;
         else if (!strcmp(v, "random"))
             a->sampler = RT_SEL_SAMPLER_RANDOM;
+        else if (!strcmp(v, "original"))
+            a->sampler = RT_SEL_SAMPLER_ORIGINAL;
         else
-            return bad("unknown --sampler '%s' (gleaner or random)", v);
+            return bad("unknown --sampler '%s' (gleaner, original or random)", v);
+    } else if ((v = flag_value(argc, argv, i, "--batch"))) {
+        char *end;
+        errno = 0;
+        unsigned long long b = strtoull(v, &end, 10);
+        if (!*v || *end || errno || b == 0 || b > 10000000)
+            return bad("--batch '%s' must be a positive number of traces", v);
+        a->batch = (size_t)b;
     } else if ((v = flag_value(argc, argv, i, "--window"))) {
         if (!parse_double(v, &a->window_s, false) || !(a->window_s > 0) || a->window_s > 1e9)
             return bad("--window '%s' must be a positive number of seconds", v);
@@ -189,40 +202,79 @@ static void print_paper_row(const char *name, const rt_sel_paper_metrics *m, dou
            m->patterns_kept, us, kept);
 }
 
+static const char *sampler_name[] = {"gleaner", "random", "original"};
+
+/* The three samplers in print order: the chosen one first. */
+static void print_order(enum rt_sel_sampler first, enum rt_sel_sampler order[3])
+{
+    static const enum rt_sel_sampler all[] = {RT_SEL_SAMPLER_GLEANER, RT_SEL_SAMPLER_ORIGINAL,
+                                              RT_SEL_SAMPLER_RANDOM};
+    order[0] = first;
+    for (size_t i = 0, k = 1; i < 3; i++)
+        if (all[i] != first)
+            order[k++] = all[i];
+}
+
+static const rt_sel_metrics *metrics_of(const rt_sel_eval_report *rep, enum rt_sel_sampler s)
+{
+    return s == RT_SEL_SAMPLER_GLEANER ? &rep->gleaner
+           : s == RT_SEL_SAMPLER_ORIGINAL ? &rep->original : &rep->random;
+}
+
+static const rt_sel_paper_metrics *paper_of(const rt_sel_eval_report *rep, enum rt_sel_sampler s)
+{
+    return s == RT_SEL_SAMPLER_GLEANER ? &rep->paper_gleaner
+           : s == RT_SEL_SAMPLER_ORIGINAL ? &rep->paper_original : &rep->paper_random;
+}
+
+static void print_ratio(const char *what, const rt_sel_metrics *g, const rt_sel_metrics *r)
+{
+    printf("%-8s %7.2f %8.2f %11.2f %7.2f %9.2f %6.2f %6.2f   (gleaner / %s)\n", "ratio",
+           ratio(g->api_coverage, r->api_coverage), ratio(g->path_coverage, r->path_coverage),
+           ratio(g->pattern_coverage, r->pattern_coverage), ratio(g->entropy, r->entropy),
+           ratio(g->anomalous, r->anomalous), ratio(g->rare, r->rare), ratio(g->bcr, r->bcr),
+           what);
+}
+
+static void print_paper_ratio(const char *what, const rt_sel_paper_metrics *g,
+                              const rt_sel_paper_metrics *r)
+{
+    printf("%-8s %13.2f %9.2f %6.2f %8.2f %6.2f %7.2f   (gleaner / %s)\n", "ratio",
+           ratio(g->pattern_coverage, r->pattern_coverage), ratio(g->entropy, r->entropy),
+           ratio(g->rare, r->rare), ratio(g->rare_coverage, r->rare_coverage),
+           ratio(g->errors, r->errors), ratio(g->api_coverage, r->api_coverage), what);
+}
+
 static void print_report(const args *a, rt_sel_dataset *ds, const rt_sel_eval_report *rep)
 {
     printf("select-eval input=%s format=%s traces=%zu spans=%zu logs=%zu rate=%g window=%gs "
-           "windows=%zu alarms=%s\n",
+           "windows=%zu original_batches=%zu alarms=%s\n",
            a->input, a->format, rt_sel_dataset_count(ds), rt_sel_dataset_spans(ds),
-           rt_sel_dataset_logs(ds), a->rate, a->window_s, rep->windows,
+           rt_sel_dataset_logs(ds), a->rate, a->window_s, rep->windows, rep->batches,
            a->alarm_on_errors ? "errors" : "none");
-    bool gl = a->sampler == RT_SEL_SAMPLER_GLEANER;
-    const rt_sel_metrics *g = &rep->gleaner, *r = &rep->random;
+    enum rt_sel_sampler order[3];
+    print_order(a->sampler, order);
     if (strcmp(a->metrics, "paper")) {
         printf("%-8s %7s %8s %11s %7s %9s %6s %6s %11s %12s %9s %6s\n", "sampler", "api_cov",
                "path_cov", "pattern_cov", "entropy", "anomalous", "rare", "bcr", "actual_rate",
                "us_per_trace", "us_mining", "kept");
-        print_row(gl ? "gleaner" : "random", gl ? g : r);
-        print_row(gl ? "random" : "gleaner", gl ? r : g);
-        printf("%-8s %7.2f %8.2f %11.2f %7.2f %9.2f %6.2f %6.2f   (gleaner / random)\n", "ratio",
-               ratio(g->api_coverage, r->api_coverage), ratio(g->path_coverage, r->path_coverage),
-               ratio(g->pattern_coverage, r->pattern_coverage), ratio(g->entropy, r->entropy),
-               ratio(g->anomalous, r->anomalous), ratio(g->rare, r->rare), ratio(g->bcr, r->bcr));
+        for (int i = 0; i < 3; i++)
+            print_row(sampler_name[order[i]], metrics_of(rep, order[i]));
+        print_ratio("random", &rep->gleaner, &rep->random);
+        print_ratio("original", &rep->gleaner, &rep->original);
     }
     if (strcmp(a->metrics, "retrace")) {
-        const rt_sel_paper_metrics *pg = &rep->paper_gleaner, *pr = &rep->paper_random;
-        printf("paper metrics (patterns in the dataset: %zu)\n", pg->patterns_all);
+        printf("paper metrics (patterns in the dataset: %zu)\n", rep->paper_gleaner.patterns_all);
         printf("%-8s %13s %9s %6s %8s %6s %7s %13s %12s %6s\n", "sampler", "p_pattern_cov",
                "p_entropy", "rare", "rare_cov", "errors", "api_cov", "patterns_kept",
                "us_per_trace", "kept");
-        print_paper_row(gl ? "gleaner" : "random", gl ? pg : pr,
-                        gl ? g->us_per_trace : r->us_per_trace, gl ? g->kept : r->kept);
-        print_paper_row(gl ? "random" : "gleaner", gl ? pr : pg,
-                        gl ? r->us_per_trace : g->us_per_trace, gl ? r->kept : g->kept);
-        printf("%-8s %13.2f %9.2f %6.2f %8.2f %6.2f %7.2f   (gleaner / random)\n", "ratio",
-               ratio(pg->pattern_coverage, pr->pattern_coverage), ratio(pg->entropy, pr->entropy),
-               ratio(pg->rare, pr->rare), ratio(pg->rare_coverage, pr->rare_coverage),
-               ratio(pg->errors, pr->errors), ratio(pg->api_coverage, pr->api_coverage));
+        for (int i = 0; i < 3; i++) {
+            const rt_sel_metrics *m = metrics_of(rep, order[i]);
+            print_paper_row(sampler_name[order[i]], paper_of(rep, order[i]), m->us_per_trace,
+                            m->kept);
+        }
+        print_paper_ratio("random", &rep->paper_gleaner, &rep->paper_random);
+        print_paper_ratio("original", &rep->paper_gleaner, &rep->paper_original);
     }
 }
 
@@ -248,12 +300,12 @@ int cli_cmd_select_eval(int argc, char **argv)
     }
     rt_sel_read_stats st;
     rt_sel_dataset_read_stats(ds, &st);
-    if (st.span_rows_skipped || st.log_rows_skipped) {
+    if (st.span_rows_skipped || st.log_rows_skipped || st.bad_files) {
         fprintf(stderr,
-                "retrace select-eval: %s: skipped %zu of %zu trace rows and %zu of %zu log rows "
-                "(first: %s)\n",
+                "retrace select-eval: %s: skipped %zu of %zu trace rows and %zu of %zu log rows, "
+                "%zu of %zu files empty or without their header (first: %s)\n",
                 a.allow_partial ? "warning" : "error", st.span_rows_skipped, st.span_rows,
-                st.log_rows_skipped, st.log_rows, st.first_problem);
+                st.log_rows_skipped, st.log_rows, st.bad_files, st.files, st.first_problem);
         if (!a.allow_partial) {
             fputs("retrace select-eval: refusing to evaluate a partial dataset "
                   "(--allow-partial to accept it)\n", stderr);
@@ -262,7 +314,8 @@ int cli_cmd_select_eval(int argc, char **argv)
         }
     }
     rt_sel_eval_options opt = {.rate = a.rate, .window_s = a.window_s, .seed = a.seed,
-                               .alarm_on_errors = a.alarm_on_errors, .progress = !a.quiet};
+                               .alarm_on_errors = a.alarm_on_errors, .progress = !a.quiet,
+                               .original_batch = a.batch};
     rt_sel_eval_report rep;
     if (rt_sel_eval_run(ds, &opt, &rep, err, sizeof err)) {
         fprintf(stderr, "retrace select-eval: %s\n", err);

@@ -1,0 +1,193 @@
+/* paper.c — a trace as the Gleaner paper's set of event pairs.
+ *
+ * The events of a span are, in order: its operation, the Drain template ids of its
+ * logs in time order, and a latency event when the span is slower than 1.5, 3 or 5 ×
+ * the p90 of its (service, operation) in the same minute of trace time (three tiers).
+ * Pairs are consecutive events of a span plus (parent operation, child operation) for
+ * every edge; a trace is the sorted set of its distinct pair hashes. The per-minute
+ * p90s come from a hash table built over a set of traces (the whole dataset for the
+ * metrics, one batch for the original algorithm, one window for the selector): the
+ * nearest-rank p90 (the ⌈0.9·k⌉-th smallest of k) of each (operation, minute).
+ */
+#include "internal.h"
+#include "paper_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+static uint64_t span_dur(const rt_sel_span *s)
+{
+    return s->end_ns > s->start_ns ? s->end_ns - s->start_ns : 0;
+}
+
+static uint64_t minute_key(const rt_sel_span *s)
+{
+    return rt_sel_combine(rt_sel_span_key(s), s->start_ns / 60000000000ull) | 1u; /* never 0 */
+}
+
+static int tier_of(uint64_t dur, uint64_t p90)
+{
+    double d = (double)dur, p = (double)p90;
+    return p90 == 0 ? 0 : d > 5 * p ? 3 : d > 3 * p ? 2 : d > 1.5 * p ? 1 : 0;
+}
+
+/* Slot of key in the open-addressing table (its own or the empty one it would take). */
+static size_t slot_of(const uint64_t *keys, size_t mask, uint64_t key)
+{
+    size_t i = rt_sel_mix64(key) & mask;
+    while (keys[i] && keys[i] != key)
+        i = (i + 1) & mask;
+    return i;
+}
+
+/* k-th smallest (0-based) of v[0..n), reordering v (quickselect, middle pivot). */
+static uint64_t kth_smallest(uint64_t *v, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        uint64_t pivot = v[lo + (hi - lo) / 2];
+        size_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i <= j) {
+                uint64_t t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+                i++;
+                if (j == 0)
+                    break;
+                j--;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return v[k];
+    }
+    return v[k];
+}
+
+/* Spans are bucketed by (operation, minute) in a hash table — counts, then offsets,
+ * then durations scattered into one array — and each bucket's nearest-rank p90 is
+ * a quickselect: linear in the spans, no sort. */
+int rt_sel_paper_p90_build(const rt_sel_trace *traces, size_t n, rt_sel_paper_p90 *out)
+{
+    size_t spans = 0;
+    for (size_t i = 0; i < n; i++)
+        spans += traces[i].n_spans;
+    size_t cap = 16;
+    while (cap < 2 * spans)
+        cap <<= 1;
+    *out = (rt_sel_paper_p90){.keys = calloc(cap, sizeof *out->keys),
+                              .p90 = calloc(cap, sizeof *out->p90), .n = cap,
+                              .tier = malloc(spans ? spans : 1)};
+    uint64_t *dur = malloc((spans ? spans : 1) * sizeof *dur);
+    uint32_t *slot = malloc((spans ? spans : 1) * sizeof *slot);
+    if (!out->keys || !out->p90 || !out->tier || !dur || !slot) {
+        free(dur);
+        free(slot);
+        rt_sel_paper_p90_free(out);
+        return -1;
+    }
+    size_t mask = cap - 1, k = 0;
+    /* p90[] first counts the members of a slot, then is its write offset */
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < traces[i].n_spans; j++) {
+            uint64_t key = minute_key(&traces[i].spans[j]);
+            size_t at = slot_of(out->keys, mask, key);
+            out->keys[at] = key;
+            out->p90[at]++;
+            slot[k++] = (uint32_t)at;
+        }
+    size_t off = 0;
+    for (size_t i = 0; i < cap; i++) {
+        size_t c = out->p90[i];
+        out->p90[i] = off;
+        off += c;
+    }
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < traces[i].n_spans; j++, k++)
+            dur[out->p90[slot[k]]++] = span_dur(&traces[i].spans[j]);
+    /* now p90[i] is the end of slot i's run; walk slots in order to find starts */
+    off = 0;
+    for (size_t i = 0; i < cap; i++) {
+        if (!out->keys[i])
+            continue;
+        size_t end = out->p90[i], c = end - off;
+        size_t rank = (size_t)ceil(0.9 * (double)c);
+        out->p90[i] = kth_smallest(dur + off, c, rank ? rank - 1 : 0);
+        off = end;
+    }
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < traces[i].n_spans; j++, k++)
+            out->tier[k] = (uint8_t)tier_of(span_dur(&traces[i].spans[j]), out->p90[slot[k]]);
+    free(dur);
+    free(slot);
+    return 0;
+}
+
+void rt_sel_paper_p90_free(rt_sel_paper_p90 *t)
+{
+    free(t->keys);
+    free(t->p90);
+    free(t->tier);
+    *t = (rt_sel_paper_p90){0};
+}
+
+int rt_sel_paper_tier(const rt_sel_paper_p90 *t, const rt_sel_span *s)
+{
+    if (!t->n)
+        return 0;
+    size_t at = slot_of(t->keys, t->n - 1, minute_key(s));
+    return tier_of(span_dur(s), t->keys[at] ? t->p90[at] : 0);
+}
+
+#define EV_LAT 0x1a7e000000000000ull
+
+size_t rt_sel_paper_pairs(const rt_sel_trace *t, const rt_sel_paper_p90 *p90, uint64_t **buf,
+                          size_t *cap)
+{
+    size_t need = (size_t)t->n_spans * 2 + t->n_logs + 1, k = 0;
+    if (need > *cap) {
+        uint64_t *nb = realloc(*buf, need * sizeof *nb);
+        if (!nb)
+            return (size_t)-1;
+        *buf = nb;
+        *cap = need;
+    }
+    uint64_t *v = *buf;
+    for (uint32_t i = 0; i < t->n_spans; i++) {
+        const rt_sel_span *s = &t->spans[i];
+        uint64_t op = rt_sel_span_key(s), prev = op;
+        if (s->parent >= 0 && (uint32_t)s->parent < t->n_spans)
+            v[k++] = rt_sel_combine(rt_sel_span_key(&t->spans[s->parent]) ^ 0x9a4e, op);
+        for (uint32_t l = s->first_log; l < s->first_log + s->n_logs && l < t->n_logs; l++) {
+            uint64_t ev = rt_sel_combine(0x7e3f, t->logs[l].template_id);
+            v[k++] = rt_sel_combine(prev, ev);
+            prev = ev;
+        }
+        int tier = rt_sel_paper_tier(p90, s);
+        if (tier)
+            v[k++] = rt_sel_combine(prev, rt_sel_combine(op, EV_LAT + (uint64_t)tier));
+    }
+    if (k)
+        qsort(v, k, sizeof *v, cmp_u64);
+    size_t u = 0;
+    for (size_t i = 0; i < k; i++)
+        if (u == 0 || v[i] != v[u - 1])
+            v[u++] = v[i];
+    return u;
+}

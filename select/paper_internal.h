@@ -1,0 +1,33 @@
+/* paper_internal.h — the Gleaner paper's trace representation, shared by the paper
+ * metrics (eval.c) and the reimplementation of the original algorithm (original.c). */
+#ifndef RETRACE_SELECT_PAPER_INTERNAL_H
+#define RETRACE_SELECT_PAPER_INTERNAL_H
+
+#include "select.h"
+
+/* p90 of span durations per (service, operation, minute of span start), nearest rank. */
+typedef struct rt_sel_paper_p90 {
+    uint64_t *keys; /* open addressing, 0 = empty */
+    uint64_t *p90;  /* ns, beside its key */
+    size_t n;       /* slots, a power of two (0: empty table) */
+    uint8_t *tier;  /* latency tier of every span of the traces it was built from, in
+                       order (trace by trace, span by span) */
+} rt_sel_paper_p90;
+
+/* Build the table from traces[0..n). Returns 0 or -1 (out of memory). */
+int rt_sel_paper_p90_build(const rt_sel_trace *traces, size_t n, rt_sel_paper_p90 *out);
+void rt_sel_paper_p90_free(rt_sel_paper_p90 *t);
+/* Latency tier of a span: 0, or 1 / 2 / 3 when slower than 1.5 / 3 / 5 × its p90. */
+int rt_sel_paper_tier(const rt_sel_paper_p90 *t, const rt_sel_span *s);
+/* The paper's event-pair set of a trace into *buf (grown as needed): sorted, unique.
+ * Logs must carry template ids. Returns the number of pairs, or (size_t)-1 when out
+ * of memory. */
+size_t rt_sel_paper_pairs(const rt_sel_trace *t, const rt_sel_paper_p90 *p90, uint64_t **buf,
+                          size_t *cap);
+
+/* rt_sel_encode with the latency events of the spans given: span_tiers[i] is the
+ * tier of span i (rt_sel_paper_p90.tier of this trace's spans). */
+int rt_sel_encode_minute_tiers(const rt_sel_trace *t, const uint8_t *span_tiers,
+                               rt_sel_pairs *out);
+
+#endif
