@@ -71,7 +71,7 @@ echo "== load: $REQUESTS checkout requests, $CONCURRENCY at a time (2% inventory
 sleep 2 # the last triggers settle and close
 
 R="$B/tools/retrace/retrace"
-st=$("$R" status --coordinator "$COORD")
+st=$("$R" status --all --coordinator "$COORD")
 fig() { echo "$st" | awk -v k="$1" '$1 == k { print $2; exit }'; }
 echo
 echo "== summary"

@@ -363,10 +363,17 @@ START_TEST(test_lifecycle)
 	}
 	ck_assert_msg(r.out[0] == '{' && strstr(r.out, "}}") != NULL, "not one JSON object: %s", r.out);
 
-	RUN(&r, 20, CLI_BIN, "status", "--pool", d.pool);
+	RUN(&r, 20, CLI_BIN, "status", "--pool", d.pool, "--all");
 	ck_assert_int_eq(r.status, 0);
 	ck_assert_ptr_nonnull(strstr(r.out, "buffers:"));
 	ck_assert_ptr_nonnull(strstr(r.out, "traces:"));
+	/* The default summary: the pool in human units, drops named or "nothing". */
+	RUN(&r, 20, CLI_BIN, "status", "--pool", d.pool);
+	ck_assert_int_eq(r.status, 0);
+	ck_assert_msg(strstr(r.out, "pool       128 x 4.0 KiB = 512.0 KiB") != NULL, "summary: %s",
+		      r.out);
+	ck_assert_msg(strstr(r.out, "  dropped    ") != NULL, "summary: %s", r.out);
+	ck_assert_msg(strstr(r.out, d.pool) != NULL, "summary: %s", r.out);
 
 	/* A second agent on the same pool is refused and leaves it alone. */
 	RUN(&r, 20, AGENT_BIN, "--pool", d.pool, "--buffers", "128", "--buffer-size", "4096",

@@ -64,4 +64,8 @@ extern const char *retrace_tls_peer; /* default "coordinator" */
  * in messages. */
 int cli_coordinator_say(const char *cmd, const char *url, const char *req, int timeout_ms);
 
+/* status_summary.c: print the one-screen summary of a daemon's JSON figures.
+ * 0, or 1 (with a message) when they do not parse. */
+int cli_print_status_summary(const char *json_text, size_t len, int coordinator);
+
 #endif

@@ -26,17 +26,20 @@
 static void status_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: retrace status [--pool NAME | --agent URL] [--coordinator URL] [--json]\n"
+		"usage: retrace status [--pool NAME | --agent URL] [--coordinator URL] [--all | --json]\n"
 		"                      [--timeout MS]\n"
 		"Ask a running retrace-agent for its figures (buffers, traces, event horizon,\n"
 		"evictions, malformed entries, clients, queues, reporting) and/or the\n"
 		"coordinator for its own (agents, triggers in flight, traversal latency,\n"
 		"coherent/incoherent traces, store). With only --coordinator, only the\n"
-		"coordinator is asked.\n\n"
+		"coordinator is asked. By default a summary of a few lines per daemon, in\n"
+		"human units, naming every non-zero drop or error counter; --all prints\n"
+		"every figure (docs/metrics.md names them).\n\n"
 		"  -p, --pool NAME     the agent's pool (default /retrace, or $RETRACE_POOL)\n"
 		"  -a, --agent URL     the agent's status address (default ipc:///tmp/retrace-UID/POOL.status)\n"
 		"  -C, --coordinator URL  the coordinator's address (or $RETRACE_COORDINATOR)\n"
-		"  -j, --json          print JSON instead of text\n"
+		"  -A, --all           every figure, as text\n"
+		"  -j, --json          every figure, as JSON\n"
 		"  -t, --timeout MS    give up after MS milliseconds (default 2000)\n"
 		RETRACE_TLS_USAGE
 		"  -h, --help          this text\n");
@@ -109,24 +112,32 @@ int cli_request(const char *url, const char *req, int timeout_ms, char **reply,
 	return 0;
 }
 
-/* Print one daemon's figures (it renders them; we parse nothing). 0 or 1. */
-static int ask(const char *url, const char *what, int json, int timeout)
+enum status_form { FORM_SUMMARY, FORM_ALL, FORM_JSON };
+
+/* Print one daemon's figures: as it renders them (--all, --json), or the
+ * summary made from its JSON (status_summary.c). 0 or 1. */
+static int ask(const char *url, const char *what, enum status_form form, int timeout)
 {
 	char err[512], *reply = NULL;
-	size_t len = 0;
+	size_t len = 0, n;
+	int rc = 0;
 	/* An agent's certificate is agent-ID, which we may not know: any of the CA. */
 	retrace_tls_peer = !strcmp(what, "agent") ? NULL : RT_TLS_COORDINATOR_NAME;
-	if (cli_request(url, json ? "status json" : "status", timeout, &reply, &len,
+	if (cli_request(url, form == FORM_ALL ? "status" : "status json", timeout, &reply, &len,
 			    err, sizeof err) != 0) {
 		fprintf(stderr, "retrace status: no %s answers at %s (is retrace-%s running?)\n",
 			what, err, what);
 		return 1;
 	}
-	fwrite(reply, 1, len && reply[len - 1] == 0 ? len - 1 : len, stdout);
-	if (json)
+	n = len && reply[len - 1] == 0 ? len - 1 : len;
+	if (form == FORM_SUMMARY)
+		rc = cli_print_status_summary(reply, n, !strcmp(what, "coordinator"));
+	else
+		fwrite(reply, 1, n, stdout);
+	if (form == FORM_JSON)
 		fputc('\n', stdout);
 	nng_free(reply, len);
-	return 0;
+	return rc;
 }
 
 int cli_cmd_status(int argc, char **argv)
@@ -135,6 +146,7 @@ int cli_cmd_status(int argc, char **argv)
 		{ "pool", required_argument, NULL, 'p' },
 		{ "agent", required_argument, NULL, 'a' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "all", no_argument, NULL, 'A' },
 		{ "coordinator", required_argument, NULL, 'C' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
@@ -145,16 +157,18 @@ int cli_cmd_status(int argc, char **argv)
 	const char *coord = getenv("RETRACE_COORDINATOR");
 	char url[256] = "";
 	int agent_asked = 0, coord_asked = 0, rc = 0;
-	int json = 0, timeout = 2000, ch;
+	enum status_form form = FORM_SUMMARY;
+	int timeout = 2000, ch;
 	char *end;
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "p:a:C:jt:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "p:a:C:jAt:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'p': pool = optarg; agent_asked = 1; break;
 		case 'a': snprintf(url, sizeof url, "%s", optarg); agent_asked = 1; break;
 		case 'C': coord = optarg; coord_asked = 1; break;
-		case 'j': json = 1; break;
+		case 'j': form = FORM_JSON; break;
+		case 'A': form = FORM_ALL; break;
 		case 't':
 			errno = 0;
 			timeout = (int)strtol(optarg, &end, 10);
@@ -177,14 +191,14 @@ int cli_cmd_status(int argc, char **argv)
 	if (coord && !*coord)
 		coord = NULL;
 	if (coord_asked && !agent_asked)
-		return ask(coord, "coordinator", json, timeout);
+		return ask(coord, "coordinator", form, timeout);
 	if (!url[0])
 		rt_agent_default_status_addr(pool, url, sizeof url);
-	rc = ask(url, "agent", json, timeout);
+	rc = ask(url, "agent", form, timeout);
 	if (coord) {
-		if (!json)
+		if (form != FORM_JSON)
 			printf("\n");
-		rc |= ask(coord, "coordinator", json, timeout);
+		rc |= ask(coord, "coordinator", form, timeout);
 	}
 	return rc;
 }
