@@ -182,6 +182,12 @@ int rt_decoder_add_slice(struct rt_decoder *d, const struct rt_wire_slice *slice
 int rt_decoder_add_message(struct rt_decoder *d, const void *msg, size_t len);
 /* Build the trace. Returns 0 or -1 (out of memory). The decoder is freed. */
 int rt_decoder_finish(struct rt_decoder *d, struct rt_decoded_trace *out);
+
+struct rt_store;
+/* Decode trace (hi, lo) from the slices `s` holds (decode_stored.c): 0, or -1
+ * with a sentence in err (a store error, out of memory). */
+int rt_decode_stored(struct rt_store *s, uint64_t hi, uint64_t lo, struct rt_decoded_trace *out,
+		     char *err, size_t errlen);
 void rt_decoder_free(struct rt_decoder *d);
 
 void rt_decoded_trace_free(struct rt_decoded_trace *t);

@@ -107,26 +107,6 @@ static uint32_t take_batch(struct coord_stream *x, struct stream_id *out)
 	return n;
 }
 
-static int feed_slice(void *arg, const struct rt_store_slice *sl)
-{
-	return rt_decoder_add_message(arg, sl->msg, sl->msg_len) ? -1 : 0;
-}
-
-/* Decode one stored trace through our own connection. 0, or -1. */
-static int decode_one(struct rt_store *s, const struct stream_id *id,
-		      struct rt_decoded_trace *out)
-{
-	struct rt_decoder *d = rt_decoder_new(id->hi, id->lo);
-	memset(out, 0, sizeof *out);
-	if (!d)
-		return -1;
-	if (rt_store_slices(s, id->hi, id->lo, feed_slice, d) != 0) {
-		rt_decoder_free(d);
-		return -1;
-	}
-	return rt_decoder_finish(d, out);
-}
-
 static void push_batch(struct coord_stream *x, struct rt_store *s, const struct stream_id *ids,
 		       uint32_t n, struct rt_decoded_trace *traces)
 {
@@ -137,7 +117,7 @@ static void push_batch(struct coord_stream *x, struct rt_store *s, const struct 
 	size_t spans = 0;
 	int rc;
 	for (i = 0; i < n; i++) {
-		if (decode_one(s, &ids[i], &traces[ok]) != 0) {
+		if (rt_decode_stored(s, ids[i].hi, ids[i].lo, &traces[ok], err, sizeof err) != 0) {
 			rt_decoded_trace_free(&traces[ok]);
 			bad++;
 			continue;

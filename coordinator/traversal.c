@@ -790,23 +790,11 @@ static void build_row(struct rt_coord *c, const struct coord_group *g, int idx,
 	row->traversal_ns = g->traversal_ns;
 }
 
-static int feed_slice(void *arg, const struct rt_store_slice *sl)
-{
-	return rt_decoder_add_message(arg, sl->msg, sl->msg_len) ? -1 : 0;
-}
-
 int coord_decode_stored(struct rt_coord *c, uint64_t hi, uint64_t lo,
 			struct rt_decoded_trace *out)
 {
-	struct rt_decoder *d = rt_decoder_new(hi, lo);
-	memset(out, 0, sizeof *out);
-	if (!d)
-		return -1;
-	if (rt_store_slices(c->store, hi, lo, feed_slice, d) != 0) {
-		rt_decoder_free(d);
-		return -1;
-	}
-	return rt_decoder_finish(d, out);
+	char err[256];
+	return rt_decode_stored(c->store, hi, lo, out, err, sizeof err);
 }
 
 /*

@@ -34,6 +34,7 @@
 #include <nng/supplemental/http/http.h>
 #include <zlib.h>
 
+#include "common/gunzip.h"
 #include "common/suite.h"
 #include "export.h"
 
@@ -713,38 +714,6 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* gunzip (NULL if it is not gzip). */
-static char *gunzip(const void *in, size_t len, size_t *out_len)
-{
-	z_stream zs;
-	size_t cap = len * 8 + 1024, n = 0;
-	char *out = malloc(cap);
-	int rc;
-	memset(&zs, 0, sizeof zs);
-	if (!out || inflateInit2(&zs, 16 + 15) != Z_OK) {
-		free(out);
-		return NULL;
-	}
-	zs.next_in = (Bytef *)(uintptr_t)in;
-	zs.avail_in = (uInt)len;
-	do {
-		if (n == cap) {
-			cap *= 2;
-			out = realloc(out, cap);
-		}
-		zs.next_out = (Bytef *)out + n;
-		zs.avail_out = (uInt)(cap - n);
-		rc = inflate(&zs, Z_NO_FLUSH);
-		n = zs.total_out;
-	} while (rc == Z_OK);
-	inflateEnd(&zs);
-	if (rc != Z_STREAM_END) {
-		free(out);
-		return NULL;
-	}
-	*out_len = n;
-	return out;
-}
 
 static void copy_header(nng_http_req *req, const char *name, char *out, size_t cap)
 {
@@ -773,7 +742,7 @@ static void handle_traces(nng_aio *aio)
 		copy_header(req, "User-Agent", sn->user_agent, sizeof sn->user_agent);
 		sn->wire_len = len;
 		if (!strcmp(sn->content_encoding, "gzip")) {
-			sn->body = gunzip(data, len, &sn->body_len);
+			sn->body = test_gunzip(data, len, &sn->body_len);
 		} else {
 			sn->body = malloc(len + 1);
 			memcpy(sn->body, data, len);

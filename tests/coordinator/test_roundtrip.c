@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "cluster.h"
+#include "common/gunzip.h"
 #include "common/suite.h"
 #include "decode.h"
 #include "retrace/tracer.h"
@@ -41,7 +42,6 @@
 
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
-#include <zlib.h>
 
 #define HI 0x00c0ffee00c0ffeeull
 #define LO 0x0000000000abcdefull
@@ -353,36 +353,6 @@ static struct {
 	int n;
 } col;
 
-static char *gunzip_text(const void *in, size_t len)
-{
-	z_stream zs;
-	size_t cap = len * 8 + 1024;
-	char *out = malloc(cap);
-	int rc;
-	memset(&zs, 0, sizeof zs);
-	if (!out || inflateInit2(&zs, 16 + 15) != Z_OK) {
-		free(out);
-		return NULL;
-	}
-	zs.next_in = (Bytef *)(uintptr_t)in;
-	zs.avail_in = (uInt)len;
-	do {
-		if (zs.total_out + 1 >= cap) {
-			cap *= 2;
-			out = realloc(out, cap);
-		}
-		zs.next_out = (Bytef *)out + zs.total_out;
-		zs.avail_out = (uInt)(cap - 1 - zs.total_out);
-		rc = inflate(&zs, Z_NO_FLUSH);
-	} while (rc == Z_OK);
-	out[zs.total_out] = 0;
-	inflateEnd(&zs);
-	if (rc != Z_STREAM_END) {
-		free(out);
-		return NULL;
-	}
-	return out;
-}
 
 static void collector_handle(nng_aio *aio)
 {
@@ -396,7 +366,7 @@ static void collector_handle(nng_aio *aio)
 	pthread_mutex_lock(&col.mu);
 	status = col.status;
 	if (col.n < COLLECTOR_MAX_BODIES) {
-		char *body = enc && !strcmp(enc, "gzip") ? gunzip_text(data, len) : NULL;
+		char *body = enc && !strcmp(enc, "gzip") ? test_gunzip(data, len, NULL) : NULL;
 		if (!body && (body = malloc(len + 1))) {
 			memcpy(body, data, len);
 			body[len] = 0;

@@ -4,7 +4,7 @@
  *
  * It opens the store read-only, lists the stored traces (optionally those closed
  * in the last --since), and for each one decodes its slices into spans
- * (cli_decode_stored, as `retrace show` does) and reads the effective rate
+ * (rt_decode_stored, as `retrace show` does) and reads the effective rate
  * exponent of each agent's part (rt_store_trace_rates: the largest rate_exp of
  * that agent's slices). Every span becomes an rt_est_span: its agent is its
  * host, the agent's exponent its rate, and the filter says whether it matches.
@@ -314,7 +314,7 @@ static int estimate_trace(struct rt_store *s, struct run *r, const struct listed
 		fprintf(stderr, "retrace estimate: %s\n", rt_store_errmsg(s));
 		return -1;
 	}
-	if (cli_decode_stored(s, lt->hi, lt->lo, &t, err, sizeof err) != 0) {
+	if (rt_decode_stored(s, lt->hi, lt->lo, &t, err, sizeof err) != 0) {
 		fprintf(stderr, "retrace estimate: trace %016" PRIx64 "%016" PRIx64 ": %s\n",
 			lt->hi, lt->lo, err);
 		r->undecodable++;

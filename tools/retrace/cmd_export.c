@@ -319,7 +319,7 @@ static int decode_all(struct rt_store *s, const struct export_opts *o, const str
 	char err[256];
 	size_t i;
 	for (i = 0; i < refs->n; i++) {
-		if (cli_decode_stored(s, refs->v[i].hi, refs->v[i].lo, &out[i], err, sizeof err) != 0) {
+		if (rt_decode_stored(s, refs->v[i].hi, refs->v[i].lo, &out[i], err, sizeof err) != 0) {
 			fprintf(stderr, "%sretrace export: trace %016" PRIx64 "%016" PRIx64 ": %s\n",
 				i >= 50 && !o->quiet ? "\n" : "", refs->v[i].hi, refs->v[i].lo, err);
 			return -1;

@@ -61,35 +61,6 @@ int cli_parse_trace_id(const char *v, uint64_t *hi, uint64_t *lo)
 	return *lo ? 0 : -1;
 }
 
-static int feed_decoder(void *arg, const struct rt_store_slice *sl)
-{
-	return rt_decoder_add_message(arg, sl->msg, sl->msg_len) != 0 ? -1 : 0;
-}
-
-int cli_decode_stored(struct rt_store *s, uint64_t hi, uint64_t lo,
-			  struct rt_decoded_trace *out, char *err, size_t errlen)
-{
-	struct rt_decoder *d = rt_decoder_new(hi, lo);
-	int rc;
-	memset(out, 0, sizeof *out);
-	if (!d) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	rc = rt_store_slices(s, hi, lo, feed_decoder, d);
-	if (rc != 0) {
-		/* -1 from feed_decoder is the decoder's out of memory */
-		snprintf(err, errlen, "%s", rc == -1 ? "out of memory" : rt_store_errmsg(s));
-		rt_decoder_free(d);
-		return -1;
-	}
-	if (rt_decoder_finish(d, out) != 0) {
-		snprintf(err, errlen, "out of memory while decoding");
-		return -1;
-	}
-	return 0;
-}
-
 struct problem {
 	const char *one, *many;
 	uint64_t n;
@@ -754,7 +725,7 @@ static int show_decoded(struct rt_store *s, const struct rt_store_trace *row, in
 	struct rt_decoded_trace t;
 	char err[256];
 	int rc;
-	if (cli_decode_stored(s, row->trace_hi, row->trace_lo, &t, err, sizeof err) != 0) {
+	if (rt_decode_stored(s, row->trace_hi, row->trace_lo, &t, err, sizeof err) != 0) {
 		fprintf(stderr, "retrace show: %s\n", err);
 		return -1;
 	}
