@@ -34,7 +34,16 @@
  * batch holds, so a handle always reads its own writes (this weakens rollback:
  * what a read sent stays; every such row is safe to repeat, see above).
  * Idempotency of put_slice: a hash set of the keys this handle stored answers
- * RT_STORE_DUPLICATE without a round trip; put_trigger also asks the server.
+ * RT_STORE_DUPLICATE without a round trip.
+ *
+ * What a writer reads back costs no round trip either (clickhouse_cache.c):
+ * the coordinator decodes every trace from its stored slices at close, sets
+ * its selection verdict, and marks its triggers done. The handle keeps the
+ * slices and rows it wrote, per trace; before each batch goes out, one query
+ * asks which of the batch's new traces the server already held slices of
+ * (a restart resumed them): only for the others is the memory the whole
+ * answer. The trigger keys are loaded once at open, so put_trigger's
+ * duplicate check and done_trigger are lookups.
  *
  * Retention (no TTL before 19.6): rt_store_retain writes tombstones for the
  * traces (with their slices) past max_age or over max_bytes, orphan slices past
@@ -45,6 +54,7 @@
  * Every reply is parsed with bounds checks; a malformed one is RT_STORE_E_IO.
  */
 #include "backend.h"
+#include "clickhouse_cache.h"
 #include "http.h"
 
 #include <stdarg.h>
@@ -60,6 +70,9 @@
 #define TRIGGER_KEEP_NS (3600ull * 1000000000ull)
 #define KEYSET_BITS 20 /* 1 Mi keys of the slices this handle stored */
 #define NS_PER_DAY (86400ull * 1000000000ull)
+#define CACHE_TRACES 16384        /* traces whose own writes a handle remembers */
+#define CACHE_BYTES (64u << 20)   /* of their slice messages */
+#define SETTLE_CHUNK 1000         /* trace ids per "held before?" query */
 
 enum trig_version { TRIG_STORED = 1, TRIG_DONE = 2, TRIG_REMOVED = 3 };
 
@@ -134,6 +147,9 @@ struct ch_store {
 	uint64_t last_version;
 	uint64_t *keys;            /* open-addressing set of slice key hashes (0: empty) */
 	uint32_t nkeys;
+	struct chc cache;          /* its own slices and rows (clickhouse_cache.h) */
+	struct chc_trigs trigs;    /* every trigger key held, with its state */
+	int trigs_loaded;
 	char err[512];
 };
 
@@ -356,9 +372,16 @@ static int insert_rows(struct ch_store *s, enum table t)
 	return rc;
 }
 
-/* Send every buffered row (commit, a read, a write outside a transaction). */
+static int settle_unknown(struct ch_store *s);
+static int load_triggers(struct ch_store *s);
+
+/* Send every buffered row (commit, a read, a write outside a transaction); first
+ * settle which new traces the server held before (it must not see ours yet). */
 static int flush(struct ch_store *s)
 {
+	int settled = settle_unknown(s);
+	if (settled)
+		return settled;
 	for (int t = 0; t < T_N; t++) {
 		if (!s->nrows[t])
 			continue;
@@ -409,6 +432,93 @@ static int query(struct ch_store *s, struct rt_buf *out, const char *what, const
 static int malformed(struct ch_store *s, const char *what)
 {
 	return seterr(s, RT_STORE_E_IO, "%s: %s: malformed reply from the server", s->locator, what);
+}
+
+/* -------------------------------------------------- the own-writes cache -- */
+
+/* One "which of these trace ids has slices already?" query for up to
+ * SETTLE_CHUNK unknown entries from *next on; they become OLD or FRESH. */
+static int settle_chunk(struct ch_store *s, uint32_t *next)
+{
+	struct chc *c = &s->cache;
+	struct rt_buf sql = { 0 }, r = { 0 };
+	uint32_t start = *next, n = 0;
+	char num[32];
+	struct cursor cur;
+	int rc = 0;
+	if (rt_buf_put(&sql, "SELECT DISTINCT trace_lo FROM ", 30) ||
+	    rt_buf_put(&sql, s->db, strlen(s->db)) ||
+	    rt_buf_put(&sql, ".slices WHERE trace_lo IN (", 27))
+		rc = -1;
+	for (; !rc && *next < c->nunknown && n < SETTLE_CHUNK; (*next)++) {
+		struct chc_trace *t = chc_get(c, c->unknown[*next]);
+		if (!t || t->known != CHC_UNKNOWN)
+			continue;
+		int len = snprintf(num, sizeof num, "%s%llu", n ? "," : "",
+				   (unsigned long long)t->lo);
+		rc = rt_buf_put(&sql, num, (size_t)len);
+		n++;
+	}
+	if (!rc && n)
+		rc = rt_buf_put(&sql, ") FORMAT RowBinary", 19); /* with the NUL */
+	if (rc) {
+		rt_buf_free(&sql);
+		return seterr(s, RT_STORE_E_IO, "%s: out of memory", s->locator);
+	}
+	if (n && !(rc = run_sql(s, (const char *)sql.p, &r, "settle new traces"))) {
+		cur = (struct cursor){ r.p, r.p + r.len, 0 };
+		while (cur.p < cur.end) {
+			struct chc_trace *t = chc_get(c, get_u64(&cur));
+			if (cur.bad)
+				break;
+			if (t)
+				t->known = CHC_OLD;
+		}
+		if (cur.bad)
+			rc = malformed(s, "settle new traces");
+		for (uint32_t i = start; !rc && i < *next; i++) {
+			struct chc_trace *t = chc_get(c, c->unknown[i]);
+			if (t && t->known == CHC_UNKNOWN)
+				t->known = CHC_FRESH;
+		}
+	}
+	rt_buf_free(&sql);
+	rt_buf_free(&r);
+	return rc;
+}
+
+static int settle_unknown(struct ch_store *s)
+{
+	uint32_t next = 0;
+	int rc = 0;
+	while (!rc && next < s->cache.nunknown)
+		rc = settle_chunk(s, &next);
+	if (!rc)
+		s->cache.nunknown = 0;
+	return rc;
+}
+
+/* The cached entry of lo, settled; NULL if there is none. */
+static struct chc_trace *cached(struct ch_store *s, uint64_t lo, int *rc)
+{
+	struct chc_trace *t = chc_get(&s->cache, lo);
+	*rc = 0;
+	if (t && t->known == CHC_UNKNOWN && (*rc = settle_unknown(s)))
+		return NULL;
+	return t;
+}
+
+/* Remember a row this handle wrote (the cache forgets the trace if it cannot). */
+static void cache_row(struct ch_store *s, const struct rt_store_trace *row, int deleted)
+{
+	struct chc_trace *t = chc_touch(&s->cache, row->trace_lo);
+	if (!t)
+		return;
+	/* One row per trace_lo: another trace_hi under the same lo takes the slot. */
+	if (chc_set_row(t, row, deleted)) {
+		free(t->row);
+		t->row = NULL;
+	}
 }
 
 /* ------------------------------------------------------------ keys ---- */
@@ -546,6 +656,8 @@ static void ch_close(struct rt_store *base)
 	for (int t = 0; t < T_N; t++)
 		rt_buf_free(&s->rows[t]);
 	free(s->keys);
+	chc_free(&s->cache);
+	chc_trig_free(&s->trigs);
 	free(s);
 }
 
@@ -564,11 +676,13 @@ static int ch_open(struct rt_store **out, const struct rt_store_options *o)
 	s->readonly = o->readonly != 0;
 	s->opt_max_age = o->max_age_ns;
 	s->opt_max_bytes = o->max_bytes;
-	if (!s->readonly && !(s->keys = calloc(1u << KEYSET_BITS, sizeof *s->keys))) {
+	if (!s->readonly && (!(s->keys = calloc(1u << KEYSET_BITS, sizeof *s->keys)) ||
+			     chc_init(&s->cache, CACHE_TRACES, CACHE_BYTES))) {
 		ch_close(&s->base);
 		return seterr(NULL, RT_STORE_E_OPEN, "clickhouse: out of memory");
 	}
-	if ((rc = run_sql(s, "SELECT 1", NULL, "connect")) || (rc = check_schema(s))) {
+	if ((rc = run_sql(s, "SELECT 1", NULL, "connect")) || (rc = check_schema(s)) ||
+	    (!s->readonly && (rc = load_triggers(s)))) {
 		snprintf(open_err, sizeof open_err, "%s", s->err);
 		ch_close(&s->base);
 		return rc == RT_STORE_E_IO ? RT_STORE_E_OPEN : rc;
@@ -621,7 +735,10 @@ static void ch_rollback(struct rt_store *base)
 		return;
 	drop_batch(s);
 	s->in_txn = 0;
-	if (s->keys) { /* it may hold keys of dropped rows: forget them all */
+	/* The memories may hold what was dropped: forget them (reloaded on demand). */
+	chc_clear(&s->cache);
+	s->trigs_loaded = 0;
+	if (s->keys) {
 		memset(s->keys, 0, sizeof *s->keys << KEYSET_BITS);
 		s->nkeys = 0;
 	}
@@ -661,6 +778,57 @@ static void read_slice(struct cursor *c, struct rt_store_slice *sl)
 	sl->msg = msg;
 }
 
+/* Keep a copy; a trace whose copy is incomplete is read from the server. */
+static void remember_slice(struct ch_store *s, const struct rt_store_slice *sl)
+{
+	struct chc_trace *t = chc_touch(&s->cache, sl->trace_lo);
+	if (t && chc_add_slice(&s->cache, t, sl))
+		t->known = CHC_OLD;
+	chc_trim(&s->cache);
+}
+
+static int cmp_slice(const void *a, const void *b)
+{
+	const struct rt_store_slice *x = a, *y = b;
+	if (x->agent_id != y->agent_id)
+		return x->agent_id < y->agent_id ? -1 : 1;
+	return x->slice_seq < y->slice_seq ? -1 : x->slice_seq > y->slice_seq;
+}
+
+/* The slices of a FRESH cached trace, copied (a callback may write to the store
+ * and so trim the cache) and sorted like the server's answer. */
+static int cached_slices(struct ch_store *s, const struct chc_trace *t, uint64_t hi,
+			 rt_store_slice_fn fn, void *arg)
+{
+	const struct chc_slice *c;
+	struct rt_store_slice *v;
+	unsigned char *p;
+	size_t n = 0, bytes = 0, i;
+	int rc = 0;
+	for (c = t->head; c; c = c->next)
+		if (!hi || c->sl.trace_hi == hi)
+			n++, bytes += c->sl.msg_len;
+	if (!n)
+		return 0;
+	if (!(v = malloc(n * sizeof *v + bytes)))
+		return seterr(s, RT_STORE_E_IO, "%s: out of memory", s->locator);
+	p = (unsigned char *)(v + n);
+	for (c = t->head, i = 0; c; c = c->next) {
+		if (hi && c->sl.trace_hi != hi)
+			continue;
+		v[i] = c->sl;
+		if (c->sl.msg_len)
+			memcpy(p, c->sl.msg, c->sl.msg_len);
+		v[i++].msg = p;
+		p += c->sl.msg_len;
+	}
+	qsort(v, n, sizeof *v, cmp_slice);
+	for (i = 0; i < n && !rc; i++)
+		rc = fn(arg, &v[i]);
+	free(v);
+	return rc;
+}
+
 static int ch_put_slice(struct rt_store *base, const struct rt_store_slice *sl)
 {
 	struct ch_store *s = (struct ch_store *)base;
@@ -675,6 +843,7 @@ static int ch_put_slice(struct rt_store *base, const struct rt_store_slice *sl)
 			      s->locator, sl->msg_len);
 	if (keyset_add(s, slice_key(sl)))
 		return RT_STORE_DUPLICATE;
+	remember_slice(s, sl);
 	return row_added(s, T_SLICES, encode_slice(&s->rows[T_SLICES], sl, next_version(s), 0));
 }
 
@@ -686,8 +855,14 @@ static int ch_slices(struct rt_store *base, uint64_t hi, uint64_t lo, rt_store_s
 	struct rt_buf r = { 0 };
 	struct cursor c;
 	int rc;
+	const struct chc_trace *t;
 	if (!fn)
 		return seterr(s, RT_STORE_E_INVAL, "%s: slices: NULL callback", s->locator);
+	t = cached(s, lo, &rc);
+	if (rc)
+		return rc;
+	if (t && t->known == CHC_FRESH)
+		return cached_slices(s, t, hi, fn, arg);
 	rc = query(s, &r, "read slices",
 		   SLICE_SELECT " FROM %s.slices FINAL WHERE trace_lo = %llu AND "
 		   "(%llu = 0 OR trace_hi = %llu) AND deleted = 0 "
@@ -794,6 +969,7 @@ static int ch_put_trace(struct rt_store *base, const struct rt_store_trace *t)
 		return readonly_err(s, "put_trace");
 	row = *t;
 	row.has_selection = 0; /* like SQLite's INSERT OR REPLACE: selection is set later */
+	cache_row(s, &row, 0);
 	return row_added(s, T_TRACES, encode_trace(&s->rows[T_TRACES], &row, next_version(s), 0));
 }
 
@@ -803,7 +979,17 @@ static int fetch_trace(struct ch_store *s, uint64_t hi, uint64_t lo, int exact,
 {
 	struct rt_buf r = { 0 };
 	struct cursor c;
-	int rc = query(s, &r, what,
+	const struct chc_trace *t = exact ? chc_get(&s->cache, lo) : NULL;
+	int rc;
+	if (t && t->row && t->row->trace_hi == hi) { /* this handle wrote the newest row */
+		if (t->row_deleted)
+			return seterr(s, RT_STORE_E_NOTFOUND, "%s: %s: no trace %016llx%016llx",
+				      s->locator, what, (unsigned long long)hi,
+				      (unsigned long long)lo);
+		*out = *t->row;
+		return 0;
+	}
+	rc = query(s, &r, what,
 		       TRACE_SELECT " FROM %s.traces FINAL WHERE trace_lo = %llu AND "
 		       "(%d AND %llu = 0 OR trace_hi = %llu) AND deleted = 0 "
 		       "ORDER BY trace_hi = %llu DESC, closed_ns DESC LIMIT 1 FORMAT RowBinary",
@@ -842,6 +1028,7 @@ static int ch_add_late(struct rt_store *base, const struct rt_store_slice *sl)
 		t.first_ns = sl->first_ns;
 	if (sl->last_ns > t.last_ns)
 		t.last_ns = sl->last_ns;
+	cache_row(s, &t, 0);
 	return row_added(s, T_TRACES, encode_trace(&s->rows[T_TRACES], &t, next_version(s), 0));
 }
 
@@ -863,6 +1050,7 @@ static int ch_set_selection(struct rt_store *base, const struct rt_store_trace *
 	memcpy(t.group, sel->group, sizeof t.group);
 	t.group[sizeof t.group - 1] = 0;
 	t.weight = sel->weight;
+	cache_row(s, &t, 0);
 	return row_added(s, T_TRACES, encode_trace(&s->rows[T_TRACES], &t, next_version(s), 0));
 }
 
@@ -901,10 +1089,26 @@ static int delete_trace(struct ch_store *s, uint64_t hi, uint64_t lo, int *found
 	struct rt_store_trace t;
 	char where[128];
 	int rc;
-	snprintf(where, sizeof where, "trace_lo = %llu AND trace_hi = %llu",
-		 (unsigned long long)lo, (unsigned long long)hi);
-	if ((rc = tombstone_slices(s, where, freed, "delete_trace: slices")))
+	struct chc_trace *ct = cached(s, lo, &rc);
+	if (rc)
 		return rc;
+	if (ct && ct->known == CHC_FRESH) {
+		for (const struct chc_slice *c = ct->head; c; c = c->next) {
+			if (c->sl.trace_hi != hi)
+				continue;
+			if (encode_slice(&s->rows[T_SLICES], &c->sl, next_version(s), 1))
+				return seterr(s, RT_STORE_E_IO, "%s: out of memory", s->locator);
+			s->nrows[T_SLICES]++;
+			if (freed)
+				*freed += c->sl.bytes;
+		}
+		chc_drop_slices(&s->cache, ct, hi);
+	} else {
+		snprintf(where, sizeof where, "trace_lo = %llu AND trace_hi = %llu",
+			 (unsigned long long)lo, (unsigned long long)hi);
+		if ((rc = tombstone_slices(s, where, freed, "delete_trace: slices")))
+			return rc;
+	}
 	*found = 0;
 	rc = fetch_trace(s, hi, lo, 1, &t, "delete_trace");
 	if (rc == RT_STORE_E_NOTFOUND)
@@ -912,6 +1116,7 @@ static int delete_trace(struct ch_store *s, uint64_t hi, uint64_t lo, int *found
 	if (rc)
 		return rc;
 	*found = 1;
+	cache_row(s, &t, 1);
 	if (encode_trace(&s->rows[T_TRACES], &t, next_version(s), 1))
 		return seterr(s, RT_STORE_E_IO, "%s: out of memory for the batch", s->locator);
 	s->nrows[T_TRACES]++;
@@ -1062,74 +1267,96 @@ static int encode_trigger(struct rt_buf *b, uint32_t agent_id, uint64_t seq, uin
 	       put_u8(b, version);
 }
 
-struct trigger_row {
-	uint64_t received_ns, done_ns;
-	int done;
-	uint8_t version;
-};
-
-/* The newest row of one trigger; RT_STORE_E_NOTFOUND if none (or removed). */
-static int fetch_trigger(struct ch_store *s, uint32_t agent_id, uint64_t seq,
-			 struct trigger_row *out, const char *what)
+/* Every trigger key the server holds, with its state (one query, at open and
+ * after a rollback). */
+static int load_triggers(struct ch_store *s)
 {
 	struct rt_buf r = { 0 };
 	struct cursor c;
-	int rc = query(s, &r, what,
-		       "SELECT received_ns, done, done_ns, version FROM %s.triggers FINAL "
-		       "WHERE agent_id = %u AND trigger_seq = %llu FORMAT RowBinary", s->db,
-		       agent_id, (unsigned long long)seq);
-	if (!rc) {
-		c = (struct cursor){ r.p, r.p + r.len, 0 };
-		out->received_ns = get_u64(&c);
-		out->done = get_u8(&c);
-		out->done_ns = get_u64(&c);
-		out->version = get_u8(&c);
-		if (!r.len || out->version == TRIG_REMOVED)
-			rc = seterr(s, RT_STORE_E_NOTFOUND, "%s: no trigger %u/%llu", s->locator,
-				    agent_id, (unsigned long long)seq);
-		else if (c.bad)
-			rc = malformed(s, what);
+	int rc;
+	chc_trig_free(&s->trigs);
+	s->trigs_loaded = 0;
+	rc = query(s, &r, "load triggers",
+		   "SELECT agent_id, trigger_seq, received_ns, version FROM %s.triggers FINAL "
+		   "FORMAT RowBinary", s->db);
+	c = (struct cursor){ r.p, r.p + r.len, 0 };
+	while (!rc && c.p < c.end) {
+		uint32_t agent = get_u32(&c);
+		uint64_t seq = get_u64(&c), received = get_u64(&c);
+		uint8_t version = get_u8(&c);
+		struct chc_trig *t;
+		if (c.bad || version < TRIG_STORED || version > TRIG_REMOVED) {
+			rc = malformed(s, "load triggers");
+			break;
+		}
+		if (!(t = chc_trig_put(&s->trigs, agent, seq))) {
+			rc = seterr(s, RT_STORE_E_IO, "%s: out of memory for triggers", s->locator);
+			break;
+		}
+		t->received_ns = received;
+		t->state = version; /* TRIG_* and CHT_* count the same states */
 	}
 	rt_buf_free(&r);
+	if (!rc)
+		s->trigs_loaded = 1;
 	return rc;
+}
+
+static int triggers_ready(struct ch_store *s)
+{
+	return s->trigs_loaded ? 0 : load_triggers(s);
 }
 
 static int ch_put_trigger(struct rt_store *base, uint32_t agent_id, uint64_t seq,
 			  uint64_t received_ns, const void *msg, size_t len)
 {
 	struct ch_store *s = (struct ch_store *)base;
-	struct trigger_row row;
+	struct chc_trig *t;
 	int rc;
 	if (s->readonly)
 		return readonly_err(s, "put_trigger");
 	if (!msg && len)
 		return seterr(s, RT_STORE_E_INVAL, "%s: put_trigger: NULL msg of %zu bytes",
 			      s->locator, len);
-	rc = fetch_trigger(s, agent_id, seq, &row, "put_trigger");
-	if (rc == 0)
-		return RT_STORE_DUPLICATE;
-	if (rc != RT_STORE_E_NOTFOUND)
+	if ((rc = triggers_ready(s)))
 		return rc;
-	return row_added(s, T_TRIGGERS, encode_trigger(&s->rows[T_TRIGGERS], agent_id, seq,
-						       received_ns, msg ? msg : "", len, 0, 0,
-						       TRIG_STORED));
+	t = chc_trig_find(&s->trigs, agent_id, seq);
+	if (t) /* stored, done, or removed by retention: a newer row would hide nothing */
+		return RT_STORE_DUPLICATE;
+	if (!(t = chc_trig_put(&s->trigs, agent_id, seq)))
+		return seterr(s, RT_STORE_E_IO, "%s: out of memory for triggers", s->locator);
+	t->state = CHT_STORED;
+	t->received_ns = received_ns;
+	rc = row_added(s, T_TRIGGERS, encode_trigger(&s->rows[T_TRIGGERS], agent_id, seq,
+						     received_ns, msg ? msg : "", len, 0, 0,
+						     TRIG_STORED));
+	if (rc)
+		s->trigs_loaded = 0; /* not sent: ask the server again */
+	return rc;
 }
 
 static int ch_done_trigger(struct rt_store *base, uint32_t agent_id, uint64_t seq)
 {
 	struct ch_store *s = (struct ch_store *)base;
-	struct trigger_row row;
+	struct chc_trig *t;
 	int rc;
 	if (s->readonly)
 		return readonly_err(s, "done_trigger");
-	if ((rc = fetch_trigger(s, agent_id, seq, &row, "done_trigger")))
+	if ((rc = triggers_ready(s)))
 		return rc;
-	if (row.done)
+	t = chc_trig_find(&s->trigs, agent_id, seq);
+	if (!t || t->state == CHT_REMOVED)
+		return seterr(s, RT_STORE_E_NOTFOUND, "%s: no trigger %u/%llu", s->locator,
+			      agent_id, (unsigned long long)seq);
+	if (t->state == CHT_DONE)
 		return 0;
+	t->state = CHT_DONE;
 	/* The message is not kept once done: only pending triggers are ever read. */
-	return row_added(s, T_TRIGGERS, encode_trigger(&s->rows[T_TRIGGERS], agent_id, seq,
-						       row.received_ns, "", 0, 1, wall_ns(),
-						       TRIG_DONE));
+	rc = row_added(s, T_TRIGGERS, encode_trigger(&s->rows[T_TRIGGERS], agent_id, seq,
+						     t->received_ns, "", 0, 1, wall_ns(), TRIG_DONE));
+	if (rc)
+		s->trigs_loaded = 0;
+	return rc;
 }
 
 static int ch_pending_triggers(struct rt_store *base, rt_store_trigger_fn fn, void *arg)
@@ -1281,6 +1508,9 @@ static int retain_locked(struct ch_store *s, uint64_t now_ns, uint64_t *deleted)
 					   TRIG_REMOVED))
 				rc = seterr(s, RT_STORE_E_IO, "%s: out of memory", s->locator);
 			s->nrows[T_TRIGGERS]++;
+			struct chc_trig *t = chc_trig_find(&s->trigs, agent, seq);
+			if (t)
+				t->state = CHT_REMOVED;
 		}
 	}
 	rt_buf_free(&r);

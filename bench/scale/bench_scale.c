@@ -11,11 +11,12 @@
  * starts.
  *
  * Two mixes per backend, the coordinator's calls in its order:
- *   ingest      per trace: 3 put_slice + put_trace, BATCH traces per
- *               transaction (one coordinator loop turn under load)
+ *   ingest      per trace: 3 put_slice + put_trace, INGEST_BATCH traces per
+ *               transaction (8192 spans, the Collector's batch size)
  *   coordinator the same plus what the coordinator adds per trace: put_trigger
  *               before, done_trigger and set_selection after (every trace kept
- *               and scored, as without a --select-budget)
+ *               and scored, as without a --select-budget), TURN_BATCH traces
+ *               per transaction (one coordinator loop turn at most)
  * Figures: traces/s, spans/s, bytes/s of slices, the wall time per trace, and
  * the writer's own CPU per trace (user+sys of this process: the ClickHouse
  * server's CPU is its own process, on the other core).
@@ -39,7 +40,11 @@
 
 #define AGENTS 3
 #define SPANS 10     /* spans per agent's slice */
-#define BATCH 100    /* traces per transaction */
+/* Traces per transaction: ingest as the OpenTelemetry Collector's batch
+ * processor sends (8192 spans); the coordinator mix as one coordinator loop turn
+ * admits at most (32 slices: COORD_IN_COLLECT), ~10 traces of 3 slices. */
+#define INGEST_BATCH (8192 / (AGENTS * SPANS))
+#define TURN_BATCH 10
 #define HI 0x00c0ffee00000000ull
 
 struct workload {
@@ -138,13 +143,27 @@ struct result {
 	int ok;
 };
 
+/* ClickHouse's own count of the milliseconds it held INSERTs back because a
+ * partition had too many parts to merge (parts_to_delay_insert). */
+static long long delayed_ms(const struct chserver *srv)
+{
+	char *reply = NULL;
+	long long v = 0;
+	if (srv && chs_sql(srv, "SELECT sum(value) FROM system.events WHERE event = "
+				"'DelayedInsertsMilliseconds'", &reply) == 0)
+		v = atoll(reply);
+	free(reply);
+	return v;
+}
+
 static int write_all(struct rt_store *s, const struct workload *w, int coordinator_mix,
 		     struct result *r)
 {
+	const int batch = coordinator_mix ? TURN_BATCH : INGEST_BATCH;
 	uint64_t t0 = now_ns(CLOCK_REALTIME), w0 = now_ns(CLOCK_MONOTONIC), c0 = cpu_ns();
 	static const char trig_msg[96] = "a TRIGGER message of about this size";
-	for (int i = 0; i < w->traces; i += BATCH) {
-		int end = i + BATCH < w->traces ? i + BATCH : w->traces;
+	for (int i = 0; i < w->traces; i += batch) {
+		int end = i + batch < w->traces ? i + batch : w->traces;
 		if (rt_store_begin(s))
 			return -1;
 		for (int k = i; k < end; k++) {
@@ -188,8 +207,9 @@ static int write_all(struct rt_store *s, const struct workload *w, int coordinat
 }
 
 static int run(const char *name, const char *locator, const struct workload *w, int mix,
-	       struct result *r)
+	       struct result *r, const struct chserver *srv)
 {
+	long long delayed0 = delayed_ms(srv);
 	struct rt_store_options o = { .path = locator, .background_checkpoint = 1 };
 	struct rt_store *s = NULL;
 	double spans = (double)w->traces * AGENTS * SPANS;
@@ -206,10 +226,12 @@ static int run(const char *name, const char *locator, const struct workload *w, 
 	rt_store_close(s);
 	printf("bench scale store=%s mix=%s traces=%d spans=%.0f slice_bytes=%" PRIu64
 	       " batch=%d traces_per_s=%.0f spans_per_s=%.0f mb_per_s=%.2f us_per_trace=%.1f"
-	       " cpu_us_per_trace=%.1f\n",
-	       name, mix ? "coordinator" : "ingest", w->traces, spans, w->bytes, BATCH,
+	       " cpu_us_per_trace=%.1f server_delayed_ms=%lld\n",
+	       name, mix ? "coordinator" : "ingest", w->traces, spans, w->bytes,
+	       mix ? TURN_BATCH : INGEST_BATCH,
 	       w->traces / r->wall_s, spans / r->wall_s, (double)w->bytes / r->wall_s / 1e6,
-	       r->wall_s * 1e6 / w->traces, r->cpu_s * 1e6 / w->traces);
+	       r->wall_s * 1e6 / w->traces, r->cpu_s * 1e6 / w->traces,
+	       delayed_ms(srv) - delayed0);
 	fflush(stdout);
 	return 0;
 }
@@ -217,7 +239,7 @@ static int run(const char *name, const char *locator, const struct workload *w, 
 int main(void)
 {
 	int quick = getenv("RETRACE_BENCH_QUICK") != NULL;
-	int traces = quick ? 600 : 6000;
+	int traces = quick ? 1092 : 8190; /* whole ingest batches */
 	const char *tmp = getenv("TMPDIR");
 	char dir[256], path[2][320], why[4096], ch[2][256];
 	struct workload w = { 0 };
@@ -232,7 +254,7 @@ int main(void)
 	}
 	for (int mix = 0; mix < 2; mix++) {
 		snprintf(path[mix], sizeof path[mix], "%s/store-%d.db", dir, mix);
-		if (run("sqlite", path[mix], &w, mix, &sq[mix]) != 0)
+		if (run("sqlite", path[mix], &w, mix, &sq[mix], NULL) != 0)
 			return 1;
 	}
 	have_ch = chs_binary() != NULL;
@@ -244,7 +266,7 @@ int main(void)
 	} else {
 		for (int mix = 0; mix < 2; mix++) {
 			snprintf(ch[mix], sizeof ch[mix], "%s/bench%d", srv.url, mix);
-			if (run("clickhouse", ch[mix], &w, mix, &chr[mix]) != 0) {
+			if (run("clickhouse", ch[mix], &w, mix, &chr[mix], &srv) != 0) {
 				chs_stop(&srv);
 				return 1;
 			}

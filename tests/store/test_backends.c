@@ -522,6 +522,47 @@ START_TEST(resent_slice_new_handle_read_once)
 }
 END_TEST
 
+/* A writer that restarts (a new handle) and adds to a trace an earlier handle
+ * wrote must read back both parts: its memory of its own writes is not the
+ * whole trace. Its trigger keys are known too. */
+START_TEST(new_handle_reads_what_an_earlier_one_wrote)
+{
+	const char *loc = ch_locator("restart");
+	struct rt_store *s = open_store(loc, 0, 0, 0);
+	struct rt_store_trace t;
+	struct text d = { 0 };
+	int n = 0;
+	ck_assert_int_eq(rt_store_put_trigger(s, 4, 44, 1000 * SEC, "t", 1), 0);
+	ck_assert_int_eq(rt_store_begin(s), 0);
+	put(s, 1, 88, 1, 1, 1000 * SEC, 100, 0);
+	t = make_trace(1, 88, 1100 * SEC, 1, 3);
+	ck_assert_int_eq(rt_store_put_trace(s, &t), 0);
+	ck_assert_int_eq(rt_store_commit(s), 0);
+	rt_store_close(s);
+
+	s = open_store(loc, 0, 0, 0);
+	ck_assert_int_eq(rt_store_put_trigger(s, 4, 44, 1000 * SEC, "t", 1), RT_STORE_DUPLICATE);
+	ck_assert_int_eq(rt_store_begin(s), 0);
+	put(s, 1, 88, 2, 1, 1000 * SEC, 50, 0);
+	ck_assert_int_eq(rt_store_slices(s, 1, 88, dump_slice_cb, &d), 0);
+	for (const char *p = d.p; p && (p = strstr(p, "slice ")); p++)
+		n++;
+	ck_assert_msg(n == 2, "%d slices read back, want 2:\n%s", n, d.p ? d.p : "");
+	t.score = 0.5, t.has_selection = 1;
+	ck_assert_int_eq(rt_store_set_selection(s, &t), 0); /* the row from the server */
+	ck_assert_int_eq(rt_store_done_trigger(s, 4, 44), 0);
+	ck_assert_int_eq(rt_store_commit(s), 0);
+	ck_assert_int_eq(rt_store_get_trace(s, 1, 88, &t), 0);
+	ck_assert_int_eq(t.has_selection, 1);
+	ck_assert_int_eq(rt_store_delete_trace(s, 1, 88), 0);
+	free(d.p);
+	d = (struct text){ 0 };
+	ck_assert_int_eq(rt_store_slices(s, 0, 88, dump_slice_cb, &d), 0);
+	ck_assert_msg(d.p == NULL, "slices left after delete_trace:\n%s", d.p);
+	rt_store_close(s);
+}
+END_TEST
+
 START_TEST(readonly_refuses_writes_and_missing_db)
 {
 	const char *loc = ch_locator("ro");
@@ -652,6 +693,8 @@ static Suite *backends_suite(void)
 		{ "same_state_as_sqlite", same_state_as_sqlite },
 		{ "retention_same_as_sqlite", retention_same_as_sqlite },
 		{ "resent_slice_new_handle_read_once", resent_slice_new_handle_read_once },
+		{ "new_handle_reads_what_an_earlier_one_wrote",
+		  new_handle_reads_what_an_earlier_one_wrote },
 		{ "readonly_refuses_writes_and_missing_db", readonly_refuses_writes_and_missing_db },
 		{ "bad_locators_and_servers", bad_locators_and_servers },
 	};
