@@ -33,7 +33,7 @@ const char *chs_binary(void)
 	return access(b, X_OK) == 0 ? b : NULL;
 }
 
-static int free_port(void)
+int chs_free_port(void)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof a;
@@ -144,6 +144,12 @@ int chs_sql(const struct chserver *c, const char *sql, char **reply)
 
 int chs_start(struct chserver *c, const char *remote_servers, char *why, size_t whylen)
 {
+	return chs_start_on(c, 0, 0, remote_servers, why, whylen);
+}
+
+int chs_start_on(struct chserver *c, int http_port, int tcp_port, const char *remote_servers,
+		 char *why, size_t whylen)
+{
 	const char *bin = chs_binary(), *tmp = getenv("TMPDIR");
 	char cfg[512], out[512];
 	int inter;
@@ -158,9 +164,9 @@ int chs_start(struct chserver *c, const char *remote_servers, char *why, size_t 
 		snprintf(why, whylen, "mkdtemp: %s", strerror(errno));
 		return -1;
 	}
-	c->http_port = free_port();
-	c->tcp_port = free_port();
-	inter = free_port();
+	c->http_port = http_port ? http_port : chs_free_port();
+	c->tcp_port = tcp_port ? tcp_port : chs_free_port();
+	inter = chs_free_port();
 	if (c->http_port < 0 || c->tcp_port < 0 || inter < 0 ||
 	    write_config(c, remote_servers, inter)) {
 		snprintf(why, whylen, "cannot set up %s", c->dir);

@@ -27,6 +27,10 @@ const char *chs_binary(void);
  * its config (for Distributed tables). 0, or -1 with the reason and the tail
  * of the server's log in why. Waits up to 60 s for SELECT 1 over HTTP. */
 int chs_start(struct chserver *c, const char *remote_servers, char *why, size_t whylen);
+/* The same on given ports (0: a free one), for servers that name each other. */
+int chs_start_on(struct chserver *c, int http_port, int tcp_port, const char *remote_servers,
+		 char *why, size_t whylen);
+int chs_free_port(void);
 void chs_stop(struct chserver *c);
 
 /* Run one statement on the server over HTTP; the reply (NUL-terminated,
