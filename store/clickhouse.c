@@ -1457,6 +1457,44 @@ static int drop_old_partitions(struct ch_store *s, const char *table, uint64_t c
 	return rc;
 }
 
+/* Every trace closed before cutoff, in bulk: one query lists their rows (each
+ * gets a tombstone), one writes tombstones for all their slices. */
+static int retain_age(struct ch_store *s, uint64_t cutoff, uint64_t *deleted)
+{
+	struct rt_buf r = { 0 };
+	struct cursor c;
+	char where[512];
+	int rc = query(s, &r, "retain: old traces",
+		       TRACE_SELECT " FROM (SELECT * FROM %s.traces FINAL WHERE closed_ns < %llu) "
+		       "WHERE deleted = 0 FORMAT RowBinary", s->db, (unsigned long long)cutoff);
+	c = (struct cursor){ r.p, r.p + r.len, 0 };
+	while (!rc && c.p < c.end) {
+		struct rt_store_trace t;
+		struct chc_trace *ct;
+		read_trace(&c, &t);
+		if (c.bad) {
+			rc = malformed(s, "retain: old traces");
+			break;
+		}
+		if (encode_trace(&s->rows[T_TRACES], &t, next_version(s), 1)) {
+			rc = seterr(s, RT_STORE_E_IO, "%s: out of memory", s->locator);
+			break;
+		}
+		s->nrows[T_TRACES]++;
+		cache_row(s, &t, 1);
+		if ((ct = chc_get(&s->cache, t.trace_lo)))
+			chc_drop_slices(&s->cache, ct, t.trace_hi);
+		(*deleted)++;
+	}
+	rt_buf_free(&r);
+	if (rc)
+		return rc;
+	snprintf(where, sizeof where,
+		 "(trace_lo, trace_hi) IN (SELECT trace_lo, trace_hi FROM %s.traces FINAL "
+		 "WHERE closed_ns < %llu)", s->db, (unsigned long long)cutoff);
+	return tombstone_slices(s, where, NULL, "retain: slices of old traces");
+}
+
 static int retain_locked(struct ch_store *s, uint64_t now_ns, uint64_t *deleted)
 {
 	const uint64_t max_age = s->opt_max_age, max_bytes = s->opt_max_bytes;
@@ -1466,14 +1504,8 @@ static int retain_locked(struct ch_store *s, uint64_t now_ns, uint64_t *deleted)
 	char where[256];
 	int rc = 0;
 
-	if (cutoff) {
-		rc = query(s, &r, "retain: old traces",
-			   "SELECT trace_hi, trace_lo FROM (SELECT * FROM %s.traces FINAL "
-			   "WHERE closed_ns < %llu) WHERE deleted = 0 FORMAT RowBinary", s->db,
-			   (unsigned long long)cutoff);
-		if (!rc)
-			rc = delete_listed(s, &r, &bytes, 0, 0, deleted);
-	}
+	if (cutoff)
+		rc = retain_age(s, cutoff, deleted);
 	if (!rc && max_bytes && !(rc = flush(s)) && !(rc = slice_totals(s, &count, &bytes)) &&
 	    bytes > max_bytes) {
 		rc = query(s, &r, "retain: oldest traces",
