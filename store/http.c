@@ -163,8 +163,9 @@ static int fill(struct reader *r)
 static int read_line(struct reader *r, char *line, size_t cap)
 {
 	for (;;) {
-		unsigned char *s = r->in.p + r->pos, *e = r->in.p + r->in.len;
-		unsigned char *nl = memchr(s, '\n', (size_t)(e - s));
+		unsigned char *s = r->in.p + r->pos, *nl = NULL;
+		if (r->pos < r->in.len) /* memchr on an empty (maybe NULL) buffer is UB */
+			nl = memchr(s, '\n', r->in.len - r->pos);
 		if (nl) {
 			size_t n = (size_t)(nl - s);
 			if (n && s[n - 1] == '\r')
