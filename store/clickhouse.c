@@ -137,7 +137,7 @@ static const char *const schema_sql[] = {
 struct ch_store {
 	struct rt_store base; /* first: the handle the interface hands out */
 	struct rt_http http;
-	char locator[320];    /* host:port/db, what rt_store_path shows */
+	char locator[340];    /* clickhouse://host:port/db, what rt_store_path shows */
 	char db[64];
 	int readonly;
 	uint64_t opt_max_age, opt_max_bytes;
@@ -584,7 +584,7 @@ static int parse_locator(struct ch_store *s, const char *loc)
 			      "clickhouse://%s: the database name must be letters, digits, _", loc);
 	snprintf(s->db, sizeof s->db, "%s", db);
 	rt_http_init(&s->http, host, (int)port, TIMEOUT_MS);
-	snprintf(s->locator, sizeof s->locator, "%s:%ld/%s", host, port, db);
+	snprintf(s->locator, sizeof s->locator, "clickhouse://%s:%ld/%s", host, port, db);
 	return 0;
 }
 

@@ -70,7 +70,7 @@ int rt_store_open(struct rt_store **out, const struct rt_store_options *o);
 void rt_store_close(struct rt_store *s);
 const char *rt_store_errmsg(const struct rt_store *s); /* last failure, "" if none */
 const char *rt_store_strerror(int err);
-const char *rt_store_path(const struct rt_store *s);     /* the locator, less its scheme */
+const char *rt_store_path(const struct rt_store *s); /* the file, or the clickhouse:// URL */
 const char *rt_store_backend_name(const struct rt_store *s); /* "sqlite", "clickhouse" */
 
 /* One write transaction (nestable calls are an error). */
