@@ -42,6 +42,8 @@ struct rt_store_backend {
 	int (*get_trace)(struct rt_store *s, uint64_t hi, uint64_t lo, struct rt_store_trace *out);
 	int (*list)(struct rt_store *s, const struct rt_store_query *q, rt_store_trace_fn fn,
 		    void *arg);
+	int wants_spans; /* put_spans keeps them (else it ignores them) */
+	int (*put_spans)(struct rt_store *s, const struct rt_store_span *spans, uint32_t n);
 	int (*put_agent)(struct rt_store *s, const struct rt_store_agent *a);
 	int (*delete_agent)(struct rt_store *s, uint32_t agent_id);
 	int (*agents)(struct rt_store *s, rt_store_agent_fn fn, void *arg);

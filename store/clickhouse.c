@@ -23,6 +23,9 @@
  *   triggers  ORDER BY (agent_id, trigger_seq); version = state (1 stored,
  *             2 done, 3 removed by retention), so a re-sent trigger never
  *             brings a done one back to pending
+ *   otel_traces  the decoded spans (put_spans), the OpenTelemetry Collector's
+ *             ClickHouse exporter's layout; ORDER BY (TraceId, SpanId),
+ *             PARTITION BY the day the span started
  *   meta      key/value (schema_version)
  * Versions of the other tables are the writer's wall clock in ns, made
  * strictly increasing per handle.
@@ -76,9 +79,10 @@
 
 enum trig_version { TRIG_STORED = 1, TRIG_DONE = 2, TRIG_REMOVED = 3 };
 
-enum table { T_SLICES, T_TRACES, T_AGENTS, T_TRIGGERS, T_N };
+enum table { T_SLICES, T_TRACES, T_AGENTS, T_TRIGGERS, T_SPANS, T_N };
 
-static const char *const table_name[T_N] = { "slices", "traces", "agents", "triggers" };
+static const char *const table_name[T_N] = { "slices", "traces", "agents", "triggers",
+					      "otel_traces" };
 
 /* The columns each INSERT names, in the order rows are encoded. */
 static const char *const table_cols[T_N] = {
@@ -90,6 +94,11 @@ static const char *const table_cols[T_N] = {
 		     "version, deleted",
 	[T_AGENTS] = "agent_id, pid, host, control_addr, start_ns, last_seen_ns, version, deleted",
 	[T_TRIGGERS] = "agent_id, trigger_seq, received_ns, msg, done, done_ns, version",
+	[T_SPANS] = "Timestamp, TimestampNs, TraceId, SpanId, ParentSpanId, TraceState, SpanName, "
+		    "SpanKind, ServiceName, `ResourceAttributes.keys`, `ResourceAttributes.values`, "
+		    "ScopeName, ScopeVersion, `SpanAttributes.keys`, `SpanAttributes.values`, "
+		    "Duration, StatusCode, StatusMessage, `Events.Timestamp`, `Events.Name`, "
+		    "trace_hi, trace_lo, version, deleted",
 };
 
 #define SLICE_SELECT                                                                 \
@@ -132,6 +141,19 @@ static const char *const schema_sql[] = {
 	" agent_id UInt32, trigger_seq UInt64, received_ns UInt64, msg String,"
 	" done UInt8, done_ns UInt64, version UInt8)"
 	" ENGINE = ReplacingMergeTree(version) ORDER BY (agent_id, trigger_seq)",
+	/* The OpenTelemetry Collector's ClickHouse exporter's otel_traces, in 18.16
+	 * types: DateTime + ns, Nested key/value arrays for its Maps. */
+	"CREATE TABLE IF NOT EXISTS %s.otel_traces ("
+	" Timestamp DateTime, TimestampNs UInt64, TraceId String, SpanId String,"
+	" ParentSpanId String, TraceState String, SpanName String, SpanKind String,"
+	" ServiceName String, ResourceAttributes Nested(keys String, values String),"
+	" ScopeName String, ScopeVersion String,"
+	" SpanAttributes Nested(keys String, values String),"
+	" Duration UInt64, StatusCode String, StatusMessage String,"
+	" Events Nested(Timestamp UInt64, Name String),"
+	" trace_hi UInt64, trace_lo UInt64, version UInt64, deleted UInt8)"
+	" ENGINE = ReplacingMergeTree(version) PARTITION BY toDate(Timestamp)"
+	" ORDER BY (TraceId, SpanId)",
 };
 
 struct ch_store {
@@ -374,6 +396,7 @@ static int insert_rows(struct ch_store *s, enum table t)
 
 static int settle_unknown(struct ch_store *s);
 static int load_triggers(struct ch_store *s);
+static int tombstone_spans(struct ch_store *s, const char *where, const char *what);
 
 /* Send every buffered row (commit, a read, a write outside a transaction); first
  * settle which new traces the server held before (it must not see ours yet). */
@@ -1109,6 +1132,10 @@ static int delete_trace(struct ch_store *s, uint64_t hi, uint64_t lo, int *found
 		if ((rc = tombstone_slices(s, where, freed, "delete_trace: slices")))
 			return rc;
 	}
+	snprintf(where, sizeof where, "trace_lo = %llu AND trace_hi = %llu",
+		 (unsigned long long)lo, (unsigned long long)hi);
+	if ((rc = tombstone_spans(s, where, "delete_trace: spans")))
+		return rc;
 	*found = 0;
 	rc = fetch_trace(s, hi, lo, 1, &t, "delete_trace");
 	if (rc == RT_STORE_E_NOTFOUND)
@@ -1135,6 +1162,114 @@ static int ch_delete_trace(struct rt_store *base, uint64_t hi, uint64_t lo)
 	if (!rc && !found)
 		rc = seterr(s, RT_STORE_E_NOTFOUND, "%s: delete_trace: no trace %016llx%016llx",
 			    s->locator, (unsigned long long)hi, (unsigned long long)lo);
+	return rc;
+}
+
+/* ------------------------------------------------------------- spans ---- */
+
+static const char *span_kind_name(uint8_t k)
+{
+	static const char *const name[] = { "SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL",
+					    "SPAN_KIND_SERVER", "SPAN_KIND_CLIENT",
+					    "SPAN_KIND_PRODUCER", "SPAN_KIND_CONSUMER" };
+	return k < 6 ? name[k] : name[0];
+}
+
+static const char *status_name(uint8_t st)
+{
+	return st == 1 ? "STATUS_CODE_OK" : st == 2 ? "STATUS_CODE_ERROR" : "STATUS_CODE_UNSET";
+}
+
+static int put_text(struct rt_buf *b, const char *t)
+{
+	return put_str(b, t ? t : "", t ? strlen(t) : 0);
+}
+
+static int put_kvs(struct rt_buf *b, const struct rt_store_kv *kv, uint32_t n)
+{
+	int rc = put_varint(b, n);
+	for (uint32_t i = 0; i < n && !rc; i++)
+		rc = put_text(b, kv[i].key);
+	rc = rc || put_varint(b, n);
+	for (uint32_t i = 0; i < n && !rc; i++)
+		rc = put_text(b, kv[i].value);
+	return rc;
+}
+
+static int encode_span(struct rt_buf *b, const struct rt_store_span *sp, uint64_t version)
+{
+	char trace[33], span[17], parent[17] = "";
+	int rc;
+	snprintf(trace, sizeof trace, "%016llx%016llx", (unsigned long long)sp->trace_hi,
+		 (unsigned long long)sp->trace_lo);
+	snprintf(span, sizeof span, "%016llx", (unsigned long long)sp->span_id);
+	if (sp->parent_id)
+		snprintf(parent, sizeof parent, "%016llx", (unsigned long long)sp->parent_id);
+	rc = put_u32(b, (uint32_t)(sp->start_ns / 1000000000ull)) || put_u64(b, sp->start_ns) ||
+	     put_text(b, trace) || put_text(b, span) || put_text(b, parent) || put_text(b, "") ||
+	     put_text(b, sp->name) || put_text(b, span_kind_name(sp->kind)) ||
+	     put_text(b, sp->service) || put_kvs(b, sp->resource, sp->n_resource) ||
+	     put_text(b, "retrace") || put_text(b, "") || put_kvs(b, sp->attrs, sp->n_attrs) ||
+	     put_u64(b, sp->end_ns > sp->start_ns ? sp->end_ns - sp->start_ns : 0) ||
+	     put_text(b, status_name(sp->status)) || put_text(b, sp->status_message) ||
+	     put_varint(b, sp->n_events);
+	for (uint32_t i = 0; i < sp->n_events && !rc; i++)
+		rc = put_u64(b, sp->event_ns[i]);
+	rc = rc || put_varint(b, sp->n_events);
+	for (uint32_t i = 0; i < sp->n_events && !rc; i++)
+		rc = put_text(b, sp->event_body[i]);
+	return rc || put_u64(b, sp->trace_hi) || put_u64(b, sp->trace_lo) || put_u64(b, version) ||
+	       put_u8(b, 0);
+}
+
+static int ch_put_spans(struct rt_store *base, const struct rt_store_span *spans, uint32_t n)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	int rc = 0;
+	if (s->readonly)
+		return readonly_err(s, "put_spans");
+	for (uint32_t i = 0; i < n && !rc; i++) {
+		if (encode_span(&s->rows[T_SPANS], &spans[i], next_version(s)))
+			return seterr(s, RT_STORE_E_IO, "%s: out of memory for the batch",
+				      s->locator);
+		s->nrows[T_SPANS]++;
+	}
+	return s->in_txn ? 0 : flush(s);
+}
+
+/* Tombstones for the live spans matching `where`: the key, the partition and
+ * the flag are all a tombstone needs. */
+static int tombstone_spans(struct ch_store *s, const char *where, const char *what)
+{
+	struct rt_buf r = { 0 };
+	struct cursor c;
+	int rc = query(s, &r, what,
+		       "SELECT TimestampNs, TraceId, SpanId, trace_hi, trace_lo FROM (SELECT * FROM "
+		       "%s.otel_traces FINAL WHERE %s) WHERE deleted = 0 FORMAT RowBinary", s->db,
+		       where);
+	c = (struct cursor){ r.p, r.p + r.len, 0 };
+	while (!rc && c.p < c.end) {
+		const unsigned char *trace, *span;
+		uint64_t ns = get_u64(&c), hi, lo;
+		size_t tl = get_str(&c, &trace), sl = get_str(&c, &span);
+		struct rt_buf *b = &s->rows[T_SPANS];
+		hi = get_u64(&c);
+		lo = get_u64(&c);
+		if (c.bad) {
+			rc = malformed(s, what);
+			break;
+		}
+		if (put_u32(b, (uint32_t)(ns / 1000000000ull)) || put_u64(b, ns) ||
+		    put_str(b, trace, tl) || put_str(b, span, sl) || put_text(b, "") ||
+		    put_text(b, "") || put_text(b, "") || put_text(b, "") || put_text(b, "") ||
+		    put_kvs(b, NULL, 0) || put_text(b, "") || put_text(b, "") ||
+		    put_kvs(b, NULL, 0) || put_u64(b, 0) || put_text(b, "") || put_text(b, "") ||
+		    put_varint(b, 0) || put_varint(b, 0) || put_u64(b, hi) || put_u64(b, lo) ||
+		    put_u64(b, next_version(s)) || put_u8(b, 1))
+			rc = seterr(s, RT_STORE_E_IO, "%s: out of memory for the batch", s->locator);
+		s->nrows[T_SPANS]++;
+	}
+	rt_buf_free(&r);
 	return rc;
 }
 
@@ -1492,7 +1627,8 @@ static int retain_age(struct ch_store *s, uint64_t cutoff, uint64_t *deleted)
 	snprintf(where, sizeof where,
 		 "(trace_lo, trace_hi) IN (SELECT trace_lo, trace_hi FROM %s.traces FINAL "
 		 "WHERE closed_ns < %llu)", s->db, (unsigned long long)cutoff);
-	return tombstone_slices(s, where, NULL, "retain: slices of old traces");
+	rc = tombstone_slices(s, where, NULL, "retain: slices of old traces");
+	return rc ? rc : tombstone_spans(s, where, "retain: spans of old traces");
 }
 
 static int retain_locked(struct ch_store *s, uint64_t now_ns, uint64_t *deleted)
@@ -1548,8 +1684,9 @@ static int retain_locked(struct ch_store *s, uint64_t now_ns, uint64_t *deleted)
 	rt_buf_free(&r);
 	if (!rc)
 		rc = flush(s);
-	if (!rc && cutoff && !(rc = drop_old_partitions(s, "traces", cutoff)))
-		rc = drop_old_partitions(s, "slices", cutoff);
+	if (!rc && cutoff && !(rc = drop_old_partitions(s, "traces", cutoff)) &&
+	    !(rc = drop_old_partitions(s, "slices", cutoff)))
+		rc = drop_old_partitions(s, "otel_traces", cutoff);
 	return rc;
 }
 
@@ -1612,6 +1749,7 @@ const struct rt_store_backend rt_store_clickhouse_backend = {
 	.put_slice = ch_put_slice, .slices = ch_slices, .trace_rates = ch_trace_rates,
 	.put_trace = ch_put_trace, .add_late = ch_add_late, .set_selection = ch_set_selection,
 	.delete_trace = ch_delete_trace, .get_trace = ch_get_trace, .list = ch_list,
+	.wants_spans = 1, .put_spans = ch_put_spans,
 	.put_agent = ch_put_agent, .delete_agent = ch_delete_agent, .agents = ch_agents,
 	.put_trigger = ch_put_trigger, .done_trigger = ch_done_trigger,
 	.pending_triggers = ch_pending_triggers, .retain = ch_retain, .stats = ch_stats,

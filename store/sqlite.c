@@ -1863,6 +1863,13 @@ static int v_list(struct rt_store *s, const struct rt_store_query *q, rt_store_t
 {
 	return sqlite_store_list(SQ(s), q, fn, arg);
 }
+/* Spans are decoded from the stored slices on read: nothing to keep. */
+static int v_put_spans(struct rt_store *s, const struct rt_store_span *spans, uint32_t n)
+{
+	(void)spans;
+	(void)n;
+	return SQ(s)->readonly ? readonly_err(SQ(s), "put_spans") : 0;
+}
 static int v_put_agent(struct rt_store *s, const struct rt_store_agent *a)
 {
 	return sqlite_store_put_agent(SQ(s), a);
@@ -1904,6 +1911,7 @@ const struct rt_store_backend rt_store_sqlite_backend = {
 	.put_slice = v_put_slice, .slices = v_slices, .trace_rates = v_trace_rates,
 	.put_trace = v_put_trace, .add_late = v_add_late, .set_selection = v_set_selection,
 	.delete_trace = v_delete_trace, .get_trace = v_get_trace, .list = v_list,
+	.wants_spans = 0, .put_spans = v_put_spans,
 	.put_agent = v_put_agent, .delete_agent = v_delete_agent, .agents = v_agents,
 	.put_trigger = v_put_trigger, .done_trigger = v_done_trigger,
 	.pending_triggers = v_pending_triggers, .retain = v_retain, .stats = v_stats,

@@ -158,6 +158,18 @@ int rt_store_list(struct rt_store *s, const struct rt_store_query *q,
 	return DISPATCH(s, list(s, q, fn, arg));
 }
 
+int rt_store_wants_spans(const struct rt_store *s)
+{
+	return s && s->be->wants_spans;
+}
+
+int rt_store_put_spans(struct rt_store *s, const struct rt_store_span *spans, uint32_t n)
+{
+	if (s && n && !spans)
+		return RT_STORE_E_INVAL;
+	return DISPATCH(s, put_spans(s, spans, n));
+}
+
 int rt_store_put_agent(struct rt_store *s, const struct rt_store_agent *a)
 {
 	return DISPATCH(s, put_agent(s, a));

@@ -202,6 +202,38 @@ int rt_store_delete_agent(struct rt_store *s, uint32_t agent_id);
 typedef int (*rt_store_agent_fn)(void *arg, const struct rt_store_agent *a);
 int rt_store_agents(struct rt_store *s, rt_store_agent_fn fn, void *arg);
 
+/* ------------------------------------------------------------- spans ---- */
+
+/*
+ * The decoded spans of a closed trace, for a backend that keeps spans as rows
+ * SQL users query directly (ClickHouse: the otel_traces table, laid out like
+ * the OpenTelemetry Collector's ClickHouse exporter's). SQLite keeps only the
+ * slices and decodes them on read: rt_store_wants_spans is 0 and put_spans
+ * accepts and ignores them. Strings are borrowed for the call; attribute
+ * values are text (numbers and booleans as printed by the caller). A trace's
+ * spans go with it when it is deleted.
+ */
+struct rt_store_kv {
+	const char *key, *value;
+};
+struct rt_store_span {
+	uint64_t trace_hi, trace_lo, span_id, parent_id; /* parent 0: a root */
+	uint64_t start_ns, end_ns;                       /* Unix ns */
+	const char *name, *service, *status_message;
+	uint8_t kind;    /* enum retrace_span_kind: 0 unspecified, 1 internal, 2 server,
+			    3 client, 4 producer, 5 consumer */
+	uint8_t status;  /* enum retrace_span_status: 0 unset, 1 ok, 2 error */
+	const struct rt_store_kv *attrs;
+	uint32_t n_attrs;
+	const struct rt_store_kv *resource;
+	uint32_t n_resource;
+	const uint64_t *event_ns;       /* the span's logs, as events: time, body */
+	const char *const *event_body;
+	uint32_t n_events;
+};
+int rt_store_wants_spans(const struct rt_store *s);
+int rt_store_put_spans(struct rt_store *s, const struct rt_store_span *spans, uint32_t n);
+
 /* -------------------------------------------------- pending triggers ---- */
 
 /*

@@ -404,6 +404,8 @@ START_TEST(same_state_as_sqlite)
 	struct rt_store *ro;
 	char *a, *b, *c;
 	ck_assert_str_eq(rt_store_backend_name(sq), "sqlite");
+	ck_assert_int_eq(rt_store_wants_spans(sq), 0);
+	ck_assert_int_eq(rt_store_put_spans(sq, NULL, 0), 0);
 	ck_assert_str_eq(rt_store_backend_name(ch), "clickhouse");
 	scenario(sq);
 	scenario(ch);
@@ -554,7 +556,32 @@ START_TEST(new_handle_reads_what_an_earlier_one_wrote)
 	ck_assert_int_eq(rt_store_commit(s), 0);
 	ck_assert_int_eq(rt_store_get_trace(s, 1, 88, &t), 0);
 	ck_assert_int_eq(t.has_selection, 1);
-	ck_assert_int_eq(rt_store_delete_trace(s, 1, 88), 0);
+	{ /* its spans as rows, gone with it */
+		struct rt_store_kv kv[1] = { { "k", "v" } };
+		uint64_t ev_ns[1] = { 5 };
+		const char *ev_body[1] = { "hello" };
+		struct rt_store_span sp[2] = {
+			{ .trace_hi = 1, .trace_lo = 88, .span_id = 1, .start_ns = 1000 * SEC,
+			  .end_ns = 1001 * SEC, .name = "a", .service = "svc", .attrs = kv,
+			  .n_attrs = 1, .event_ns = ev_ns, .event_body = ev_body, .n_events = 1 },
+			{ .trace_hi = 1, .trace_lo = 88, .span_id = 2, .parent_id = 1,
+			  .start_ns = 1000 * SEC, .end_ns = 1000 * SEC, .name = "b", .kind = 3,
+			  .status = 2, .status_message = "x" },
+		};
+		char sql[256], *got = NULL;
+		ck_assert_int_eq(rt_store_wants_spans(s), 1);
+		ck_assert_int_eq(rt_store_put_spans(s, sp, 2), 0);
+		snprintf(sql, sizeof sql,
+			 "SELECT count(), sum(Duration) FROM (SELECT * FROM restart_%d.otel_traces "
+			 "FINAL) WHERE deleted = 0 AND trace_lo = 88", (int)getpid());
+		ck_assert_int_eq(chs_sql(&g_ch, sql, &got), 0);
+		ck_assert_str_eq(got, "2\t1000000000\n");
+		free(got);
+		ck_assert_int_eq(rt_store_delete_trace(s, 1, 88), 0);
+		ck_assert_int_eq(chs_sql(&g_ch, sql, &got), 0);
+		ck_assert_str_eq(got, "0\t0\n");
+		free(got);
+	}
 	free(d.p);
 	d = (struct text){ 0 };
 	ck_assert_int_eq(rt_store_slices(s, 0, 88, dump_slice_cb, &d), 0);

@@ -9,7 +9,8 @@
  * `retrace show --records --store clickhouse://...` returns each host's records
  * byte for byte. Then every stored row is copied through the store interface
  * into a SQLite file, and `retrace traces / show / export / estimate` must
- * print exactly the same on both stores.
+ * print exactly the same on both stores. The decoded spans are also rows of
+ * otel_traces (the OpenTelemetry Collector exporter's layout), checked by SQL.
  *
  * Exit 77 (skipped) only when clickhouse-server is not installed.
  */
@@ -153,6 +154,44 @@ static void same_output(const char *args, const char *a, const char *b)
 	free(ob);
 }
 
+/* The spans as rows of otel_traces, the OpenTelemetry Collector exporter's layout. */
+static void check_otel_rows(void)
+{
+	char sql[1024], want[512], *got = NULL;
+	for (int i = 0; i < NSPANS; i++) {
+		snprintf(sql, sizeof sql,
+			 "SELECT ServiceName, SpanName, SpanKind, StatusCode, StatusMessage,"
+			 " length(Events.Name), Events.Name[1],"
+			 " SpanAttributes.values[indexOf(SpanAttributes.keys, 'http.status_code')],"
+			 " SpanAttributes.values[indexOf(SpanAttributes.keys, 'cart.total')],"
+			 " ResourceAttributes.values[indexOf(ResourceAttributes.keys, 'service.name')],"
+			 " TraceId = '%016llx%016llx', Duration > 0, ParentSpanId = '' FROM"
+			 " (SELECT * FROM e2e_%d.otel_traces FINAL WHERE trace_lo = %llu)"
+			 " WHERE deleted = 0 ORDER BY ServiceName FORMAT TabSeparated",
+			 HI, (unsigned long long)(0x6001 + i), (int)getpid(),
+			 (unsigned long long)(0x6001 + i));
+		ck_assert_msg(chs_sql(&g_ch, sql, &got) == 0, "%s: %s", sql, got);
+		snprintf(want, sizeof want,
+			 "cart\tPOST /cart/reserve\tSPAN_KIND_SERVER\tSTATUS_CODE_ERROR\tno stock\t1\t"
+			 "reserve failed after 3 tries\t\t12.5\tcart\t1\t1\t0\n"
+			 "frontend\tGET /checkout\tSPAN_KIND_SERVER\tSTATUS_CODE_ERROR\tcart failed\t1\t"
+			 "cart answered 503 for user-7\t500\t\tfrontend\t1\t1\t1\n");
+		ck_assert_msg(strcmp(got, want) == 0, "otel_traces rows of trace %d:\n%s\nwant:\n%s", i,
+			      got, want);
+		free(got);
+		/* cart's parent is frontend's span */
+		snprintf(sql, sizeof sql,
+			 "SELECT count() FROM (SELECT * FROM e2e_%d.otel_traces FINAL WHERE trace_lo = %llu"
+			 " AND ServiceName = 'cart') WHERE ParentSpanId IN (SELECT SpanId FROM"
+			 " e2e_%d.otel_traces FINAL WHERE trace_lo = %llu AND ServiceName = 'frontend')",
+			 (int)getpid(), (unsigned long long)(0x6001 + i), (int)getpid(),
+			 (unsigned long long)(0x6001 + i));
+		ck_assert_int_eq(chs_sql(&g_ch, sql, &got), 0);
+		ck_assert_msg(atoi(got) == 1, "cart's parent is not frontend's span: %s", got);
+		free(got);
+	}
+}
+
 START_TEST(coordinator_into_clickhouse_cli_same_as_sqlite)
 {
 	char store[256], sqlite_path[320], why[256], args[128];
@@ -200,6 +239,7 @@ START_TEST(coordinator_into_clickhouse_cli_same_as_sqlite)
 		ck_assert_uint_eq(t.agent_count, 2);
 	}
 	ck_assert_msg(cl_coord_figure(&c, "store", "errors") <= 0, "the coordinator saw store errors");
+	check_otel_rows();
 	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
 
 	/* The same rows in a SQLite file. */
