@@ -35,7 +35,7 @@ static const struct opt_row rows[] = {
 	{ "config", T_CONFIG, 0, "FILE", "read settings from FILE (key = value lines)" },
 	{ "listen", T_STR, F(listen), "URL", "where agents register and send triggers, and `retrace status` asks (default tcp://127.0.0.1:7700)" },
 	{ "collector", T_STR, F(collector), "URL", "where agents send slices (default tcp://127.0.0.1:7701)" },
-	{ "store", T_STR, F(store), "PATH", "SQLite store file (default ./retrace.db)" },
+	{ "store", T_STR, F(store), "STORE", "the store: PATH or sqlite:PATH (a SQLite file), or clickhouse://HOST:PORT/DB (docs/store.md; default ./retrace.db)" },
 	{ "sync-full", T_FLAG, F(sync_full), NULL, "fsync every commit: acknowledged slices survive a power cut, not just a crash" },
 	{ "settle", T_SECONDS, F(settle), "SEC", "quiet time after the last slice before a trace closes (default 1)" },
 	{ "collect-timeout", T_SECONDS, F(collect_timeout), "SEC", "close a trace this long after its trigger regardless (default 10)" },
@@ -93,7 +93,7 @@ void rt_coord_usage(FILE *out)
 	size_t i;
 	fprintf(out, "usage: retrace-coordinator [options]\n"
 		     "Follows breadcrumbs from every trigger to each agent the request visited,\n"
-		     "collects their slices into coherent traces and keeps them in a SQLite store.\n\n");
+		     "collects their slices into coherent traces and keeps them in a store (SQLite or ClickHouse).\n\n");
 	for (i = 0; i < NROWS; i++) {
 		char flag[64];
 		snprintf(flag, sizeof flag, "--%s%s%s", rows[i].name, rows[i].arg ? " " : "",

@@ -302,6 +302,10 @@ int coord_trace_open(struct rt_coord *c, uint64_t lo);
 void coord_traversal_tick(struct rt_coord *c, uint64_t now);
 void coord_resume_received(struct rt_coord *c);
 
+/* spans_out.c: a closed trace's decoded spans into a store that keeps them as
+ * rows (rt_store_wants_spans); 0, or a negative store error / -1 out of memory. */
+int coord_store_spans(struct rt_coord *c, const struct rt_decoded_trace *dt);
+
 /* collector.c */
 void coord_process_slices(struct rt_coord *c, struct coord_in **batch, uint32_t n);
 

@@ -569,7 +569,7 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 	so.sync_full = cfg->sync_full;
 	so.max_age_ns = (uint64_t)(cfg->retain_age * 1e9);
 	so.max_bytes = cfg->retain_bytes;
-	so.background_checkpoint = 1; /* fsyncs off the loop: see store.c */
+	so.background_checkpoint = 1; /* fsyncs off the loop: see store/sqlite.c */
 	if ((rc = rt_store_open(&c->store, &so)) != 0) {
 		snprintf(err, errlen, "store %s: %s", cfg->store,
 			 rt_store_errmsg(c->store));

@@ -843,6 +843,10 @@ static void close_group(struct rt_coord *c, struct coord_group *g, uint64_t now)
 		build_row(c, g, (int)i, &row);
 		if (row.coherent)
 			decoded = confirm_complete(c, &row, &dt);
+		if (decoded && coord_store_spans(c, &dt) != 0) { /* rows for SQL (ClickHouse) */
+			c->st.store_errors++;
+			coord_log(c, LOG_ERROR, "store: spans: %s", rt_store_errmsg(c->store));
+		}
 		if (rt_store_put_trace(c->store, &row) < 0) {
 			c->st.store_errors++;
 			coord_log(c, LOG_ERROR, "store: %s", rt_store_errmsg(c->store));

@@ -12,7 +12,7 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j2
 # The benchmarks must at least run (figures are not asserted: see bench/); each
 # writes its `bench ...` lines to build/bench-NAME.txt.
-for b in client agent horizon report weave adaptive traversal estimate triggers select; do
+for b in client agent horizon report weave adaptive traversal estimate triggers select scale; do
   if [ -x "build/bench/$b/bench_$b" ]; then
     RETRACE_BENCH_QUICK=1 "./build/bench/$b/bench_$b" > "build/bench-$b.txt"
     echo "bench_$b: $(wc -l < "build/bench-$b.txt") lines"

@@ -39,6 +39,7 @@ struct cl_cmd {
 
 cl_run_fn_t cl_run_fn;
 const char *cl_coord_args[CL_MAX_COORD_ARGS + 1];
+const char *cl_store_locator;
 const char *cl_agent_args[CL_MAX_AGENT_ARGS + 1];
 const char *cl_agent_tls_dir;
 
@@ -318,7 +319,10 @@ int cl_start(struct cluster *c, int nhosts, uint32_t buffers)
 	snprintf(c->dir, sizeof c->dir, "/tmp/rt-e2e-XXXXXX");
 	if (!mkdtemp(c->dir))
 		return -1;
-	snprintf(c->store, sizeof c->store, "%s/store.db", c->dir);
+	if (cl_store_locator)
+		snprintf(c->store, sizeof c->store, "%s", cl_store_locator);
+	else
+		snprintf(c->store, sizeof c->store, "%s/store.db", c->dir);
 	snprintf(c->coord_url, sizeof c->coord_url, "tcp://127.0.0.1:0");
 	snprintf(c->collect_url, sizeof c->collect_url, "tcp://127.0.0.1:0");
 	if (cl_start_coordinator(c) != 0)

@@ -47,6 +47,8 @@ extern const char *cl_coord_args[CL_MAX_COORD_ARGS + 1];
 /* Extra arguments of every agent (NULL-terminated); and, when set, a directory
  * made by scripts/retrace-keys.sh: agent h then gets --tls-ca DIR/ca.crt
  * --tls-cert DIR/agent-(h+1).crt --tls-key DIR/agent-(h+1).key. */
+/* The coordinator's --store (a store locator, store.h); NULL: DIR/store.db. */
+extern const char *cl_store_locator;
 #define CL_MAX_AGENT_ARGS 8
 extern const char *cl_agent_args[CL_MAX_AGENT_ARGS + 1];
 extern const char *cl_agent_tls_dir;

@@ -1,5 +1,5 @@
 /*
- * tests/coordinator/test_store.c — the coordinator's SQLite store, on real files.
+ * tests/coordinator/test_store.c — the SQLite backend of the store (store/sqlite.c), on real files.
  *
  * Every test works in its own directory under one mkdtemp root that main()
  * removes at the end (a failing check ends the forked test with _exit, so a

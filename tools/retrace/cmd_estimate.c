@@ -501,7 +501,7 @@ static void estimate_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: retrace estimate --where FILTER [--by service|operation] [--since D]\n"
-		"                        [--json] [--store PATH]\n"
+		"                        [--json] [--store STORE]\n"
 		"Estimate how many spans matched FILTER, and how many traces had one, among all\n"
 		"the requests the services served, not only the ones kept: every stored span is\n"
 		"weighed by the inverse of the rate its host recorded it at (the client's trace\n"
@@ -516,7 +516,9 @@ static void estimate_usage(FILE *out)
 		"  -b, --by KEY         one row per service or operation of the matching spans\n"
 		"  -s, --since D        only traces closed in the last D (90s, 5m, 2h, 1d)\n"
 		"  -j, --json           one JSON object\n"
-		"  -S, --store PATH     the store file (default $RETRACE_STORE or ./retrace.db)\n"
+		"  -S, --store STORE    the store: PATH or sqlite:PATH (a SQLite file), or\n"
+		"                       clickhouse://HOST:PORT/DB (default $RETRACE_STORE\n"
+		"                       or ./retrace.db)\n"
 		"  -h, --help           this text\n"
 		"example: retrace estimate --where service=payment,status=error --by operation\n");
 }

@@ -87,7 +87,7 @@ static void export_usage(FILE *out)
 		"usage: retrace export (TRACE_ID... | --all | --since DURATION)\n"
 		"                      [--format otlp-json|zipkin] [-o FILE] [--otlp-endpoint URL]\n"
 		"                      [--attempts N] [--timeout MS] [--max-request-size N]\n"
-		"                      [--no-gzip] [--pretty] [--quiet] [--store PATH]\n"
+		"                      [--no-gzip] [--pretty] [--quiet] [--store STORE]\n"
 		"Write collected traces as one OTLP/JSON document (an ExportTraceServiceRequest,\n"
 		"what an OpenTelemetry collector's /v1/traces takes) or one Zipkin v2 span list\n"
 		"(Zipkin's POST /api/v2/spans, Jaeger's Zipkin port), or push OTLP/JSON over HTTP.\n"
@@ -112,7 +112,9 @@ static void export_usage(FILE *out)
 		"      --no-gzip            send the push uncompressed (default: gzip)\n"
 		"  -p, --pretty             indent the JSON written (the push stays compact)\n"
 		"  -q, --quiet              no progress or summary on stderr\n"
-		"  -S, --store PATH         the store file (default $RETRACE_STORE or ./retrace.db)\n"
+		"  -S, --store STORE        the store: PATH or sqlite:PATH (a SQLite file), or\n"
+		"                           clickhouse://HOST:PORT/DB (default $RETRACE_STORE\n"
+		"                           or ./retrace.db)\n"
 		"  -h, --help               this text\n");
 }
 

@@ -706,7 +706,7 @@ out:
 static void show_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: retrace show TRACE_ID [--attrs] [--json] [--records] [--store PATH]\n"
+		"usage: retrace show TRACE_ID [--attrs] [--json] [--records] [--store STORE]\n"
 		"Print one collected trace, decoded: its row (coherent, agents, triggers, bytes),\n"
 		"then its spans as a tree across hosts with a waterfall bar, status, flags and\n"
 		"logs; a last line sums up decode problems. TRACE_ID is the 32-hex id or its low\n"
@@ -716,7 +716,9 @@ static void show_usage(FILE *out)
 		"                    ({\"trace_id\",...,\"decode\":{...},\"otlp\":{\"resourceSpans\"}})\n"
 		"  -r, --records     the raw view instead: slices by agent, every record in hex\n"
 		"                    (with --json: the per-agent summary as JSON)\n"
-		"  -S, --store PATH  the store file (default $RETRACE_STORE or ./retrace.db)\n"
+		"  -S, --store STORE the store: PATH or sqlite:PATH (a SQLite file), or\n"
+		"                    clickhouse://HOST:PORT/DB (default $RETRACE_STORE\n"
+		"                    or ./retrace.db)\n"
 		"  -h, --help        this text\n");
 }
 

@@ -89,7 +89,7 @@ static void traces_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: retrace traces [--trigger ID] [--since DURATION] [--incoherent] [--limit N]\n"
-		"                      [--json] [--store PATH]\n"
+		"                      [--json] [--store STORE]\n"
 		"List the traces the coordinator collected, newest first, with selection's\n"
 		"verdict on kept ones: anomaly score, inclusion weight, pattern id and group\n"
 		"(entry API); \"-\" until their window closed, or when they bypassed selection.\n\n"
@@ -98,7 +98,9 @@ static void traces_usage(FILE *out)
 		"  -i, --incoherent     only traces with a missing slice\n"
 		"  -n, --limit N        at most N traces (default all)\n"
 		"  -j, --json           a JSON array\n"
-		"  -S, --store PATH     the store file (default $RETRACE_STORE or ./retrace.db)\n"
+		"  -S, --store STORE    the store: PATH or sqlite:PATH (a SQLite file), or\n"
+		"                       clickhouse://HOST:PORT/DB (default $RETRACE_STORE\n"
+		"                       or ./retrace.db)\n"
 		"  -h, --help           this text\n");
 }
 

@@ -1,5 +1,5 @@
 /*
- * coordinator/store.c — the durable store on one SQLite file.
+ * store/sqlite.c — the SQLite backend of the store (store.h): one file, embedded.
  *
  * File: WAL journal (a commit is one append to the -wal file), synchronous=NORMAL
  * (a committed transaction survives a kill -9 of the process) or FULL with
@@ -76,7 +76,7 @@
  *
  * A handle is not thread-safe: one thread at a time uses it.
  */
-#include "store.h"
+#include "backend.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -244,7 +244,8 @@ static const char schema_sql[] =
 	"CREATE INDEX triggers_pending ON triggers(received_ns) WHERE done = 0;"
 	"INSERT INTO meta(key, value) VALUES('slice_count', 0), ('slice_bytes', 0);";
 
-struct rt_store {
+struct sqlite_store {
+	struct rt_store base;     /* first: the handle the interface hands out */
 	sqlite3 *db;
 	char *path;
 	int readonly;
@@ -274,10 +275,10 @@ static _Thread_local char open_err[512];
 
 /* ------------------------------------------------------------ errors ---- */
 
-static int seterr(struct rt_store *s, int code, const char *fmt, ...)
+static int seterr(struct sqlite_store *s, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-static int seterr(struct rt_store *s, int code, const char *fmt, ...)
+static int seterr(struct sqlite_store *s, int code, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -311,40 +312,24 @@ static int map_sqlite(int rc)
 }
 
 /* A failed SQLite call: the code it maps to, with SQLite's text. */
-static int sqerr(struct rt_store *s, int rc, const char *what)
+static int sqerr(struct sqlite_store *s, int rc, const char *what)
 {
 	return seterr(s, map_sqlite(rc), "%s: %s: %s", s->path, what,
 		      s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
 }
 
-static int readonly_err(struct rt_store *s, const char *what)
+static int readonly_err(struct sqlite_store *s, const char *what)
 {
 	return seterr(s, RT_STORE_E_READONLY, "%s: %s: the store is open read-only", s->path,
 		      what);
 }
 
-const char *rt_store_errmsg(const struct rt_store *s)
+static const char *sqlite_store_errmsg(const struct sqlite_store *s)
 {
 	return s ? s->err : open_err;
 }
 
-const char *rt_store_strerror(int err)
-{
-	switch (err) {
-	case RT_STORE_OK: return "ok";
-	case RT_STORE_DUPLICATE: return "already stored";
-	case RT_STORE_E_OPEN: return "cannot open the store, or not a retrace store";
-	case RT_STORE_E_SCHEMA: return "unknown or newer store schema version";
-	case RT_STORE_E_IO: return "store I/O error";
-	case RT_STORE_E_BUSY: return "store locked by another writer";
-	case RT_STORE_E_NOTFOUND: return "not found";
-	case RT_STORE_E_READONLY: return "store is read-only";
-	case RT_STORE_E_INVAL: return "invalid argument";
-	default: return "unknown store error";
-	}
-}
-
-const char *rt_store_path(const struct rt_store *s)
+static const char *sqlite_store_path(const struct sqlite_store *s)
 {
 	return s ? s->path : NULL;
 }
@@ -373,7 +358,7 @@ static inline void finish(sqlite3_stmt *st)
 }
 
 /* Step a statement that returns no rows (or whose rows are ignored). */
-static int run(struct rt_store *s, sqlite3_stmt *st, const char *what)
+static int run(struct sqlite_store *s, sqlite3_stmt *st, const char *what)
 {
 	int rc;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
@@ -383,7 +368,7 @@ static int run(struct rt_store *s, sqlite3_stmt *st, const char *what)
 }
 
 /* The SQL of a statement for this store's columns. */
-static const char *stmt_sql(const struct rt_store *s, int id)
+static const char *stmt_sql(const struct sqlite_store *s, int id)
 {
 	if (s->v1_slices && v1_text[id])
 		return v1_text[id];
@@ -391,7 +376,7 @@ static const char *stmt_sql(const struct rt_store *s, int id)
 }
 
 /* The statement for a walk: the shared one, or a private copy if it is running. */
-static sqlite3_stmt *walk_stmt(struct rt_store *s, enum st id, int *priv)
+static sqlite3_stmt *walk_stmt(struct sqlite_store *s, enum st id, int *priv)
 {
 	sqlite3_stmt *st = s->st[id];
 	int rc;
@@ -477,7 +462,7 @@ static int dec_u32s(const unsigned char *t, uint32_t *v, uint32_t max, uint32_t 
 	}
 }
 
-static int row_to_trace(struct rt_store *s, sqlite3_stmt *st, struct rt_store_trace *t)
+static int row_to_trace(struct sqlite_store *s, sqlite3_stmt *st, struct rt_store_trace *t)
 {
 	memset(t, 0, sizeof *t);
 	t->trace_hi = col_u64(st, 0);
@@ -544,7 +529,7 @@ static int bind_blob(sqlite3_stmt *st, int i, const void *p, size_t len)
 
 /* ------------------------------------------------------ transactions ---- */
 
-static int meta_get(struct rt_store *s, const char *key, uint64_t *v)
+static int meta_get(struct sqlite_store *s, const char *key, uint64_t *v)
 {
 	sqlite3_stmt *st = s->st[ST_META_GET];
 	int rc;
@@ -560,7 +545,7 @@ static int meta_get(struct rt_store *s, const char *key, uint64_t *v)
 	return sqerr(s, rc, "read meta");
 }
 
-static int meta_set(struct rt_store *s, const char *key, uint64_t v)
+static int meta_set(struct sqlite_store *s, const char *key, uint64_t v)
 {
 	sqlite3_stmt *st = s->st[ST_META_SET];
 	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
@@ -568,7 +553,7 @@ static int meta_set(struct rt_store *s, const char *key, uint64_t v)
 	return run(s, st, "write meta");
 }
 
-static void raw_rollback(struct rt_store *s)
+static void raw_rollback(struct sqlite_store *s)
 {
 	if (!sqlite3_get_autocommit(s->db)) {
 		int rc = sqlite3_step(s->st[ST_ROLLBACK]);
@@ -577,7 +562,7 @@ static void raw_rollback(struct rt_store *s)
 	}
 }
 
-int rt_store_begin(struct rt_store *s)
+static int sqlite_store_begin(struct sqlite_store *s)
 {
 	int rc;
 	if (!s)
@@ -600,7 +585,7 @@ int rt_store_begin(struct rt_store *s)
 	return 0;
 }
 
-int rt_store_commit(struct rt_store *s)
+static int sqlite_store_commit(struct sqlite_store *s)
 {
 	int rc;
 	if (!s)
@@ -640,7 +625,7 @@ int rt_store_commit(struct rt_store *s)
 	return rc;
 }
 
-void rt_store_rollback(struct rt_store *s)
+static void sqlite_store_rollback(struct sqlite_store *s)
 {
 	if (!s || !s->in_txn)
 		return;
@@ -650,28 +635,28 @@ void rt_store_rollback(struct rt_store *s)
 }
 
 /* For a write of several statements: its own transaction unless one is open. */
-static int txn_enter(struct rt_store *s, int *own)
+static int txn_enter(struct sqlite_store *s, int *own)
 {
 	int rc;
 	*own = 0;
 	if (s->in_txn)
 		return 0;
-	rc = rt_store_begin(s);
+	rc = sqlite_store_begin(s);
 	if (!rc)
 		*own = 1;
 	return rc;
 }
 
-static int txn_leave(struct rt_store *s, int own, int rc)
+static int txn_leave(struct sqlite_store *s, int own, int rc)
 {
 	int c;
 	if (!own)
 		return rc;
 	if (rc < 0) {
-		rt_store_rollback(s);
+		sqlite_store_rollback(s);
 		return rc;
 	}
-	c = rt_store_commit(s);
+	c = sqlite_store_commit(s);
 	return c ? c : rc;
 }
 
@@ -679,7 +664,7 @@ static int txn_leave(struct rt_store *s, int own, int rc)
 
 #define CKPT_EVERY_NS 200000000ull
 
-static int exec_sql(struct rt_store *s, const char *sql, const char *what);
+static int exec_sql(struct sqlite_store *s, const char *sql, const char *what);
 
 static uint64_t mono_ns(void)
 {
@@ -690,7 +675,7 @@ static uint64_t mono_ns(void)
 
 static void *checkpointer(void *arg)
 {
-	struct rt_store *s = arg;
+	struct sqlite_store *s = arg;
 	pthread_mutex_lock(&s->ckpt_mu);
 	while (!s->ckpt_stop) {
 		uint64_t due = mono_ns() + CKPT_EVERY_NS, t0, dt;
@@ -719,7 +704,7 @@ static void *checkpointer(void *arg)
 }
 
 /* Automatic checkpoints off on the writer; the thread and its connection on. */
-static int start_checkpointer(struct rt_store *s)
+static int start_checkpointer(struct sqlite_store *s)
 {
 	pthread_condattr_t ca;
 	/* When the WAL restarts after a checkpoint caught up, its file is cut back
@@ -754,7 +739,7 @@ static int start_checkpointer(struct rt_store *s)
 	return 0;
 }
 
-static void stop_checkpointer(struct rt_store *s)
+static void stop_checkpointer(struct sqlite_store *s)
 {
 	if (s->ckpt_on) {
 		pthread_mutex_lock(&s->ckpt_mu);
@@ -771,7 +756,7 @@ static void stop_checkpointer(struct rt_store *s)
 	s->ckpt_db = NULL;
 }
 
-static void free_store(struct rt_store *s)
+static void free_store(struct sqlite_store *s)
 {
 	if (!s)
 		return;
@@ -785,14 +770,14 @@ static void free_store(struct rt_store *s)
 }
 
 /* A failed open: the message goes to the thread's open error, no handle. */
-static int open_fail(struct rt_store *s, int rc)
+static int open_fail(struct sqlite_store *s, int rc)
 {
 	snprintf(open_err, sizeof open_err, "%s", s->err);
 	free_store(s);
 	return rc;
 }
 
-static int exec_sql(struct rt_store *s, const char *sql, const char *what)
+static int exec_sql(struct sqlite_store *s, const char *sql, const char *what)
 {
 	char *msg = NULL;
 	int rc = sqlite3_exec(s->db, sql, NULL, NULL, &msg);
@@ -806,7 +791,7 @@ static int exec_sql(struct rt_store *s, const char *sql, const char *what)
 }
 
 /* One integer from a one-row query; SQLite's result code. */
-static int query_int(struct rt_store *s, const char *sql, int64_t *v)
+static int query_int(struct sqlite_store *s, const char *sql, int64_t *v)
 {
 	sqlite3_stmt *st;
 	int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
@@ -823,7 +808,7 @@ static int query_int(struct rt_store *s, const char *sql, int64_t *v)
 	return rc;
 }
 
-static int not_ours(struct rt_store *s, const char *why)
+static int not_ours(struct sqlite_store *s, const char *why)
 {
 	return seterr(s, RT_STORE_E_OPEN, "%s: not a retrace store (%s)", s->path, why);
 }
@@ -832,7 +817,7 @@ static int not_ours(struct rt_store *s, const char *why)
  * Is the file a retrace store? *fresh = 1 for an empty database (no schema at
  * all), which a writable open initialises. Reads only.
  */
-static int check_format(struct rt_store *s, int *fresh)
+static int check_format(struct sqlite_store *s, int *fresh)
 {
 	int64_t n = 0, app = 0, ver = 0;
 	int rc;
@@ -869,7 +854,7 @@ static int check_format(struct rt_store *s, int *fresh)
 	return 0;
 }
 
-static int create_schema(struct rt_store *s, int *raced)
+static int create_schema(struct sqlite_store *s, int *raced)
 {
 	char sql[128];
 	int64_t n = 0;
@@ -905,7 +890,7 @@ fail:
 }
 
 /* Does slices have a rate_exp column? 1, 0, or an error. */
-static int has_rate_col(struct rt_store *s)
+static int has_rate_col(struct sqlite_store *s)
 {
 	int64_t n = 0;
 	int rc = query_int(s, "SELECT count(*) FROM pragma_table_info('slices') "
@@ -919,7 +904,7 @@ static int has_rate_col(struct rt_store *s)
  * Version 1 -> 2: slices.rate_exp, 0 for every stored slice (all were sent at
  * rate 1). A read-only open reads 0 in its place instead (s->v1_slices).
  */
-static int migrate_v1(struct rt_store *s)
+static int migrate_v1(struct sqlite_store *s)
 {
 	int rc;
 	if (s->version != 1)
@@ -957,7 +942,7 @@ static const char *const selection_cols[][2] = {
 #define N_SELECTION_COLS (sizeof selection_cols / sizeof selection_cols[0])
 
 /* Which selection columns traces has (present[i] for selection_cols[i]). */
-static int find_selection_cols(struct rt_store *s, int present[N_SELECTION_COLS])
+static int find_selection_cols(struct sqlite_store *s, int present[N_SELECTION_COLS])
 {
 	sqlite3_stmt *st;
 	int rc = sqlite3_prepare_v2(s->db, "PRAGMA table_info(traces)", -1, &st, NULL);
@@ -979,7 +964,7 @@ static int find_selection_cols(struct rt_store *s, int present[N_SELECTION_COLS]
  * (nullable, so older builds keep working on the file); a read-only one reads
  * NULLs in their place (s->legacy).
  */
-static int upgrade_selection_cols(struct rt_store *s)
+static int upgrade_selection_cols(struct sqlite_store *s)
 {
 	int present[N_SELECTION_COLS], rc, missing = 0;
 	char sql[128];
@@ -1014,7 +999,7 @@ fail:
 	return rc;
 }
 
-static int set_wal(struct rt_store *s)
+static int set_wal(struct sqlite_store *s)
 {
 	sqlite3_stmt *st;
 	int rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &st, NULL);
@@ -1035,7 +1020,7 @@ static int set_wal(struct rt_store *s)
 }
 
 /* A clear message for a file or directory that is not there. */
-static int check_path(struct rt_store *s)
+static int check_path(struct sqlite_store *s)
 {
 	struct stat sb;
 	if (stat(s->path, &sb) == 0) {
@@ -1073,7 +1058,7 @@ static int check_path(struct rt_store *s)
 }
 
 /* A missing store file is created private (see the top of this file). */
-static int create_private(struct rt_store *s, const struct rt_store_options *o)
+static int create_private(struct sqlite_store *s, const struct rt_store_options *o)
 {
 	int fd = open(s->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
@@ -1091,9 +1076,9 @@ static int create_private(struct rt_store *s, const struct rt_store_options *o)
 	return 0;
 }
 
-int rt_store_open(struct rt_store **out, const struct rt_store_options *o)
+static int sqlite_store_open(struct sqlite_store **out, const struct rt_store_options *o)
 {
-	struct rt_store *s;
+	struct sqlite_store *s;
 	const char *path;
 	int rc, fresh, raced, flags;
 
@@ -1175,17 +1160,17 @@ int rt_store_open(struct rt_store **out, const struct rt_store_options *o)
 	return 0;
 }
 
-void rt_store_close(struct rt_store *s)
+static void sqlite_store_close(struct sqlite_store *s)
 {
 	if (!s)
 		return;
-	rt_store_rollback(s);
+	sqlite_store_rollback(s);
 	free_store(s);
 }
 
 /* ------------------------------------------------------------ slices ---- */
 
-int rt_store_put_slice(struct rt_store *s, const struct rt_store_slice *sl)
+static int sqlite_store_put_slice(struct sqlite_store *s, const struct rt_store_slice *sl)
 {
 	sqlite3_stmt *st;
 	int rc, changed;
@@ -1233,7 +1218,7 @@ int rt_store_put_slice(struct rt_store *s, const struct rt_store_slice *sl)
 	return 0;
 }
 
-int rt_store_slices(struct rt_store *s, uint64_t trace_hi, uint64_t trace_lo,
+static int sqlite_store_slices(struct sqlite_store *s, uint64_t trace_hi, uint64_t trace_lo,
 		    rt_store_slice_fn fn, void *arg)
 {
 	struct rt_store_slice sl;
@@ -1258,7 +1243,7 @@ int rt_store_slices(struct rt_store *s, uint64_t trace_hi, uint64_t trace_lo,
 	return ret;
 }
 
-int rt_store_trace_rates(struct rt_store *s, uint64_t trace_hi, uint64_t trace_lo,
+static int sqlite_store_trace_rates(struct sqlite_store *s, uint64_t trace_hi, uint64_t trace_lo,
 			 struct rt_store_rate *out, uint32_t max, uint32_t *n)
 {
 	sqlite3_stmt *st;
@@ -1288,7 +1273,7 @@ int rt_store_trace_rates(struct rt_store *s, uint64_t trace_hi, uint64_t trace_l
 
 /* ------------------------------------------------------------ traces ---- */
 
-int rt_store_put_trace(struct rt_store *s, const struct rt_store_trace *t)
+static int sqlite_store_put_trace(struct sqlite_store *s, const struct rt_store_trace *t)
 {
 	char trig[U32LIST_CAP], agents[U32LIST_CAP], missing[U32LIST_CAP];
 	sqlite3_stmt *st;
@@ -1327,7 +1312,7 @@ int rt_store_put_trace(struct rt_store *s, const struct rt_store_trace *t)
 	return run(s, st, "put_trace");
 }
 
-static int add_late_locked(struct rt_store *s, const struct rt_store_slice *sl)
+static int add_late_locked(struct sqlite_store *s, const struct rt_store_slice *sl)
 {
 	sqlite3_stmt *st = s->st[ST_LATE_GET];
 	uint64_t bytes, first, last;
@@ -1370,7 +1355,7 @@ static int add_late_locked(struct rt_store *s, const struct rt_store_slice *sl)
 	return run(s, st, "add_late");
 }
 
-int rt_store_add_late(struct rt_store *s, const struct rt_store_slice *sl)
+static int sqlite_store_add_late(struct sqlite_store *s, const struct rt_store_slice *sl)
 {
 	int rc, own;
 	if (!s)
@@ -1384,7 +1369,7 @@ int rt_store_add_late(struct rt_store *s, const struct rt_store_slice *sl)
 	return txn_leave(s, own, add_late_locked(s, sl));
 }
 
-int rt_store_set_selection(struct rt_store *s, const struct rt_store_trace *t)
+static int sqlite_store_set_selection(struct sqlite_store *s, const struct rt_store_trace *t)
 {
 	sqlite3_stmt *st;
 	int rc;
@@ -1412,7 +1397,7 @@ int rt_store_set_selection(struct rt_store *s, const struct rt_store_trace *t)
 	return 0;
 }
 
-int rt_store_get_trace(struct rt_store *s, uint64_t trace_hi, uint64_t trace_lo,
+static int sqlite_store_get_trace(struct sqlite_store *s, uint64_t trace_hi, uint64_t trace_lo,
 		       struct rt_store_trace *out)
 {
 	sqlite3_stmt *st;
@@ -1436,7 +1421,7 @@ int rt_store_get_trace(struct rt_store *s, uint64_t trace_hi, uint64_t trace_lo,
 	return rc;
 }
 
-int rt_store_list(struct rt_store *s, const struct rt_store_query *q,
+static int sqlite_store_list(struct sqlite_store *s, const struct rt_store_query *q,
 		  rt_store_trace_fn fn, void *arg)
 {
 	struct rt_store_trace t;
@@ -1483,7 +1468,7 @@ int rt_store_list(struct rt_store *s, const struct rt_store_query *q,
 
 /* ------------------------------------------------- agent directory ---- */
 
-int rt_store_put_agent(struct rt_store *s, const struct rt_store_agent *a)
+static int sqlite_store_put_agent(struct sqlite_store *s, const struct rt_store_agent *a)
 {
 	sqlite3_stmt *st;
 	if (!s)
@@ -1505,7 +1490,7 @@ int rt_store_put_agent(struct rt_store *s, const struct rt_store_agent *a)
 	return run(s, st, "put_agent");
 }
 
-int rt_store_delete_agent(struct rt_store *s, uint32_t agent_id)
+static int sqlite_store_delete_agent(struct sqlite_store *s, uint32_t agent_id)
 {
 	sqlite3_stmt *st;
 	int rc;
@@ -1533,7 +1518,7 @@ static void copy_text(char *dst, size_t cap, sqlite3_stmt *st, int col)
 	dst[n] = 0;
 }
 
-int rt_store_agents(struct rt_store *s, rt_store_agent_fn fn, void *arg)
+static int sqlite_store_agents(struct sqlite_store *s, rt_store_agent_fn fn, void *arg)
 {
 	struct rt_store_agent a;
 	sqlite3_stmt *st;
@@ -1563,7 +1548,7 @@ int rt_store_agents(struct rt_store *s, rt_store_agent_fn fn, void *arg)
 
 /* -------------------------------------------------- pending triggers ---- */
 
-int rt_store_put_trigger(struct rt_store *s, uint32_t agent_id, uint64_t trigger_seq,
+static int sqlite_store_put_trigger(struct sqlite_store *s, uint32_t agent_id, uint64_t trigger_seq,
 			 uint64_t received_ns, const void *msg, size_t len)
 {
 	sqlite3_stmt *st;
@@ -1592,7 +1577,7 @@ int rt_store_put_trigger(struct rt_store *s, uint32_t agent_id, uint64_t trigger
 	return changed ? 0 : RT_STORE_DUPLICATE;
 }
 
-int rt_store_done_trigger(struct rt_store *s, uint32_t agent_id, uint64_t trigger_seq)
+static int sqlite_store_done_trigger(struct sqlite_store *s, uint32_t agent_id, uint64_t trigger_seq)
 {
 	sqlite3_stmt *st;
 	int rc;
@@ -1612,7 +1597,7 @@ int rt_store_done_trigger(struct rt_store *s, uint32_t agent_id, uint64_t trigge
 	return 0;
 }
 
-int rt_store_pending_triggers(struct rt_store *s, rt_store_trigger_fn fn, void *arg)
+static int sqlite_store_pending_triggers(struct sqlite_store *s, rt_store_trigger_fn fn, void *arg)
 {
 	static const unsigned char empty[1];
 	sqlite3_stmt *st;
@@ -1641,7 +1626,7 @@ int rt_store_pending_triggers(struct rt_store *s, rt_store_trigger_fn fn, void *
 /* ------------------------------------------------ retention, stats ---- */
 
 /* Run a DELETE .. RETURNING bytes; subtract the rows from the slice totals. */
-static int delete_slices(struct rt_store *s, sqlite3_stmt *st, const char *what)
+static int delete_slices(struct sqlite_store *s, sqlite3_stmt *st, const char *what)
 {
 	int rc;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -1653,7 +1638,7 @@ static int delete_slices(struct rt_store *s, sqlite3_stmt *st, const char *what)
 	return rc == SQLITE_DONE ? 0 : sqerr(s, rc, what);
 }
 
-static int delete_trace(struct rt_store *s, uint64_t hi, uint64_t lo)
+static int delete_trace(struct sqlite_store *s, uint64_t hi, uint64_t lo)
 {
 	sqlite3_stmt *st = s->st[ST_SLICE_DEL_TRACE];
 	int rc;
@@ -1667,7 +1652,7 @@ static int delete_trace(struct rt_store *s, uint64_t hi, uint64_t lo)
 	return run(s, st, "retain: delete trace");
 }
 
-static int retain_locked(struct rt_store *s, uint64_t now_ns, uint64_t *deleted)
+static int retain_locked(struct sqlite_store *s, uint64_t now_ns, uint64_t *deleted)
 {
 	const uint64_t max_age = s->opt_max_age, max_bytes = s->opt_max_bytes;
 	uint64_t cutoff = 0; /* traces closed before it go */
@@ -1738,7 +1723,7 @@ traces_done:
 	return 0;
 }
 
-int rt_store_retain(struct rt_store *s, uint64_t now_ns, uint64_t *deleted)
+static int sqlite_store_retain(struct sqlite_store *s, uint64_t now_ns, uint64_t *deleted)
 {
 	uint64_t n = 0;
 	int rc, own;
@@ -1756,7 +1741,7 @@ int rt_store_retain(struct rt_store *s, uint64_t now_ns, uint64_t *deleted)
 	return rc;
 }
 
-int rt_store_delete_trace(struct rt_store *s, uint64_t trace_hi, uint64_t trace_lo)
+static int sqlite_store_delete_trace(struct sqlite_store *s, uint64_t trace_hi, uint64_t trace_lo)
 {
 	int rc, own, found;
 	if (!s)
@@ -1783,7 +1768,7 @@ static uint64_t file_size(const char *path, const char *suffix)
 	return stat(buf, &sb) == 0 ? (uint64_t)sb.st_size : 0;
 }
 
-int rt_store_stats(struct rt_store *s, struct rt_store_stats *out)
+static int sqlite_store_stats(struct sqlite_store *s, struct rt_store_stats *out)
 {
 	sqlite3_stmt *st;
 	int rc;
@@ -1816,3 +1801,118 @@ int rt_store_stats(struct rt_store *s, struct rt_store_stats *out)
 	out->checkpoint_max_ns = __atomic_load_n(&s->ckpt_max_ns, __ATOMIC_RELAXED);
 	return 0;
 }
+
+/* ------------------------------------------------------- the vtable ---- */
+
+#define SQ(s) ((struct sqlite_store *)(s))
+
+static int v_open(struct rt_store **out, const struct rt_store_options *o)
+{
+	struct sqlite_store *s = NULL;
+	int rc = sqlite_store_open(&s, o);
+	*out = s ? &s->base : NULL;
+	return rc;
+}
+static void v_close(struct rt_store *s) { sqlite_store_close(SQ(s)); }
+static const char *v_errmsg(const struct rt_store *s)
+{
+	return sqlite_store_errmsg((const struct sqlite_store *)s);
+}
+static const char *v_path(const struct rt_store *s)
+{
+	return sqlite_store_path((const struct sqlite_store *)s);
+}
+static int v_begin(struct rt_store *s) { return sqlite_store_begin(SQ(s)); }
+static int v_commit(struct rt_store *s) { return sqlite_store_commit(SQ(s)); }
+static void v_rollback(struct rt_store *s) { sqlite_store_rollback(SQ(s)); }
+static int v_put_slice(struct rt_store *s, const struct rt_store_slice *sl)
+{
+	return sqlite_store_put_slice(SQ(s), sl);
+}
+static int v_slices(struct rt_store *s, uint64_t hi, uint64_t lo, rt_store_slice_fn fn, void *arg)
+{
+	return sqlite_store_slices(SQ(s), hi, lo, fn, arg);
+}
+static int v_trace_rates(struct rt_store *s, uint64_t hi, uint64_t lo, struct rt_store_rate *out,
+			 uint32_t max, uint32_t *n)
+{
+	return sqlite_store_trace_rates(SQ(s), hi, lo, out, max, n);
+}
+static int v_put_trace(struct rt_store *s, const struct rt_store_trace *t)
+{
+	return sqlite_store_put_trace(SQ(s), t);
+}
+static int v_add_late(struct rt_store *s, const struct rt_store_slice *sl)
+{
+	return sqlite_store_add_late(SQ(s), sl);
+}
+static int v_set_selection(struct rt_store *s, const struct rt_store_trace *t)
+{
+	return sqlite_store_set_selection(SQ(s), t);
+}
+static int v_delete_trace(struct rt_store *s, uint64_t hi, uint64_t lo)
+{
+	return sqlite_store_delete_trace(SQ(s), hi, lo);
+}
+static int v_get_trace(struct rt_store *s, uint64_t hi, uint64_t lo, struct rt_store_trace *out)
+{
+	return sqlite_store_get_trace(SQ(s), hi, lo, out);
+}
+static int v_list(struct rt_store *s, const struct rt_store_query *q, rt_store_trace_fn fn,
+		  void *arg)
+{
+	return sqlite_store_list(SQ(s), q, fn, arg);
+}
+/* Spans are decoded from the stored slices on read: nothing to keep. */
+static int v_put_spans(struct rt_store *s, const struct rt_store_span *spans, uint32_t n)
+{
+	(void)spans;
+	(void)n;
+	return SQ(s)->readonly ? readonly_err(SQ(s), "put_spans") : 0;
+}
+static int v_put_agent(struct rt_store *s, const struct rt_store_agent *a)
+{
+	return sqlite_store_put_agent(SQ(s), a);
+}
+static int v_delete_agent(struct rt_store *s, uint32_t id)
+{
+	return sqlite_store_delete_agent(SQ(s), id);
+}
+static int v_agents(struct rt_store *s, rt_store_agent_fn fn, void *arg)
+{
+	return sqlite_store_agents(SQ(s), fn, arg);
+}
+static int v_put_trigger(struct rt_store *s, uint32_t agent_id, uint64_t seq, uint64_t received_ns,
+			 const void *msg, size_t len)
+{
+	return sqlite_store_put_trigger(SQ(s), agent_id, seq, received_ns, msg, len);
+}
+static int v_done_trigger(struct rt_store *s, uint32_t agent_id, uint64_t seq)
+{
+	return sqlite_store_done_trigger(SQ(s), agent_id, seq);
+}
+static int v_pending_triggers(struct rt_store *s, rt_store_trigger_fn fn, void *arg)
+{
+	return sqlite_store_pending_triggers(SQ(s), fn, arg);
+}
+static int v_retain(struct rt_store *s, uint64_t now_ns, uint64_t *deleted)
+{
+	return sqlite_store_retain(SQ(s), now_ns, deleted);
+}
+static int v_stats(struct rt_store *s, struct rt_store_stats *out)
+{
+	return sqlite_store_stats(SQ(s), out);
+}
+
+const struct rt_store_backend rt_store_sqlite_backend = {
+	.name = "sqlite",
+	.open = v_open, .close = v_close, .errmsg = v_errmsg, .path = v_path,
+	.begin = v_begin, .commit = v_commit, .rollback = v_rollback,
+	.put_slice = v_put_slice, .slices = v_slices, .trace_rates = v_trace_rates,
+	.put_trace = v_put_trace, .add_late = v_add_late, .set_selection = v_set_selection,
+	.delete_trace = v_delete_trace, .get_trace = v_get_trace, .list = v_list,
+	.wants_spans = 0, .put_spans = v_put_spans,
+	.put_agent = v_put_agent, .delete_agent = v_delete_agent, .agents = v_agents,
+	.put_trigger = v_put_trigger, .done_trigger = v_done_trigger,
+	.pending_triggers = v_pending_triggers, .retain = v_retain, .stats = v_stats,
+};

@@ -1,18 +1,25 @@
 /*
- * coordinator/store.h — the coordinator's durable store: one SQLite file in WAL mode.
+ * store/store.h — the durable store of collected traces, behind one interface
+ * with two backends: SQLite (one embedded file in WAL mode, the default) and
+ * ClickHouse (a server over its HTTP interface, for more than one machine).
  *
- * Owns: the file, its schema (traces, slices, agents, pending triggers) and every
- * SQL statement the coordinator and the `retrace` CLI run. Nothing outside
- * store.c knows that the backend is SQLite: a later backend (OTLP export, a
- * columnar store) implements this same interface beside it.
+ * Owns: the schema (traces, slices, agents, pending triggers) and every
+ * statement the coordinator and the `retrace` CLI run. Nothing outside store/
+ * knows which backend is in use: rt_store_open picks it from the locator in
+ * options.path — "clickhouse://HOST:PORT/DB", "sqlite:PATH" or a bare PATH
+ * (SQLite). docs/store.md compares the two.
  *
- * Promises:
+ * Promises (both backends unless said):
  *   - A slice written by rt_store_put_slice inside rt_store_begin/rt_store_commit
- *     is durable once rt_store_commit returns 0 (WAL; a kill -9 of the process
- *     loses nothing committed; with sync_full also a power cut). The collector
- *     acknowledges slices only after that commit.
+ *     is durable once rt_store_commit returns 0. SQLite: WAL; a kill -9 of the
+ *     process loses nothing committed; with sync_full also a power cut.
+ *     ClickHouse: the commit is one bulk INSERT per table, acknowledged by the
+ *     server once the part is written. The collector acknowledges slices only
+ *     after that commit.
  *   - Slices are idempotent by (agent_id, trace_lo, slice_seq): a re-sent slice is
- *     RT_STORE_DUPLICATE and stored once.
+ *     RT_STORE_DUPLICATE and stored once (ClickHouse: reported as a duplicate
+ *     when this handle stored it; one re-sent to a new handle is collapsed by
+ *     the table engine, so every reader still sees it once).
  *   - Slices keep the raw encoded SLICE message as received (the wire format is the
  *     archive format), so later decoders read exactly what the agent sent.
  *   - Every function returns 0 or a negative RT_STORE_E_* code, never aborts; the
@@ -20,8 +27,8 @@
  *   - Single writer (the coordinator); any number of read-only openers (the CLI)
  *     alongside it. A handle is not thread-safe: one thread at a time uses it.
  */
-#ifndef RETRACE_COORDINATOR_STORE_H
-#define RETRACE_COORDINATOR_STORE_H
+#ifndef RETRACE_STORE_STORE_H
+#define RETRACE_STORE_STORE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -44,7 +51,7 @@ enum rt_store_error {
 };
 
 struct rt_store_options {
-	const char *path;       /* NULL: RT_STORE_DEFAULT_PATH */
+	const char *path;       /* the locator; NULL: RT_STORE_DEFAULT_PATH (SQLite) */
 	int readonly;           /* the CLI: never creates, never writes */
 	int sync_full;          /* PRAGMA synchronous=FULL (power-safe) instead of NORMAL */
 	uint64_t max_age_ns;    /* retention by age (0 = keep forever) */
@@ -63,7 +70,8 @@ int rt_store_open(struct rt_store **out, const struct rt_store_options *o);
 void rt_store_close(struct rt_store *s);
 const char *rt_store_errmsg(const struct rt_store *s); /* last failure, "" if none */
 const char *rt_store_strerror(int err);
-const char *rt_store_path(const struct rt_store *s);
+const char *rt_store_path(const struct rt_store *s); /* the file, or the clickhouse:// URL */
+const char *rt_store_backend_name(const struct rt_store *s); /* "sqlite", "clickhouse" */
 
 /* One write transaction (nestable calls are an error). */
 int rt_store_begin(struct rt_store *s);
@@ -194,6 +202,38 @@ int rt_store_delete_agent(struct rt_store *s, uint32_t agent_id);
 typedef int (*rt_store_agent_fn)(void *arg, const struct rt_store_agent *a);
 int rt_store_agents(struct rt_store *s, rt_store_agent_fn fn, void *arg);
 
+/* ------------------------------------------------------------- spans ---- */
+
+/*
+ * The decoded spans of a closed trace, for a backend that keeps spans as rows
+ * SQL users query directly (ClickHouse: the otel_traces table, laid out like
+ * the OpenTelemetry Collector's ClickHouse exporter's). SQLite keeps only the
+ * slices and decodes them on read: rt_store_wants_spans is 0 and put_spans
+ * accepts and ignores them. Strings are borrowed for the call; attribute
+ * values are text (numbers and booleans as printed by the caller). A trace's
+ * spans go with it when it is deleted.
+ */
+struct rt_store_kv {
+	const char *key, *value;
+};
+struct rt_store_span {
+	uint64_t trace_hi, trace_lo, span_id, parent_id; /* parent 0: a root */
+	uint64_t start_ns, end_ns;                       /* Unix ns */
+	const char *name, *service, *status_message;
+	uint8_t kind;    /* enum retrace_span_kind: 0 unspecified, 1 internal, 2 server,
+			    3 client, 4 producer, 5 consumer */
+	uint8_t status;  /* enum retrace_span_status: 0 unset, 1 ok, 2 error */
+	const struct rt_store_kv *attrs;
+	uint32_t n_attrs;
+	const struct rt_store_kv *resource;
+	uint32_t n_resource;
+	const uint64_t *event_ns;       /* the span's logs, as events: time, body */
+	const char *const *event_body;
+	uint32_t n_events;
+};
+int rt_store_wants_spans(const struct rt_store *s);
+int rt_store_put_spans(struct rt_store *s, const struct rt_store_span *spans, uint32_t n);
+
 /* -------------------------------------------------- pending triggers ---- */
 
 /*
@@ -224,7 +264,7 @@ struct rt_store_stats {
 	uint64_t slices, slice_bytes;   /* rows and payload bytes stored */
 	uint64_t pending_triggers;
 	uint64_t agents;
-	uint64_t file_bytes;            /* database + WAL on disk */
+	uint64_t file_bytes;            /* database + WAL on disk (ClickHouse: active parts) */
 	uint64_t checkpoints;           /* background checkpoints run (0 without the option) */
 	uint64_t checkpoint_errors;
 	uint64_t checkpoint_max_ns;     /* the longest one */

@@ -1,0 +1,306 @@
+/*
+ * bench/scale/bench_scale.c — the store part of bench/scale: collected traces
+ * written into SQLite (the same-run baseline) and into ClickHouse, same
+ * workload, same run.
+ *
+ * Workload: T traces of 3 agents each; every agent's part is a real encoded
+ * SLICE message (tests/coordinator/evgen.c) holding SPANS spans, each with two
+ * attributes and a templated log, so the bytes are what the coordinator stores.
+ * Messages differ per trace (their own ids and times), so ClickHouse's
+ * compression sees no repeated rows. All messages are built before the clock
+ * starts.
+ *
+ * Two mixes per backend, the coordinator's calls in its order:
+ *   ingest      per trace: 3 put_slice + put_trace, INGEST_BATCH traces per
+ *               transaction (8192 spans, the Collector's batch size)
+ *   coordinator the same plus what the coordinator adds per trace: put_trigger
+ *               before, done_trigger and set_selection after (every trace kept
+ *               and scored, as without a --select-budget), TURN_BATCH traces
+ *               per transaction (one coordinator loop turn at most)
+ * Figures: traces/s, spans/s, bytes/s of slices, the wall time per trace, and
+ * the writer's own CPU per trace (user+sys of this process: the ClickHouse
+ * server's CPU is its own process, on the other core).
+ *
+ * Prints `bench scale store=NAME mix=MIX traces=.. spans_per_s=.. ...` and a
+ * ratio line against SQLite. RETRACE_BENCH_QUICK=1: fewer traces. Without the
+ * clickhouse-server package: the SQLite lines and `bench scale
+ * store=clickhouse skipped=not-installed`.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "evgen.h"
+#include "store.h"
+#include "store/chserver.h"
+
+#define AGENTS 3
+#define SPANS 10     /* spans per agent's slice */
+/* Traces per transaction: ingest as the OpenTelemetry Collector's batch
+ * processor sends (8192 spans); the coordinator mix as one coordinator loop turn
+ * admits at most (32 slices: COORD_IN_COLLECT), ~10 traces of 3 slices. */
+#define INGEST_BATCH (8192 / (AGENTS * SPANS))
+#define TURN_BATCH 10
+/* The coordinator mix on fewer traces (ClickHouse does tens of turns a second). */
+#define TURN_TRACES(quick) ((quick) ? 300 : 1000)
+#define HI 0x00c0ffee00000000ull
+
+struct workload {
+	int traces;
+	struct rt_wire_buf *msg; /* traces * AGENTS encoded SLICE messages */
+	uint32_t *buffers;
+	uint64_t bytes;
+};
+
+static uint64_t now_ns(int clock)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t cpu_ns(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ull +
+	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
+}
+
+/* One agent's part of trace i: SPANS spans, each with attributes and a log. */
+static void build_part(struct eg *g, int i, uint32_t agent)
+{
+	static const char *const service[AGENTS] = { "frontend", "cart", "payment" };
+	struct eg_stream *s = eg_stream(g, agent, 100 + agent, 1);
+	char host[32], name[64];
+	snprintf(host, sizeof host, "host-%u", agent);
+	eg_resource(s, service[agent - 1], host);
+	eg_template(s, "charged %d items for user %s");
+	for (int k = 0; k < SPANS; k++) {
+		uint64_t id = ((uint64_t)agent << 32) | (uint64_t)(k + 1), t = EG_T(1000 * k + i);
+		struct eg_arg args[2] = { EG_I(k + i % 7), EG_S("user-4711") };
+		snprintf(name, sizeof name, "%s op %d", service[agent - 1], k % 4);
+		eg_span_start(s, id, k ? id - 1 : 0, 2, t, name);
+		eg_attr(s, id, "http.status_code", EG_I(200 + (i + k) % 3));
+		eg_attr(s, id, "request.bytes", EG_U((uint64_t)(i * 31 + k * 7) % 5000));
+		eg_log(s, id, t + EG_T(10), 2, eg_template_id("charged %d items for user %s"), args,
+		       2);
+		eg_span_end(s, id, t + EG_T(500 + (i + k) % 50), 1, 0, NULL);
+	}
+}
+
+static int build(struct workload *w, int traces)
+{
+	w->traces = traces;
+	w->msg = calloc((size_t)traces * AGENTS, sizeof *w->msg);
+	w->buffers = calloc((size_t)traces * AGENTS, sizeof *w->buffers);
+	if (!w->msg || !w->buffers)
+		return -1;
+	for (int i = 0; i < traces; i++) {
+		struct eg g;
+		eg_init(&g, HI, 0x1000 + (uint64_t)i, 8192 - 64);
+		for (uint32_t a = 1; a <= AGENTS; a++)
+			eg_agent(&g, a, 2000000000ull + a, 1000ull * a, 0);
+		for (uint32_t a = 1; a <= AGENTS; a++)
+			build_part(&g, i, a);
+		eg_finish(&g);
+		for (uint32_t a = 1; a <= AGENTS; a++) {
+			struct rt_wire_buf *m = &w->msg[i * AGENTS + (int)a - 1];
+			if (eg_slice_msg(&g, a, NULL, 0, m) != 0)
+				return -1;
+			w->bytes += m->len;
+			w->buffers[i * AGENTS + (int)a - 1] = 1;
+		}
+		eg_free(&g);
+	}
+	return 0;
+}
+
+static void trace_row(struct rt_store_trace *t, int i, uint64_t t0)
+{
+	memset(t, 0, sizeof *t);
+	t->trace_hi = HI;
+	t->trace_lo = 0x1000 + (uint64_t)i;
+	t->group_id = t->trace_lo;
+	t->trigger_count = 1;
+	t->trigger_ids[0] = 7;
+	t->agent_count = AGENTS;
+	for (uint32_t a = 0; a < AGENTS; a++)
+		t->agents[a] = a + 1;
+	t->coherent = 1;
+	t->first_ns = t0;
+	t->last_ns = t0 + 1000000;
+	t->slices = AGENTS;
+	t->triggered_ns = t0 + 2000000;
+	t->closed_ns = t0 + 3000000 + (uint64_t)i;
+	t->traversal_ns = 1500000;
+}
+
+struct result {
+	double wall_s, cpu_s, spans;
+	int ok;
+};
+
+/* ClickHouse's own count of the milliseconds it held INSERTs back because a
+ * partition had too many parts to merge (parts_to_delay_insert). */
+static long long delayed_ms(const struct chserver *srv)
+{
+	char *reply = NULL;
+	long long v = 0;
+	if (srv && chs_sql(srv, "SELECT sum(value) FROM system.events WHERE event = "
+				"'DelayedInsertsMilliseconds'", &reply) == 0)
+		v = atoll(reply);
+	free(reply);
+	return v;
+}
+
+static int write_all(struct rt_store *s, const struct workload *w, int coordinator_mix,
+		     int ntraces, struct result *r)
+{
+	const int batch = coordinator_mix ? TURN_BATCH : INGEST_BATCH;
+	uint64_t t0 = now_ns(CLOCK_REALTIME), w0 = now_ns(CLOCK_MONOTONIC), c0 = cpu_ns();
+	static const char trig_msg[96] = "a TRIGGER message of about this size";
+	for (int i = 0; i < ntraces; i += batch) {
+		int end = i + batch < ntraces ? i + batch : ntraces;
+		if (rt_store_begin(s))
+			return -1;
+		for (int k = i; k < end; k++) {
+			struct rt_store_trace t;
+			trace_row(&t, k, t0);
+			if (coordinator_mix &&
+			    rt_store_put_trigger(s, 3, (uint64_t)k + 1, t0, trig_msg, sizeof trig_msg) != 0)
+				return -1;
+			for (uint32_t a = 1; a <= AGENTS; a++) {
+				const struct rt_wire_buf *m = &w->msg[k * AGENTS + (int)a - 1];
+				struct rt_store_slice sl = {
+					.trace_hi = HI, .trace_lo = t.trace_lo, .agent_id = a,
+					.trigger_id = 7, .slice_seq = 1, .received_ns = t0 + (uint64_t)k,
+					.buffers = w->buffers[k * AGENTS + (int)a - 1],
+					.bytes = m->len, .first_ns = t0, .last_ns = t0 + 1000000,
+					.msg = m->data, .msg_len = m->len,
+				};
+				t.bytes += m->len;
+				if (rt_store_put_slice(s, &sl) != 0)
+					return -1;
+			}
+			if (rt_store_put_trace(s, &t) != 0)
+				return -1;
+			if (coordinator_mix) {
+				t.has_selection = 1;
+				t.score = 0.5;
+				t.weight = 1;
+				snprintf(t.group, sizeof t.group, "frontend GET /checkout");
+				if (rt_store_done_trigger(s, 3, (uint64_t)k + 1) != 0 ||
+				    rt_store_set_selection(s, &t) != 0)
+					return -1;
+			}
+		}
+		if (rt_store_commit(s))
+			return -1;
+	}
+	r->wall_s = (double)(now_ns(CLOCK_MONOTONIC) - w0) / 1e9;
+	r->cpu_s = (double)(cpu_ns() - c0) / 1e9;
+	r->ok = 1;
+	return 0;
+}
+
+static int run(const char *name, const char *locator, const struct workload *w, int mix,
+	       int ntraces, struct result *r, const struct chserver *srv)
+{
+	long long delayed0 = delayed_ms(srv);
+	uint64_t bytes = 0;
+	struct rt_store_options o = { .path = locator, .background_checkpoint = 1 };
+	struct rt_store *s = NULL;
+	double spans = (double)ntraces * AGENTS * SPANS;
+	memset(r, 0, sizeof *r);
+	if (rt_store_open(&s, &o) != 0) {
+		fprintf(stderr, "bench_scale: open %s: %s\n", locator, rt_store_errmsg(NULL));
+		return -1;
+	}
+	for (int i = 0; i < ntraces * AGENTS; i++)
+		bytes += w->msg[i].len;
+	r->spans = spans;
+	if (write_all(s, w, mix, ntraces, r) != 0) {
+		fprintf(stderr, "bench_scale: %s: %s\n", name, rt_store_errmsg(s));
+		rt_store_close(s);
+		return -1;
+	}
+	rt_store_close(s);
+	printf("bench scale store=%s mix=%s traces=%d spans=%.0f slice_bytes=%" PRIu64
+	       " batch=%d traces_per_s=%.0f spans_per_s=%.0f mb_per_s=%.2f us_per_trace=%.1f"
+	       " cpu_us_per_trace=%.1f server_delayed_ms=%lld\n",
+	       name, mix ? "coordinator" : "ingest", ntraces, spans, bytes,
+	       mix ? TURN_BATCH : INGEST_BATCH,
+	       ntraces / r->wall_s, spans / r->wall_s, (double)bytes / r->wall_s / 1e6,
+	       r->wall_s * 1e6 / ntraces, r->cpu_s * 1e6 / ntraces,
+	       delayed_ms(srv) - delayed0);
+	fflush(stdout);
+	return 0;
+}
+
+int main(void)
+{
+	int quick = getenv("RETRACE_BENCH_QUICK") != NULL;
+	int traces = quick ? 1092 : 8190; /* whole ingest batches */
+	const char *tmp = getenv("TMPDIR");
+	char dir[256], path[2][320], why[4096], ch[2][256];
+	struct workload w = { 0 };
+	struct chserver srv;
+	struct result sq[2], chr[2];
+	int have_ch;
+
+	snprintf(dir, sizeof dir, "%s/rt-bench-scale-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(dir) || build(&w, traces) != 0) {
+		fprintf(stderr, "bench_scale: cannot set up\n");
+		return 1;
+	}
+	for (int mix = 0; mix < 2; mix++) {
+		snprintf(path[mix], sizeof path[mix], "%s/store-%d.db", dir, mix);
+		if (run("sqlite", path[mix], &w, mix, mix ? TURN_TRACES(quick) : traces, &sq[mix],
+			NULL) != 0)
+			return 1;
+	}
+	have_ch = chs_binary() != NULL;
+	if (!have_ch) {
+		printf("bench scale store=clickhouse skipped=not-installed\n");
+	} else if (chs_start(&srv, NULL, why, sizeof why) != 0) {
+		fprintf(stderr, "bench_scale: clickhouse-server: %s\n", why);
+		return 1;
+	} else {
+		for (int mix = 0; mix < 2; mix++) {
+			snprintf(ch[mix], sizeof ch[mix], "%s/bench%d", srv.url, mix);
+			if (run("clickhouse", ch[mix], &w, mix, mix ? TURN_TRACES(quick) : traces,
+				&chr[mix], &srv) != 0) {
+				chs_stop(&srv);
+				return 1;
+			}
+		}
+		chs_stop(&srv);
+		for (int mix = 0; mix < 2; mix++)
+			printf("bench scale store=clickhouse mix=%s baseline=sqlite "
+			       "spans_per_s=%.0f baseline_spans_per_s=%.0f ratio=%.2f "
+			       "target_spans_per_s=50000 met=%s\n",
+			       mix ? "coordinator" : "ingest",
+			       chr[mix].spans / chr[mix].wall_s, sq[mix].spans / sq[mix].wall_s,
+			       sq[mix].wall_s / chr[mix].wall_s,
+			       chr[mix].spans / chr[mix].wall_s >= 50000 ? "yes" : "no");
+	}
+	for (int mix = 0; mix < 2; mix++) {
+		static const char *const suffix[] = { "", "-wal", "-shm" };
+		for (int k = 0; k < 3; k++) {
+			char f[700];
+			snprintf(f, sizeof f, "%s%s", path[mix], suffix[k]);
+			unlink(f);
+		}
+	}
+	rmdir(dir);
+	for (int i = 0; i < w.traces * AGENTS; i++)
+		rt_wire_buf_free(&w.msg[i]);
+	free(w.msg);
+	free(w.buffers);
+	return 0;
+}
