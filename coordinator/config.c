@@ -18,6 +18,7 @@
 
 #include "store.h"
 #include "daemon/metrics.h"
+#include "http_api.h"
 
 enum opt_type { T_STR, T_SECONDS, T_U32, T_U64, T_FLAG, T_LEVEL, T_CONFIG, T_GID };
 
@@ -59,6 +60,7 @@ static const struct opt_row rows[] = {
 	{ "max-connections", T_U32, F(max_connections), "N", "connections each listener holds at once (default 1024 with TLS, 16 without)" },
 	{ "store-group", T_GID, F(store_group), "GROUP", "create the store file 0640 for this group (name or id; default 0600)" },
 	{ "metrics-listen", T_STR, F(metrics_listen), "URL", "serve Prometheus /metrics at this http:// URL, e.g. http://127.0.0.1:9464 (default: off; loopback unless --insecure)" },
+	{ "http-listen", T_STR, F(http_listen), "URL", "serve the web UI and its JSON API (/api/...) at this http:// URL, e.g. http://127.0.0.1:9480 (default: off; loopback unless --insecure; docs/ui.md)" },
 	{ "check-config", T_FLAG, F(check_config), NULL, "check every setting's syntax and range (flags and --config file), then exit: 0, or 2 with the reason" },
 };
 
@@ -264,6 +266,13 @@ int rt_coord_config_parse(struct rt_coord_config *c, int argc, char **argv, FILE
 		char why[512];
 		if (rt_metrics_check_url(c->metrics_listen, "--metrics-listen", c->insecure, why,
 					 sizeof why) != 0) {
+			fprintf(err, "retrace-coordinator: %s\n", why);
+			return -1;
+		}
+	}
+	if (c->http_listen[0]) {
+		char why[512];
+		if (rt_http_api_check_url(c->http_listen, c->insecure, why, sizeof why) != 0) {
 			fprintf(err, "retrace-coordinator: %s\n", why);
 			return -1;
 		}

@@ -1,0 +1,76 @@
+# tests/ui/deploy.sh — sourced by the UI tests: a real deployment on loopback.
+# A retrace-coordinator with --http-listen (port 0), two retrace-agents ("hosts"),
+# and retrace-shop services across them (frontend on host 1 calling catalog on
+# host 2, which calls inventory on host 2; inventory and frontend fail a share of
+# their requests, which fires triggers), then load, until the store holds
+# coherent traces that span both hosts. Everything started here is stopped on exit.
+# Needs: B (build dir), D (a fresh work dir). Sets: UI (the UI's base URL),
+# COORD (control URL), STORE, R (the retrace CLI).
+set -euo pipefail
+R=$B/tools/retrace/retrace
+STORE=$D/retrace.db
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+wait_for() { # FILE WHAT LOG [-e: exists is enough]
+  for _ in $(seq 400); do [ -s "$1" ] || { [ "${4:-}" = -e ] && [ -e "$1" ]; } && return 0; sleep 0.05; done
+  echo "ui test: $2 did not start; its log:" >&2; cat "$3" >&2; exit 1
+}
+
+"$B/coordinator/retrace-coordinator" --listen tcp://127.0.0.1:0 --collector tcp://127.0.0.1:0 \
+  --store "$STORE" --settle 0.5 --select-window 1 --ready-file "$D/coord.ready" \
+  --http-listen http://127.0.0.1:0 2> "$D/coordinator.log" &
+pids+=($!)
+wait_for "$D/coord.ready" coordinator "$D/coordinator.log"
+COORD=$(sed -n 1p "$D/coord.ready")
+COLLECT=$(sed -n 2p "$D/coord.ready")
+UI=$(sed -n 3p "$D/coord.ready")
+case "$UI" in http://127.0.0.1:*/) ;; *) echo "ui test: no UI URL in the ready file: '$UI'" >&2; exit 1 ;; esac
+
+for h in 1 2; do
+  "$B/agent/retrace-agent" --pool "/retrace-uitest-$$-$h" --agent-id $h --buffers 1024 \
+    --listen tcp://127.0.0.1:0 --coordinator "$COORD" --collector "$COLLECT" \
+    --host "uihost$h" --unlink --ready-file "$D/agent$h.ready" 2> "$D/agent$h.log" &
+  pids+=($!)
+done
+for h in 1 2; do wait_for "$D/agent$h.ready" "agent $h" "$D/agent$h.log" -e; done
+
+SHOP=$B/examples/retrace-shop
+serve() { # HOST NAME ARGS...
+  local h=$1 name=$2
+  shift 2
+  RETRACE_POOL="/retrace-uitest-$$-$h" "$SHOP" serve "$name" --listen 0 \
+    --ready-file "$D/$name.port" "$@" 2> "$D/$name.log" &
+  pids+=($!)
+  wait_for "$D/$name.port" "$name" "$D/$name.log"
+}
+url() { echo "http://127.0.0.1:$(tr -dc 0-9 < "$D/$1.port")"; }
+serve 2 inventory --error-rate 0.05
+serve 2 catalog --call "inventory=$(url inventory)"
+serve 1 frontend --error-rate 0.03 --call "catalog=$(url catalog)"
+"$SHOP" load --target "$(url frontend)" --requests "${UI_TEST_REQUESTS:-400}" --concurrency 2 \
+  > "$D/load.out" 2> "$D/load.err"
+
+# Until a coherent trace across both hosts is stored and the store is quiet
+# (the row count the same for 2 s, selection's 1 s windows closed).
+last=-1 same=0
+for _ in $(seq 120); do
+  n=$("$R" traces --store "$STORE" --json | python3 -c 'import json,sys
+t=json.load(sys.stdin)
+ok=any(x["coherent"] and len(x["agents"])==2 for x in t)
+print(len(t) if ok else -1)')
+  if [ "$n" -gt 0 ] && [ "$n" = "$last" ]; then same=$((same + 1)); else same=0; fi
+  last=$n
+  [ "$same" -ge 4 ] && break
+  sleep 0.5
+done
+if [ "$same" -lt 4 ]; then
+  echo "ui test: no settled store with a coherent two-host trace (last count $last)" >&2
+  tail -20 "$D/coordinator.log" >&2
+  exit 1
+fi
+echo "ui test: $last traces stored, UI at $UI"
