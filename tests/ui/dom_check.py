@@ -82,7 +82,10 @@ for sid, (s, svc, host) in spans.items():
         if not a["key"].startswith("retrace."):
             check(a["key"] in dom.text, f"attribute {a['key']} inline")
 check(len(services) >= 2, f"spans from several services ({services})")
-check(len({h for _, _, h in spans.values()}) == 2, "spans from both hosts")
+agents = {a["value"].get("intValue") for s, _, _ in spans.values() for a in s.get("attributes", [])
+          if a["key"] == "retrace.agent_id"}
+check(len(agents) == 2 and all(f"agent {n}" in dom.text for n in agents),
+      f"spans recorded on both hosts (agents {agents}), each span's agent shown")
 bars = [a for _, a in dom.elements if "bar" in a.get("class", "").split()]
 check(len(bars) == len(spans), f"one waterfall bar per span ({len(bars)})")
 
