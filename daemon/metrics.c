@@ -12,6 +12,10 @@
  * than a few milliseconds, so nobody signals them: a scrape costs one nng
  * worker thread for that long. Stopping wakes every handler with a 503 and
  * waits until none is inside before the memory goes.
+ *
+ * The same object serves any rendering of the loop's figures at one path
+ * (rt_metrics_start_as: the coordinator's /api/status is JSON), and other
+ * handlers can share its listener (rt_metrics_add_handler: the web UI).
  */
 #include "metrics.h"
 #include "tls.h"

@@ -16,7 +16,7 @@ import re
 import sys
 
 FOLDERS = ['include', 'shm', 'client', 'triggers', 'wire', 'daemon', 'select', 'estimate',
-           'adaptive', 'weave', 'agent', 'coordinator', 'tools', 'examples']
+           'adaptive', 'weave', 'ui', 'agent', 'coordinator', 'tools', 'examples']
 INCLUDE = re.compile(r'\s*#\s*include\s*"([^"]+)"')
 
 

@@ -6,10 +6,11 @@ set -euo pipefail
 # scripts/check-deps.py (the architecture table checked against the includes);
 # prometheus: the scraper (and promtool) tests/coordinator/test_metrics.c checks
 # /metrics with; zlib1g-dev: coordinator/export.c gzips the OTLP push; help2man:
-# the man pages, made from each program's --help.
+# the man pages, made from each program's --help; chromium: the web UI's browser test
+# (tests/ui/browser_test.sh runs it headless; without it that test is skipped).
 pkgs=(build-essential cmake pkg-config libck-dev libmsgpack-dev libnng-dev liburing-dev
       check libsqlite3-dev libjansson-dev libmbedtls-dev openssl python3 prometheus zlib1g-dev
-      help2man)
+      help2man chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
