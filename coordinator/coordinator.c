@@ -573,6 +573,7 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 		rt_coord_close(c);
 		return NULL;
 	}
+	rt_http_api_set_control(c->http, c->listen_addr, c->tls != NULL);
 	so.path = cfg->store;
 	so.group_readable = cfg->store_group >= 0;
 	so.gid = cfg->store_group;

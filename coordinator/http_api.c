@@ -21,7 +21,12 @@
  * trigger, since and coherent filters it knows), keeps the rows the other row
  * filters pass (until, coherent=true, group), then decodes them one by one for
  * the span-level filters (service, operation, duration) and the summary each
- * result carries. Both steps are capped per request. Replies are built in a
+ * result carries. Both steps are capped per request.
+ *
+ * /api/alarms does not touch selection's state (the loop's): it sends the
+ * request `retrace alarm` sends to the coordinator's control socket, over a
+ * loopback connection of its own, so the coordinator authorises it exactly as
+ * it would the CLI; the handler only adds the browser-side guards (http_api.h). Replies are built in a
  * growing buffer; every string from the store goes through the one JSON string
  * writer (daemon/json.h).
  */
@@ -37,10 +42,13 @@
 #include <string.h>
 
 #include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/http/http.h>
 
 #include "daemon/json.h"
 #include "daemon/metrics.h"
+#include "daemon/tls.h"
+#include "nng_close.h"
 #include "decode.h"
 #include "retrace/tracer.h"
 #include "store.h"
@@ -56,6 +64,10 @@ struct rt_http_api {
 	pthread_mutex_t mu;          /* the store handle: one request at a time */
 	struct rt_store *store;
 	struct rt_http_api_stats st; /* atomic adds */
+	char hostport[300];          /* the listener's, port resolved (Host check) */
+	int loopback;                /* the listener is on loopback */
+	char control[300];           /* coordinator's control URL (under mu); "" unset */
+	int control_tls;
 };
 
 /* ------------------------------------------------------ reply buffer ---- */
@@ -929,6 +941,218 @@ static void api_agents(struct rt_http_api *a, nng_aio *aio, const char *query)
 	free(o.p);
 }
 
+/* ---------------------------------------------------------- alarms ---- */
+
+#define ALARM_TIMEOUT_MS 2000
+#define ALARM_NAME_MAX 127
+
+/* One text request to the coordinator's control socket, as the CLI sends it.
+ * The reply (malloc'd, NUL-terminated) or NULL with err. */
+static char *ask_coordinator(const char *url, const char *text, char *err, size_t errlen)
+{
+	nng_socket s;
+	char *reply = NULL, *copy;
+	size_t len = 0;
+	int rv;
+	if ((rv = nng_req0_open(&s)) != 0) {
+		snprintf(err, errlen, "cannot open a request socket: %s", nng_strerror(rv));
+		return NULL;
+	}
+	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, ALARM_TIMEOUT_MS);
+	nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, ALARM_TIMEOUT_MS);
+	if ((rv = nng_dial(s, url, NULL, 0)) != 0 ||
+	    (rv = nng_send(s, (void *)text, strlen(text) + 1, 0)) != 0 ||
+	    (rv = nng_recv(s, &reply, &len, NNG_FLAG_ALLOC)) != 0) {
+		snprintf(err, errlen, "the coordinator at %s did not answer: %s", url, nng_strerror(rv));
+		rt_nng_close_bounded(s, RT_NNG_CLOSE_WAIT_MS);
+		return NULL;
+	}
+	rt_nng_close_bounded(s, RT_NNG_CLOSE_WAIT_MS);
+	if ((copy = malloc(len + 1)) != NULL) {
+		memcpy(copy, reply, len);
+		copy[len] = 0;
+	} else {
+		snprintf(err, errlen, "out of memory");
+	}
+	nng_free(reply, len);
+	return copy;
+}
+
+/* The control URL, or NULL after answering 503. */
+static int control_of(struct rt_http_api *a, nng_aio *aio, char *url, size_t cap, int *tls)
+{
+	pthread_mutex_lock(&a->mu);
+	snprintf(url, cap, "%s", a->control);
+	*tls = a->control_tls;
+	pthread_mutex_unlock(&a->mu);
+	if (!*url) {
+		send_error(a, aio, 503, NULL, "the coordinator is still starting");
+		return -1;
+	}
+	return 0;
+}
+
+/* The browser-side guards of a change (http_api.h). 0, or -1 after a 403. */
+static int change_allowed(struct rt_http_api *a, nng_aio *aio, nng_http_req *req, int tls)
+{
+	const char *host = nng_http_req_get_header(req, "Host");
+	const char *colon = strrchr(a->hostport, ':');
+	char local[320];
+	if (tls) {
+		send_error(a, aio, 403, NULL, "this coordinator runs TLS: setting an alarm needs an "
+			   "operator certificate (CN=operator-NAME); use retrace alarm --tls-ca ... "
+			   "(docs/security.md)");
+		return -1;
+	}
+	if (!a->loopback) {
+		send_error(a, aio, 403, NULL, "alarms are set from the UI only when it listens on "
+			   "loopback (as operator commands are taken only from loopback without TLS)");
+		return -1;
+	}
+	if (!nng_http_req_get_header(req, "X-Retrace-Request")) {
+		send_error(a, aio, 403, "X-Retrace-Request", "a change needs the header "
+			   "X-Retrace-Request (no other site's page can send it)");
+		return -1;
+	}
+	snprintf(local, sizeof local, "localhost%s", colon ? colon : "");
+	if (!host || (strcmp(host, a->hostport) != 0 && strcmp(host, local) != 0)) {
+		send_error(a, aio, 403, "Host", "the Host header must name this listener (%s)",
+			   a->hostport);
+		return -1;
+	}
+	return 0;
+}
+
+/* "alarm list"'s lines, "operator\tREMAINs\tSERVICE\tOPERATION" or
+ * "trigger\tnext window\tGROUP\tKEY", as JSON objects. */
+static void put_alarm_list(struct out *o, char *text)
+{
+	char *line, *save = NULL;
+	int n = 0;
+	put(o, "{\"alarms\":[", 11);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *f[4] = { 0 }, *p = line;
+		int k;
+		for (k = 0; k < 4 && p; k++) {
+			f[k] = p;
+			if ((p = strchr(p, '\t')) != NULL)
+				*p++ = 0;
+		}
+		if (k < 4 || (strcmp(f[0], "operator") != 0 && strcmp(f[0], "trigger") != 0))
+			continue; /* the "ok" line */
+		put(o, n ? ",{\"kind\":" : "{\"kind\":", n ? 9 : 8);
+		n++;
+		put_str(o, f[0]);
+		if (!strcmp(f[0], "operator")) {
+			putf(o, ",\"remaining_s\":%.0f,\"service\":", strtod(f[1], NULL));
+			put_str(o, f[2]);
+			put(o, ",\"operation\":", 13);
+			put_str(o, f[3]);
+		} else {
+			put(o, ",\"group\":", 9);
+			put_str(o, f[2]);
+			put(o, ",\"group_key\":", 13);
+			put_str(o, f[3]);
+		}
+		put(o, "}", 1);
+	}
+	put(o, "]}", 2);
+}
+
+/* A service or operation name as `retrace alarm` takes it; NULL or why not. */
+static const char *alarm_name(const char *v)
+{
+	return !*v || strchr(v, '\n') || strlen(v) > ALARM_NAME_MAX
+		       ? "1..127 bytes without a newline"
+		       : NULL;
+}
+
+static void api_alarms(struct rt_http_api *a, nng_aio *aio, nng_http_req *req, const char *query)
+{
+	const char *method = nng_http_req_get_method(req);
+	char url[300], err[600], text[512], service[512] = "", operation[512] = "", bad[64] = "";
+	const char *why = NULL;
+	double secs = 300;
+	char *reply;
+	struct out o = { 0 };
+	int tls, add = !strcmp(method, "POST"), clear = !strcmp(method, "DELETE");
+	while (query && *query && !why) { /* service=, operation=, seconds= */
+		const char *amp = strchr(query, '&'), *eq;
+		size_t n = amp ? (size_t)(amp - query) : strlen(query), kn;
+		char key[32], val[512], *end;
+		eq = memchr(query, '=', n);
+		kn = eq ? (size_t)(eq - query) : n;
+		if (n && (url_decode(query, kn, key, sizeof key) != 0 ||
+			  url_decode(eq ? eq + 1 : query + n, eq ? n - kn - 1 : 0, val, sizeof val) != 0)) {
+			snprintf(bad, sizeof bad, "%.*s", (int)(kn < 60 ? kn : 60), query);
+			why = "a malformed parameter";
+		} else if (!n) {
+		} else if (!strcmp(key, "service") || !strcmp(key, "operation")) {
+			snprintf(key[0] == 's' ? service : operation, sizeof service, "%s", val);
+			if ((why = alarm_name(val)) != NULL)
+				snprintf(bad, sizeof bad, "%s", key);
+		} else if (!strcmp(key, "seconds") && add) {
+			errno = 0;
+			secs = strtod(val, &end);
+			if (errno || *end || end == val || !(secs >= 1) || secs > 1e7) {
+				snprintf(bad, sizeof bad, "seconds");
+				why = "a number of seconds 1..10000000";
+			}
+		} else {
+			snprintf(bad, sizeof bad, "%s", key);
+			why = add ? "unknown parameter (service, operation, seconds)"
+			    : clear ? "unknown parameter (service, operation; none: clear all)"
+				    : "/api/alarms takes no parameters";
+		}
+		query = amp ? amp + 1 : NULL;
+	}
+	if (!why && add && (!*service || !*operation)) {
+		snprintf(bad, sizeof bad, "%s", *service ? "operation" : "service");
+		why = "needed (the entry API to alarm: SERVICE and OPERATION)";
+	}
+	if (!why && clear && !*service != !*operation) {
+		snprintf(bad, sizeof bad, "%s", *service ? "operation" : "service");
+		why = "needed with the other (or neither: clear every alarm)";
+	}
+	if (why) {
+		send_error(a, aio, 400, bad, "parameter %s: %s", bad, why);
+		return;
+	}
+	if (control_of(a, aio, url, sizeof url, &tls) != 0)
+		return;
+	if ((add || clear) && change_allowed(a, aio, req, tls) != 0)
+		return;
+	if (add)
+		snprintf(text, sizeof text, "alarm add %.0f\n%s\n%s", secs, service, operation);
+	else if (clear && *service)
+		snprintf(text, sizeof text, "alarm clear\n%s\n%s", service, operation);
+	else
+		snprintf(text, sizeof text, clear ? "alarm clear" : "alarm list");
+	if (tls && !add && !clear) {
+		send_error(a, aio, 503, NULL, "this coordinator runs TLS: list its alarms with "
+			   "retrace alarm --list --tls-ca ...");
+		return;
+	}
+	if (!(reply = ask_coordinator(url, text, err, sizeof err))) {
+		send_error(a, aio, 502, NULL, "%s", err);
+		return;
+	}
+	if (strncmp(reply, "ok", 2) != 0) { /* "error: ..." from the coordinator */
+		const char *msg = !strncmp(reply, "error: ", 7) ? reply + 7 : reply;
+		send_error(a, aio, strstr(msg, "not authorised") ? 403 : 409, NULL, "%s", msg);
+	} else if (add || clear) {
+		put(&o, "{\"ok\":", 6);
+		put_str(&o, reply[2] == ' ' ? reply + 3 : "");
+		put(&o, "}", 1);
+		send_json(a, aio, &o);
+	} else {
+		put_alarm_list(&o, reply);
+		send_json(a, aio, &o);
+	}
+	free(reply);
+	free(o.p);
+}
+
 /* ---------------------------------------------------------- routing ---- */
 
 /* GET /api/traces[?...], /api/traces/ID and /api/agents[?...]. */
@@ -963,6 +1187,8 @@ static void on_api(nng_aio *aio)
 			api_trace(a, aio, id);
 	} else if (!strcmp(path, "/api/agents")) {
 		api_agents(a, aio, query);
+	} else if (!strcmp(path, "/api/alarms")) {
+		api_alarms(a, aio, req, query);
 	} else {
 		send_error(a, aio, 404, NULL,
 			   "no such path (GET /api/traces, /api/traces/ID, /api/agents, /api/status)");
@@ -983,12 +1209,12 @@ int rt_http_api_check_url(const char *url, int insecure, char *err, size_t errle
 	return rt_metrics_check_url(url, "--http-listen", insecure, err, errlen);
 }
 
-static int add_handler(struct rt_http_api *a, const char *path, int tree)
+static int add_handler(struct rt_http_api *a, const char *path, const char *method, int tree)
 {
 	nng_http_handler *h = NULL;
 	int rv;
 	if ((rv = nng_http_handler_alloc(&h, path, on_api)) != 0 ||
-	    (rv = nng_http_handler_set_method(h, "GET")) != 0 ||
+	    (rv = nng_http_handler_set_method(h, method)) != 0 ||
 	    (tree && (rv = nng_http_handler_set_tree(h)) != 0) ||
 	    (rv = nng_http_handler_set_data(h, a, NULL)) != 0 ||
 	    (rv = rt_metrics_add_handler(a->listener, h)) != 0) {
@@ -1028,7 +1254,7 @@ struct rt_http_api *rt_http_api_start(const char *url, int insecure, const char 
 				      char *err, size_t errlen)
 {
 	struct rt_http_api *a;
-	char status_url[320];
+	char status_url[320], tcp[320];
 	const char *bound;
 	size_t n;
 	int rv;
@@ -1049,8 +1275,11 @@ struct rt_http_api *rt_http_api_start(const char *url, int insecure, const char 
 		free(a);
 		return NULL;
 	}
-	if ((rv = add_handler(a, "/api/traces", 1)) != 0 || (rv = add_handler(a, "/api/agents", 0)) != 0 ||
-	    (rv = add_assets(a)) != 0) {
+	if ((rv = add_handler(a, "/api/traces", "GET", 1)) != 0 ||
+	    (rv = add_handler(a, "/api/agents", "GET", 0)) != 0 ||
+	    (rv = add_handler(a, "/api/alarms", "GET", 0)) != 0 ||
+	    (rv = add_handler(a, "/api/alarms", "POST", 0)) != 0 ||
+	    (rv = add_handler(a, "/api/alarms", "DELETE", 0)) != 0 || (rv = add_assets(a)) != 0) {
 		snprintf(err, errlen, "--http-listen %s: cannot serve the UI: %s", url, nng_strerror(rv));
 		rt_http_api_stop(a);
 		return NULL;
@@ -1058,7 +1287,20 @@ struct rt_http_api *rt_http_api_start(const char *url, int insecure, const char 
 	bound = rt_metrics_url(a->listener); /* http://H:P/api/status */
 	n = strlen(bound) - strlen("api/status");
 	snprintf(a->url, sizeof a->url, "%.*s", (int)n, bound);
+	snprintf(a->hostport, sizeof a->hostport, "%.*s", (int)(n - 8), bound + 7);
+	snprintf(tcp, sizeof tcp, "tcp://%s", a->hostport);
+	a->loopback = rt_url_is_local(tcp);
 	return a;
+}
+
+void rt_http_api_set_control(struct rt_http_api *a, const char *url, int tls)
+{
+	if (!a)
+		return;
+	pthread_mutex_lock(&a->mu);
+	snprintf(a->control, sizeof a->control, "%s", url);
+	a->control_tls = tls;
+	pthread_mutex_unlock(&a->mu);
 }
 
 const char *rt_http_api_url(const struct rt_http_api *a)

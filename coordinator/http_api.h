@@ -8,6 +8,7 @@
  *   GET /api/traces/{id}     one trace decoded into its span tree across hosts
  *   GET /api/agents          the agent directory as stored
  *   GET /api/status          the coordinator's figures as JSON
+ *   GET /api/alarms          selection's alarms; POST sets one, DELETE clears
  *
  * Promises:
  *   - The store is read on the HTTP worker threads through a read-only store
@@ -17,6 +18,14 @@
  *     rendering them is what `retrace status` costs.
  *   - Every bad parameter is a 400 with {"error": ..., "parameter": NAME}; an
  *     unknown trace a 404; a store that cannot be read a 503; never a crash.
+ *   - An alarm is authorised as `retrace alarm` is: the API sends the CLI's own
+ *     text request to the coordinator's control address, whose authorisation
+ *     decides (operator commands only from loopback without TLS). It is only
+ *     sent for a POST/DELETE carrying the X-Retrace-Request header (a page of
+ *     another origin cannot add it without a CORS preflight, which is not
+ *     answered) and a Host header naming this listener (DNS rebinding), from a
+ *     loopback listener of a coordinator without TLS: with TLS an alarm needs an
+ *     operator certificate, which a browser does not present here (403).
  *   - The work of one request is bounded: at most RT_API_SCAN_MAX stored rows
  *     looked at and RT_API_DECODE_MAX traces decoded ("truncated": true says the
  *     scan stopped early).
@@ -53,6 +62,9 @@ int rt_http_api_check_url(const char *url, int insecure, char *err, size_t errle
  */
 struct rt_http_api *rt_http_api_start(const char *url, int insecure, const char *store_path,
 				      char *err, size_t errlen);
+/* Where alarms go: the coordinator's control address as bound, and whether
+ * it runs TLS (then the API refuses alarms). Until called, alarms get 503. */
+void rt_http_api_set_control(struct rt_http_api *a, const char *url, int tls);
 /* The base URL of the UI, port 0 resolved: http://127.0.0.1:9480/ */
 const char *rt_http_api_url(const struct rt_http_api *a);
 /* The /api/status hand-over the loop serves (rt_metrics_wanted/serve). */

@@ -40,6 +40,34 @@ async function api(path) {
   return body;
 }
 
+// A change (an alarm): the X-Retrace-Request header is what the API asks of a
+// change, a header no page of another site can send (docs/api.md).
+async function change(method, path) {
+  const res = await fetch(path, { method, cache: 'no-store', headers: { 'X-Retrace-Request': '1' } });
+  let body;
+  try { body = await res.json(); } catch (e) { body = { error: 'HTTP ' + res.status }; }
+  if (!res.ok) throw new Error(body.error || ('HTTP ' + res.status));
+  return body;
+}
+
+// "Alarm SERVICE OPERATION for [5 min]": selection keeps more of that entry
+// API's traces (retrace alarm). msg gets the coordinator's answer.
+function alarmForm(service, operation) {
+  const secs = el('select', { name: 'seconds' });
+  for (const [v, t] of [['300', '5 min'], ['900', '15 min'], ['3600', '1 hour']]) secs.appendChild(el('option', { value: v }, t));
+  const msg = el('span', { class: 'muted', id: 'alarm-result' });
+  const form = el('form', { class: 'alarm', id: 'alarm-form' },
+    'Alarm ', el('b', {}, service + ' ' + operation), ' for ', secs, ' ',
+    el('button', { type: 'submit' }, 'Set alarm'), ' ', msg);
+  form.addEventListener('submit', async ev => {
+    ev.preventDefault();
+    const q = new URLSearchParams({ service, operation, seconds: secs.value });
+    try { msg.textContent = (await change('POST', '/api/alarms?' + q)).ok; msg.className = ''; }
+    catch (e) { msg.textContent = e.message; msg.className = 'error'; }
+  });
+  return form;
+}
+
 function fail(what, err) {
   show('error', el('h1', {}, what), el('p', { class: 'error' }, String(err.message || err)));
 }
@@ -234,7 +262,8 @@ async function traceView(id) {
     }
   }
   const extra = t.loose_logs.length ? [el('h2', {}, 'Logs outside any span'), ...logLines(t.loose_logs, t0)] : [];
-  show('ready', el('h1', {}, 'Trace'), summary, wf, ...extra,
+  const root = t.spans.find(s => s.parent === null);
+  show('ready', el('h1', {}, 'Trace'), summary, root && root.name ? alarmForm(root.service, root.name) : null, wf, ...extra,
     el('p', {}, el('a', { href: '/api/traces/' + t.trace_id }, 'JSON')));
 }
 
@@ -251,8 +280,9 @@ function figureCard(name, figs) {
 async function statusView() {
   setNav('status');
   show('loading', el('h1', {}, 'Status'), el('p', { class: 'muted' }, 'Loading…'));
-  let st, ag;
+  let st, ag, al;
   try { [st, ag] = await Promise.all([api('/api/status'), api('/api/agents')]); } catch (e) { return fail('Status', e); }
+  try { al = (await api('/api/alarms')).alarms; } catch (e) { al = e; }
   const now = Date.now() * 1e6;
   const agents = el('table', { id: 'agents' },
     el('tr', {}, ...['agent', 'host', 'address', 'pid', 'started', 'last seen'].map(h => el('th', {}, h))));
@@ -275,7 +305,24 @@ async function statusView() {
   const cards = el('div', { class: 'cards', id: 'figures' });
   for (const [name, figs] of Object.entries(st))
     if (figs && typeof figs === 'object') cards.appendChild(figureCard(name, figs));
+  let alarms;
+  if (al instanceof Error) alarms = el('p', { class: 'muted' }, al.message);
+  else if (!al.length) alarms = el('p', { class: 'muted', id: 'alarms' }, 'no alarm is set');
+  else {
+    alarms = el('table', { id: 'alarms' }, el('tr', {}, ...['kind', 'entry API', 'remaining', ''].map(h => el('th', {}, h))));
+    for (const a of al) {
+      const clear = a.kind === 'operator' ? el('button', { type: 'button' }, 'clear') : null;
+      if (clear) clear.addEventListener('click', async () => {
+        try { await change('DELETE', '/api/alarms?' + new URLSearchParams({ service: a.service, operation: a.operation })); route(); }
+        catch (e) { clear.replaceWith(el('span', { class: 'error' }, e.message)); }
+      });
+      alarms.appendChild(el('tr', { 'data-alarm': a.kind }, el('td', {}, a.kind),
+        el('td', {}, a.kind === 'operator' ? a.service + ' ' + a.operation : a.group),
+        el('td', {}, a.kind === 'operator' ? a.remaining_s + ' s' : 'next window'), el('td', {}, clear)));
+    }
+  }
   show('ready', el('h1', {}, 'Status'), el('h2', {}, 'Agents'), agents,
+    el('h2', {}, 'Selection alarms'), alarms,
     el('h2', {}, 'Triggers'), cols.length ? triggers : el('p', { class: 'muted' }, 'no trigger has fired yet'),
     el('h2', {}, 'Coordinator figures'), cards);
 }

@@ -260,6 +260,57 @@ check(api_status["store"]["traces"] == len(rows), "status store.traces == traces
 check(api_status["http"]["bad_requests"] >= bad_sent and api_status["http"]["not_found"] >= 1,
       f"the API counted its 400s ({api_status['http']['bad_requests']} >= {bad_sent}) and 404s")
 
+# ------------------------------------------------------------ alarms ----
+def send(method, path, headers=None):
+    req = urllib.request.Request(UI.rstrip("/") + path, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def cli_alarms():
+    """`retrace alarm --list`: {(kind, service or group, operation or key)}."""
+    out = subprocess.run([CLI, "alarm", "--list", "--coordinator", COORD], check=True,
+                         capture_output=True, text=True).stdout
+    got = set()
+    for line in out.splitlines()[1:]:
+        f = line.split("\t")
+        got.add(("operator", f[2], f[3]) if f[0] == "operator" else ("trigger", f[2], f[3]))
+    return got
+
+
+def api_alarms():
+    got = set()
+    for a in get_json("/api/alarms")["alarms"]:
+        got.add(("operator", a["service"], a["operation"]) if a["kind"] == "operator"
+                else ("trigger", a["group"], a["group_key"]))
+    return got
+
+
+check(api_alarms() == cli_alarms(), f"/api/alarms {api_alarms()} vs retrace alarm --list {cli_alarms()}")
+ALARM = "/api/alarms?service=catalog&operation=GET%20%2Fitem&seconds=600"
+OK_HDR = {"X-Retrace-Request": "1"}
+st, e = send("POST", ALARM)
+check(st == 403 and e.get("parameter") == "X-Retrace-Request", f"an alarm without the header: 403 ({st} {e})")
+st, e = send("POST", ALARM, {**OK_HDR, "Host": "attacker.example:80"})
+check(st == 403 and e.get("parameter") == "Host", f"an alarm with another Host: 403 ({st} {e})")
+check(("operator", "catalog", "GET /item") not in cli_alarms(), "refused alarms were not set")
+for q, param in (("service=catalog", "operation"), ("service=catalog&operation=x&seconds=0", "seconds"),
+                 ("service=catalog&operation=x&colour=red", "colour")):
+    st, e = send("POST", f"/api/alarms?{q}", OK_HDR)
+    check(st == 400 and e.get("parameter") == param, f"POST ?{q}: 400 names {param} ({st} {e})")
+st, e = send("POST", ALARM, OK_HDR)
+check(st == 200 and "catalog GET /item" in e.get("ok", ""), f"an alarm set: {st} {e}")
+check(("operator", "catalog", "GET /item") in cli_alarms(), "retrace alarm --list shows the UI's alarm")
+check(api_alarms() == cli_alarms(), "/api/alarms agrees with retrace alarm --list")
+st, e = send("DELETE", "/api/alarms?service=catalog&operation=GET%20%2Fitem", OK_HDR)
+check(st == 200, f"the alarm cleared: {st} {e}")
+check(("operator", "catalog", "GET /item") not in cli_alarms(), "retrace alarm --list: cleared")
+st, e = send("DELETE", "/api/alarms?service=catalog&operation=GET%20%2Fitem", OK_HDR)
+check(st == 409 and "not alarmed" in e.get("error", ""), f"clearing it again: 409 ({st} {e})")
+
 print(f"api check: {len(rows)} traces, {sum(len(otlp_spans(s)) for s in shows.values())} spans compared, "
       f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

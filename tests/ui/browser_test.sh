@@ -34,6 +34,8 @@ t=[x for x in json.load(open(sys.argv[1])) if x["coherent"] and len(x["agents"])
 print(t[0]["trace_id"])' "$D/traces.json")
 "$R" show --store "$STORE" --json "$TRACE" > "$D/show.json"
 "$R" status --coordinator "$COORD" --json > "$D/status.json"
+# an alarm set by the CLI, which the status page must list
+"$R" alarm frontend "GET /checkout" --for 10m --coordinator "$COORD" > /dev/null
 
 browse "${UI}#/" "$D/search.html" "$D/search.png"
 browse "${UI}#/trace/$TRACE" "$D/trace.html" "$D/trace.png"

@@ -86,6 +86,10 @@ agents = {a["value"].get("intValue") for s, _, _ in spans.values() for a in s.ge
           if a["key"] == "retrace.agent_id"}
 check(len(agents) == 2 and all(f"agent {n}" in dom.text for n in agents),
       f"spans recorded on both hosts (agents {agents}), each span's agent shown")
+root = next(s for s, _, _ in spans.values() if "parentSpanId" not in s)
+check(any(a.get("id") == "alarm-form" for _, a in dom.elements) and
+      f"{drawn.get(root['spanId'])} {root['name']}" in dom.text,
+      "the trace page offers to alarm its entry API (root span's service and name)")
 bars = [a for _, a in dom.elements if "bar" in a.get("class", "").split()]
 check(len(bars) == len(spans), f"one waterfall bar per span ({len(bars)})")
 
@@ -101,6 +105,10 @@ check(sections == want, f"a card per figures section: {sorted(sections ^ want)} 
 for k, v in status["agents"].items():
     if k.startswith("agent."):
         check(v.split()[0] in dom.text, f"agent address {v.split()[0]} shown")
+
+alarms = [a["data-alarm"] for a in dom.with_attr("data-alarm")]
+check("operator" in alarms and "frontend GET /checkout" in dom.text,
+      f"the alarm set with retrace alarm is listed ({alarms})")
 
 print(f"dom check: {len(spans)} spans, {len(rows)} search rows, {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
