@@ -130,9 +130,8 @@ static void put_ids(struct out *o, const uint32_t *ids, uint32_t n)
 
 /* -------------------------------------------------------- replies ---- */
 
-static void count(struct rt_http_api *a, uint64_t *field)
+static void count(uint64_t *field)
 {
-	(void)a;
 	__atomic_add_fetch(field, 1, __ATOMIC_RELAXED);
 }
 
@@ -169,9 +168,12 @@ static void send_error(struct rt_http_api *a, nng_aio *aio, uint16_t status, con
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof why, fmt, ap);
 	va_end(ap);
-	count(a, status == 400 ? &a->st.bad_requests
-	      : status == 404  ? &a->st.not_found
-			       : &a->st.errors);
+	if (status == 400 || status == 404 || status >= 500)
+		count(status == 400 ? &a->st.bad_requests
+		      : status == 404  ? &a->st.not_found
+				       : &a->st.errors);
+	else
+		count(&a->st.refused);
 	put(&o, "{\"error\":", 9);
 	put_str(&o, why);
 	if (param) {
@@ -899,10 +901,16 @@ static void api_trace(struct rt_http_api *a, nng_aio *aio, const char *id)
 
 /* ---------------------------------------------------------- agents ---- */
 
+struct agent_list {
+	struct out *o;
+	unsigned n;
+};
+
 static int put_agent(void *arg, const struct rt_store_agent *ag)
 {
-	struct out *o = arg;
-	putf(o, "%s{\"agent_id\":%u,\"host\":", o->len > 11 ? ",\n" : "", ag->agent_id);
+	struct agent_list *l = arg;
+	struct out *o = l->o;
+	putf(o, "%s{\"agent_id\":%u,\"host\":", l->n++ ? ",\n" : "", ag->agent_id);
 	put_str(o, ag->host);
 	put(o, ",\"address\":", 11);
 	put_str(o, ag->control_addr);
@@ -914,6 +922,7 @@ static int put_agent(void *arg, const struct rt_store_agent *ag)
 static void api_agents(struct rt_http_api *a, nng_aio *aio, const char *query)
 {
 	struct out o = { 0 };
+	struct agent_list l = { &o, 0 };
 	struct rt_store *s;
 	char err[1200];
 	int rc;
@@ -928,7 +937,7 @@ static void api_agents(struct rt_http_api *a, nng_aio *aio, const char *query)
 		return;
 	}
 	put(&o, "{\"agents\":[", 11);
-	if ((rc = rt_store_agents(s, put_agent, &o)) != 0) {
+	if ((rc = rt_store_agents(s, put_agent, &l)) != 0) {
 		snprintf(err, sizeof err, "reading the store: %s", rt_store_errmsg(s));
 		store_failed(a);
 	}
@@ -978,7 +987,7 @@ static char *ask_coordinator(const char *url, const char *text, char *err, size_
 	return copy;
 }
 
-/* The control URL, or NULL after answering 503. */
+/* The control URL into url and whether it runs TLS; -1 after answering 503. */
 static int control_of(struct rt_http_api *a, nng_aio *aio, char *url, size_t cap, int *tls)
 {
 	pthread_mutex_lock(&a->mu);
@@ -1122,17 +1131,17 @@ static void api_alarms(struct rt_http_api *a, nng_aio *aio, nng_http_req *req, c
 		return;
 	if ((add || clear) && change_allowed(a, aio, req, tls) != 0)
 		return;
+	if (tls && !add && !clear) {
+		send_error(a, aio, 503, NULL, "this coordinator runs TLS: list its alarms with "
+			   "retrace alarm --list --tls-ca ...");
+		return;
+	}
 	if (add)
 		snprintf(text, sizeof text, "alarm add %.0f\n%s\n%s", secs, service, operation);
 	else if (clear && *service)
 		snprintf(text, sizeof text, "alarm clear\n%s\n%s", service, operation);
 	else
 		snprintf(text, sizeof text, clear ? "alarm clear" : "alarm list");
-	if (tls && !add && !clear) {
-		send_error(a, aio, 503, NULL, "this coordinator runs TLS: list its alarms with "
-			   "retrace alarm --list --tls-ca ...");
-		return;
-	}
 	if (!(reply = ask_coordinator(url, text, err, sizeof err))) {
 		send_error(a, aio, 502, NULL, "%s", err);
 		return;
@@ -1165,7 +1174,7 @@ static void on_api(nng_aio *aio)
 	char path[512];
 	const char *query = strchr(uri, '?');
 	size_t n = query ? (size_t)(query - uri) : strlen(uri);
-	count(a, &a->st.requests);
+	count(&a->st.requests);
 	if (query)
 		query++;
 	if (n >= sizeof path) {
@@ -1322,6 +1331,7 @@ void rt_http_api_stats(const struct rt_http_api *a, struct rt_http_api_stats *ou
 	out->bad_requests = __atomic_load_n(&a->st.bad_requests, __ATOMIC_RELAXED);
 	out->not_found = __atomic_load_n(&a->st.not_found, __ATOMIC_RELAXED);
 	out->errors = __atomic_load_n(&a->st.errors, __ATOMIC_RELAXED);
+	out->refused = __atomic_load_n(&a->st.refused, __ATOMIC_RELAXED);
 }
 
 void rt_http_api_stop(struct rt_http_api *a)

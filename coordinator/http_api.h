@@ -50,6 +50,7 @@ struct rt_http_api_stats {
 	uint64_t bad_requests;  /* 400 */
 	uint64_t not_found;     /* 404 */
 	uint64_t errors;        /* 5xx: the store could not be read, out of memory */
+	uint64_t refused;       /* 403 and 409: alarms refused (guards, the coordinator) */
 };
 
 /* Check url (http://HOST:PORT, no path) as rt_http_api_start would. 0 or -1 and err. */

@@ -198,6 +198,7 @@ static void http_section(struct rt_figures *w, const struct rt_coord *c)
 	rt_fig_u64(w, "bad_requests", st.bad_requests);
 	rt_fig_u64(w, "not_found", st.not_found);
 	rt_fig_u64(w, "errors", st.errors);
+	rt_fig_u64(w, "refused", st.refused);
 }
 
 /* The loop's turns and where they spend their time (coordinator.c, run_once). */
