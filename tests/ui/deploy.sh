@@ -11,8 +11,16 @@ R=$B/tools/retrace/retrace
 STORE=$D/retrace.db
 pids=()
 cleanup() {
+  local rc=$?
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  # under ASan/UBSan a daemon's report lands in its log: that fails the test
+  if grep -l "Sanitizer\|runtime error:" "$D"/*.log 2>/dev/null; then
+    echo "ui test: a sanitizer report in the logs above" >&2
+    grep -h -A20 "Sanitizer\|runtime error:" "$D"/*.log | head -60 >&2
+    rc=1
+  fi
+  exit $rc
 }
 trap cleanup EXIT
 
