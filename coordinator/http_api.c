@@ -291,10 +291,12 @@ static int url_decode(const char *s, size_t n, char *out, size_t cap)
 
 struct search {
 	const char *service, *operation, *group; /* NULL: any */
-	char service_buf[256], operation_buf[256], group_buf[RT_STORE_GROUP_MAX];
+	char service_buf[512], operation_buf[512], group_buf[RT_STORE_GROUP_MAX];
 	int by_trigger;
 	uint32_t trigger_id;
-	uint64_t since_ns, until_ns; /* 0: open */
+	uint64_t since_ns;           /* 0: open */
+	int has_until;
+	uint64_t until_ns;
 	double min_ms, max_ms;       /* max < 0: open */
 	int coherent;                /* -1 any, 0 incoherent only, 1 coherent only */
 	uint32_t limit;
@@ -356,6 +358,7 @@ static const char *search_param(struct search *q, const char *key, const char *v
 		if (parse_u64(v, &x) != 0 || x > UINT64_MAX / 1000000)
 			return "a time in Unix milliseconds";
 		*(key[0] == 's' ? &q->since_ns : &q->until_ns) = x * 1000000;
+		q->has_until |= key[0] == 'u';
 	} else if (!strcmp(key, "min_ms") || !strcmp(key, "max_ms")) {
 		if (!*v)
 			return NULL;
@@ -416,7 +419,7 @@ static int parse_search(const char *query, struct search *q, char *bad_key, size
 		}
 		query = amp ? amp + 1 : NULL;
 	}
-	if (q->until_ns && q->since_ns > q->until_ns) {
+	if (q->has_until && q->since_ns > q->until_ns) {
 		snprintf(bad_key, bad_cap, "until");
 		*why = "before since";
 		return -1;
@@ -571,7 +574,7 @@ static int keep_row(void *arg, const struct rt_store_trace *t)
 		r->truncated = 1;
 		return 1;
 	}
-	if (q->until_ns && t->closed_ns > q->until_ns)
+	if (q->has_until && t->closed_ns > q->until_ns)
 		return 0;
 	if (q->coherent == 1 && !t->coherent)
 		return 0;

@@ -191,6 +191,8 @@ check(ids(f"/api/traces?since={mid}") == [r["trace_id"] for r in rows if r["clos
       "since (Unix ms, on closed_ns)")
 check(ids(f"/api/traces?until={mid}") == [r["trace_id"] for r in rows if r["closed_ns"] <= mid * 1000000],
       "until (Unix ms, on closed_ns)")
+check(ids("/api/traces?until=0") == [], "until=0: nothing closed before 1970")
+check(ids("/api/traces?since=0") == all_ids[:100], "since=0: everything")
 groups = sorted({r["selection"]["group"] for r in rows if r["selection"]["selected"]})
 for g in groups[:3]:
     q = urllib.parse.quote(g)
