@@ -562,6 +562,7 @@ struct rows {
 	const struct search *q;
 	struct rt_store_trace *v;
 	size_t n, cap;
+	size_t enough;       /* rows to keep: the limit when no span filter follows */
 	uint64_t scanned;
 	int truncated, oom;
 };
@@ -580,8 +581,8 @@ static int keep_row(void *arg, const struct rt_store_trace *t)
 		return 0;
 	if (q->group && (!t->has_selection || strcmp(t->group, q->group) != 0))
 		return 0;
-	if (r->n == RT_API_DECODE_MAX) {
-		r->truncated = 1;
+	if (r->n == r->enough) {
+		r->truncated = r->enough == RT_API_DECODE_MAX;
 		return 1;
 	}
 	if (r->n == r->cap) {
@@ -647,6 +648,9 @@ static void api_search(struct rt_http_api *a, nng_aio *aio, const char *query)
 	sq.since_ns = q.since_ns;
 	sq.incoherent_only = q.coherent == 0;
 	r.q = &q;
+	/* without a span-level filter every kept row is a result: stop at the limit */
+	r.enough = q.service || q.operation || q.min_ms > 0 || q.max_ms >= 0 ? RT_API_DECODE_MAX
+										: q.limit;
 	pthread_mutex_lock(&a->mu);
 	if (!(s = store_of(a, err, sizeof err))) {
 		pthread_mutex_unlock(&a->mu);

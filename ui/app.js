@@ -116,18 +116,12 @@ async function searchView(params) {
   for (const [name, label] of FILTERS)
     form.appendChild(el('label', {}, label, el('input', { name, value: params.get(name) || '' })));
   const within = el('select', { name: 'within' });
-  for (const [v, t] of WITHIN) {
-    const o = el('option', { value: v }, t);
-    if ((params.get('within') || '') === v) o.selected = true;
-    within.appendChild(o);
-  }
+  for (const [v, t] of WITHIN)
+    within.appendChild(el('option', { value: v, selected: (params.get('within') || '') === v ? '' : null }, t));
   form.appendChild(el('label', {}, 'closed', within));
   const coh = el('select', { name: 'coherent' });
-  for (const [v, t] of [['', 'any'], ['true', 'coherent'], ['false', 'incoherent']]) {
-    const o = el('option', { value: v }, t);
-    if ((params.get('coherent') || '') === v) o.selected = true;
-    coh.appendChild(o);
-  }
+  for (const [v, t] of [['', 'any'], ['true', 'coherent'], ['false', 'incoherent']])
+    coh.appendChild(el('option', { value: v, selected: (params.get('coherent') || '') === v ? '' : null }, t));
   form.appendChild(el('label', {}, 'coherent', coh));
   form.appendChild(el('label', {}, 'limit', el('input', { name: 'limit', value: params.get('limit') || '100', size: 5 })));
   form.appendChild(el('button', { type: 'submit' }, 'Search'));

@@ -38,7 +38,8 @@ print(t[0]["trace_id"])' "$D/traces.json")
 "$R" alarm frontend "GET /checkout" --for 10m --coordinator "$COORD" > /dev/null
 
 browse "${UI}#/" "$D/search.html" "$D/search.png"
+browse "${UI}#/?coherent=true&limit=5" "$D/filtered.html" "$D/filtered.png"
 browse "${UI}#/trace/$TRACE" "$D/trace.html" "$D/trace.png"
 browse "${UI}#/status" "$D/status.html" "$D/status.png"
 python3 "$SRC/tests/ui/dom_check.py" "$D" "$TRACE"
-echo "ui browser test: screenshots in $D (search.png, trace.png, status.png)"
+echo "ui browser test: screenshots in $D (search.png, filtered.png, trace.png, status.png)"

@@ -56,6 +56,15 @@ check(TRACE in dom.text, "the trace id is on the search page")
 check(any(a.get("name") == "service" for t, a in dom.elements if t == "input"), "a service filter")
 check(any(a.get("name") == "coherent" for t, a in dom.elements if t == "select"), "a coherent filter")
 
+# a search with filters in the URL: the filters are shown, the rows filtered
+dom = Dom(f"{D}/filtered.html")
+check(dom.state() == "ready", f"filtered search drawn (data-state {dom.state()!r})")
+frows = [a["data-trace"] for a in dom.with_attr("data-trace")]
+fwant = [t["trace_id"] for t in traces if t["coherent"]][:5]
+check(frows == fwant, f"coherent=true&limit=5 lists the CLI's first 5 coherent traces ({frows} vs {fwant})")
+check(any(t == "option" and a.get("value") == "true" and "selected" in a for t, a in dom.elements),
+      "the coherent filter shows the URL's value")
+
 # ------------------------------------------------------------- trace page ----
 dom = Dom(f"{D}/trace.html")
 check(dom.state() == "ready", f"trace page drawn (data-state {dom.state()!r})")
