@@ -102,5 +102,7 @@ fi
 if [ "${KEEP:-0}" = 1 ]; then
   echo
   echo "== everything keeps running: open ${UI}#/trace/$id (Ctrl-C stops it all)"
-  while :; do sleep 3600; done
+  sleep infinity &  # waited for, so that a signal runs the trap at once
+  pids+=($!)
+  wait $!
 fi
