@@ -168,7 +168,8 @@ for r in rows:
     check(s["errors"] == sum(o["status"]["code"] == 2 for o, _, _ in spans.values()), f"{tid} summary errors")
     shows[tid]["duration_ns"] = dur
 
-check(any(r["coherent"] and len(r["agents"]) == 2 for r in rows), "a coherent trace across both hosts")
+check(any(r["coherent"] and len(r["agents"]) == 3 for r in rows), "a coherent trace across the three hosts")
+check(any(not r["coherent"] and r["missing"] == [3] for r in rows), "an incoherent trace, host 3 missing")
 
 # --------------------------------------------- filters against the CLI ----
 def ids(path):

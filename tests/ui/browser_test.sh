@@ -28,11 +28,14 @@ browse() { # URL OUT.html OUT.png
 }
 
 "$R" traces --store "$STORE" --json > "$D/traces.json"
-# the trace to open: a coherent one across both hosts, as the CLI lists it
-TRACE=$(python3 -c 'import json,sys
-t=[x for x in json.load(open(sys.argv[1])) if x["coherent"] and len(x["agents"])==2]
-print(t[0]["trace_id"])' "$D/traces.json")
+# the traces to open: a coherent one across the three hosts and an incoherent one
+# (host 3 missing), as the CLI lists them
+pick() { python3 -c 'import json,sys
+print([x for x in json.load(open(sys.argv[1])) if eval(sys.argv[2])][0]["trace_id"])' "$D/traces.json" "$1"; }
+TRACE=$(pick 'x["coherent"] and len(x["agents"]) == 3')
+BROKEN=$(pick 'not x["coherent"] and x["missing"] == [3]')
 "$R" show --store "$STORE" --json "$TRACE" > "$D/show.json"
+"$R" show --store "$STORE" --json "$BROKEN" > "$D/show-incoherent.json"
 "$R" status --coordinator "$COORD" --json > "$D/status.json"
 # an alarm set by the CLI, which the status page must list
 "$R" alarm frontend "GET /checkout" --for 10m --coordinator "$COORD" > /dev/null
@@ -40,6 +43,7 @@ print(t[0]["trace_id"])' "$D/traces.json")
 browse "${UI}#/" "$D/search.html" "$D/search.png"
 browse "${UI}#/?coherent=true&limit=5" "$D/filtered.html" "$D/filtered.png"
 browse "${UI}#/trace/$TRACE" "$D/trace.html" "$D/trace.png"
+browse "${UI}#/trace/$BROKEN" "$D/incoherent.html" "$D/incoherent.png"
 browse "${UI}#/status" "$D/status.html" "$D/status.png"
-python3 "$SRC/tests/ui/dom_check.py" "$D" "$TRACE"
-echo "ui browser test: screenshots in $D (search.png, filtered.png, trace.png, status.png)"
+python3 "$SRC/tests/ui/dom_check.py" "$D" "$TRACE" "$BROKEN"
+echo "ui browser test: screenshots in $D (search.png, filtered.png, trace.png, incoherent.png, status.png)"

@@ -8,7 +8,7 @@ import json
 import sys
 from html.parser import HTMLParser
 
-D, TRACE = sys.argv[1:3]
+D, TRACE, BROKEN = sys.argv[1:4]
 failures = []
 
 
@@ -93,14 +93,25 @@ for sid, (s, svc, host) in spans.items():
 check(len(services) >= 2, f"spans from several services ({services})")
 agents = {a["value"].get("intValue") for s, _, _ in spans.values() for a in s.get("attributes", [])
           if a["key"] == "retrace.agent_id"}
-check(len(agents) == 2 and all(f"agent {n}" in dom.text for n in agents),
-      f"spans recorded on both hosts (agents {agents}), each span's agent shown")
+check(len(agents) == 3 and all(f"agent {n}" in dom.text for n in agents),
+      f"spans recorded on the three hosts (agents {agents}), each span's agent shown")
 root = next(s for s, _, _ in spans.values() if "parentSpanId" not in s)
 check(any(a.get("id") == "alarm-form" for _, a in dom.elements) and
       f"{drawn.get(root['spanId'])} {root['name']}" in dom.text,
       "the trace page offers to alarm its entry API (root span's service and name)")
 bars = [a for _, a in dom.elements if "bar" in a.get("class", "").split()]
 check(len(bars) == len(spans), f"one waterfall bar per span ({len(bars)})")
+
+# an incoherent trace: badged, the missing host named
+dom = Dom(f"{D}/incoherent.html")
+check(dom.state() == "ready", f"incoherent trace drawn (data-state {dom.state()!r})")
+check(BROKEN in dom.text and "incoherent" in dom.text, "the incoherent trace is badged incoherent")
+check("missing slices from agent(s) 3" in dom.text, "the missing host is named")
+broken = json.load(open(f"{D}/show-incoherent.json"))
+unmatched = [s["spanId"] for rs in broken["otlp"]["resourceSpans"] for ss in rs["scopeSpans"]
+             for s in ss["spans"] for a in s.get("attributes", []) if a["key"] == "retrace.unmatched"]
+check(unmatched and dom.text.count("unmatched") >= len(unmatched),
+      f"spans retrace show flags unmatched ({len(unmatched)}) are marked")
 
 # ------------------------------------------------------------ status page ----
 dom = Dom(f"{D}/status.html")
