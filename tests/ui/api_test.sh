@@ -60,3 +60,19 @@ code=$(http POST "${TUI}api/alarms?service=a&operation=b" "X-Retrace-Request: 1"
 code=$(http GET "${TUI}api/traces")
 [ "$code" = 200 ] || { echo "FAIL: /api/traces of a TLS coordinator: HTTP $code" >&2; exit 1; }
 echo "ui api test: a TLS coordinator's UI refuses alarms (403) and still serves the API"
+
+# The UI may share /metrics' listener: the same HOST:PORT for both flags.
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$CO" --listen tcp://127.0.0.1:0 --collector tcp://127.0.0.1:0 --store "$D/shared.db" \
+  --http-listen "http://127.0.0.1:$PORT" --metrics-listen "http://127.0.0.1:$PORT" \
+  --ready-file "$D/shared.ready" 2> "$D/shared.log" &
+shared=$!
+pids+=($shared)
+wait_for "$D/shared.ready" "the coordinator sharing a listener" "$D/shared.log"
+for path in metrics api/traces api/status ""; do
+  code=$(http GET "http://127.0.0.1:$PORT/$path")
+  [ "$code" = 200 ] || { echo "FAIL: shared listener: /$path HTTP $code" >&2; exit 1; }
+done
+kill -TERM "$shared"
+wait "$shared" || { echo "FAIL: the coordinator sharing a listener did not stop cleanly" >&2; exit 1; }
+echo "ui api test: --http-listen and --metrics-listen share one HOST:PORT"
