@@ -207,8 +207,14 @@ function treeOrder(spans) {
 async function traceView(id) {
   setNav('search');
   show('loading', el('h1', {}, 'Trace ' + id), el('p', { class: 'muted' }, 'Loading…'));
-  let t;
-  try { t = await api('/api/traces/' + encodeURIComponent(id)); } catch (e) { return fail('Trace ' + id, e); }
+  let t, names = {};
+  try {
+    const [tr, ag] = await Promise.all([api('/api/traces/' + encodeURIComponent(id)),
+                                        api('/api/agents').catch(() => ({ agents: [] }))]);
+    t = tr;
+    for (const a of ag.agents) names[a.agent_id] = a.host; // the agents' --host names
+  } catch (e) { return fail('Trace ' + id, e); }
+  const agentName = n => 'agent ' + n + (names[n] ? ' (' + names[n] + ')' : '');
   const t0 = t.start_ns, span = Math.max(1, t.end_ns - t.start_ns);
   const problems = Object.entries(t.decode).filter(([k, v]) =>
     typeof v === 'number' && v > 0 && !['slices', 'buffers', 'records', 'events', 'duplicate_buffers'].includes(k));
@@ -218,8 +224,9 @@ async function traceView(id) {
       t.decode.complete ? '' : el('span', { class: 'badge flag' }, 'decode incomplete')),
     el('div', {}, el('span', {}, 'duration'), fmtDur(t.end_ns - t.start_ns)),
     el('div', {}, el('span', {}, 'spans'), t.spans.length),
-    el('div', {}, el('span', {}, 'agents'), t.agents.join(', ') || '-'),
-    t.missing.length ? el('div', { class: 'error' }, 'missing slices from agent(s) ' + t.missing.join(', ')) : null,
+    el('div', {}, el('span', {}, 'agents'), t.agents.map(agentName).join(', ') || '-'),
+    t.missing.length ? el('div', { class: 'error' }, 'missing slices from agent(s) ' + t.missing.join(', ') +
+      ' (' + t.missing.map(n => names[n] || '?').join(', ') + ')') : null,
     el('div', {}, el('span', {}, 'triggers'), t.triggers.join(', ') || '-'),
     el('div', {}, el('span', {}, 'triggered'), fmtTime(t.triggered_ns)),
     el('div', {}, el('span', {}, 'traversal'), fmtDur(t.traversal_ns)),
@@ -249,7 +256,7 @@ async function traceView(id) {
       const d = el('details', { class: 'span-detail', style: 'margin-left:' + Math.min(depth, 24) * 14 + 'px' },
         el('summary', {}, s.attributes.length + ' attribute' + (s.attributes.length === 1 ? '' : 's') + ', ' +
           s.logs.length + ' log' + (s.logs.length === 1 ? '' : 's') + ' · ' + s.service + '@' + (s.host || '?') +
-          ' pid ' + s.pid + ' agent ' + s.agent_id),
+          ' pid ' + s.pid + ' ' + agentName(s.agent_id)),
         s.attributes.length ? attrTable(s.attributes) : null, ...logLines(s.logs, t0));
       if (s.logs.length) d.open = true; // logs inline; attributes one click away
       wf.appendChild(d);

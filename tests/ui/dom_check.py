@@ -93,8 +93,10 @@ for sid, (s, svc, host) in spans.items():
 check(len(services) >= 2, f"spans from several services ({services})")
 agents = {a["value"].get("intValue") for s, _, _ in spans.values() for a in s.get("attributes", [])
           if a["key"] == "retrace.agent_id"}
-check(len(agents) == 3 and all(f"agent {n}" in dom.text for n in agents),
-      f"spans recorded on the three hosts (agents {agents}), each span's agent shown")
+hosts = {int(k.split(".")[1]): v.split("host=")[1].split()[0] for k, v in status["agents"].items()
+         if k.startswith("agent.")}
+check(len(agents) == 3 and all(f"agent {n} ({hosts.get(int(n))})" in dom.text for n in agents),
+      f"spans recorded on the three hosts (agents {agents}), each span's agent and its host shown")
 root = next(s for s, _, _ in spans.values() if "parentSpanId" not in s)
 check(any(a.get("id") == "alarm-form" for _, a in dom.elements) and
       f"{drawn.get(root['spanId'])} {root['name']}" in dom.text,
