@@ -21,14 +21,15 @@
  * trigger, since and coherent filters it knows), keeps the rows the other row
  * filters pass (until, coherent=true, group), then decodes them one by one for
  * the span-level filters (service, operation, duration) and the summary each
- * result carries. Both steps are capped per request.
+ * result carries. Both steps are capped per request (without a span-level
+ * filter the listing stops at the limit). Replies are built in a growing
+ * buffer; every string from the store goes through the one JSON string writer
+ * (daemon/json.h).
  *
  * /api/alarms does not touch selection's state (the loop's): it sends the
  * request `retrace alarm` sends to the coordinator's control socket, over a
  * loopback connection of its own, so the coordinator authorises it exactly as
- * it would the CLI; the handler only adds the browser-side guards (http_api.h). Replies are built in a
- * growing buffer; every string from the store goes through the one JSON string
- * writer (daemon/json.h).
+ * it would the CLI; the handler only adds the browser-side guards (http_api.h).
  */
 #include "http_api.h"
 
