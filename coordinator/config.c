@@ -18,6 +18,7 @@
 
 #include "store.h"
 #include "daemon/metrics.h"
+#include "http_api.h"
 
 enum opt_type { T_STR, T_SECONDS, T_U32, T_U64, T_FLAG, T_LEVEL, T_CONFIG, T_GID };
 
@@ -63,6 +64,7 @@ static const struct opt_row rows[] = {
 	{ "export-queue", T_U32, F(export_queue), "N", "traces waiting for export at most; more are dropped and counted (default 2048)" },
 	{ "export-batch", T_U32, F(export_batch), "N", "traces per push (default 128)" },
 	{ "export-interval", T_SECONDS, F(export_interval), "SEC", "push what waits at least this often (default 1)" },
+	{ "http-listen", T_STR, F(http_listen), "URL", "serve the web UI and its JSON API (/api/...) at this http:// URL, e.g. http://127.0.0.1:9480 (default: off; loopback unless --insecure; docs/ui.md)" },
 	{ "check-config", T_FLAG, F(check_config), NULL, "check every setting's syntax and range (flags and --config file), then exit: 0, or 2 with the reason" },
 };
 
@@ -268,6 +270,13 @@ int rt_coord_config_parse(struct rt_coord_config *c, int argc, char **argv, FILE
 		char why[512];
 		if (rt_metrics_check_url(c->metrics_listen, "--metrics-listen", c->insecure, why,
 					 sizeof why) != 0) {
+			fprintf(err, "retrace-coordinator: %s\n", why);
+			return -1;
+		}
+	}
+	if (c->http_listen[0]) {
+		char why[512];
+		if (rt_http_api_check_url(c->http_listen, c->insecure, why, sizeof why) != 0) {
 			fprintf(err, "retrace-coordinator: %s\n", why);
 			return -1;
 		}

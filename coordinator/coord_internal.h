@@ -15,6 +15,7 @@
 #include "coordinator.h"
 #include "daemon/guard.h"
 #include "daemon/metrics.h"
+#include "http_api.h"
 #include "daemon/tls.h"
 #include "decode.h"
 #include "store.h"
@@ -280,6 +281,7 @@ struct rt_coord {
 	struct coord_sec_stats sec;
 	struct rt_metrics *metrics;  /* /metrics (daemon/metrics.h); NULL: off */
 	struct coord_stream *stream; /* stream.c: continuous export; NULL: off */
+	struct rt_http_api *http;    /* web UI and /api (http_api.h); NULL: off */
 };
 
 uint64_t coord_now_ns(void);      /* CLOCK_MONOTONIC */
@@ -312,6 +314,8 @@ void coord_process_slices(struct rt_coord *c, struct coord_in **batch, uint32_t 
 /* status.c */
 /* The figures for Prometheus (an rt_metrics_render; arg is the coordinator). */
 size_t coord_metrics_render(void *arg, char *out, size_t cap, int *cut);
+/* The figures as JSON, for /api/status (an rt_metrics_render; arg is the coordinator). */
+size_t coord_status_json_render(void *arg, char *out, size_t cap, int *cut);
 void coord_latency_percentiles(const struct rt_coord *c, double q1, double q2, uint64_t *v1,
 			       uint64_t *v2);
 

@@ -419,6 +419,9 @@ void rt_coord_run(struct rt_coord *c, volatile int *stop)
 		/* A scrape of /metrics waits for this thread, which owns the figures. */
 		if (rt_metrics_wanted(c->metrics))
 			rt_metrics_serve(c->metrics, coord_metrics_render, c);
+		/* So does /api/status; the rest of the API reads the store itself. */
+		if (rt_metrics_wanted(rt_http_api_status(c->http)))
+			rt_metrics_serve(rt_http_api_status(c->http), coord_status_json_render, c);
 	}
 }
 
@@ -484,6 +487,8 @@ static void write_ready_file(struct rt_coord *c)
 		return;
 	}
 	ok = dprintf(fd, "%s\n%s\n", c->listen_addr, c->collector_addr) > 0;
+	if (c->http) /* a third line: the web UI's URL (port 0 resolved) */
+		ok &= dprintf(fd, "%s\n", rt_http_api_url(c->http)) > 0;
 	ok &= close(fd) == 0;
 	if (!ok || rename(tmp, c->cfg.ready_file) != 0) {
 		coord_log(c, LOG_WARN, "cannot write the ready file %s: %s", c->cfg.ready_file,
@@ -554,6 +559,12 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 		rt_coord_close(c);
 		return NULL;
 	}
+	/* The web UI too: its API opens the store read-only on first use. */
+	if (cfg->http_listen[0] &&
+	    !(c->http = rt_http_api_start(cfg->http_listen, cfg->insecure, cfg->store, err, errlen))) {
+		rt_coord_close(c);
+		return NULL;
+	}
 	/* The endpoints before the store, so that a busy port leaves no store file
 	 * behind. What arrives meanwhile waits in the ready list for the loop. */
 	if (open_rep(c, &c->coord_sock, cfg->listen, "--listen", c->listen_addr, 0, c->in,
@@ -563,6 +574,7 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 		rt_coord_close(c);
 		return NULL;
 	}
+	rt_http_api_set_control(c->http, c->listen_addr, c->tls != NULL);
 	so.path = cfg->store;
 	so.group_readable = cfg->store_group >= 0;
 	so.gid = cfg->store_group;
@@ -599,6 +611,8 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 		  c->listen_addr, c->collector_addr, rt_store_path(c->store));
 	if (c->metrics)
 		coord_log(c, LOG_INFO, "metrics on %s", rt_metrics_url(c->metrics));
+	if (c->http)
+		coord_log(c, LOG_INFO, "web UI on %s", rt_http_api_url(c->http));
 	return c;
 }
 
@@ -612,6 +626,8 @@ void rt_coord_close(struct rt_coord *c)
 	pthread_mutex_unlock(&c->mu);
 	rt_metrics_stop(c->metrics); /* first: its scrapes wait for the loop, which ended */
 	c->metrics = NULL;
+	rt_http_api_stop(c->http); /* likewise /api/status */
+	c->http = NULL;
 	for (i = 0; i < COORD_IN_COORD + COORD_IN_COLLECT; i++)
 		if (c->in[i].aio)
 			nng_aio_stop(c->in[i].aio);

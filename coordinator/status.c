@@ -185,6 +185,22 @@ static void store_section(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_u64(w, "retention_deleted", c->st.retained_deleted);
 }
 
+/* The web UI's API (http_api.c), when --http-listen is on. */
+static void http_section(struct rt_figures *w, const struct rt_coord *c)
+{
+	struct rt_http_api_stats st;
+	if (!c->http)
+		return;
+	rt_http_api_stats(c->http, &st);
+	rt_fig_section(w, "http");
+	rt_fig_str(w, "url", rt_http_api_url(c->http));
+	rt_fig_u64(w, "requests", st.requests);
+	rt_fig_u64(w, "bad_requests", st.bad_requests);
+	rt_fig_u64(w, "not_found", st.not_found);
+	rt_fig_u64(w, "errors", st.errors);
+	rt_fig_u64(w, "refused", st.refused);
+}
+
 /* The loop's turns and where they spend their time (coordinator.c, run_once). */
 static void loop_section(struct rt_figures *w, const struct rt_coord *c)
 {
@@ -211,6 +227,7 @@ static void all_figures(struct rt_figures *w, struct rt_coord *c)
 	coord_selection_figures(w, c);
 	coord_stream_figures(w, c);
 	coord_auth_figures(w, c);
+	http_section(w, c);
 	loop_section(w, c);
 }
 
@@ -220,6 +237,17 @@ size_t rt_coord_status(struct rt_coord *c, int json, char *out, size_t cap)
 	rt_fig_init(&w, out, cap, json);
 	all_figures(&w, c);
 	return rt_fig_end(&w);
+}
+
+size_t coord_status_json_render(void *arg, char *out, size_t cap, int *cut)
+{
+	struct rt_figures w;
+	size_t n;
+	rt_fig_init(&w, out, cap, 1);
+	all_figures(&w, arg);
+	n = rt_fig_end(&w);
+	*cut = rt_fig_cut(&w);
+	return n;
 }
 
 size_t coord_metrics_render(void *arg, char *out, size_t cap, int *cut)

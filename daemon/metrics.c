@@ -12,6 +12,10 @@
  * than a few milliseconds, so nobody signals them: a scrape costs one nng
  * worker thread for that long. Stopping wakes every handler with a 503 and
  * waits until none is inside before the memory goes.
+ *
+ * The same object serves any rendering of the loop's figures at one path
+ * (rt_metrics_start_as: the coordinator's /api/status is JSON), and other
+ * handlers can share its listener (rt_metrics_add_handler: the web UI).
  */
 #include "metrics.h"
 #include "tls.h"
@@ -32,6 +36,7 @@
 struct rt_metrics {
 	nng_http_server *server;
 	char url[300];
+	char content_type[96];  /* of a 200 (the rendering) */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -114,7 +119,7 @@ int rt_metrics_check_url(const char *url, const char *flag, int insecure, char *
 
 /* ---------------------------------------------------------- handler ---- */
 
-static void reply(nng_aio *aio, uint16_t status, const char *body, size_t len)
+static void reply(nng_aio *aio, const char *type, uint16_t status, const char *body, size_t len)
 {
 	nng_http_res *res;
 	int rv;
@@ -123,7 +128,7 @@ static void reply(nng_aio *aio, uint16_t status, const char *body, size_t len)
 		return;
 	}
 	nng_http_res_set_status(res, status);
-	nng_http_res_set_header(res, "Content-Type", status == 200 ? CONTENT_TYPE : "text/plain");
+	nng_http_res_set_header(res, "Content-Type", status == 200 ? type : "text/plain");
 	if ((rv = nng_http_res_copy_data(res, body, len)) != 0) {
 		nng_http_res_free(res);
 		nng_aio_finish(aio, rv);
@@ -159,7 +164,7 @@ static void on_scrape(nng_aio *aio)
 	pthread_mutex_lock(&m->mu);
 	if (m->stopping) {
 		pthread_mutex_unlock(&m->mu);
-		reply(aio, 503, gone, sizeof gone - 1);
+		reply(aio, m->content_type, 503, gone, sizeof gone - 1);
 		return;
 	}
 	m->inside++;
@@ -176,11 +181,11 @@ static void on_scrape(nng_aio *aio)
 	pthread_mutex_unlock(&m->mu);
 
 	if (copy)
-		reply(aio, 200, copy, len);
+		reply(aio, m->content_type, 200, copy, len);
 	else if (m->done >= ticket)
 		nng_aio_finish(aio, NNG_ENOMEM);
 	else
-		reply(aio, 503, m->stopping ? gone : late, m->stopping ? sizeof gone - 1 : sizeof late - 1);
+		reply(aio, m->content_type, 503, m->stopping ? gone : late, m->stopping ? sizeof gone - 1 : sizeof late - 1);
 	free(copy);
 	pthread_mutex_lock(&m->mu);
 	if (--m->inside == 0)
@@ -279,6 +284,17 @@ static void bound_url(struct rt_metrics *m, const char *hostport, const char *pa
 struct rt_metrics *rt_metrics_start(const char *url, const char *flag, int insecure, char *err,
 				    size_t errlen)
 {
+	return rt_metrics_start_as(url, flag, insecure, CONTENT_TYPE, err, errlen);
+}
+
+int rt_metrics_add_handler(struct rt_metrics *m, void *nng_http_handler)
+{
+	return nng_http_server_add_handler(m->server, nng_http_handler);
+}
+
+struct rt_metrics *rt_metrics_start_as(const char *url, const char *flag, int insecure,
+				       const char *content_type, char *err, size_t errlen)
+{
 	char hostport[256], listen[300];
 	unsigned port;
 	const char *path;
@@ -295,6 +311,7 @@ struct rt_metrics *rt_metrics_start(const char *url, const char *flag, int insec
 		snprintf(err, errlen, "%s: out of memory", flag);
 		return NULL;
 	}
+	snprintf(m->content_type, sizeof m->content_type, "%s", content_type);
 	pthread_mutex_init(&m->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

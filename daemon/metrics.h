@@ -33,6 +33,18 @@ struct rt_metrics;
  */
 struct rt_metrics *rt_metrics_start(const char *url, const char *flag, int insecure, char *err,
 				    size_t errlen);
+/*
+ * The same hand-over for another rendering of the loop's figures: the path of
+ * url is served with this Content-Type (e.g. the coordinator's /api/status,
+ * "application/json"). A daemon serving more than this one path on the
+ * listener adds its own handlers with rt_metrics_add_handler.
+ */
+struct rt_metrics *rt_metrics_start_as(const char *url, const char *flag, int insecure,
+				       const char *content_type, char *err, size_t errlen);
+/* Serve another nng_http_handler (passed as void * to keep nng out of this
+ * header) on the same listener; the server owns it from then on. 0 or an nng
+ * error. The handler runs on an nng worker thread, never the loop's. */
+int rt_metrics_add_handler(struct rt_metrics *m, void *nng_http_handler);
 /* Check url as rt_metrics_start would, without listening. 0, or -1 and err. */
 int rt_metrics_check_url(const char *url, const char *flag, int insecure, char *err,
 			 size_t errlen);

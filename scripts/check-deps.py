@@ -16,7 +16,7 @@ import re
 import sys
 
 FOLDERS = ['include', 'shm', 'client', 'triggers', 'wire', 'daemon', 'select', 'estimate',
-           'adaptive', 'weave', 'store', 'agent', 'coordinator', 'tools', 'examples']
+           'adaptive', 'weave', 'store', 'ui', 'agent', 'coordinator', 'tools', 'examples']
 INCLUDE = re.compile(r'\s*#\s*include\s*"([^"]+)"')
 
 

@@ -5,7 +5,10 @@
 # fire triggers; the coordinator follows the breadcrumbs to every host and stores the
 # coherent end-to-end traces. Then a summary and one collected trace. Everything started
 # here is stopped at the end, also on Ctrl-C.
-#   REQUESTS=N (default 3000)   CONCURRENCY=C (default 4)
+# The coordinator also serves the web UI on a free loopback port (docs/ui.md): the
+# summary prints its URL; KEEP=1 keeps everything running after the summary until
+# Ctrl-C, so the UI can be opened.
+#   REQUESTS=N (default 3000)   CONCURRENCY=C (default 4)   KEEP=1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -30,11 +33,13 @@ wait_for() { # FILE WHAT LOG
 
 echo "== retrace-coordinator (store $D/retrace.db)"
 "$B/coordinator/retrace-coordinator" --listen tcp://127.0.0.1:0 --collector tcp://127.0.0.1:0 \
-  --store "$D/retrace.db" --settle 0.5 --ready-file "$D/coord.ready" 2> "$D/coordinator.log" &
+  --store "$D/retrace.db" --settle 0.5 --ready-file "$D/coord.ready" \
+  --http-listen http://127.0.0.1:0 2> "$D/coordinator.log" &
 pids+=($!)
 wait_for "$D/coord.ready" coordinator "$D/coordinator.log"
 COORD=$(sed -n 1p "$D/coord.ready")
 COLLECT=$(sed -n 2p "$D/coord.ready")
+UI=$(sed -n 3p "$D/coord.ready")
 
 echo "== three hosts: retrace-agent 1, 2, 3 (one pool each)"
 for h in 1 2 3; do
@@ -81,6 +86,7 @@ echo "traces collected    $(fig traces_coherent) coherent, $(fig traces_incohere
 echo "traversal latency   p50 $(fig latency_p50_ms) ms, p99 $(fig latency_p99_ms) ms"
 echo "slices stored       $(fig slices) ($(fig slice_bytes) bytes)"
 echo "store               $D/retrace.db   (retrace traces --store $D/retrace.db)"
+echo "web UI              $UI   (KEEP=1 bash scripts/demo.sh keeps it running)"
 echo
 id=$("$R" traces --store "$D/retrace.db" --limit 50 | awk '$2 == "yes" && NF >= 8 { print $1 }' |
      while read -r t; do n=$("$R" show --store "$D/retrace.db" "$t" | grep -c '^  agent'); \
@@ -92,4 +98,11 @@ if [ -n "$id" ]; then
 else
   echo "demo: no trace was collected; see $D/*.log" >&2
   exit 1
+fi
+if [ "${KEEP:-0}" = 1 ]; then
+  echo
+  echo "== everything keeps running: open ${UI}#/trace/$id (Ctrl-C stops it all)"
+  sleep infinity &  # waited for, so that a signal runs the trap at once
+  pids+=($!)
+  wait $!
 fi

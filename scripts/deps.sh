@@ -8,10 +8,11 @@ set -euo pipefail
 # /metrics with; zlib1g-dev: coordinator/export.c gzips the OTLP push; help2man:
 # the man pages, made from each program's --help; clickhouse-server: the
 # ClickHouse store backend's tests and bench/scale start a private server
-# (store/, docs/store.md).
+# (store/, docs/store.md); chromium: the web UI's browser test
+# (tests/ui/browser_test.sh runs it headless; without it that test is skipped).
 pkgs=(build-essential cmake pkg-config libck-dev libmsgpack-dev libnng-dev liburing-dev
       check libsqlite3-dev libjansson-dev libmbedtls-dev openssl python3 prometheus zlib1g-dev
-      help2man clickhouse-server)
+      help2man clickhouse-server chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
