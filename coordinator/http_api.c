@@ -225,34 +225,6 @@ static void store_failed(struct rt_http_api *a)
 	a->store = NULL;
 }
 
-static int feed_decoder(void *arg, const struct rt_store_slice *sl)
-{
-	return rt_decoder_add_message(arg, sl->msg, sl->msg_len) != 0 ? -1 : 0;
-}
-
-/* Every stored slice of a trace through the decoder. 0, or -1 with err. */
-static int decode_stored(struct rt_store *s, const struct rt_store_trace *row,
-			 struct rt_decoded_trace *out, char *err, size_t errlen)
-{
-	struct rt_decoder *d = rt_decoder_new(row->trace_hi, row->trace_lo);
-	int rc;
-	memset(out, 0, sizeof *out);
-	if (!d) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	if ((rc = rt_store_slices(s, row->trace_hi, row->trace_lo, feed_decoder, d)) != 0) {
-		snprintf(err, errlen, "%s", rc == -1 ? "out of memory" : rt_store_errmsg(s));
-		rt_decoder_free(d);
-		return -1;
-	}
-	if (rt_decoder_finish(d, out) != 0) {
-		snprintf(err, errlen, "out of memory while decoding");
-		return -1;
-	}
-	return 0;
-}
-
 /* ------------------------------------------------- query parameters ---- */
 
 static int hexval(char c)
@@ -611,7 +583,7 @@ static int write_results(struct rt_store *s, const struct search *q, struct rows
 		struct rt_decoded_trace t;
 		uint64_t t0, t1;
 		double ms;
-		if (decode_stored(s, &r->v[i], &t, err, errlen) != 0)
+		if (rt_decode_stored(s, r->v[i].trace_hi, r->v[i].trace_lo, &t, err, errlen) != 0)
 			return -1;
 		time_range(&t, &t0, &t1);
 		ms = (double)(t1 > t0 ? t1 - t0 : 0) / 1e6;
@@ -895,7 +867,7 @@ static void api_trace(struct rt_http_api *a, nng_aio *aio, const char *id)
 	if (rc != 0) {
 		snprintf(err, sizeof err, "reading the store: %s", rt_store_errmsg(s));
 		store_failed(a);
-	} else if ((rc = decode_stored(s, &row, &t, err, sizeof err)) == 0) {
+	} else if ((rc = rt_decode_stored(s, row.trace_hi, row.trace_lo, &t, err, sizeof err)) == 0) {
 		put_trace(&o, &row, &t);
 		rt_decoded_trace_free(&t);
 	}
