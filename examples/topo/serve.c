@@ -570,14 +570,29 @@ static void write_records(struct worker *w, const struct topo_api *a, uint64_t h
 	}
 }
 
+/* This thread's CPU time, ns. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * `spin` burns US microseconds of this thread's CPU, not of the wall clock: a
+ * spin that ends at a wall-clock time is shortened by every preemption inside
+ * it, so the work per request would depend on how often other threads run — and
+ * the overhead experiment (bench/e2e, none vs retroactive at saturation) would
+ * compare different amounts of work.
+ */
 static void do_work(const struct topo_api *a)
 {
 	uint64_t end;
 	if (a->work == TOPO_WORK_SLEEP && a->work_us) {
 		topo_sleep_ns((uint64_t)a->work_us * 1000);
 	} else if (a->work == TOPO_WORK_SPIN && a->work_us) {
-		end = topo_now_ns() + (uint64_t)a->work_us * 1000;
-		while (topo_now_ns() < end)
+		end = thread_cpu_ns() + (uint64_t)a->work_us * 1000;
+		while (thread_cpu_ns() < end)
 			;
 	}
 }
