@@ -662,9 +662,23 @@ static pid_t fake_server(int *port, const char *body, int n)
 			int c = accept(fd, NULL, NULL);
 			if (c < 0)
 				_exit(1);
-			for (;;) { /* one request per connection is enough here */
-				ssize_t r = recv(c, req, sizeof req, 0);
-				if (r <= 0 || memmem(req, (size_t)r, "\r\n\r\n", 4))
+			size_t got = 0, want = 0;
+			char *end = NULL;
+			/* One request per connection, read whole (headers, then the body its
+			 * Content-Length names): closing with unread bytes would send a reset
+			 * that can overtake our answer (seen as "Connection reset by peer"). */
+			for (;;) {
+				ssize_t r = recv(c, req + got, sizeof req - 1 - got, 0);
+				if (r <= 0)
+					break;
+				got += (size_t)r;
+				req[got] = 0;
+				if (!end && (end = memmem(req, got, "\r\n\r\n", 4))) {
+					const char *cl = strcasestr(req, "Content-Length:");
+					want = (size_t)(end - req) + 4 +
+					       (cl && cl < end ? strtoul(cl + 15, NULL, 10) : 0);
+				}
+				if (end && (got >= want || got == sizeof req - 1))
 					break;
 			}
 			snprintf(head, sizeof head,
@@ -673,6 +687,9 @@ static pid_t fake_server(int *port, const char *body, int n)
 			if (send(c, head, strlen(head), MSG_NOSIGNAL) < 0 ||
 			    send(c, body, strlen(body), MSG_NOSIGNAL) < 0)
 				_exit(1);
+			shutdown(c, SHUT_WR); /* then wait for the client's close: no reset */
+			while (recv(c, req, sizeof req, 0) > 0)
+				;
 			close(c);
 		}
 		_exit(0);
