@@ -26,6 +26,7 @@
 #define COORD_IN_COORD 16                     /* REP contexts on the coordinator socket */
 #define COORD_IN_COLLECT 32                   /* REP contexts on the collector socket */
 #define COORD_MAX_REQS 1024                   /* remote triggers in flight */
+#define COORD_MAX_ASKS 8192                   /* (group, agent) asks awaiting a flush */
 #define COORD_LATENCY_RING 8192               /* traversal latency samples kept */
 /* Requests on the coordinator socket: a TRIGGER is at most ~85 KB (64 traces of
  * 256 breadcrumbs); larger ones are refused and counted, and past the hard
@@ -161,6 +162,22 @@ struct coord_share {
 	uint64_t dropped;         /* groups refused: over its share, or the table full */
 };
 
+/*
+ * One group's question to one agent: "these traces of mine (mask), what do you
+ * hold?". Asks wait in a queue until the end of the loop's phase; then every
+ * ask for the same agent and trigger id travels in one REMOTE_TRIGGER (up to
+ * RT_WIRE_MAX_TRACES traces), so a burst of groups costs an agent one request
+ * (one drain, one open-writer count) instead of one per group.
+ */
+struct coord_ask {
+	uint64_t group_id;        /* the group's id when asked: a closed group's answer is dropped */
+	uint64_t mask;            /* traces asked, as indices into the group */
+	uint32_t group;           /* index */
+	uint32_t agent_id;
+	uint32_t trigger_id;      /* the agent charges the pin to this id's report class */
+	uint32_t attempt;         /* 0, then retries up to agent_retries */
+};
+
 struct coord_req {
 	int state;                /* REQ_FREE, REQ_SENDING, REQ_RECEIVING, REQ_DONE */
 	int ok;
@@ -168,12 +185,10 @@ struct coord_req {
 	nng_aio *aio;
 	nng_msg *reply;
 	struct rt_coord *c;
-	uint32_t group;           /* index */
-	uint64_t group_id;
 	uint32_t agent_id;
-	uint64_t mask;            /* traces asked */
+	uint32_t nparts;          /* asks carried, 1..RT_WIRE_MAX_TRACES */
+	struct coord_ask parts[RT_WIRE_MAX_TRACES];
 	uint64_t request_id;
-	uint32_t attempt;
 	struct coord_req *next_ready;
 	uint32_t next_free;
 };
@@ -210,7 +225,7 @@ struct coord_stats {
 	uint64_t slices, slice_bytes, slice_duplicates, late_slices, orphan_slices;
 	uint64_t late_slices_unselected; /* late, for a trace selection deleted: acked, not stored */
 	uint64_t store_errors;
-	uint64_t remote_sent, remote_retries, remote_failed, remote_bad_replies;
+	uint64_t remote_sent, remote_asks, remote_retries, remote_failed, remote_bad_replies;
 	uint64_t unknown_agents;
 	uint64_t groups_opened, groups_closed, groups_dropped, traces_dropped;
 	uint64_t traces_coherent, traces_incoherent;
@@ -266,6 +281,8 @@ struct rt_coord {
 
 	struct coord_req *reqs;
 	uint32_t req_free;           /* index+1 */
+	struct coord_ask *asks;      /* waiting for coord_traversal_flush */
+	uint32_t nasks;
 	uint64_t next_request_id;
 
 	uint64_t latency[COORD_LATENCY_RING]; /* traversal ns */
@@ -292,6 +309,10 @@ int coord_traversal_init(struct rt_coord *c);
 void coord_traversal_free(struct rt_coord *c);
 int coord_handle_trigger(struct rt_coord *c, const struct rt_wire_trigger *t, uint64_t received_unix_ns);
 void coord_handle_reply(struct rt_coord *c, struct coord_req *r);
+/* Send the asks queued since the last flush, one request per (agent, trigger id)
+ * for up to RT_WIRE_MAX_TRACES traces; what cannot be sent now is asked again
+ * on the next tick. Called at the end of each phase of a loop turn. */
+void coord_traversal_flush(struct rt_coord *c);
 /* A stored slice: add it to its trace (opening a group for an orphan). 1 if late. */
 int coord_slice_arrived(struct rt_coord *c, const struct rt_wire_slice *s, uint64_t bytes,
 			uint64_t first_ns, uint64_t last_ns, int *late);

@@ -287,6 +287,7 @@ static void serve_replies(struct rt_coord *c)
 		coord_handle_reply(c, rq);
 		rq = next;
 	}
+	coord_traversal_flush(c); /* and what the phase before asked */
 }
 
 static int is_text_msg(const struct coord_in *in)
@@ -368,6 +369,7 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 		coord_handle_reply(c, rq);
 		rq = next;
 	}
+	coord_traversal_flush(c);
 	rc = rt_store_begin(c->store);
 	if (rc == 0) {
 		/* Refused slices and requests get their replies here (auth.c). */
@@ -408,6 +410,7 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 		send_reply(slices[i]);
 	for (i = 0; i < nc; i++)
 		send_reply(reqs[i]);
+	coord_traversal_flush(c); /* a turn whose transaction failed asked too */
 	phase_done(c, COORD_PHASE_REPLIES, &mark, turn);
 	turn_done(c, start, turn, ns, nc);
 }

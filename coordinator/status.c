@@ -108,6 +108,7 @@ static void traversal_section(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_u64(w, "groups_dropped", c->st.groups_dropped);
 	rt_fig_u64(w, "traces_dropped", c->st.traces_dropped);
 	rt_fig_u64(w, "remote_triggers_sent", c->st.remote_sent);
+	rt_fig_u64(w, "remote_asks", c->st.remote_asks);
 	rt_fig_u64(w, "remote_retries", c->st.remote_retries);
 	rt_fig_u64(w, "remote_failed", c->st.remote_failed);
 	rt_fig_u64(w, "remote_bad_replies", c->st.remote_bad_replies);

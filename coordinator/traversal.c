@@ -8,8 +8,12 @@
  *
  * Each (trace, agent) pair is a *cell*. A cell is *named* when the trigger's
  * origin or a breadcrumb points at the agent for that trace. Every named cell
- * is asked once with a REMOTE_TRIGGER (all of an agent's new cells of a group
- * in one request; different agents in parallel); the BREADCRUMB_REPLY pins the
+ * is asked once with a REMOTE_TRIGGER: a group's new cells at one agent make
+ * one *ask*; asks wait in a queue until the end of the loop's phase, and then
+ * all asks for one agent (and trigger id) travel in one request of up to 64
+ * traces, different agents in parallel. A burst of triggers thus costs each
+ * agent a few requests, not one per group (each request costs the agent a
+ * drain and an open-writer count before it can answer). The BREADCRUMB_REPLY pins the
  * traces there, says how many buffers/bytes the agent has had for each
  * (cumulative), and names more agents, which become new cells — until no cell
  * is left to ask: the time from the group's creation to that instant is the
@@ -49,9 +53,10 @@ int coord_traversal_init(struct rt_coord *c)
 	uint32_t i, n = c->cfg.max_groups ? c->cfg.max_groups : 1;
 	c->groups = calloc(n, sizeof *c->groups);
 	c->reqs = calloc(COORD_MAX_REQS, sizeof *c->reqs);
+	c->asks = calloc(COORD_MAX_ASKS, sizeof *c->asks);
 	c->closed_cap = pow2_at_least((uint64_t)n * 4);
 	c->closed_ring = calloc(c->closed_cap, sizeof *c->closed_ring);
-	if (!c->groups || !c->reqs || !c->closed_ring ||
+	if (!c->groups || !c->reqs || !c->asks || !c->closed_ring ||
 	    coord_map_init(&c->traces, pow2_at_least((uint64_t)n * 8)) != 0 ||
 	    coord_map_init(&c->closed, pow2_at_least((uint64_t)c->closed_cap * 2)) != 0)
 		return -1;
@@ -85,6 +90,7 @@ void coord_traversal_free(struct rt_coord *c)
 			free(c->groups[i].cells);
 	free(c->groups);
 	free(c->reqs);
+	free(c->asks);
 	free(c->closed_ring);
 	coord_map_free(&c->traces);
 	coord_map_free(&c->closed);
@@ -297,37 +303,37 @@ static void req_release(struct rt_coord *c, struct coord_req *r)
 	c->req_free = (uint32_t)(r - c->reqs) + 1;
 }
 
-static int encode_request(struct rt_coord *c, struct coord_group *g, uint64_t mask,
-			  uint64_t request_id)
+/* The REMOTE_TRIGGER for a request's asks: every trace each ask names. */
+static int encode_request(struct rt_coord *c, const struct coord_req *r, uint32_t trigger_id)
 {
-	struct rt_wire_trace traces[COORD_GROUP_TRACES];
+	struct rt_wire_trace traces[RT_WIRE_MAX_TRACES];
 	struct rt_wire_remote_trigger m;
-	uint32_t i, n = 0;
+	uint32_t p, i, n = 0;
 	memset(traces, 0, sizeof traces);
-	for (i = 0; i < g->ntraces; i++)
-		if (mask >> i & 1) {
-			traces[n].trace_hi = g->traces[i].hi;
-			traces[n].trace_lo = g->traces[i].lo;
-			n++;
-		}
-	m.request_id = request_id;
-	m.trigger_id = g->ntrig ? g->trigger_ids[0] : 0;
+	for (p = 0; p < r->nparts; p++) {
+		const struct coord_group *g = &c->groups[r->parts[p].group];
+		for (i = 0; i < g->ntraces && n < RT_WIRE_MAX_TRACES; i++)
+			if (r->parts[p].mask >> i & 1) {
+				traces[n].trace_hi = g->traces[i].hi;
+				traces[n].trace_lo = g->traces[i].lo;
+				n++;
+			}
+	}
+	m.request_id = r->request_id;
+	m.trigger_id = trigger_id;
 	m.trace_count = n;
 	m.traces = traces;
 	c->out.len = 0;
 	return rt_wire_encode_remote_trigger(&c->out, &m);
 }
 
-/* Send one REMOTE_TRIGGER; 0, or -1 when no request slot or socket is free. */
-static int send_request(struct rt_coord *c, struct coord_group *g, struct coord_agent *a,
-			uint64_t mask, uint32_t attempt)
+/* Send r (its parts filled) to agent a; 0, or -1 (then r is released). */
+static int send_request(struct rt_coord *c, struct coord_req *r, struct coord_agent *a,
+			uint32_t trigger_id)
 {
-	struct coord_req *r;
 	nng_msg *m;
-	if (!a->sock_open || !(r = req_alloc(c)))
-		return -1;
 	r->request_id = c->next_request_id++;
-	if (encode_request(c, g, mask, r->request_id) != 0 || nng_ctx_open(&r->ctx, a->sock) != 0) {
+	if (encode_request(c, r, trigger_id) != 0 || nng_ctx_open(&r->ctx, a->sock) != 0) {
 		r->ctx = (nng_ctx)NNG_CTX_INITIALIZER;
 		req_release(c, r);
 		return -1;
@@ -337,21 +343,15 @@ static int send_request(struct rt_coord *c, struct coord_group *g, struct coord_
 		return -1;
 	}
 	memcpy(nng_msg_body(m), c->out.data, c->out.len);
-	r->group = (uint32_t)(g - c->groups);
-	r->group_id = g->id;
 	r->agent_id = a->id;
-	r->mask = mask;
-	r->attempt = attempt;
 	r->ok = 0;
 	r->state = REQ_SENDING;
 	nng_aio_set_timeout(r->aio, (nng_duration)(c->cfg.agent_timeout * 1000));
 	nng_aio_set_msg(r->aio, m);
 	nng_ctx_send(r->ctx, r->aio);
-	g->inflight++;
 	a->asked++;
 	c->st.remote_sent++;
-	if (attempt)
-		c->st.remote_retries++;
+	c->st.remote_asks += r->nparts;
 	return 0;
 }
 
@@ -382,7 +382,91 @@ static void traversal_check_idle(struct rt_coord *c, struct coord_group *g, uint
 	pthread_mutex_unlock(&c->mu);
 }
 
-/* Ask every agent with new named cells, one request per agent. */
+/* Queue g's ask to an agent for the next flush; 0, or -1 when the queue is full. */
+static int ask_enqueue(struct rt_coord *c, struct coord_group *g, uint32_t agent, uint64_t mask,
+		       uint32_t attempt)
+{
+	struct coord_ask *k;
+	if (c->nasks == COORD_MAX_ASKS)
+		return -1;
+	k = &c->asks[c->nasks++];
+	k->group = (uint32_t)(g - c->groups);
+	k->group_id = g->id;
+	k->agent_id = agent;
+	k->mask = mask;
+	k->trigger_id = g->ntrig ? g->trigger_ids[0] : 0;
+	k->attempt = attempt;
+	g->inflight++;
+	return 0;
+}
+
+/* An ask that could not be sent: its cells go back to "to ask" for the next tick. */
+static void ask_unsent(struct rt_coord *c, const struct coord_ask *k)
+{
+	struct coord_group *g = &c->groups[k->group];
+	if (g->id != k->group_id)
+		return;
+	g->inflight--;
+	set_cells(g, k->agent_id, k->mask, CELL_ASKED, CELL_NEW);
+	g->dirty = 1;
+}
+
+static int ask_order(const void *pa, const void *pb)
+{
+	const struct coord_ask *a = pa, *b = pb;
+	if (a->agent_id != b->agent_id)
+		return a->agent_id < b->agent_id ? -1 : 1;
+	if (a->trigger_id != b->trigger_id)
+		return a->trigger_id < b->trigger_id ? -1 : 1;
+	return a->group_id < b->group_id ? -1 : a->group_id > b->group_id;
+}
+
+static uint32_t popcount64(uint64_t m)
+{
+	return (uint32_t)__builtin_popcountll(m);
+}
+
+void coord_traversal_flush(struct rt_coord *c)
+{
+	uint32_t i = 0, n = c->nasks;
+	if (!n)
+		return;
+	c->nasks = 0;
+	/* Asks of one agent and trigger id become neighbours; a request carries as
+	 * many of them as fit in RT_WIRE_MAX_TRACES traces. */
+	qsort(c->asks, n, sizeof *c->asks, ask_order);
+	while (i < n) {
+		const struct coord_ask *k = &c->asks[i];
+		struct coord_agent *a = coord_dir_find(c, k->agent_id);
+		struct coord_req *r = a && a->sock_open ? req_alloc(c) : NULL;
+		uint32_t j = i, traces = 0;
+		if (r)
+			r->nparts = 0;
+		for (; j < n && c->asks[j].agent_id == k->agent_id &&
+		       c->asks[j].trigger_id == k->trigger_id; j++) {
+			const struct coord_ask *q = &c->asks[j];
+			uint32_t t = popcount64(q->mask);
+			if (c->groups[q->group].id != q->group_id)
+				continue; /* the group closed (or was adopted) meanwhile */
+			if (!r || traces + t > RT_WIRE_MAX_TRACES)
+				break;
+			r->parts[r->nparts++] = *q;
+			traces += t;
+		}
+		if (!r || !r->nparts || send_request(c, r, a, k->trigger_id) != 0) {
+			uint32_t p;
+			if (r && !r->nparts)
+				req_release(c, r);
+			/* Out of request slots or no socket: these asks wait for the next tick. */
+			for (p = i; p < (j > i ? j : i + 1); p++)
+				ask_unsent(c, &c->asks[p]);
+			j = j > i ? j : i + 1;
+		}
+		i = j;
+	}
+}
+
+/* Ask every agent with new named cells, one ask per agent (sent at the flush). */
 static void dispatch(struct rt_coord *c, struct coord_group *g, uint64_t now)
 {
 	uint32_t i, j;
@@ -408,8 +492,8 @@ static void dispatch(struct rt_coord *c, struct coord_group *g, uint64_t now)
 			set_cells(g, x->agent_id, mask, CELL_NEW, CELL_FAILED);
 			continue;
 		}
-		if (send_request(c, g, a, mask, 0) != 0) {
-			g->dirty = 1; /* out of request slots: try again next tick */
+		if (ask_enqueue(c, g, x->agent_id, mask, 0) != 0) {
+			g->dirty = 1; /* the ask queue is full: try again next tick */
 			continue;
 		}
 		set_cells(g, x->agent_id, mask, CELL_NEW, CELL_ASKED);
@@ -446,23 +530,25 @@ static void reask_open_cells(struct coord_group *g, uint64_t now)
 	}
 }
 
-/* Apply a breadcrumb reply; 0, or -1 when it is not a reply to this request. */
-static int apply_reply(struct coord_group *g, struct coord_req *r, uint64_t now)
+/* The reply is this request's: same id, from the agent asked. */
+static int reply_matches(const struct coord_req *r, struct rt_wire_msg *m)
 {
-	struct rt_wire_msg m;
-	uint32_t i, k;
-	int rc = rt_wire_decode(nng_msg_body(r->reply), nng_msg_len(r->reply), &m);
-	if (rc != 0 || m.type != RT_WIRE_BREADCRUMB_REPLY || m.reply.request_id != r->request_id ||
-	    m.reply.agent_id != r->agent_id) {
-		rt_wire_msg_free(&m);
-		return -1;
-	}
-	set_cells(g, r->agent_id, r->mask, CELL_ASKED, CELL_REPLIED);
-	for (i = 0; i < m.reply.trace_count; i++) {
-		const struct rt_wire_trace *t = &m.reply.traces[i];
+	return rt_wire_decode(nng_msg_body(r->reply), nng_msg_len(r->reply), m) == 0 &&
+	       m->type == RT_WIRE_BREADCRUMB_REPLY && m->reply.request_id == r->request_id &&
+	       m->reply.agent_id == r->agent_id;
+}
+
+/* Apply to g what a breadcrumb reply says of the traces ask k named. */
+static void apply_reply(struct coord_group *g, const struct coord_ask *k,
+			const struct rt_wire_breadcrumb_reply *rep, uint64_t now)
+{
+	uint32_t i, j;
+	set_cells(g, k->agent_id, k->mask, CELL_ASKED, CELL_REPLIED);
+	for (i = 0; i < rep->trace_count; i++) {
+		const struct rt_wire_trace *t = &rep->traces[i];
 		int idx = find_trace(g, t->trace_lo);
 		struct coord_cell *x;
-		if (idx < 0 || !(r->mask >> idx & 1) || !(x = cell_get(g, idx, r->agent_id, 0)))
+		if (idx < 0 || !(k->mask >> idx & 1) || !(x = cell_get(g, idx, k->agent_id, 0)))
 			continue;
 		if (t->buffers > x->buffers)
 			x->buffers = t->buffers;
@@ -474,49 +560,57 @@ static int apply_reply(struct coord_group *g, struct coord_req *r, uint64_t now)
 			cell_open(x, t->open, now);
 		else
 			x->open = 0;
-		for (k = 0; k < t->breadcrumb_count; k++)
-			if (t->breadcrumbs[k] != r->agent_id)
-				name_agent(g, idx, t->breadcrumbs[k]);
+		for (j = 0; j < t->breadcrumb_count; j++)
+			if (t->breadcrumbs[j] != k->agent_id)
+				name_agent(g, idx, t->breadcrumbs[j]);
 	}
-	rt_wire_msg_free(&m);
-	return 0;
+}
+
+/* An ask whose request failed: asked again while retries last, else its cells fail. */
+static void ask_failed(struct rt_coord *c, struct coord_group *g, const struct coord_ask *k,
+		       uint64_t now)
+{
+	if (k->attempt < c->cfg.agent_retries && ask_enqueue(c, g, k->agent_id, k->mask,
+							     k->attempt + 1) == 0) {
+		c->st.remote_retries++;
+		return;
+	}
+	c->st.remote_failed++;
+	set_cells(g, k->agent_id, k->mask, CELL_ASKED, CELL_FAILED);
+	dispatch(c, g, now);
 }
 
 void coord_handle_reply(struct rt_coord *c, struct coord_req *r)
 {
-	struct coord_group *g = &c->groups[r->group];
 	uint64_t now = coord_now_ns();
+	struct rt_wire_msg m;
 	struct coord_agent *a;
-	if (g->id != r->group_id) { /* the group closed meanwhile */
-		req_release(c, r);
-		return;
+	uint32_t p;
+	int ok = r->ok && reply_matches(r, &m);
+	if (r->ok && !ok)
+		c->st.remote_bad_replies++;
+	if (!ok && (a = coord_dir_find(c, r->agent_id))) {
+		a->failed++;
+		coord_log(c, LOG_WARN, "agent %u did not answer a remote trigger for %u trace groups (%s)",
+			  r->agent_id, r->nparts, a->addr);
 	}
-	g->inflight--;
-	g->last_activity_ns = now;
-	if (r->ok && apply_reply(g, r, now) == 0) {
-		req_release(c, r);
-		dispatch(c, g, now);
-		return;
+	for (p = 0; p < r->nparts; p++) {
+		const struct coord_ask *k = &r->parts[p];
+		struct coord_group *g = &c->groups[k->group];
+		if (g->id != k->group_id) /* the group closed meanwhile */
+			continue;
+		g->inflight--;
+		g->last_activity_ns = now;
+		if (ok) {
+			apply_reply(g, k, &m.reply, now);
+			dispatch(c, g, now);
+		} else {
+			ask_failed(c, g, k, now);
+		}
 	}
 	if (r->ok)
-		c->st.remote_bad_replies++;
-	a = coord_dir_find(c, r->agent_id);
-	if (a && r->attempt < c->cfg.agent_retries) {
-		uint64_t mask = r->mask;
-		uint32_t attempt = r->attempt + 1;
-		req_release(c, r);
-		if (send_request(c, g, a, mask, attempt) == 0)
-			return;
-	} else {
-		req_release(c, r);
-	}
-	c->st.remote_failed++;
-	if (a)
-		a->failed++;
-	coord_log(c, LOG_WARN, "trace group %llu: agent %u did not answer (%s)",
-		  (unsigned long long)g->id, r->agent_id, a ? a->addr : "unknown");
-	set_cells(g, r->agent_id, r->mask, CELL_ASKED, CELL_FAILED);
-	dispatch(c, g, now);
+		rt_wire_msg_free(&m);
+	req_release(c, r);
 }
 
 /* ------------------------------------------------- triggers, slices ---- */
@@ -985,22 +1079,6 @@ static int recollect_slice(void *arg, const struct rt_store_slice *sl)
 	return 0;
 }
 
-static int parse_trace_id(const char *s, size_t n, uint64_t *hi, uint64_t *lo)
-{
-	char buf[33];
-	char *end;
-	if (n != 32)
-		return -1;
-	memcpy(buf, s, 16);
-	buf[16] = 0;
-	*hi = strtoull(buf, &end, 16);
-	if (*end)
-		return -1;
-	memcpy(buf, s + 16, 16);
-	*lo = strtoull(buf, &end, 16);
-	return *end || (*hi == 0 && *lo == 0) ? -1 : 0;
-}
-
 /*
  * Traverse a stored trace again: the stored row names the agents that delivered
  * and those that were missing, `extra` names more; each is asked again as in a
@@ -1021,6 +1099,7 @@ static int recollect(struct rt_coord *c, uint64_t hi, uint64_t lo, const uint32_
 		return snprintf(why, whylen, "it is being collected now"), -1;
 	if (rt_store_get_trace(c->store, hi, lo, &row) != 0)
 		return snprintf(why, whylen, "no such stored trace"), -1;
+	hi = row.trace_hi; /* the id may have been given by its low 64 bits */
 	if (!(g = group_alloc(c, now, row.trigger_count ? row.trigger_ids[0] : 0)))
 		return snprintf(why, whylen, "%u trace groups open: try again later",
 				c->groups_open), -1;
@@ -1058,8 +1137,9 @@ size_t coord_recollect_request(struct rt_coord *c, const char *req, size_t len, 
 	size_t idlen = len > 10 ? len - 10 : 0;
 	while (idlen && (id[idlen - 1] == 0 || id[idlen - 1] == '\n' || id[idlen - 1] == ' '))
 		idlen--;
-	if (len < 10 || parse_trace_id(id, idlen, &hi, &lo) != 0)
-		return (size_t)snprintf(out, cap, "error: usage: recollect TRACE_ID (32 hex digits)");
+	if (len < 10 || rt_store_parse_trace_id(id, idlen, &hi, &lo) != 0)
+		return (size_t)snprintf(out, cap, "error: usage: recollect TRACE_ID (32 hex "
+					"digits, or the low 16)");
 	if (recollect(c, hi, lo, NULL, 0, &n, why, sizeof why) != 0)
 		return (size_t)snprintf(out, cap, "error: trace %.32s: %s", id, why);
 	return (size_t)snprintf(out, cap, "ok re-collecting trace %.32s from %u agent(s); "

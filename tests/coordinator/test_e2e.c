@@ -452,6 +452,86 @@ START_TEST(hop_learned_after_close_reopens)
 }
 END_TEST
 
+/*
+ * A burst of triggers on a three-host chain: the coordinator asks each agent
+ * for many groups' traces in one remote trigger, and every trace still comes
+ * back coherent with every host's records byte for byte.
+ */
+START_TEST(burst_of_triggers_all_coherent)
+{
+	enum { N = 40 };
+	struct cluster c;
+	struct rt_store_trace t;
+	uint32_t to1 = 1, to2 = 2;
+	int i, h;
+	ck_assert_int_eq(cl_start(&c, 3, 1024), 0);
+	for (i = 0; i < N; i++) {
+		write_on(&c, 0, 0xa000 + (uint64_t)i, NULL, 0);
+		write_on(&c, 1, 0xa000 + (uint64_t)i, &to1, 1);
+		write_on(&c, 2, 0xa000 + (uint64_t)i, &to2, 1);
+	}
+	for (i = 0; i < N; i++)
+		ck_assert_int_eq(cl_trigger(&c, 2, HI, 0xa000 + (uint64_t)i, ERROR_TRIGGER, NULL, 0), 0);
+	for (i = 0; i < N; i++) {
+		uint64_t lo = 0xa000 + (uint64_t)i;
+		ck_assert_msg(cl_wait_trace(&c, HI, lo, 30, &t) == 0, "trace %d never stored (see %s)",
+			      i, c.dir);
+		ck_assert_msg(t.coherent && t.agent_count == 3, "trace %d: %s with %u agents (see %s)", i,
+			      t.coherent ? "coherent" : "incoherent", t.agent_count, c.dir);
+		for (h = 0; h < 3; h++)
+			assert_records(&c, lo, h);
+	}
+	/* Every group asked agents 2 and 1 once each (agent 3 sent the trigger with
+	 * its own breadcrumbs): at least 2 N asks, in no more requests than asks. */
+	ck_assert_int_ge(cl_coord_figure(&c, "traversal", "remote_asks"), 2 * N);
+	ck_assert_int_le(cl_coord_figure(&c, "traversal", "remote_triggers_sent"),
+			 cl_coord_figure(&c, "traversal", "remote_asks"));
+	ck_assert_int_eq(cl_coord_figure(&c, "traversal", "remote_failed"), 0);
+	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
+}
+END_TEST
+
+/*
+ * The middle agent of a chain stops answering (SIGSTOP) before a burst of
+ * triggers: each group's ask to it times out, is retried once, then fails, and
+ * every trace is stored incoherent — never coherent with a host missing.
+ */
+START_TEST(silent_agent_is_retried_then_incoherent)
+{
+	enum { N = 8 };
+	struct cluster c;
+	struct rt_store_trace t;
+	uint32_t to1 = 1, to2 = 2;
+	int i;
+	cl_coord_args[0] = "--agent-timeout";
+	cl_coord_args[1] = "0.3";
+	cl_coord_args[2] = "--agent-retries";
+	cl_coord_args[3] = "1";
+	cl_coord_args[4] = NULL;
+	ck_assert_int_eq(cl_start(&c, 3, 256), 0);
+	for (i = 0; i < N; i++) {
+		write_on(&c, 0, 0xb000 + (uint64_t)i, NULL, 0);
+		write_on(&c, 1, 0xb000 + (uint64_t)i, &to1, 1);
+		write_on(&c, 2, 0xb000 + (uint64_t)i, &to2, 1);
+	}
+	ck_assert_int_eq(kill(c.hosts[1].agent, SIGSTOP), 0);
+	for (i = 0; i < N; i++)
+		ck_assert_int_eq(cl_trigger(&c, 2, HI, 0xb000 + (uint64_t)i, ERROR_TRIGGER, NULL, 0), 0);
+	for (i = 0; i < N; i++) {
+		ck_assert_msg(cl_wait_trace(&c, HI, 0xb000 + (uint64_t)i, 30, &t) == 0,
+			      "trace %d never stored (see %s)", i, c.dir);
+		ck_assert_msg(!t.coherent, "trace %d stored coherent with agent 2 silent (see %s)", i,
+			      c.dir);
+	}
+	/* One ask per group to agent 2, each retried once, each failed. */
+	ck_assert_int_eq(cl_coord_figure(&c, "traversal", "remote_failed"), N);
+	ck_assert_int_eq(cl_coord_figure(&c, "traversal", "remote_retries"), N);
+	ck_assert_int_eq(kill(c.hosts[1].agent, SIGCONT), 0);
+	cl_coord_args[0] = NULL;
+	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
+}
+END_TEST
+
 /* One TCase per test, so ctest runs each as its own entry (CK_RUN_CASE). */
 #define ADD_CASE(s, fn)                                      \
 	do {                                                 \
@@ -473,6 +553,8 @@ static Suite *e2e_suite(void)
 	ADD_CASE(s, unanswered_call_is_incoherent);
 	ADD_CASE(s, open_writer_is_not_coherent_until_recollected);
 	ADD_CASE(s, hop_learned_after_the_trigger_is_followed);
+	ADD_CASE(s, burst_of_triggers_all_coherent);
+	ADD_CASE(s, silent_agent_is_retried_then_incoherent);
 	ADD_CASE(s, hop_learned_after_close_reopens);
 	return s;
 }
