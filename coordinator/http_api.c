@@ -818,26 +818,6 @@ static void put_trace(struct out *o, const struct rt_store_trace *row,
 }
 
 /* 32 hex digits, or the low 16 (hi = 0), not zero: as `retrace show` takes it. */
-static int parse_trace_id(const char *v, uint64_t *hi, uint64_t *lo)
-{
-	size_t n = strlen(v), i;
-	char part[17];
-	if (n != 32 && (n == 0 || n > 16))
-		return -1;
-	for (i = 0; i < n; i++)
-		if (hexval(v[i]) < 0)
-			return -1;
-	*hi = 0;
-	if (n == 32) {
-		memcpy(part, v, 16);
-		part[16] = 0;
-		*hi = strtoull(part, NULL, 16);
-		v += 16;
-	}
-	*lo = strtoull(v, NULL, 16);
-	return *lo ? 0 : -1;
-}
-
 static void api_trace(struct rt_http_api *a, nng_aio *aio, const char *id)
 {
 	struct rt_store_trace row;
@@ -847,7 +827,7 @@ static void api_trace(struct rt_http_api *a, nng_aio *aio, const char *id)
 	char err[1200];
 	uint64_t hi, lo;
 	int rc;
-	if (parse_trace_id(id, &hi, &lo) != 0) {
+	if (rt_store_parse_trace_id(id, strlen(id), &hi, &lo) != 0) {
 		send_error(a, aio, 400, "traceid",
 			   "a trace id is 32 hex digits, or the low 16 (not zero)");
 		return;

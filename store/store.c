@@ -212,3 +212,34 @@ int rt_store_stats(struct rt_store *s, struct rt_store_stats *out)
 {
 	return DISPATCH(s, stats(s, out));
 }
+
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int rt_store_parse_trace_id(const char *s, size_t n, uint64_t *hi, uint64_t *lo)
+{
+	uint64_t v[2] = { 0, 0 };
+	size_t i;
+	if (n != 32 && (n == 0 || n > 16))
+		return -1;
+	for (i = 0; i < n; i++) {
+		int d = hex_digit(s[i]);
+		uint64_t *word = n == 32 && i < 16 ? &v[0] : &v[1];
+		if (d < 0)
+			return -1;
+		*word = *word << 4 | (uint64_t)d;
+	}
+	if (!v[1])
+		return -1;
+	*hi = v[0];
+	*lo = v[1];
+	return 0;
+}

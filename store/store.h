@@ -169,6 +169,15 @@ int rt_store_set_selection(struct rt_store *s, const struct rt_store_trace *t);
  * RT_STORE_E_NOTFOUND if it had no row (its slices, if any, are deleted anyway). */
 int rt_store_delete_trace(struct rt_store *s, uint64_t trace_hi, uint64_t trace_lo);
 
+/*
+ * The text form of a trace id that rt_store_get_trace looks up, the one home of
+ * its grammar (CLI arguments, the web API's /api/traces/ID, `recollect`): 32 hex
+ * digits (the W3C trace id), or 1 to 16 (its low 64 bits; *hi = 0, which the
+ * store matches on trace_lo alone). The low 64 bits must not be 0 (the runtime
+ * indexes by them). s need not be terminated: n characters are read. 0, or -1.
+ */
+int rt_store_parse_trace_id(const char *s, size_t n, uint64_t *hi, uint64_t *lo);
+
 /* One trace by id (trace_hi 0 = match on trace_lo alone). */
 int rt_store_get_trace(struct rt_store *s, uint64_t trace_hi, uint64_t trace_lo,
 		       struct rt_store_trace *out);

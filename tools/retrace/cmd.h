@@ -28,8 +28,6 @@ struct rt_decode_stats;
 const char *retrace_default_store(void); /* $RETRACE_STORE or ./retrace.db */
 /* Open read-only; on failure print "retrace CMD: cannot open ..." and return -1. */
 int cli_open_store(const char *cmd, const char *path, struct rt_store **s);
-/* 32 hex digits, or the low 16 (hi = 0); -1 if malformed or zero. */
-int cli_parse_trace_id(const char *v, uint64_t *hi, uint64_t *lo);
 /* "2 gaps, 1 partial span" into out; returns the number of problems (0: clean). */
 uint64_t retrace_decode_problems(const struct rt_decode_stats *st, char *out, size_t cap);
 void cli_format_time(uint64_t unix_ns, char *out, size_t cap);

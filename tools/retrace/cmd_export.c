@@ -259,7 +259,7 @@ static int select_traces(struct rt_store *s, const struct export_opts *o, int ar
 	for (i = optind; i < argc; i++) {
 		struct rt_store_trace row;
 		uint64_t hi, lo;
-		if (cli_parse_trace_id(argv[i], &hi, &lo) != 0) {
+		if (rt_store_parse_trace_id(argv[i], strlen(argv[i]), &hi, &lo) != 0) {
 			fprintf(stderr, "retrace export: '%s' is not a trace id (32 hex digits, or the low 16)\n",
 				argv[i]);
 			return -2;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "store.h"
 
 #define DEFAULT_COORDINATOR "tcp://127.0.0.1:7700"
 
@@ -70,13 +71,13 @@ int cli_cmd_recollect(int argc, char **argv)
 		return 2;
 	}
 	for (i = optind; i < argc; i++)
-		if (cli_parse_trace_id(argv[i], &hi, &lo) != 0) {
+		if (rt_store_parse_trace_id(argv[i], strlen(argv[i]), &hi, &lo) != 0) {
 			fprintf(stderr, "retrace recollect: '%s' is not a trace id (32 hex digits)\n",
 				argv[i]);
 			return 2;
 		}
 	for (i = optind; i < argc; i++) {
-		cli_parse_trace_id(argv[i], &hi, &lo);
+		rt_store_parse_trace_id(argv[i], strlen(argv[i]), &hi, &lo);
 		snprintf(req, sizeof req, "recollect %016llx%016llx", (unsigned long long)hi,
 			 (unsigned long long)lo);
 		failed |= cli_coordinator_say("recollect", url, req, timeout);

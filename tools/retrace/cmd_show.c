@@ -40,27 +40,6 @@
 
 /* ------------------------------------------------- shared helpers ---- */
 
-int cli_parse_trace_id(const char *v, uint64_t *hi, uint64_t *lo)
-{
-	size_t n = strlen(v), i;
-	char part[17];
-	if (n != 32 && (n == 0 || n > 16))
-		return -1;
-	for (i = 0; i < n; i++)
-		if (!strchr("0123456789abcdefABCDEF", v[i]))
-			return -1;
-	if (n == 32) {
-		memcpy(part, v, 16);
-		part[16] = 0;
-		*hi = strtoull(part, NULL, 16);
-		*lo = strtoull(v + 16, NULL, 16);
-	} else {
-		*hi = 0;
-		*lo = strtoull(v, NULL, 16);
-	}
-	return *lo ? 0 : -1;
-}
-
 struct problem {
 	const char *one, *many;
 	uint64_t n;
@@ -767,7 +746,7 @@ int cli_cmd_show(int argc, char **argv)
 		default: show_usage(stderr); return 2;
 		}
 	}
-	if (optind != argc - 1 || cli_parse_trace_id(argv[optind], &hi, &lo) != 0) {
+	if (optind != argc - 1 || rt_store_parse_trace_id(argv[optind], strlen(argv[optind]), &hi, &lo) != 0) {
 		fprintf(stderr, "retrace show: give one trace id (32 hex digits, or the low 16)\n");
 		return 2;
 	}
