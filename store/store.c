@@ -10,7 +10,9 @@
  */
 #include "backend.h"
 
+#include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static _Thread_local char open_err[512];
@@ -213,33 +215,30 @@ int rt_store_stats(struct rt_store *s, struct rt_store_stats *out)
 	return DISPATCH(s, stats(s, out));
 }
 
-static int hex_digit(char c)
+/* One half of a trace id: n (<= 16) hex digits, all checked first. */
+static int parse_hex_word(const char *s, size_t n, uint64_t *out)
 {
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
+	char word[17];
+	size_t i;
+	for (i = 0; i < n; i++)
+		if (!isxdigit((unsigned char)s[i]))
+			return -1;
+	memcpy(word, s, n);
+	word[n] = 0;
+	*out = strtoull(word, NULL, 16);
+	return 0;
 }
 
 int rt_store_parse_trace_id(const char *s, size_t n, uint64_t *hi, uint64_t *lo)
 {
-	uint64_t v[2] = { 0, 0 };
-	size_t i;
+	uint64_t h = 0, l;
 	if (n != 32 && (n == 0 || n > 16))
 		return -1;
-	for (i = 0; i < n; i++) {
-		int d = hex_digit(s[i]);
-		uint64_t *word = n == 32 && i < 16 ? &v[0] : &v[1];
-		if (d < 0)
-			return -1;
-		*word = *word << 4 | (uint64_t)d;
-	}
-	if (!v[1])
+	if (n == 32 && parse_hex_word(s, 16, &h) != 0)
 		return -1;
-	*hi = v[0];
-	*lo = v[1];
+	if (parse_hex_word(n == 32 ? s + 16 : s, n == 32 ? 16 : n, &l) != 0 || !l)
+		return -1;
+	*hi = h;
+	*lo = l;
 	return 0;
 }
