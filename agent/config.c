@@ -83,8 +83,6 @@ static const struct opt_row rows[] = {
 
 #define NROWS (sizeof rows / sizeof rows[0])
 
-static const char *level_names[] = { "error", "warn", "info", "debug" };
-
 void rt_agent_default_status_addr(const char *pool, char *out, size_t outlen)
 {
 	const char *name = pool[0] == '/' ? pool + 1 : pool;
@@ -210,13 +208,11 @@ static int parse_value(const struct opt_row *r, const char *v, struct rt_agent_c
 			goto bad;
 		return 0;
 	case T_LEVEL: {
-		int i;
-		for (i = 0; i < 4; i++)
-			if (!strcmp(v, level_names[i])) {
-				*(int *)field = i;
-				return 0;
-			}
-		goto bad;
+		int level = rt_log_level_parse(v);
+		if (level < 0)
+			goto bad;
+		*(int *)field = level;
+		return 0;
 	}
 	case T_CONFIG:
 		return 0;

@@ -14,9 +14,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "daemon/log.h" /* the levels */
+
 #define RT_AGENT_ADDR_MAX 256
 
-enum rt_log_level { RT_LOG_ERROR = 0, RT_LOG_WARN, RT_LOG_INFO, RT_LOG_DEBUG };
 
 struct rt_agent_config {
 	char pool[64];

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "store.h"
+#include "daemon/log.h"
 #include "daemon/metrics.h"
 #include "http_api.h"
 
@@ -70,8 +71,6 @@ static const struct opt_row rows[] = {
 
 #define NROWS (sizeof rows / sizeof rows[0])
 
-static const char *levels[] = { "error", "warn", "info", "debug" };
-
 void rt_coord_config_defaults(struct rt_coord_config *c)
 {
 	memset(c, 0, sizeof *c);
@@ -85,7 +84,7 @@ void rt_coord_config_defaults(struct rt_coord_config *c)
 	c->agent_retries = 2;
 	c->agent_ttl = 60.0;
 	c->max_groups = 4096;
-	c->log_level = 2;
+	c->log_level = RT_LOG_INFO;
 	c->select_window = 60.0;
 	c->store_group = -1;
 }
@@ -190,13 +189,11 @@ static int parse_value(const struct opt_row *r, const char *v, struct rt_coord_c
 		*(int *)p = 1;
 		return 0;
 	case T_LEVEL: {
-		int i;
-		for (i = 0; i < 4; i++)
-			if (strcmp(v, levels[i]) == 0) {
-				*(int *)p = i;
-				return 0;
-			}
-		goto bad;
+		int level = rt_log_level_parse(v);
+		if (level < 0)
+			goto bad;
+		*(int *)p = level;
+		return 0;
 	}
 	case T_CONFIG:
 		return load_file(c, v, err);

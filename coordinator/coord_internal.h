@@ -17,6 +17,7 @@
 #include "daemon/metrics.h"
 #include "http_api.h"
 #include "daemon/tls.h"
+#include "daemon/log.h"
 #include "decode.h"
 #include "store.h"
 #include "wire/wire.h"
@@ -38,7 +39,8 @@
 #define COORD_MAX_CONNECTIONS_TLS 1024
 #define COORD_MAX_CONNECTIONS_PLAIN 16
 
-enum { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
+/* The levels of daemon/log.h, by the coordinator's short names. */
+enum { LOG_ERROR = RT_LOG_ERROR, LOG_WARN = RT_LOG_WARN, LOG_INFO = RT_LOG_INFO, LOG_DEBUG = RT_LOG_DEBUG };
 void coord_log(const struct rt_coord *c, int level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

@@ -54,20 +54,12 @@ uint64_t coord_unix_ns(void)
 
 void coord_log(const struct rt_coord *c, int level, const char *fmt, ...)
 {
-	static const char *names[] = { "error", "warn", "info", "debug" };
-	char when[32];
-	time_t now = time(NULL);
-	struct tm tm;
 	va_list ap;
 	if (level > c->cfg.log_level)
 		return;
-	gmtime_r(&now, &tm);
-	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	fprintf(stderr, "%s retrace-coordinator %s: ", when, names[level]);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	rt_log_vline("retrace-coordinator", level, NULL, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 /* ------------------------------------------------------ nng callbacks ---- */
