@@ -366,7 +366,7 @@ int main(void)
 	 * A reported, quiet triggered trace keeps its index entry for triggered_ttl
 	 * (default 60 s), and expiry looks at 256 entries per liveness interval: at
 	 * thousands of triggers a second the table would fill and the agent drop
-	 * everything new (see tests/report, ratelimit_table_full). Forget them fast.
+	 * everything new (see tests/agent/report, ratelimit_table_full). Forget them fast.
 	 */
 	cfg.triggered_ttl = 0.05;
 	cfg.liveness_interval = 0.01;

@@ -1,5 +1,5 @@
 /*
- * tests/report/rptest.h — helpers for the reporting suites, on top of the agent
+ * tests/agent/report/rptest.h — helpers for the reporting suites, on top of the agent
  * suites' helpers (tests/agent/agtest.h: children that die with the test, pipes
  * with deadlines, pool names cleaned up at exit, an in-process agent).
  *

@@ -1,5 +1,5 @@
 /*
- * tests/report/collector.h — a collector (and fake coordinator) endpoint for the
+ * tests/agent/report/collector.h — a collector (and fake coordinator) endpoint for the
  * reporting tests: an nng REP socket served by a thread of its own.
  *
  * Every request is decoded with rt_wire_decode and recorded: a SLICE keeps its

@@ -1,5 +1,5 @@
 /*
- * tests/report/collector.c — the test collector's thread.
+ * tests/agent/report/collector.c — the test collector's thread.
  *
  * The thread blocks in nng_recvmsg with a 100 ms timeout (so it notices stop),
  * decodes and records the request under the mutex, sleeps if the collector is

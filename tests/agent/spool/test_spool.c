@@ -1177,7 +1177,7 @@ START_TEST(test_format_on_disk)
 END_TEST
 
 /* One test case per test, so ctest runs them as separate entries in parallel
- * (tests/spool/CMakeLists.txt names each; CK_RUN_CASE picks one). Each runs
+ * (tests/agent/spool/CMakeLists.txt names each; CK_RUN_CASE picks one). Each runs
  * twice: plain writes (_i == 0) and io_uring (_i == 1). */
 #define SPOOL_CASE(su, name, fn, loops)                                        \
 	do {                                                                   \
