@@ -1689,7 +1689,7 @@ int main(void)
 	/* This suite checks the books buffer by buffer (buffers per trace, stash
 	 * counts, which header holds what), which is the one-trace-per-buffer
 	 * layout: its client children keep it (the variable is inherited).
-	 * tests/agent/test_segments.c covers traces sharing a buffer. */
+	 * tests/agent/test_segment_index.c covers traces sharing a buffer. */
 	setenv("RETRACE_ONE_TRACE_PER_BUFFER", "1", 1);
 	rt_log_level = RT_LOG_WARN;
 	tcase_set_timeout(tc, 60);
