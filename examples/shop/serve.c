@@ -727,143 +727,171 @@ static void respond(struct shop *s, nng_aio *aio, uint16_t status, const char *b
 
 /* ------------------------------------------------------------ request ---- */
 
-static void handle(struct worker *w, struct job *job)
+/* 1. The trace: continue the caller's, or start one; the server span opens. */
+static void begin_request(struct rq *r, nng_http_req *req, const char *method, const char *uri)
 {
-	struct shop *s = w->s;
-	nng_http_req *req = job->req;
-	struct rq r;
+	struct shop *s = r->s;
 	struct retrace_wire_context wc;
-	const char *tp, *ts, *hv;
-	const char *method = nng_http_req_get_method(req);
-	const char *uri = nng_http_req_get_uri(req);
-	int from_upstream = 0, injected = 0, transport_err = 0, down_fail = 0;
-	unsigned i, status, lateral_want, delay_ms;
-	char body[160], trace_response[RETRACE_RESPONSE_TEXT_LEN];
-	int have_response = 0;
+	const char *tp = nng_http_req_get_header(req, "traceparent");
+	const char *ts = nng_http_req_get_header(req, "tracestate");
+	int from_upstream = 0;
 
-	memset(&r, 0, sizeof r);
 	memset(&wc, 0, sizeof wc);
-	r.s = s;
-	r.w = w;
-	atomic_fetch_add(&s->c.requests, 1);
-	snprintf(r.op, sizeof r.op, "%s %.100s", method ? method : "GET", uri ? uri : "/");
-
-	/* 1. The trace: continue the caller's, or start one. */
-	tp = nng_http_req_get_header(req, "traceparent");
-	ts = nng_http_req_get_header(req, "tracestate");
 	if (tp) {
 		int rc = s->trace ? retrace_deserialize(tp, ts, &wc)
 				  : retrace_parse_context(tp, ts, &wc);
 		if (rc == RETRACE_OK) {
-			r.id = wc.trace_id;
+			r->id = wc.trace_id;
 			from_upstream = 1;
 			atomic_fetch_add(&s->c.upstream_traces, 1);
 			if (ts && strlen(ts) <= RETRACE_TRACESTATE_MAX && !wc.state_rejected) {
-				snprintf(r.in_state, sizeof r.in_state, "%s", ts);
-				r.have_state = 1;
+				snprintf(r->in_state, sizeof r->in_state, "%s", ts);
+				r->have_state = 1;
 			}
 		} else {
 			atomic_fetch_add(&s->c.bad_traceparent, 1);
 		}
 	}
 	if (!from_upstream) {
-		r.id = fresh_trace_id();
+		r->id = fresh_trace_id();
 		atomic_fetch_add(&s->c.fresh_traces, 1);
 	}
-	shop_trace_hex(r.id, r.hex);
-	r.stream = shop_mix64(r.id.lo ^ shop_mix64(r.id.hi)) ^ shop_mix64(name_hash(s->svc));
+	shop_trace_hex(r->id, r->hex);
+	r->stream = shop_mix64(r->id.lo ^ shop_mix64(r->id.hi)) ^ shop_mix64(name_hash(s->svc));
 	if (s->trace) {
-		retrace_begin(r.id);
-		r.remote_parent = from_upstream ? wc.parent_span_id : 0;
-		start_server_span(&r, method ? method : "GET", uri ? uri : "/", from_upstream);
+		retrace_begin(r->id);
+		r->remote_parent = from_upstream ? wc.parent_span_id : 0;
+		start_server_span(r, method, uri, from_upstream);
 	}
-	ring_add(s, r.id);
-
-	emitf(&r, "event=recv from=%s parent=%016llx", from_upstream ? "upstream" : "client",
+	ring_add(s, r->id);
+	emitf(r, "event=recv from=%s parent=%016llx", from_upstream ? "upstream" : "client",
 	      from_upstream ? (unsigned long long)wc.parent_span_id : 0ull);
+}
 
-	/* 2. Injected slowness. */
-	hv = nng_http_req_get_header(req, "x-shop-slow");
-	if ((hv && names_me(hv, s->svc)) || (s->slow_rate > 0 && shop_rand_unit() < s->slow_rate)) {
-		atomic_fetch_add(&s->c.slow_injected, 1);
-		emitf(&r, "event=slow ms=%u", s->slow_ms);
-		if (s->trace)
-			retrace_log(RETRACE_LOG_WARN, "injected slowness: %s sleeps %u ms", s->svc,
-				    s->slow_ms);
-		shop_sleep_ms(s->slow_ms);
+/* 2. Injected slowness: asked for by a header, or at the configured rate. */
+static void maybe_slow_down(struct rq *r, nng_http_req *req)
+{
+	struct shop *s = r->s;
+	const char *hv = nng_http_req_get_header(req, "x-shop-slow");
+	if (!(hv && names_me(hv, s->svc)) && !(s->slow_rate > 0 && shop_rand_unit() < s->slow_rate))
+		return;
+	atomic_fetch_add(&s->c.slow_injected, 1);
+	emitf(r, "event=slow ms=%u", s->slow_ms);
+	if (s->trace)
+		retrace_log(RETRACE_LOG_WARN, "injected slowness: %s sleeps %u ms", s->svc, s->slow_ms);
+	shop_sleep_ms(s->slow_ms);
+}
+
+/* The outcome of the downstream calls, for this request's own status. */
+struct calls_outcome {
+	int transport_err; /* a callee could not be reached */
+	int down_fail;     /* a callee answered with an error */
+};
+
+/* 4. Downstream call i inside its CLIENT span (whose id is the parent the callee sees). */
+static void call_one(struct rq *r, nng_http_req *req, unsigned i, struct calls_outcome *o)
+{
+	struct shop *s = r->s;
+	struct call_result cr;
+	uint64_t call_span = 0;
+	char call_name[48];
+	emitf(r, "event=call callee=%s path=%s", s->calls[i].name, s->calls[i].path);
+	if (s->trace) {
+		snprintf(call_name, sizeof call_name, "call %s", s->calls[i].name);
+		call_span = retrace_span_start(call_name, RETRACE_SPAN_CLIENT);
+		retrace_attr_str("peer.service", s->calls[i].name);
+		retrace_attr_str("http.route", s->calls[i].path);
 	}
+	call_downstream(r, req, i, &cr);
+	if (s->trace) {
+		int ok = !cr.transport_error && cr.status == 200;
+		if (cr.transport_error) {
+			retrace_log(RETRACE_LOG_ERROR, "call to %s failed: %s", s->calls[i].name,
+				    nng_strerror(cr.transport_error));
+			retrace_span_end_error(cr.transport_error, "unreachable");
+		} else {
+			retrace_attr_int("http.status_code", cr.status);
+			if (ok)
+				retrace_span_end_ok();
+			else
+				retrace_span_end_error(cr.status, "downstream error");
+		}
+		span_line(r, call_span, r->server_span, RETRACE_SPAN_CLIENT,
+			  ok ? RETRACE_STATUS_OK : RETRACE_STATUS_ERROR, call_name);
+	}
+	if (cr.transport_error) {
+		o->transport_err = 1;
+		emitf(r, "event=reply callee=%s status=0 error=unreachable", s->calls[i].name);
+		return;
+	}
+	if (cr.status != 200)
+		o->down_fail = 1;
+	emitf(r, "event=reply callee=%s status=%u", s->calls[i].name, cr.status);
+}
 
+/* 5. Injected failure: this service fires the trigger (with lateral traces if
+ * asked); callers only relay the error. Returns 1 if it failed. */
+static int maybe_fail(struct rq *r, nng_http_req *req)
+{
+	struct shop *s = r->s;
+	retrace_trace_id lat[SHOP_MAX_LATERAL_HEADER];
+	const char *hv = nng_http_req_get_header(req, "x-shop-fail");
+	unsigned lateral_want, delay_ms;
+	size_t n_lat;
+	if (!(hv && names_me(hv, s->svc)) && !(s->error_rate > 0 && shop_rand_unit() < s->error_rate))
+		return 0;
+	atomic_fetch_add(&s->c.injected_errors, 1);
+	lateral_want = header_uint(req, "x-shop-lateral", SHOP_MAX_LATERAL_HEADER);
+	delay_ms = header_uint(req, "x-shop-delay-trigger-ms", MAX_DELAY_MS);
+	n_lat = ring_snapshot(s, r->id, lat, lateral_want);
+	emitf(r, "event=fail trigger=%u laterals=%zu delay_ms=%u", SHOP_TRIGGER_ERROR, n_lat,
+	      delay_ms);
+	if (s->trace)
+		retrace_log(RETRACE_LOG_ERROR, "injected failure in %s: trigger %u, %zu lateral traces",
+			    s->svc, SHOP_TRIGGER_ERROR, n_lat);
+	if (delay_ms)
+		shop_sleep_ms(delay_ms);
+	if (s->trace) {
+		int rc = retrace_trigger(r->id, SHOP_TRIGGER_ERROR, lat, n_lat);
+		atomic_fetch_add(rc == RETRACE_OK ? &s->c.triggers : &s->c.trigger_errors, 1);
+	}
+	return 1;
+}
+
+/* One request, start to finish; every numbered step is a function above. */
+static void handle(struct worker *w, struct job *job)
+{
+	struct shop *s = w->s;
+	nng_http_req *req = job->req;
+	struct calls_outcome calls = { 0, 0 };
+	struct rq r;
+	const char *method = nng_http_req_get_method(req);
+	const char *uri = nng_http_req_get_uri(req);
+	unsigned i, status;
+	int injected, have_response = 0;
+	char body[160], trace_response[RETRACE_RESPONSE_TEXT_LEN];
+
+	memset(&r, 0, sizeof r);
+	r.s = s;
+	r.w = w;
+	atomic_fetch_add(&s->c.requests, 1);
+	method = method ? method : "GET";
+	uri = uri ? uri : "/";
+	snprintf(r.op, sizeof r.op, "%s %.100s", method, uri);
+
+	begin_request(&r, req, method, uri);
+	maybe_slow_down(&r, req);
 	/* 3. The service's own work. */
 	do_work(&r);
 	if (s->trace)
 		retrace_log_text(RETRACE_LOG_DEBUG, "work records written");
-
-	/* 4. Downstream calls, in order, all of them even after a failure. */
-	for (i = 0; i < s->n_calls; i++) {
-		struct call_result cr;
-		uint64_t call_span = 0;
-		char call_name[48];
-		emitf(&r, "event=call callee=%s path=%s", s->calls[i].name, s->calls[i].path);
-		if (s->trace) { /* its id is the parent the callee sees */
-			snprintf(call_name, sizeof call_name, "call %s", s->calls[i].name);
-			call_span = retrace_span_start(call_name, RETRACE_SPAN_CLIENT);
-			retrace_attr_str("peer.service", s->calls[i].name);
-			retrace_attr_str("http.route", s->calls[i].path);
-		}
-		call_downstream(&r, req, i, &cr);
-		if (s->trace) {
-			int ok = !cr.transport_error && cr.status == 200;
-			if (cr.transport_error) {
-				retrace_log(RETRACE_LOG_ERROR, "call to %s failed: %s", s->calls[i].name,
-					    nng_strerror(cr.transport_error));
-				retrace_span_end_error(cr.transport_error, "unreachable");
-			} else {
-				retrace_attr_int("http.status_code", cr.status);
-				if (ok)
-					retrace_span_end_ok();
-				else
-					retrace_span_end_error(cr.status, "downstream error");
-			}
-			span_line(&r, call_span, r.server_span, RETRACE_SPAN_CLIENT,
-				  ok ? RETRACE_STATUS_OK : RETRACE_STATUS_ERROR, call_name);
-		}
-		if (cr.transport_error) {
-			transport_err = 1;
-			emitf(&r, "event=reply callee=%s status=0 error=unreachable", s->calls[i].name);
-			continue;
-		}
-		if (cr.status != 200)
-			down_fail = 1;
-		emitf(&r, "event=reply callee=%s status=%u", s->calls[i].name, cr.status);
-	}
-
-	/* 5. Injected failure: this service fires the trigger; callers only relay. */
-	hv = nng_http_req_get_header(req, "x-shop-fail");
-	if ((hv && names_me(hv, s->svc)) || (s->error_rate > 0 && shop_rand_unit() < s->error_rate))
-		injected = 1;
-	if (injected) {
-		retrace_trace_id lat[SHOP_MAX_LATERAL_HEADER];
-		size_t n_lat;
-		atomic_fetch_add(&s->c.injected_errors, 1);
-		lateral_want = header_uint(req, "x-shop-lateral", SHOP_MAX_LATERAL_HEADER);
-		delay_ms = header_uint(req, "x-shop-delay-trigger-ms", MAX_DELAY_MS);
-		n_lat = ring_snapshot(s, r.id, lat, lateral_want);
-		emitf(&r, "event=fail trigger=%u laterals=%zu delay_ms=%u", SHOP_TRIGGER_ERROR,
-		      n_lat, delay_ms);
-		if (s->trace)
-			retrace_log(RETRACE_LOG_ERROR, "injected failure in %s: trigger %u, %zu lateral traces",
-				    s->svc, SHOP_TRIGGER_ERROR, n_lat);
-		if (delay_ms)
-			shop_sleep_ms(delay_ms);
-		if (s->trace) {
-			int rc = retrace_trigger(r.id, SHOP_TRIGGER_ERROR, lat, n_lat);
-			atomic_fetch_add(rc == RETRACE_OK ? &s->c.triggers : &s->c.trigger_errors, 1);
-		}
-	}
-	status = injected ? 500 : transport_err ? 502 : down_fail ? 500 : 200;
+	for (i = 0; i < s->n_calls; i++) /* in order, all of them even after a failure */
+		call_one(&r, req, i, &calls);
+	injected = maybe_fail(&r, req);
+	status = injected ? 500 : calls.transport_err ? 502 : calls.down_fail ? 500 : 200;
 	emitf(&r, "event=done status=%u", status);
 	if (s->trace)
-		end_server_span(&r, status, injected, transport_err);
+		end_server_span(&r, status, injected, calls.transport_err);
 
 	/* 6. Latency autotrigger (fires trigger 101 above the p99), then finish. */
 	if (s->trace)
