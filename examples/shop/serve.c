@@ -1111,13 +1111,129 @@ static void write_ready_file(const char *path, unsigned port)
 		fprintf(stderr, "retrace-shop serve: --ready-file %s: %s\n", path, strerror(errno));
 }
 
+/* libretrace and the latency autotrigger; tracing goes on into the discard
+ * buffer until the pool appears if the agent is not up yet. 0, or -1. */
+static int init_tracing(struct shop *s)
+{
+	struct retrace_percentile_config pc = {
+		.trigger_id = SHOP_TRIGGER_SLOW,
+		.percentile = 99.0,
+	};
+	int rc = retrace_init(NULL);
+	retrace_set_service_name(s->svc); /* the resource of every slice */
+	retrace_resource_int("shop.threads", s->threads);
+	if (rc != RETRACE_OK)
+		fprintf(stderr, "retrace-shop serve %s: not attached (%s); tracing into the "
+			"discard buffer until the pool appears\n", s->svc, retrace_strerror(rc));
+	s->slow = retrace_percentile_create(&pc);
+	if (!s->slow) {
+		fprintf(stderr, "retrace-shop serve: cannot create the percentile trigger\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* An HTTP client per callee and the worker threads, each with a connection to
+ * every callee. 0, or -1 (with a line on stderr; *out holds what was started). */
+static int start_workers(struct shop *s, struct worker **out)
+{
+	struct worker *workers;
+	unsigned i, k;
+	int rc;
+	for (i = 0; i < s->n_calls; i++) {
+		if ((rc = nng_http_client_alloc(&s->calls[i].client, s->calls[i].url)) != 0) {
+			fprintf(stderr, "retrace-shop serve: client for %s: %s\n",
+				s->calls[i].url_text, nng_strerror(rc));
+			return -1;
+		}
+	}
+	*out = workers = calloc(s->threads, sizeof *workers);
+	if (!workers) {
+		fprintf(stderr, "retrace-shop serve: out of memory\n");
+		return -1;
+	}
+	for (i = 0; i < s->threads; i++) {
+		workers[i].s = s;
+		for (k = 0; k < s->n_calls; k++)
+			if (shop_conn_init(&workers[i].conns[k], s->calls[k].client, s->timeout_ms)) {
+				fprintf(stderr, "retrace-shop serve: out of memory\n");
+				return -1;
+			}
+		if (nng_http_res_alloc(&workers[i].res) != 0 ||
+		    pthread_create(&workers[i].th, NULL, worker_main, &workers[i]) != 0) {
+			fprintf(stderr, "retrace-shop serve: cannot start worker threads\n");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void announce(struct shop *s, unsigned bound)
+{
+	unsigned i;
+	fprintf(stderr, "retrace-shop serve %s: listening on http://%s:%u (pool %s, agent %u, "
+		"%u threads", s->svc, s->host, bound,
+		getenv("RETRACE_POOL") ? getenv("RETRACE_POOL") : "/retrace",
+		s->trace ? retrace_local_agent() : 0u, s->threads);
+	for (i = 0; i < s->n_calls; i++)
+		fprintf(stderr, "%s%s=%s%s", i ? "," : ", calls ", s->calls[i].name,
+			s->calls[i].url_text, s->calls[i].path);
+	fprintf(stderr, "%s)\n", s->trace ? "" : ", tracing off");
+	if (s->ready_file)
+		write_ready_file(s->ready_file, bound);
+}
+
+/* Graceful stop: refuse new work, let queued and running requests finish. */
+static void drain_requests(struct shop *s)
+{
+	uint64_t deadline = shop_now_ns() + DRAIN_WAIT_NS;
+	atomic_store(&s->draining, 1);
+	pthread_mutex_lock(&s->lock);
+	while ((s->head || s->active) && shop_now_ns() < deadline) {
+		pthread_mutex_unlock(&s->lock);
+		shop_sleep_ms(5);
+		pthread_mutex_lock(&s->lock);
+	}
+	if (s->head || s->active)
+		fprintf(stderr, "retrace-shop serve %s: %u requests still running after 30 s\n",
+			s->svc, s->queued + s->active);
+	pthread_mutex_unlock(&s->lock);
+	nng_http_server_stop(s->server);
+	nng_http_server_release(s->server);
+}
+
+/* Join whatever workers started (NULL: none) and free the callees' clients. */
+static void stop_workers(struct shop *s, struct worker *workers)
+{
+	unsigned i, k;
+	pthread_mutex_lock(&s->lock);
+	s->closing = 1;
+	pthread_cond_broadcast(&s->work);
+	pthread_mutex_unlock(&s->lock);
+	for (i = 0; workers && i < s->threads; i++) {
+		if (workers[i].res == NULL)
+			continue;
+		pthread_join(workers[i].th, NULL);
+		for (k = 0; k < s->n_calls; k++)
+			shop_conn_fini(&workers[i].conns[k]);
+		nng_http_res_free(workers[i].res);
+		shop_buf_free(&workers[i].rec);
+		shop_buf_free(&workers[i].spans);
+	}
+	free(workers);
+	for (i = 0; i < s->n_calls; i++) {
+		nng_http_client_free(s->calls[i].client);
+		nng_url_free(s->calls[i].url);
+	}
+}
+
 int shop_serve_main(int argc, char **argv)
 {
 	static struct shop shop; /* large; one per process */
 	struct shop *s = &shop;
 	struct worker *workers = NULL;
 	sigset_t sigs;
-	unsigned i, bound = 0;
+	unsigned bound = 0;
 	int help = 0, rc, sig = 0, exit_code = 0;
 	char stats[1536];
 
@@ -1143,117 +1259,26 @@ int shop_serve_main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	if (s->trace) {
-		rc = retrace_init(NULL);
-		retrace_set_service_name(s->svc); /* the resource of every slice */
-		retrace_resource_int("shop.threads", s->threads);
-		if (rc != RETRACE_OK)
-			fprintf(stderr, "retrace-shop serve %s: not attached (%s); tracing into the "
-				"discard buffer until the pool appears\n", s->svc, retrace_strerror(rc));
-		{
-			struct retrace_percentile_config pc = {
-				.trigger_id = SHOP_TRIGGER_SLOW,
-				.percentile = 99.0,
-			};
-			s->slow = retrace_percentile_create(&pc);
-			if (!s->slow) {
-				fprintf(stderr, "retrace-shop serve: cannot create the percentile trigger\n");
-				return 1;
-			}
-		}
-	}
+	if (s->trace && init_tracing(s) != 0)
+		return 1;
 	if (s->record_dir && open_record(s) != 0)
 		return 1;
-
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->work, NULL);
 	pthread_cond_init(&s->idle, NULL);
 	pthread_mutex_init(&s->ring_lock, NULL);
-
-	for (i = 0; i < s->n_calls; i++) {
-		if ((rc = nng_http_client_alloc(&s->calls[i].client, s->calls[i].url)) != 0) {
-			fprintf(stderr, "retrace-shop serve: client for %s: %s\n",
-				s->calls[i].url_text, nng_strerror(rc));
-			return 1;
-		}
-	}
-	workers = calloc(s->threads, sizeof *workers);
-	if (!workers) {
-		fprintf(stderr, "retrace-shop serve: out of memory\n");
+	if (start_workers(s, &workers) != 0)
 		return 1;
-	}
-	for (i = 0; i < s->threads; i++) {
-		unsigned k;
-		workers[i].s = s;
-		for (k = 0; k < s->n_calls; k++)
-			if (shop_conn_init(&workers[i].conns[k], s->calls[k].client, s->timeout_ms)) {
-				fprintf(stderr, "retrace-shop serve: out of memory\n");
-				return 1;
-			}
-		if (nng_http_res_alloc(&workers[i].res) != 0 ||
-		    pthread_create(&workers[i].th, NULL, worker_main, &workers[i]) != 0) {
-			fprintf(stderr, "retrace-shop serve: cannot start worker threads\n");
-			return 1;
-		}
-	}
 
-	if (start_server(s, &bound) != 0) {
+	if (start_server(s, &bound) == 0) {
+		announce(s, bound);
+		while (sigwait(&sigs, &sig) != 0)
+			;
+		drain_requests(s);
+	} else {
 		exit_code = 1;
-		goto stop_workers;
 	}
-	fprintf(stderr, "retrace-shop serve %s: listening on http://%s:%u (pool %s, agent %u, "
-		"%u threads", s->svc, s->host, bound,
-		getenv("RETRACE_POOL") ? getenv("RETRACE_POOL") : "/retrace",
-		s->trace ? retrace_local_agent() : 0u, s->threads);
-	for (i = 0; i < s->n_calls; i++)
-		fprintf(stderr, "%s%s=%s%s", i ? "," : ", calls ", s->calls[i].name,
-			s->calls[i].url_text, s->calls[i].path);
-	fprintf(stderr, "%s)\n", s->trace ? "" : ", tracing off");
-	if (s->ready_file)
-		write_ready_file(s->ready_file, bound);
-
-	while (sigwait(&sigs, &sig) != 0)
-		;
-
-	/* Graceful stop: refuse new work, let queued and running requests finish. */
-	atomic_store(&s->draining, 1);
-	{
-		uint64_t deadline = shop_now_ns() + DRAIN_WAIT_NS;
-		pthread_mutex_lock(&s->lock);
-		while ((s->head || s->active) && shop_now_ns() < deadline) {
-			pthread_mutex_unlock(&s->lock);
-			shop_sleep_ms(5);
-			pthread_mutex_lock(&s->lock);
-		}
-		if (s->head || s->active)
-			fprintf(stderr, "retrace-shop serve %s: %u requests still running after 30 s\n",
-				s->svc, s->queued + s->active);
-		pthread_mutex_unlock(&s->lock);
-	}
-	nng_http_server_stop(s->server);
-	nng_http_server_release(s->server);
-
-stop_workers:
-	pthread_mutex_lock(&s->lock);
-	s->closing = 1;
-	pthread_cond_broadcast(&s->work);
-	pthread_mutex_unlock(&s->lock);
-	for (i = 0; i < s->threads; i++) {
-		unsigned k;
-		if (workers[i].res == NULL)
-			continue;
-		pthread_join(workers[i].th, NULL);
-		for (k = 0; k < s->n_calls; k++)
-			shop_conn_fini(&workers[i].conns[k]);
-		nng_http_res_free(workers[i].res);
-		shop_buf_free(&workers[i].rec);
-		shop_buf_free(&workers[i].spans);
-	}
-	free(workers);
-	for (i = 0; i < s->n_calls; i++) {
-		nng_http_client_free(s->calls[i].client);
-		nng_url_free(s->calls[i].url);
-	}
+	stop_workers(s, workers);
 	format_stats(s, stats, sizeof stats);
 	fprintf(stderr, "retrace-shop serve %s: stopped%s%s: %s", s->svc, sig ? " on " : "",
 		sig ? strsignal(sig) : "", stats);
