@@ -4,8 +4,9 @@
  * Trace entries live in one array sized at start-up; a free entry is chained
  * through hash_next from free_head, a live one through hash_next from its bucket.
  * Buckets are a power of two at least twice the capacity, keyed by a mix of the
- * trace id's low 64 bits (ids are untrusted, so they are mixed rather than used
- * as-is). A trace's buffers form a singly linked list through buf_next, appended
+ * trace id's low 64 bits and a seed drawn per index (ids are untrusted: with a
+ * fixed mix, ids that share a bucket are easy to make, and one long chain makes
+ * every lookup of the agent's poll loop walk it). A trace's buffers form a singly linked list through buf_next, appended
  * at the tail so the list keeps arrival order (buffers that come back from a
  * failed send go back at the head). Every live entry sits on exactly one of
  * three doubly linked lists through lru_prev/lru_next, named by its `list`
@@ -18,12 +19,14 @@
  */
 #include "index.h"
 
+#include "daemon/random.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 static uint32_t bucket_of(const struct rt_index *ix, uint64_t lo)
 {
-	uint64_t x = lo;
+	uint64_t x = lo ^ ix->hash_seed;
 	x ^= x >> 33;
 	x *= 0xff51afd7ed558ccdull;
 	x ^= x >> 33;
@@ -44,6 +47,7 @@ int rt_index_init(struct rt_index *ix, uint32_t capacity, uint32_t buffer_count)
 	ix->capacity = capacity;
 	ix->buffer_count = buffer_count;
 	ix->hash_mask = buckets - 1;
+	ix->hash_seed = rt_random_seed(ix);
 	ix->hash = malloc((size_t)buckets * sizeof *ix->hash);
 	ix->traces = calloc(capacity, sizeof *ix->traces);
 	ix->buf_next = malloc((size_t)buffer_count * sizeof *ix->buf_next);

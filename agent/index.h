@@ -93,6 +93,7 @@ struct rt_index {
 	uint32_t capacity;       /* trace entries */
 	uint32_t buffer_count;
 	uint32_t hash_mask;
+	uint64_t hash_seed;      /* random per index: trace ids are chosen by senders */
 	uint32_t *hash;          /* bucket heads */
 	struct rt_trace_entry *traces;
 	uint32_t free_head;      /* free entries chained through hash_next */

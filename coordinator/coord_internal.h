@@ -50,6 +50,7 @@ void coord_log(const struct rt_coord *c, int level, const char *fmt, ...)
 struct coord_map {
 	uint64_t *keys; /* 0 = empty */
 	uint64_t *vals;
+	uint64_t mult;  /* odd, random per map: keys are chosen by whoever sends a traceparent */
 	uint32_t mask, count;
 };
 int coord_map_init(struct coord_map *m, uint32_t capacity_pow2);

@@ -1,8 +1,11 @@
 /*
  * coordinator/map.c — a fixed-size hash map from a non-zero 64-bit key to a value.
  *
- * Linear probing on a power-of-two table, the key mixed by a multiply-shift,
- * and backward-shift deletion (no tombstones, so lookups stay short however
+ * Linear probing on a power-of-two table, the key mixed by a multiply-shift
+ * with a random odd multiplier drawn per map (trace ids come from whoever sends
+ * a traceparent: with a fixed multiplier, ids that share a slot are easy to
+ * make, and one run of them turns every lookup into a scan of the table), and
+ * backward-shift deletion (no tombstones, so lookups stay short however
  * many deletes happen). The table never grows: the caller sizes it and counts
  * a full table as a drop. Kept at most 7/8 full so that probes terminate fast.
  */
@@ -10,9 +13,11 @@
 
 #include <stdlib.h>
 
+#include "daemon/random.h"
+
 static uint32_t slot_of(const struct coord_map *m, uint64_t key)
 {
-	return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & m->mask;
+	return (uint32_t)((key * m->mult) >> 32) & m->mask;
 }
 
 int coord_map_init(struct coord_map *m, uint32_t capacity_pow2)
@@ -21,6 +26,7 @@ int coord_map_init(struct coord_map *m, uint32_t capacity_pow2)
 	m->vals = calloc(capacity_pow2, sizeof *m->vals);
 	m->mask = capacity_pow2 - 1;
 	m->count = 0;
+	m->mult = rt_random_seed(m) | 1; /* odd: the multiply is then a bijection */
 	return m->keys && m->vals ? 0 : -1;
 }
 

@@ -652,6 +652,45 @@ START_TEST(test_horizon)
 }
 END_TEST
 
+/* The bucket an unseeded index would give lo (the mix of index.c, seed 0). */
+static uint32_t unseeded_bucket(uint64_t x, uint32_t mask)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	return (uint32_t)x & mask;
+}
+
+/*
+ * Trace ids a sender chose to share one bucket of the unseeded mix: in a seeded
+ * index they spread, so no chain is long (unseeded, all 512 form one chain).
+ */
+START_TEST(test_chosen_ids_do_not_share_a_chain)
+{
+	enum { CAP = 1024, N = 512 };
+	struct rt_index ix;
+	uint64_t lo = 1;
+	uint32_t n = 0, b, longest = 0;
+	ck_assert_int_eq(rt_index_init(&ix, CAP, 16), 0);
+	while (n < N) {
+		if (unseeded_bucket(lo, ix.hash_mask) == 0) {
+			ck_assert_uint_ne(rt_index_get(&ix, lo, 1), NONE);
+			n++;
+		}
+		lo++;
+	}
+	for (b = 0; b <= ix.hash_mask; b++) {
+		uint32_t len = 0, t;
+		for (t = ix.hash[b]; t != NONE; t = ix.traces[t].hash_next)
+			len++;
+		if (len > longest)
+			longest = len;
+	}
+	ck_assert_msg(longest < 16, "a chain of %u of %u chosen ids", longest, N);
+	rt_index_free(&ix);
+}
+END_TEST
+
 START_TEST(test_init_limits)
 {
 	struct rt_index ix;
@@ -1091,6 +1130,7 @@ int main(void)
 	tcase_add_test(tc, test_crumbs);
 	tcase_add_test(tc, test_horizon);
 	tcase_add_test(tc, test_init_limits);
+	tcase_add_test(tc, test_chosen_ids_do_not_share_a_chain);
 	tcase_add_test(tc, test_init_huge_capacity_returns);
 	tcase_add_test(tc, test_random_model);
 	suite_add_tcase(s, tc);
