@@ -35,6 +35,14 @@ enum rt_span_origin {
 	RT_SPAN_DERIVED = 4, /* derived by retrace_span_id for raw users: never a parent */
 };
 
+/* Where a trace's 56-bit random value R comes from (docs/client.md "Sampling
+ * across hosts"). */
+enum rt_rv_source {
+	RT_RV_HASH = 0,     /* retrace_hash_rv(id): no ot=rv, no W3C random flag */
+	RT_RV_ID = 1,       /* the id's low 56 bits: the caller set the W3C random flag */
+	RT_RV_EXPLICIT = 2, /* the caller's tracestate ot=rv */
+};
+
 /* The part of a trace that moves with retrace_detach/attach. */
 struct rt_trace_ctx {
 	retrace_trace_id id;
@@ -52,6 +60,9 @@ struct rt_trace_ctx {
 	uint8_t span_origin;      /* enum rt_span_origin of span_id */
 	uint32_t rate_flags;      /* rt_buf_rate_flags of the shift that recorded the
 				     trace, or-ed into every buffer's flags */
+	uint8_t rate_exp;         /* this host's exponent for the trace (§2.9 choice) */
+	uint8_t rv_source;        /* enum rt_rv_source */
+	uint64_t rv;              /* R when rv_source is RT_RV_EXPLICIT */
 	struct rt_pool *pool; /* pool the buffer belongs to */
 };
 
@@ -61,6 +72,10 @@ struct rt_incoming {
 	uint64_t parent_span_id;  /* the remote span: parent of the first span */
 	retrace_agent_id hops[2];
 	uint8_t fired, valid;
+	/* The decision deposit made, so that begin records exactly the traces whose
+	 * hops got breadcrumbs (the §2.9 choice is random: made once). */
+	uint8_t rate_exp, rv_source, recorded;
+	uint64_t rv;
 };
 
 #define RT_TEMPLATE_CACHE 64 /* direct-mapped, keyed by template id */
@@ -118,6 +133,9 @@ struct rt_thread {
 	} crumbed;
 	struct retrace_thread_stats stats;
 	struct rt_tracer_thread tracer;
+	uint64_t rate_rng; /* xorshift64* for the §2.9 choice, never 0; seeded apart
+			      from any trace's randomness (the choice must not
+			      correlate with the keep decision) */
 };
 
 struct rt_client_state {
@@ -134,7 +152,8 @@ struct rt_client_state {
 	uint32_t next_stream;          /* writer-stream ids handed out, in blocks */
 	int one_per_buffer;            /* RETRACE_ONE_TRACE_PER_BUFFER=1: leave the buffer
 					  at every trace's end (the layout before ABI 5,
-					  kept to measure against) */
+					  kept to measure against) */	uint64_t rate_lower;           /* cfg.sample_ppm's §2.9 split: P(sample_shift + 1)
+					  scaled by 2^64; 0 = always sample_shift */
 };
 
 /*
@@ -158,6 +177,35 @@ void rt_push_breadcrumb(struct rt_thread *t, uint64_t trace_lo, retrace_agent_id
 int rt_push_trigger_group(struct rt_thread *t, retrace_trace_id id, uint32_t trigger_id,
 			  const retrace_trace_id *lateral, size_t n_lateral);
 uint64_t rt_mono_ns(void);
+
+/* This host's exponent for a new trace: cfg.sample_shift, or one more with
+ * probability rate_lower / 2^64 (§2.9). */
+static inline uint32_t rt_choose_exp(struct rt_thread *t)
+{
+	uint32_t k = rt_client.cfg.sample_shift;
+	if (__builtin_expect(rt_client.rate_lower != 0, 0)) {
+		uint64_t x = t->rate_rng;
+		x ^= x >> 12;
+		x ^= x << 25;
+		x ^= x >> 27;
+		t->rate_rng = x;
+		k += x * 0x2545F4914F6CDD1Dull < rt_client.rate_lower;
+	}
+	return k;
+}
+
+/* Is the trace kept at rate 2^-k with R from `source`? The hash rule is the
+ * keep rule on retrace_hash_rv(id) (and still defined for k 57..63). */
+static inline int rt_trace_kept(retrace_trace_id id, uint32_t k, uint8_t source, uint64_t rv)
+{
+	if (k == 0)
+		return 1;
+	if (source == RT_RV_HASH)
+		return retrace_sampled(id, k);
+	if (k > RETRACE_RV_BITS)
+		return 0;
+	return retrace_ot_keeps(source == RT_RV_ID ? id.lo : rv, k);
+}
 
 /* tracer.c: seed the span-id generator (thread setup); in a fork child, re-seed
  * (the parent's generator would repeat its ids) and re-init the resource lock. */
