@@ -131,19 +131,55 @@ void retrace_config_from_env(struct retrace_config *cfg)
 		 * (a power of two itself, 50 or 25, has no choice to make). */
 		cfg->sample_ppm = pct > 0 && pct < 100 ? pct * 10000u : 0;
 	}
+	cfg->trace_rate = env_u32("RETRACE_TRACE_RATE", 0, 0, UINT32_MAX);
 	cfg->head_shift = env_u32("RETRACE_HEAD_SHIFT", 0, 0, 63);
 	cfg->batch = env_u32("RETRACE_BATCH", 8, 1, RT_MAX_BATCH);
 	cfg->quiet = (int)env_u32("RETRACE_QUIET", 0, 0, 1);
 }
 
-/* cfg.sample_ppm -> the exponent pair of §2.9 (sample_shift and rate_lower).
- * Called with the configuration set, before any thread reads it. */
+/* The configured rate -> rt_client.rate_word: cfg.trace_rate starts at rate 1
+ * until its first window is measured; cfg.sample_ppm is split once (§2.9);
+ * else the power cfg.sample_shift. Called with the configuration set. */
 static void rate_setup(void)
 {
 	uint32_t ppm = rt_client.cfg.sample_ppm;
-	rt_client.rate_lower = 0;
-	if (ppm > 0 && ppm < 1000000u)
-		rt_client.cfg.sample_shift = retrace_rate_split(ppm / 1e6, &rt_client.rate_lower);
+	uint64_t w = rt_rate_word_shift(rt_client.cfg.sample_shift);
+	if (rt_client.cfg.trace_rate) {
+		w = 0;
+		__atomic_store_n(&rt_client.rate_window_begins, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&rt_client.rate_window_start, rt_mono_ns(), __ATOMIC_RELAXED);
+	} else if (ppm > 0 && ppm < 1000000u) {
+		w = rt_rate_word(ppm / 1e6);
+		rt_client.cfg.sample_shift = (uint32_t)(w >> 57);
+	}
+	__atomic_store_n(&rt_client.rate_word, w, __ATOMIC_RELAXED);
+}
+
+/*
+ * RETRACE_TRACE_RATE: every thread adds its begins to the window's count every
+ * RT_RATE_FLUSH begins; the first to see the window over (it wins the CAS on
+ * its start) sets the rate for the next one, p = limit / measured begins per
+ * second, as a §2.9 word. The rate depends on past traffic only, never on a
+ * trace's random value, so every trace is still kept with probability 2^-k for
+ * the k it records, and the estimators stay unbiased. Begins still in other
+ * threads' counters are missed by a window (at most RT_RATE_FLUSH - 1 each), so
+ * the rate errs high, never low.
+ */
+void rt_rate_tick(struct rt_thread *t)
+{
+	uint64_t n = t->rate_begins, start, now, count;
+	t->rate_begins = 0;
+	__atomic_add_fetch(&rt_client.rate_window_begins, n, __ATOMIC_RELAXED);
+	start = __atomic_load_n(&rt_client.rate_window_start, __ATOMIC_RELAXED);
+	now = rt_mono_ns();
+	if (now - start < RT_RATE_WINDOW_NS ||
+	    !__atomic_compare_exchange_n(&rt_client.rate_window_start, &start, now, 0,
+					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
+	count = __atomic_exchange_n(&rt_client.rate_window_begins, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&rt_client.rate_word,
+			 rt_rate_word(rt_rate_for_limit(rt_client.cfg.trace_rate, count, now - start)),
+			 __ATOMIC_RELAXED);
 }
 
 /* ---------------------------------------------------------- registry ---- */

@@ -133,9 +133,10 @@ struct rt_thread {
 	} crumbed;
 	struct retrace_thread_stats stats;
 	struct rt_tracer_thread tracer;
-	uint64_t rate_rng; /* xorshift64* for the §2.9 choice, never 0; seeded apart
+	uint64_t rate_rng; /* LCG state for the §2.9 choice; seeded apart
 			      from any trace's randomness (the choice must not
 			      correlate with the keep decision) */
+	uint32_t rate_begins; /* trace_rate: begins not yet added to the window */
 };
 
 struct rt_client_state {
@@ -152,9 +153,39 @@ struct rt_client_state {
 	uint32_t next_stream;          /* writer-stream ids handed out, in blocks */
 	int one_per_buffer;            /* RETRACE_ONE_TRACE_PER_BUFFER=1: leave the buffer
 					  at every trace's end (the layout before ABI 5,
-					  kept to measure against) */	uint64_t rate_lower;           /* cfg.sample_ppm's §2.9 split: P(sample_shift + 1)
-					  scaled by 2^64; 0 = always sample_shift */
+					  kept to measure against) */	/* This host's rate as one word, read by every begin (relaxed): the exponent k
+	 * in the top 7 bits, below them P(k + 1) of the §2.9 choice scaled by 2^57
+	 * (0: always k). Set at init; with cfg.trace_rate re-set every window. */
+	uint64_t rate_word;
+	uint64_t rate_window_start;    /* trace_rate: mono ns the window began */
+	uint64_t rate_window_begins;   /* trace_rate: begins counted in it */
 };
+
+#define RT_RATE_FLUSH 64u              /* a thread adds its begins every this many */
+#define RT_RATE_WINDOW_NS 250000000ull /* trace_rate re-measured this often */
+
+/* The rate word of rate p (§2.9 split), or of the power 2^-shift. */
+static inline uint64_t rt_rate_word(double p)
+{
+	uint64_t lower;
+	uint32_t k = retrace_rate_split(p, &lower);
+	return ((uint64_t)k << 57) | (lower >> 7);
+}
+
+static inline uint64_t rt_rate_word_shift(uint32_t shift)
+{
+	return (uint64_t)(shift > 64 ? 64 : shift) << 57;
+}
+
+/* The rate that keeps `limit` traces per second out of `begins` in `ns`. */
+static inline double rt_rate_for_limit(uint32_t limit, uint64_t begins, uint64_t ns)
+{
+	double per_s = ns ? (double)begins * 1e9 / (double)ns : 0.0;
+	return per_s > (double)limit ? (double)limit / per_s : 1.0;
+}
+
+/* client.c: count RT_RATE_FLUSH begins; at a window's end, the new rate word. */
+void rt_rate_tick(struct rt_thread *t);
 
 /*
  * Writer-stream ids (the buffer header's `tid` field, shm/pool.h): every begin
@@ -182,14 +213,18 @@ uint64_t rt_mono_ns(void);
  * probability rate_lower / 2^64 (§2.9). */
 static inline uint32_t rt_choose_exp(struct rt_thread *t)
 {
-	uint32_t k = rt_client.cfg.sample_shift;
-	if (__builtin_expect(rt_client.rate_lower != 0, 0)) {
-		uint64_t x = t->rate_rng;
-		x ^= x >> 12;
-		x ^= x << 25;
-		x ^= x >> 27;
+	uint64_t w = __atomic_load_n(&rt_client.rate_word, __ATOMIC_RELAXED);
+	uint32_t k = (uint32_t)(w >> 57);
+	uint64_t lower = w << 7;
+	if (__builtin_expect(rt_client.cfg.trace_rate != 0, 0) &&
+	    ++t->rate_begins >= RT_RATE_FLUSH)
+		rt_rate_tick(t);
+	if (__builtin_expect(lower != 0, 0)) {
+		/* a 64-bit LCG (Knuth's MMIX constants): one multiply-add in begin; the
+		 * comparison is decided by its high bits, which are the good ones */
+		uint64_t x = t->rate_rng * 6364136223846793005ull + 1442695040888963407ull;
 		t->rate_rng = x;
-		k += x * 0x2545F4914F6CDD1Dull < rt_client.rate_lower;
+		k += x < lower;
 	}
 	return k;
 }

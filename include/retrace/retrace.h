@@ -85,6 +85,10 @@ struct retrace_config {
 	                                 instead, choosing per trace between the two
 	                                 neighbouring powers of two (Ertl §2.9;
 	                                 RETRACE_TRACE_PERCENT); 0: sample_shift */
+	uint32_t trace_rate;          /* >0: record about this many traces per second in
+	                                 this process, at a rate re-measured every
+	                                 250 ms and reached by the same §2.9 choice
+	                                 (RETRACE_TRACE_RATE); overrides the two above */
 };
 
 /* Fill `cfg` with defaults overridden by the RETRACE_* environment variables. */

@@ -378,6 +378,7 @@ END_TEST
  * at the chosen power (so consistent with any host at that power). */
 START_TEST(test_rate_choice_unbiased)
 {
+	static const retrace_trace_id id_of_seed = {1, 1};
 	uint64_t est = 0, sum_sq = 0, recorded = 0, at[3] = {0};
 	double mean, var, se, frac, se_frac;
 	uint32_t i;
@@ -388,6 +389,11 @@ START_TEST(test_rate_choice_unbiased)
 	retrace_init(NULL);
 	ck_assert_uint_eq(rt_client.cfg.sample_ppm, 300000);
 	ck_assert_uint_eq(rt_client.cfg.sample_shift, 1);
+	/* A fixed seed for the choice (the ids are fixed too), so that the test is
+	 * reproducible: a 3-standard-error bound fails 0.3 % of random seeds. */
+	retrace_begin(id_of_seed);
+	retrace_end();
+	rt_thread_tls.rate_rng = 0x243F6A8885A308D3ull;
 	for (i = 0; i < N_29; i++) {
 		retrace_trace_id id = {0x5eed, (uint64_t)i * 4096 + 1}; /* not random */
 		int rec = retrace_begin(id);
@@ -434,6 +440,58 @@ START_TEST(test_rate_split)
 	ck_assert(fabs((double)lower / 0x1.0p64 - (2.0 - 2.0 * 0.64)) < 1e-12);
 	ck_assert_uint_eq(retrace_rate_split(0x1.0p-60, &lower), 56);
 	ck_assert_uint_eq(retrace_rate_split(0.0, &lower), 56);
+}
+END_TEST
+
+/* RETRACE_TRACE_RATE: the controller is pure arithmetic; a process beginning far
+ * more traces than the limit moves to a lower rate once a window has passed
+ * (waited for as a condition), and its traces then still give an unbiased
+ * inverse-rate count: within 3 standard errors, Var of a trace's term being
+ * 2^k - 1 at the k it was recorded at. */
+START_TEST(test_trace_rate_limit)
+{
+	uint64_t w, est = 0, var = 0, i, n = 0;
+	retrace_trace_id id = {0xabc, 0};
+	struct retrace_config cfg;
+
+	ck_assert(fabs(rt_rate_for_limit(1000, 10000, 1000000000ull) - 0.1) < 1e-12);
+	ck_assert(rt_rate_for_limit(1000, 500, 1000000000ull) == 1.0);
+	ck_assert(rt_rate_for_limit(1000, 500, 0) == 1.0);
+	w = rt_rate_word(0.3);
+	ck_assert_uint_eq(w >> 57, 1);
+	ck_assert(fabs((double)(w << 7) / 0x1.0p64 - 0.8) < 1e-12);
+	ck_assert_uint_eq(rt_rate_word(0.25), (uint64_t)2 << 57);
+
+	retrace_config_from_env(&cfg);
+	cfg.pool_name = "/rt-test-no-pool";
+	cfg.quiet = 1;
+	cfg.trace_rate = 100000;
+	retrace_init(&cfg);
+	ck_assert_uint_eq(rt_client.rate_word, 0); /* rate 1 until measured */
+	for (i = 0; i < 30000000 && rt_client.rate_word == 0; i++) {
+		id.lo = i + 1;
+		retrace_begin(id);
+		retrace_end();
+	}
+	ck_assert_msg(rt_client.rate_word != 0, "no window ended in %llu begins",
+		      (unsigned long long)i);
+	for (i = 0; i < 200000; i++, n++) {
+		uint32_t k;
+		id.lo = 0x100000000ull + i * 4096;
+		int rec = retrace_begin(id);
+		k = rt_thread_tls.ctx.rate_exp;
+		retrace_end();
+		ck_assert_uint_le(k, 56);
+		ck_assert_int_eq(rec, retrace_sampled(id, k));
+		if (rec)
+			est += UINT64_C(1) << k;
+		var += (UINT64_C(1) << k) - 1;
+	}
+	/* 4, not 3, standard errors: the windows make this run depend on timing, so
+	 * it cannot have a fixed seed, and 3 would fail 0.3 % of runs */
+	ck_assert_msg(fabs((double)est - (double)n) <= 4 * sqrt((double)var),
+		      "estimate %llu of %llu, se %.1f", (unsigned long long)est,
+		      (unsigned long long)n, sqrt((double)var));
 }
 END_TEST
 
@@ -556,6 +614,7 @@ int main(void)
 	tcase_add_test(tc, test_rate_split);
 	tcase_add_test(tc, test_rate_choice_unbiased);
 	tcase_add_test(tc, test_chosen_exp_in_buffers);
+	tcase_add_test(tc, test_trace_rate_limit);
 	tcase_add_loop_test(tc, test_unsampled_host_passes_last_sampled_ancestor, 0, 2);
 	suite_add_tcase(s, tc);
 	return test_run_suite(s);
