@@ -54,19 +54,27 @@ static int hex_value(char c)
 	return -1; /* uppercase is not allowed by the spec */
 }
 
-/* Parse exactly n lowercase hex digits into *out (n <= 16). */
-static int parse_hex(const char *s, size_t n, uint64_t *out)
+/* Parse exactly n hex digits into *out (n <= 16): lowercase only (W3C), or
+ * either case (`upper_ok`: OpenTelemetry's th and rv). */
+static int parse_hex_case(const char *s, size_t n, uint64_t *out, int upper_ok)
 {
 	uint64_t v = 0;
 	size_t i;
 	for (i = 0; i < n; i++) {
 		int d = hex_value(s[i]);
+		if (d < 0 && upper_ok && s[i] >= 'A' && s[i] <= 'F')
+			d = s[i] - 'A' + 10;
 		if (d < 0)
 			return -1;
 		v = (v << 4) | (uint64_t)d;
 	}
 	*out = v;
 	return 0;
+}
+
+static int parse_hex(const char *s, size_t n, uint64_t *out)
+{
+	return parse_hex_case(s, n, out, 0);
 }
 
 static int parse_traceparent(const char *tp, struct retrace_wire_context *out)
@@ -185,29 +193,6 @@ static int is_rt(const struct ts_member *m)
 #define OT_TH_DIGITS 14 /* 56 bits */
 #define OT_MAX_SUBKEYS 16
 
-/* The OpenTelemetry spec lets th and rv use either case of hex digit. */
-static int hex_any(char c)
-{
-	int d = hex_value(c);
-	if (d < 0 && c >= 'A' && c <= 'F')
-		d = c - 'A' + 10;
-	return d;
-}
-
-static int parse_ot_hex(const char *v, size_t n, uint64_t *out)
-{
-	uint64_t x = 0;
-	size_t i;
-	for (i = 0; i < n; i++) {
-		int d = hex_any(v[i]);
-		if (d < 0)
-			return -1;
-		x = (x << 4) | (uint64_t)d;
-	}
-	*out = x;
-	return 0;
-}
-
 /* One `key:value` sub-member of an ot value. */
 struct ot_sub {
 	const char *key, *value;
@@ -273,13 +258,13 @@ static int parse_ot_value(const char *v, size_t len, struct retrace_wire_context
 		if (is_sub(&sub[i], "th")) {
 			/* 1..14 digits, extended with trailing zeros to 14 */
 			if (sub[i].value_len < 1 || sub[i].value_len > OT_TH_DIGITS ||
-			    parse_ot_hex(sub[i].value, sub[i].value_len, &th))
+			    parse_hex_case(sub[i].value, sub[i].value_len, &th, 1))
 				return -1;
 			th <<= 4 * (OT_TH_DIGITS - sub[i].value_len);
 			has_th = 1;
 		} else if (is_sub(&sub[i], "rv")) {
 			if (sub[i].value_len != OT_TH_DIGITS ||
-			    parse_ot_hex(sub[i].value, sub[i].value_len, &rv))
+			    parse_hex_case(sub[i].value, sub[i].value_len, &rv, 1))
 				return -1;
 			has_rv = 1;
 		}
