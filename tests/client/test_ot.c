@@ -26,7 +26,7 @@
 #include "common/testpool.h"
 #include "retrace/retrace.h"
 
-#define ID_HEX "4bf92f3577b34da6a3ce929d0e0e4736"
+#define ID_HEX     "4bf92f3577b34da6a3ce929d0e0e4736"
 #define TP_SAMPLED "00-" ID_HEX "-00f067aa0ba902b7-01"
 
 static void configure(const char *pool, uint32_t shift, uint32_t ppm)
@@ -48,19 +48,19 @@ static const struct {
 	const char *th;
 	uint64_t value;
 } th_vectors[] = {
-	{"0", 0},
-	{"8", 0x80000000000000ull},             /* 1 in 2 */
-	{"aaab", 0xaaab0000000000ull},          /* 1 in 3 */
-	{"c", 0xc0000000000000ull},             /* 1 in 4 */
-	{"cccd", 0xcccd0000000000ull},          /* 1 in 5 */
-	{"e", 0xe0000000000000ull},             /* 1 in 8 */
-	{"e666", 0xe6660000000000ull},          /* 1 in 10 */
-	{"f", 0xf0000000000000ull},             /* 1 in 16 */
-	{"fd70a4", 0xfd70a400000000ull},        /* 1 in 100, the spec's example */
-	{"ffbe77", 0xffbe7700000000ull},        /* 1 in 1000 */
-	{"fff9724", 0xfff97240000000ull},       /* 1 in 10000 */
-	{"ffffffffffffff", 0xffffffffffffffull}, /* 2^-56 */
-	{"FD70A4", 0xfd70a400000000ull},        /* the spec's hexdigit allows A-F */
+	{ "0", 0 },
+	{ "8", 0x80000000000000ull },              /* 1 in 2 */
+	{ "aaab", 0xaaab0000000000ull },           /* 1 in 3 */
+	{ "c", 0xc0000000000000ull },              /* 1 in 4 */
+	{ "cccd", 0xcccd0000000000ull },           /* 1 in 5 */
+	{ "e", 0xe0000000000000ull },              /* 1 in 8 */
+	{ "e666", 0xe6660000000000ull },           /* 1 in 10 */
+	{ "f", 0xf0000000000000ull },              /* 1 in 16 */
+	{ "fd70a4", 0xfd70a400000000ull },         /* 1 in 100, the spec's example */
+	{ "ffbe77", 0xffbe7700000000ull },         /* 1 in 1000 */
+	{ "fff9724", 0xfff97240000000ull },        /* 1 in 10000 */
+	{ "ffffffffffffff", 0xffffffffffffffull }, /* 2^-56 */
+	{ "FD70A4", 0xfd70a400000000ull },         /* the spec's hexdigit allows A-F */
 };
 
 START_TEST(test_th_vectors)
@@ -101,21 +101,21 @@ START_TEST(test_rv_and_other_subkeys)
 END_TEST
 
 static const char *const bad_ot[] = {
-	"th:",                 /* empty th */
-	"th:123456789abcdef",  /* 15 digits */
-	"th:8g",               /* not hex */
-	"rv:0123456789abc",    /* 13 digits */
-	"rv:0123456789abcde",  /* 15 digits */
-	"rv:0123456789abcg",   /* not hex */
-	"th:8;th:c",           /* duplicate sub-key */
-	"TH:8",                /* keys are lowercase */
-	"1h:8",                /* keys start with a letter */
-	";th:8",               /* empty sub-member */
-	"th:8;",               /* trailing separator */
-	"th8",                 /* no colon */
-	":8",                  /* no key */
-	"th:8;x:a!b",          /* '!' is no ot value character */
-	"th:8;x:a b",          /* nor is a space */
+	"th:",                /* empty th */
+	"th:123456789abcdef", /* 15 digits */
+	"th:8g",              /* not hex */
+	"rv:0123456789abc",   /* 13 digits */
+	"rv:0123456789abcde", /* 15 digits */
+	"rv:0123456789abcg",  /* not hex */
+	"th:8;th:c",          /* duplicate sub-key */
+	"TH:8",               /* keys are lowercase */
+	"1h:8",               /* keys start with a letter */
+	";th:8",              /* empty sub-member */
+	"th:8;",              /* trailing separator */
+	"th8",                /* no colon */
+	":8",                 /* no key */
+	"th:8;x:a!b",         /* '!' is no ot value character */
+	"th:8;x:a b",         /* nor is a space */
 };
 
 START_TEST(test_bad_ot_ignored_and_counted)
@@ -149,7 +149,7 @@ START_TEST(test_bad_ot_ignored_and_counted)
 	ck_assert_int_eq(w.ot_has_th, 1);
 	ck_assert_int_eq(strncmp(out, "rt=0000002a.00000007.1,ot=th:0;rv:", 34), 0);
 	ck_assert_ptr_nonnull(strstr(out, ",a=b,c=d")); /* the other members go on */
-	ck_assert_int_eq(w.ot_rejected, 0); /* ours replaced the bad one */
+	ck_assert_int_eq(w.ot_rejected, 0);             /* ours replaced the bad one */
 	retrace_end();
 	retrace_shutdown();
 	test_pool_destroy(&pool);
@@ -161,7 +161,7 @@ END_TEST
 static void th_string(uint32_t k, char *out, size_t size)
 {
 	/* th(k) = 2^56 - 2^(56-k): k/4 f's then 0, 8, c or e */
-	static const char last[4] = {0, '8', 'c', 'e'};
+	static const char last[4] = { 0, '8', 'c', 'e' };
 	size_t n = 0;
 	uint32_t i;
 	if (k == 0) {
@@ -191,8 +191,9 @@ START_TEST(test_emit_threshold_of_this_hop)
 	ck_assert_int_eq(retrace_deserialize(TP_SAMPLED, "ot=rv:ffffffffffffff;zz:keep", &w),
 			 RETRACE_OK);
 	ck_assert_int_eq(retrace_begin(w.trace_id), 1);
-	ck_assert_int_eq(retrace_serialize(tp, sizeof tp, ts, sizeof ts,
-					   "q=1,ot=rv:ffffffffffffff;zz:keep"), RETRACE_OK);
+	ck_assert_int_eq(
+		retrace_serialize(tp, sizeof tp, ts, sizeof ts, "q=1,ot=rv:ffffffffffffff;zz:keep"),
+		RETRACE_OK);
 	th_string(k, th, sizeof th);
 	snprintf(want, sizeof want, "rt=0000002a.00000000.0,ot=th:%s;rv:ffffffffffffff;zz:keep,q=1",
 		 th);
@@ -232,7 +233,7 @@ START_TEST(test_decision_on_callers_randomness)
 	uint32_t k = (uint32_t)_i + 1; /* 1..8 */
 	uint64_t th = retrace_ot_threshold(k);
 	char ts[64], tp[64];
-	retrace_trace_id id = {0x4bf92f3577b34da6ull, 0};
+	retrace_trace_id id = { 0x4bf92f3577b34da6ull, 0 };
 
 	configure("/rt-test-no-pool", k, 0);
 	/* explicit rv */
@@ -242,25 +243,25 @@ START_TEST(test_decision_on_callers_randomness)
 	ck_assert_int_eq(decide(TP_SAMPLED, ts), 0);
 	/* the W3C random flag: the id's low 56 bits (the top byte is not R) */
 	id.lo = 0xab00000000000000ull | th;
-	snprintf(tp, sizeof tp, "00-%016llx%016llx-00f067aa0ba902b7-03",
-		 (unsigned long long)id.hi, (unsigned long long)id.lo);
+	snprintf(tp, sizeof tp, "00-%016llx%016llx-00f067aa0ba902b7-03", (unsigned long long)id.hi,
+		 (unsigned long long)id.lo);
 	ck_assert_int_eq(decide(tp, NULL), 1);
 	id.lo = 0xff00000000000000ull | (th - 1);
-	snprintf(tp, sizeof tp, "00-%016llx%016llx-00f067aa0ba902b7-03",
-		 (unsigned long long)id.hi, (unsigned long long)id.lo);
+	snprintf(tp, sizeof tp, "00-%016llx%016llx-00f067aa0ba902b7-03", (unsigned long long)id.hi,
+		 (unsigned long long)id.lo);
 	ck_assert_int_eq(decide(tp, NULL), 0);
 	/* without the flag, the same id goes by its hash */
-	snprintf(tp, sizeof tp, "00-%016llx%016llx-00f067aa0ba902b7-01",
-		 (unsigned long long)id.hi, (unsigned long long)id.lo);
+	snprintf(tp, sizeof tp, "00-%016llx%016llx-00f067aa0ba902b7-01", (unsigned long long)id.hi,
+		 (unsigned long long)id.lo);
 	ck_assert_int_eq(decide(tp, NULL), retrace_sampled(id, k));
 	/* rv wins over the random flag */
-	snprintf(tp, sizeof tp, "00-%016llx%016llx-00f067aa0ba902b7-03",
-		 (unsigned long long)id.hi, (unsigned long long)id.lo);
+	snprintf(tp, sizeof tp, "00-%016llx%016llx-00f067aa0ba902b7-03", (unsigned long long)id.hi,
+		 (unsigned long long)id.lo);
 	snprintf(ts, sizeof ts, "ot=rv:ffffffffffffff");
 	ck_assert_int_eq(decide(tp, ts), 1);
 	/* the hash rule is the keep rule on retrace_hash_rv */
 	for (uint64_t i = 1; i < 20000; i++) {
-		retrace_trace_id x = {7, i * 0x9E3779B97F4A7C15ull};
+		retrace_trace_id x = { 7, i * 0x9E3779B97F4A7C15ull };
 		ck_assert_int_eq(retrace_sampled(x, k), retrace_ot_keeps(retrace_hash_rv(x), k));
 	}
 }
@@ -298,7 +299,7 @@ END_TEST
 START_TEST(test_binary_versions)
 {
 	struct retrace_wire_context w;
-	uint8_t v1[RETRACE_BINARY_CONTEXT_LEN] = {0}, v0[RETRACE_BINARY_CONTEXT_V0_LEN] = {0};
+	uint8_t v1[RETRACE_BINARY_CONTEXT_LEN] = { 0 }, v0[RETRACE_BINARY_CONTEXT_V0_LEN] = { 0 };
 
 	v0[1] = 3; /* sampled, fired */
 	v0[17] = 5;
@@ -314,7 +315,7 @@ START_TEST(test_binary_versions)
 
 	memcpy(v1, v0, sizeof v0);
 	v1[0] = 1;
-	v1[1] = 0x1f; /* sampled, fired, random, th, rv */
+	v1[1] = 0x1f;  /* sampled, fired, random, th, rv */
 	v1[34] = 0xc0; /* th = c0000000000000 */
 	v1[47] = 0x2a; /* rv = 42 */
 	ck_assert_int_eq(retrace_parse_binary(v1, sizeof v1, &w), RETRACE_OK);
@@ -378,8 +379,8 @@ END_TEST
  * at the chosen power (so consistent with any host at that power). */
 START_TEST(test_rate_choice_unbiased)
 {
-	static const retrace_trace_id id_of_seed = {1, 1};
-	uint64_t est = 0, sum_sq = 0, recorded = 0, at[3] = {0};
+	static const retrace_trace_id id_of_seed = { 1, 1 };
+	uint64_t est = 0, sum_sq = 0, recorded = 0, at[3] = { 0 };
 	double mean, var, se, frac, se_frac;
 	uint32_t i;
 
@@ -395,7 +396,7 @@ START_TEST(test_rate_choice_unbiased)
 	retrace_end();
 	rt_thread_tls.rate_rng = 0x243F6A8885A308D3ull;
 	for (i = 0; i < N_29; i++) {
-		retrace_trace_id id = {0x5eed, (uint64_t)i * 4096 + 1}; /* not random */
+		retrace_trace_id id = { 0x5eed, (uint64_t)i * 4096 + 1 }; /* not random */
 		int rec = retrace_begin(id);
 		uint32_t k = rt_thread_tls.ctx.rate_exp;
 		ck_assert(k == 1 || k == 2);
@@ -451,7 +452,7 @@ END_TEST
 START_TEST(test_trace_rate_limit)
 {
 	uint64_t w, est = 0, var = 0, i, n = 0;
-	retrace_trace_id id = {0xabc, 0};
+	retrace_trace_id id = { 0xabc, 0 };
 	struct retrace_config cfg;
 
 	ck_assert(fabs(rt_rate_for_limit(1000, 10000, 1000000000ull) - 0.1) < 1e-12);
@@ -500,18 +501,18 @@ END_TEST
 START_TEST(test_chosen_exp_in_buffers)
 {
 	struct rt_pool pool;
-	struct collection col = {0};
+	struct collection col = { 0 };
 	static uint8_t rec[3000];
 	static uint8_t chosen[64];
 	char name[64];
-	uint32_t i, n_rec = 0, seen[3] = {0};
+	uint32_t i, n_rec = 0, seen[3] = { 0 };
 
 	test_pool_name(name, sizeof name, "otrate");
 	test_pool_create(&pool, name, 4096, 512);
 	configure(name, 0, 300000);
 	memset(rec, 0x5a, sizeof rec);
 	for (i = 0; i < 64; i++) {
-		retrace_trace_id id = {0x5eed, (uint64_t)i + 1};
+		retrace_trace_id id = { 0x5eed, (uint64_t)i + 1 };
 		chosen[i] = 0xff;
 		if (!retrace_begin(id))
 			continue;
@@ -555,18 +556,19 @@ START_TEST(test_unsampled_host_passes_last_sampled_ancestor)
 	test_pool_create(&pool, name, 4096, 16);
 	configure(name, 64, 0); /* this host records nothing */
 	if (binary) {
-		uint8_t in[RETRACE_BINARY_CONTEXT_LEN] = {1, 0x01 | 0x02 | 0x10};
+		uint8_t in[RETRACE_BINARY_CONTEXT_LEN] = { 1, 0x01 | 0x02 | 0x10 };
 		in[9] = 1;
 		in[17] = 5;
-		in[25] = 0x77;      /* caller's span */
-		in[29] = 7;         /* hop0 */
-		in[33] = 3;         /* hop1 */
-		in[47] = 0x42;      /* rv */
+		in[25] = 0x77; /* caller's span */
+		in[29] = 7;    /* hop0 */
+		in[33] = 3;    /* hop1 */
+		in[47] = 0x42; /* rv */
 		ck_assert_int_eq(retrace_deserialize_binary(in, sizeof in, &w), RETRACE_OK);
 	} else {
-		ck_assert_int_eq(retrace_deserialize(TP_SAMPLED,
-						     "rt=00000007.00000003.1,ot=th:0;rv:00000000000042",
-						     &w), RETRACE_OK);
+		ck_assert_int_eq(
+			retrace_deserialize(TP_SAMPLED,
+					    "rt=00000007.00000003.1,ot=th:0;rv:00000000000042", &w),
+			RETRACE_OK);
 	}
 	ck_assert_int_eq(retrace_begin(w.trace_id), 0);
 	ck_assert_uint_eq(retrace_span_start("handler", RETRACE_SPAN_SERVER), 0);
@@ -602,7 +604,8 @@ int main(void)
 	Suite *s = suite_create("client_ot");
 	TCase *tc = tcase_create("ot");
 	tcase_set_timeout(tc, 60);
-	tcase_add_loop_test(tc, test_th_vectors, 0, (int)(sizeof th_vectors / sizeof th_vectors[0]));
+	tcase_add_loop_test(tc, test_th_vectors, 0,
+			    (int)(sizeof th_vectors / sizeof th_vectors[0]));
 	tcase_add_test(tc, test_rv_and_other_subkeys);
 	tcase_add_loop_test(tc, test_bad_ot_ignored_and_counted, 0,
 			    (int)(sizeof bad_ot / sizeof bad_ot[0]));
