@@ -124,11 +124,62 @@ void retrace_config_from_env(struct retrace_config *cfg)
 	cfg->pool_name = (pool && *pool) ? pool : RT_POOL_DEFAULT_NAME;
 	cfg->expect_buffer_size = env_u32("RETRACE_BUFFER_SIZE", 0, 0, RT_POOL_MAX_BUFFER_SIZE);
 	cfg->sample_shift = env_u32("RETRACE_SAMPLE_SHIFT", 0, 0, 64);
-	if (getenv("RETRACE_TRACE_PERCENT"))
-		cfg->sample_shift = percent_to_shift(env_u32("RETRACE_TRACE_PERCENT", 100, 0, 100));
+	if (getenv("RETRACE_TRACE_PERCENT")) {
+		uint32_t pct = env_u32("RETRACE_TRACE_PERCENT", 100, 0, 100);
+		cfg->sample_shift = percent_to_shift(pct);
+		/* 1..99: that rate exactly, by the §2.9 choice between two powers of two
+		 * (a power of two itself, 50 or 25, has no choice to make). */
+		cfg->sample_ppm = pct > 0 && pct < 100 ? pct * 10000u : 0;
+	}
+	cfg->trace_rate = env_u32("RETRACE_TRACE_RATE", 0, 0, UINT32_MAX);
 	cfg->head_shift = env_u32("RETRACE_HEAD_SHIFT", 0, 0, 63);
 	cfg->batch = env_u32("RETRACE_BATCH", 8, 1, RT_MAX_BATCH);
 	cfg->quiet = (int)env_u32("RETRACE_QUIET", 0, 0, 1);
+}
+
+/* The configured rate -> rt_client.rate_word: cfg.trace_rate starts at rate 1
+ * until its first window is measured; cfg.sample_ppm is split once (§2.9);
+ * else the power cfg.sample_shift. Called with the configuration set. */
+static void rate_setup(void)
+{
+	uint32_t ppm = rt_client.cfg.sample_ppm;
+	uint64_t w = rt_rate_word_shift(rt_client.cfg.sample_shift);
+	if (rt_client.cfg.trace_rate) {
+		w = 0;
+		__atomic_store_n(&rt_client.rate_window_begins, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&rt_client.rate_window_start, rt_mono_ns(), __ATOMIC_RELAXED);
+	} else if (ppm > 0 && ppm < 1000000u) {
+		w = rt_rate_word(ppm / 1e6);
+		rt_client.cfg.sample_shift = (uint32_t)(w >> 57);
+	}
+	__atomic_store_n(&rt_client.rate_word, w, __ATOMIC_RELAXED);
+}
+
+/*
+ * RETRACE_TRACE_RATE: every thread adds its begins to the window's count every
+ * RT_RATE_FLUSH begins; the first to see the window over (it wins the CAS on
+ * its start) sets the rate for the next one, p = limit / measured begins per
+ * second, as a §2.9 word. The rate depends on past traffic only, never on a
+ * trace's random value, so every trace is still kept with probability 2^-k for
+ * the k it records, and the estimators stay unbiased. Begins still in other
+ * threads' counters are missed by a window (at most RT_RATE_FLUSH - 1 each), so
+ * the rate errs high, never low.
+ */
+void rt_rate_tick(struct rt_thread *t)
+{
+	uint64_t n = t->rate_begins, start, now, count;
+	t->rate_begins = 0;
+	__atomic_add_fetch(&rt_client.rate_window_begins, n, __ATOMIC_RELAXED);
+	start = __atomic_load_n(&rt_client.rate_window_start, __ATOMIC_RELAXED);
+	now = rt_mono_ns();
+	if (now - start < RT_RATE_WINDOW_NS ||
+	    !__atomic_compare_exchange_n(&rt_client.rate_window_start, &start, now, 0,
+					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
+	count = __atomic_exchange_n(&rt_client.rate_window_begins, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&rt_client.rate_word,
+			 rt_rate_word(rt_rate_for_limit(rt_client.cfg.trace_rate, count, now - start)),
+			 __ATOMIC_RELAXED);
 }
 
 /* ---------------------------------------------------------- registry ---- */
@@ -176,6 +227,7 @@ static void process_setup(void)
 	atexit(at_process_exit);
 	if (!rt_client.configured) {
 		retrace_config_from_env(&rt_client.cfg);
+		rate_setup();
 		rt_client.configured = 1;
 	}
 	rt_client.one_per_buffer = (int)env_u32("RETRACE_ONE_TRACE_PER_BUFFER", 0, 0, 1);
@@ -227,6 +279,7 @@ int retrace_init(const struct retrace_config *cfg)
 	}
 	snprintf(rt_client.pool_name, sizeof rt_client.pool_name, "%s", rt_client.cfg.pool_name);
 	rt_client.cfg.pool_name = rt_client.pool_name;
+	rate_setup();
 	rt_client.configured = 1;
 	rt_client.warned = 0;
 	rt_client.one_per_buffer = (int)env_u32("RETRACE_ONE_TRACE_PER_BUFFER", 0, 0, 1);
@@ -280,6 +333,10 @@ void rt_thread_setup(struct rt_thread *t)
 	t->fork_generation = rt_client.fork_generation;
 	t->ctx.buffer_id = RT_BUFFER_NONE;
 	rt_tracer_seed(t);
+	{
+		retrace_trace_id seed = {0, t->tracer.rng ^ 0xD1B54A32D192ED03ull};
+		t->rate_rng = retrace_trace_hash(seed) | 1;
+	}
 	t->discard_size = RT_POOL_DEFAULT_BUFFER_SIZE;
 	t->discard = malloc(t->discard_size);
 	if (!t->discard)
@@ -607,7 +664,9 @@ int retrace_begin(retrace_trace_id id)
 	c->writer_pid = t->pid;
 	c->writer_stream = t->stream_next++;
 	c->hops[0] = c->hops[1] = 0;
+	c->rv_source = RT_RV_HASH;
 	if (__builtin_expect(t->incoming.valid, 0)) {
+		t->incoming.valid = 0;
 		if (t->incoming.id.lo == id.lo && t->incoming.id.hi == id.hi) {
 			c->hops[0] = t->incoming.hops[0];
 			c->hops[1] = t->incoming.hops[1];
@@ -615,25 +674,34 @@ int retrace_begin(retrace_trace_id id)
 			/* The remote span is the parent of this trace's first span. */
 			c->span_id = t->incoming.parent_span_id;
 			c->span_origin = RT_SPAN_REMOTE;
+			/* deposit decided (and left breadcrumbs accordingly) */
+			c->rv_source = t->incoming.rv_source;
+			c->rv = t->incoming.rv;
+			c->rate_exp = t->incoming.rate_exp;
+			if (!t->incoming.recorded || id.lo == 0)
+				goto unrecorded;
+			goto recorded;
 		}
-		t->incoming.valid = 0;
 	}
+	c->rate_exp = (uint8_t)rt_choose_exp(t);
 	/* The runtime indexes traces by their low 64 bits, so an id whose low half is
 	 * zero (valid W3C, but never generated by us) is not recorded on this host. */
-	if (!retrace_sampled(id, rt_client.cfg.sample_shift) || id.lo == 0) {
-		c->recorded = 0;
-		t->stats.unsampled_traces++;
-		return 0;
-	}
+	if (!rt_trace_kept(id, c->rate_exp, RT_RV_HASH, 0) || id.lo == 0)
+		goto unrecorded;
+recorded:
 	c->recorded = 1;
 	/* The rate the trace is recorded at travels in its buffers' flags (shm/pool.h),
 	 * for the agent to report (estimate/); kept in the context so that a detached
 	 * context keeps it. */
-	c->rate_flags = rt_buf_rate_flags(rt_client.cfg.sample_shift);
+	c->rate_flags = rt_buf_rate_flags(c->rate_exp);
 	if (rt_client.cfg.head_shift && !c->fired &&
 	    retrace_sampled(id, rt_client.cfg.head_shift))
 		push_head_trigger(t, id);
 	return 1;
+unrecorded:
+	c->recorded = 0;
+	t->stats.unsampled_traces++;
+	return 0;
 }
 
 void retrace_end(void)

@@ -35,6 +35,14 @@ enum rt_span_origin {
 	RT_SPAN_DERIVED = 4, /* derived by retrace_span_id for raw users: never a parent */
 };
 
+/* Where a trace's 56-bit random value R comes from (docs/client.md "Sampling
+ * across hosts"). */
+enum rt_rv_source {
+	RT_RV_HASH = 0,     /* retrace_hash_rv(id): no ot=rv, no W3C random flag */
+	RT_RV_ID = 1,       /* the id's low 56 bits: the caller set the W3C random flag */
+	RT_RV_EXPLICIT = 2, /* the caller's tracestate ot=rv */
+};
+
 /* The part of a trace that moves with retrace_detach/attach. */
 struct rt_trace_ctx {
 	retrace_trace_id id;
@@ -52,6 +60,9 @@ struct rt_trace_ctx {
 	uint8_t span_origin;      /* enum rt_span_origin of span_id */
 	uint32_t rate_flags;      /* rt_buf_rate_flags of the shift that recorded the
 				     trace, or-ed into every buffer's flags */
+	uint8_t rate_exp;         /* this host's exponent for the trace (§2.9 choice) */
+	uint8_t rv_source;        /* enum rt_rv_source */
+	uint64_t rv;              /* R when rv_source is RT_RV_EXPLICIT */
 	struct rt_pool *pool; /* pool the buffer belongs to */
 };
 
@@ -61,6 +72,10 @@ struct rt_incoming {
 	uint64_t parent_span_id;  /* the remote span: parent of the first span */
 	retrace_agent_id hops[2];
 	uint8_t fired, valid;
+	/* The decision deposit made, so that begin records exactly the traces whose
+	 * hops got breadcrumbs (the §2.9 choice is random: made once). */
+	uint8_t rate_exp, rv_source, recorded;
+	uint64_t rv;
 };
 
 #define RT_TEMPLATE_CACHE 64 /* direct-mapped, keyed by template id */
@@ -118,6 +133,10 @@ struct rt_thread {
 	} crumbed;
 	struct retrace_thread_stats stats;
 	struct rt_tracer_thread tracer;
+	uint64_t rate_rng; /* LCG state for the §2.9 choice; seeded apart
+			      from any trace's randomness (the choice must not
+			      correlate with the keep decision) */
+	uint32_t rate_begins; /* trace_rate: begins not yet added to the window */
 };
 
 struct rt_client_state {
@@ -134,8 +153,39 @@ struct rt_client_state {
 	uint32_t next_stream;          /* writer-stream ids handed out, in blocks */
 	int one_per_buffer;            /* RETRACE_ONE_TRACE_PER_BUFFER=1: leave the buffer
 					  at every trace's end (the layout before ABI 5,
-					  kept to measure against) */
+					  kept to measure against) */	/* This host's rate as one word, read by every begin (relaxed): the exponent k
+	 * in the top 7 bits, below them P(k + 1) of the §2.9 choice scaled by 2^57
+	 * (0: always k). Set at init; with cfg.trace_rate re-set every window. */
+	uint64_t rate_word;
+	uint64_t rate_window_start;    /* trace_rate: mono ns the window began */
+	uint64_t rate_window_begins;   /* trace_rate: begins counted in it */
 };
+
+#define RT_RATE_FLUSH 64u              /* a thread adds its begins every this many */
+#define RT_RATE_WINDOW_NS 250000000ull /* trace_rate re-measured this often */
+
+/* The rate word of rate p (§2.9 split), or of the power 2^-shift. */
+static inline uint64_t rt_rate_word(double p)
+{
+	uint64_t lower;
+	uint32_t k = retrace_rate_split(p, &lower);
+	return ((uint64_t)k << 57) | (lower >> 7);
+}
+
+static inline uint64_t rt_rate_word_shift(uint32_t shift)
+{
+	return (uint64_t)(shift > 64 ? 64 : shift) << 57;
+}
+
+/* The rate that keeps `limit` traces per second out of `begins` in `ns`. */
+static inline double rt_rate_for_limit(uint32_t limit, uint64_t begins, uint64_t ns)
+{
+	double per_s = ns ? (double)begins * 1e9 / (double)ns : 0.0;
+	return per_s > (double)limit ? (double)limit / per_s : 1.0;
+}
+
+/* client.c: count RT_RATE_FLUSH begins; at a window's end, the new rate word. */
+void rt_rate_tick(struct rt_thread *t);
 
 /*
  * Writer-stream ids (the buffer header's `tid` field, shm/pool.h): every begin
@@ -158,6 +208,39 @@ void rt_push_breadcrumb(struct rt_thread *t, uint64_t trace_lo, retrace_agent_id
 int rt_push_trigger_group(struct rt_thread *t, retrace_trace_id id, uint32_t trigger_id,
 			  const retrace_trace_id *lateral, size_t n_lateral);
 uint64_t rt_mono_ns(void);
+
+/* This host's exponent for a new trace: cfg.sample_shift, or one more with
+ * probability rate_lower / 2^64 (§2.9). */
+static inline uint32_t rt_choose_exp(struct rt_thread *t)
+{
+	uint64_t w = __atomic_load_n(&rt_client.rate_word, __ATOMIC_RELAXED);
+	uint32_t k = (uint32_t)(w >> 57);
+	uint64_t lower = w << 7;
+	if (__builtin_expect(rt_client.cfg.trace_rate != 0, 0) &&
+	    ++t->rate_begins >= RT_RATE_FLUSH)
+		rt_rate_tick(t);
+	if (__builtin_expect(lower != 0, 0)) {
+		/* a 64-bit LCG (Knuth's MMIX constants): one multiply-add in begin; the
+		 * comparison is decided by its high bits, which are the good ones */
+		uint64_t x = t->rate_rng * 6364136223846793005ull + 1442695040888963407ull;
+		t->rate_rng = x;
+		k += x < lower;
+	}
+	return k;
+}
+
+/* Is the trace kept at rate 2^-k with R from `source`? The hash rule is the
+ * keep rule on retrace_hash_rv(id) (and still defined for k 57..63). */
+static inline int rt_trace_kept(retrace_trace_id id, uint32_t k, uint8_t source, uint64_t rv)
+{
+	if (k == 0)
+		return 1;
+	if (source == RT_RV_HASH)
+		return retrace_sampled(id, k);
+	if (k > RETRACE_RV_BITS)
+		return 0;
+	return retrace_ot_keeps(source == RT_RV_ID ? id.lo : rv, k);
+}
 
 /* tracer.c: seed the span-id generator (thread setup); in a fork child, re-seed
  * (the parent's generator would repeat its ids) and re-init the resource lock. */

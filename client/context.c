@@ -13,8 +13,21 @@
  * a bad rt value) is discarded as the spec asks, and the traceparent still counts;
  * out->state_rejected says so.
  *
- * Binary form (34 bytes, big-endian ids): version 0 | flags (bit0 sampled,
- * bit1 fired) | trace id (16) | span id (8) | hop0 (4) | hop1 (4).
+ * We also read and write OpenTelemetry's member `ot=th:…;rv:…` (consistent
+ * probability sampling): `th` is a 56-bit rejection threshold, 1..14 hex digits
+ * with trailing zeros left out; `rv` an explicit 56-bit random value, exactly 14
+ * hex digits. A malformed ot member (bad sub-key syntax, a duplicate sub-key, a
+ * bad th or rv) is ignored and counted on its own: it never rejects the
+ * tracestate, so rt= still counts. The decision itself (which R, which rate) is
+ * made in deposit() for a continued trace and in retrace_begin otherwise, both
+ * through rt_trace_kept (client.h), so breadcrumbs are left exactly for the
+ * traces this host records.
+ *
+ * Binary form version 1 (48 bytes, big-endian): version 1 | flags (bit0 sampled,
+ * bit1 fired, bit2 W3C random, bit3 th present, bit4 rv present) | trace id (16)
+ * | span id (8) | hop0 (4) | hop1 (4) | th (7) | rv (7); an absent th or rv is
+ * zero. Version 0 (34 bytes: the same without th and rv, flags bits 0-1 only)
+ * from older peers is still read.
  *
  * Responses go the other way: "rt=HHHHHHHH.F" (the callee's agent id and fired
  * flag; binary: version 0 | flags bit0 fired | agent id (4)). The caller's side
@@ -41,19 +54,27 @@ static int hex_value(char c)
 	return -1; /* uppercase is not allowed by the spec */
 }
 
-/* Parse exactly n lowercase hex digits into *out (n <= 16). */
-static int parse_hex(const char *s, size_t n, uint64_t *out)
+/* Parse exactly n hex digits into *out (n <= 16): lowercase only (W3C), or
+ * either case (`upper_ok`: OpenTelemetry's th and rv). */
+static int parse_hex_case(const char *s, size_t n, uint64_t *out, int upper_ok)
 {
 	uint64_t v = 0;
 	size_t i;
 	for (i = 0; i < n; i++) {
 		int d = hex_value(s[i]);
+		if (d < 0 && upper_ok && s[i] >= 'A' && s[i] <= 'F')
+			d = s[i] - 'A' + 10;
 		if (d < 0)
 			return -1;
 		v = (v << 4) | (uint64_t)d;
 	}
 	*out = v;
 	return 0;
+}
+
+static int parse_hex(const char *s, size_t n, uint64_t *out)
+{
+	return parse_hex_case(s, n, out, 0);
 }
 
 static int parse_traceparent(const char *tp, struct retrace_wire_context *out)
@@ -157,9 +178,115 @@ static int parse_rt_value(const char *v, size_t len, struct retrace_wire_context
 	return 0;
 }
 
+static int is_key(const struct ts_member *m, const char *key)
+{
+	return m->key_len == 2 && m->key[0] == key[0] && m->key[1] == key[1];
+}
+
 static int is_rt(const struct ts_member *m)
 {
-	return m->key_len == 2 && m->key[0] == 'r' && m->key[1] == 't';
+	return is_key(m, "rt");
+}
+
+/* ------------------------------------------------ ot= (OpenTelemetry) ---- */
+
+#define OT_TH_DIGITS 14 /* 56 bits */
+#define OT_MAX_SUBKEYS 16
+
+/* One `key:value` sub-member of an ot value. */
+struct ot_sub {
+	const char *key, *value;
+	size_t key_len, value_len;
+};
+
+/* Split an ot value into sub-members: list = member *(";" member), member =
+ * key ":" value, key = lcalpha *(lcalpha / DIGIT), value = *(alnum / "." / "_" /
+ * "-"), keys unique. -1 if malformed. */
+static int split_ot(const char *v, size_t len, struct ot_sub *sub, size_t *count)
+{
+	const char *p = v, *end = v + len;
+	size_t n = 0, i, j;
+	if (len == 0 || len > 256)
+		return -1;
+	for (;;) {
+		const char *semi = memchr(p, ';', (size_t)(end - p));
+		const char *stop = semi ? semi : end;
+		const char *colon = memchr(p, ':', (size_t)(stop - p));
+		if (!colon || colon == p || n == OT_MAX_SUBKEYS || !(*p >= 'a' && *p <= 'z'))
+			return -1;
+		for (i = 0; i < (size_t)(colon - p); i++)
+			if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9')))
+				return -1;
+		for (i = 1; i < (size_t)(stop - colon); i++) {
+			char c = colon[i];
+			if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			      (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+				return -1;
+		}
+		sub[n].key = p;
+		sub[n].key_len = (size_t)(colon - p);
+		sub[n].value = colon + 1;
+		sub[n].value_len = (size_t)(stop - colon - 1);
+		for (j = 0; j < n; j++)
+			if (sub[j].key_len == sub[n].key_len && !memcmp(sub[j].key, p, sub[n].key_len))
+				return -1;
+		n++;
+		if (!semi)
+			break;
+		p = semi + 1;
+	}
+	*count = n;
+	return 0;
+}
+
+static int is_sub(const struct ot_sub *s, const char *key)
+{
+	return s->key_len == 2 && s->key[0] == key[0] && s->key[1] == key[1];
+}
+
+/* The ot value's th and rv into out; -1 (out untouched) if malformed. */
+static int parse_ot_value(const char *v, size_t len, struct retrace_wire_context *out)
+{
+	struct ot_sub sub[OT_MAX_SUBKEYS];
+	size_t n, i;
+	uint64_t th = 0, rv = 0;
+	int has_th = 0, has_rv = 0;
+
+	if (split_ot(v, len, sub, &n) != 0)
+		return -1;
+	for (i = 0; i < n; i++) {
+		if (is_sub(&sub[i], "th")) {
+			/* 1..14 digits, extended with trailing zeros to 14 */
+			if (sub[i].value_len < 1 || sub[i].value_len > OT_TH_DIGITS ||
+			    parse_hex_case(sub[i].value, sub[i].value_len, &th, 1))
+				return -1;
+			th <<= 4 * (OT_TH_DIGITS - sub[i].value_len);
+			has_th = 1;
+		} else if (is_sub(&sub[i], "rv")) {
+			if (sub[i].value_len != OT_TH_DIGITS ||
+			    parse_hex_case(sub[i].value, sub[i].value_len, &rv, 1))
+				return -1;
+			has_rv = 1;
+		}
+	}
+	out->ot_th = th;
+	out->ot_has_th = (uint8_t)has_th;
+	out->ot_rv = rv;
+	out->ot_has_rv = (uint8_t)has_rv;
+	return 0;
+}
+
+/* "th:T" with trailing zeros left out ("th:0" for 0); returns the length. */
+static int format_th(char *out, size_t size, uint64_t th)
+{
+	char hex[OT_TH_DIGITS + 1];
+	int n = OT_TH_DIGITS;
+	if (th == 0)
+		return snprintf(out, size, "th:0");
+	snprintf(hex, sizeof hex, "%014llx", (unsigned long long)(th & RETRACE_RV_MASK));
+	while (n > 1 && hex[n - 1] == '0')
+		n--;
+	return snprintf(out, size, "th:%.*s", n, hex);
 }
 
 static void parse_tracestate(const char *ts, struct retrace_wire_context *out)
@@ -177,6 +304,10 @@ static void parse_tracestate(const char *ts, struct retrace_wire_context *out)
 			out->state_rejected = 1;
 			return;
 		}
+	/* A bad ot= is OpenTelemetry's problem, not a bad tracestate: ignore it alone. */
+	for (i = 0; i < n; i++)
+		if (is_key(&m[i], "ot") && parse_ot_value(m[i].value, m[i].value_len, &tmp) != 0)
+			tmp.ot_rejected = 1;
 	*out = tmp;
 }
 
@@ -204,15 +335,38 @@ static void deposit(const struct retrace_wire_context *c)
 	struct rt_thread *t = &rt_thread_tls;
 	int h;
 
+	uint8_t source = c->ot_has_rv ? RT_RV_EXPLICIT
+			 : (c->trace_flags & RETRACE_TRACE_FLAG_RANDOM) ? RT_RV_ID : RT_RV_HASH;
+	int same, recorded;
+	uint32_t k;
+
 	if (!t->initialized)
 		rt_thread_setup(t);
-	if (!retrace_sampled(c->trace_id, rt_client.cfg.sample_shift))
-		return;
-	for (h = 0; h < 2; h++)
-		if (c->hops[h] && c->hops[h] != retrace_local_agent())
-			rt_push_breadcrumb(t, c->trace_id.lo, c->hops[h]);
-	if (c->fired)
-		rt_push_trigger_group(t, c->trace_id, RETRACE_TRIGGER_UPSTREAM, NULL, 0);
+	if (c->ot_rejected)
+		t->stats.ot_rejected++;
+	same = t->ctx.active && t->ctx.id.lo == c->trace_id.lo && t->ctx.id.hi == c->trace_id.hi;
+	if (same) { /* deserialized after begin: the trace is decided already */
+		recorded = t->ctx.recorded;
+		k = t->ctx.rate_exp;
+	} else {
+		k = rt_choose_exp(t);
+		recorded = rt_trace_kept(c->trace_id, k, source, c->ot_rv);
+	}
+	t->incoming.rate_exp = (uint8_t)k;
+	t->incoming.rv_source = source;
+	t->incoming.rv = c->ot_rv;
+	t->incoming.recorded = (uint8_t)recorded;
+	/* Breadcrumbs and an upstream trigger only where this host records the trace.
+	 * The context below is taken either way: an unrecorded host starts no span,
+	 * so the caller's span stays the parent it propagates (§2.10: the last
+	 * sampled ancestor), and the caller's randomness goes on with it. */
+	if (recorded) {
+		for (h = 0; h < 2; h++)
+			if (c->hops[h] && c->hops[h] != retrace_local_agent())
+				rt_push_breadcrumb(t, c->trace_id.lo, c->hops[h]);
+		if (c->fired)
+			rt_push_trigger_group(t, c->trace_id, RETRACE_TRIGGER_UPSTREAM, NULL, 0);
+	}
 	t->incoming.id = c->trace_id;
 	t->incoming.parent_span_id = c->parent_span_id;
 	t->incoming.hops[0] = c->hops[0];
@@ -264,13 +418,70 @@ uint64_t retrace_span_id(void)
 	return t->ctx.span_id;
 }
 
+/* The two hops this host names: itself and its caller's, or, where it does not
+ * record the trace, its caller's two (a host without data is no hop to follow). */
+static void named_hops(const struct rt_trace_ctx *c, retrace_agent_id out[2])
+{
+	out[0] = c->recorded ? retrace_local_agent() : c->hops[0];
+	out[1] = c->recorded ? c->hops[0] : c->hops[1];
+}
+
+static uint8_t outgoing_flags(const struct rt_trace_ctx *c)
+{
+	return (uint8_t)((c->recorded ? RETRACE_TRACE_FLAG_SAMPLED : 0) |
+			 (c->rv_source == RT_RV_ID ? RETRACE_TRACE_FLAG_RANDOM : 0));
+}
+
+/* The R this hop propagates as ot=rv: the caller's explicit one, or the hash
+ * value our decision used, so that samplers downstream decide on it too. None
+ * (0) when R is the id's own random bits: the traceparent flag says so. */
+static int outgoing_rv(const struct rt_trace_ctx *c, uint64_t *rv)
+{
+	if (c->rv_source == RT_RV_ID)
+		return 0;
+	*rv = c->rv_source == RT_RV_EXPLICIT ? c->rv : retrace_hash_rv(c->id);
+	return 1;
+}
+
+/* Our ot value: th of this hop (only where it recorded the trace: OpenTelemetry
+ * erases th of unsampled contexts), rv, then the caller's other ot sub-keys as
+ * long as the value stays within 256 characters. Returns its length (0: none). */
+static size_t format_ot(const struct rt_trace_ctx *c, const struct ts_member *in_ot,
+			char *out, size_t size)
+{
+	struct ot_sub sub[OT_MAX_SUBKEYS];
+	size_t used = 0, n = 0, i;
+	uint64_t rv;
+
+	if (c->recorded)
+		used += (size_t)format_th(out, size, retrace_ot_threshold(c->rate_exp));
+	if (outgoing_rv(c, &rv))
+		used += (size_t)snprintf(out + used, size - used, "%srv:%014llx", used ? ";" : "",
+					 (unsigned long long)rv);
+	if (in_ot && split_ot(in_ot->value, in_ot->value_len, sub, &n) == 0)
+		for (i = 0; i < n; i++) {
+			size_t need = (used ? 1 : 0) + sub[i].key_len + 1 + sub[i].value_len;
+			if (is_sub(&sub[i], "th") || is_sub(&sub[i], "rv"))
+				continue;
+			if (used + need > 256 || used + need >= size)
+				break;
+			used += (size_t)snprintf(out + used, size - used, "%s%.*s:%.*s",
+						 used ? ";" : "", (int)sub[i].key_len, sub[i].key,
+						 (int)sub[i].value_len, sub[i].value);
+		}
+	return used;
+}
+
 int retrace_serialize(char *traceparent, size_t tp_size, char *tracestate,
 		      size_t ts_size, const char *incoming_state)
 {
 	struct rt_thread *t = &rt_thread_tls;
 	struct ts_member m[TS_MAX_MEMBERS];
-	size_t n = 0, i, used;
-	int w;
+	const struct ts_member *in_ot = NULL;
+	retrace_agent_id hop[2];
+	char ot[300];
+	size_t n = 0, i, used, ot_len, kept;
+	int w, wrote_ot;
 
 	if (!t->ctx.active)
 		return RETRACE_E_NOTRACE;
@@ -278,27 +489,36 @@ int retrace_serialize(char *traceparent, size_t tp_size, char *tracestate,
 		return RETRACE_E_INVAL;
 	snprintf(traceparent, tp_size, "00-%016llx%016llx-%016llx-%02x",
 		 (unsigned long long)t->ctx.id.hi, (unsigned long long)t->ctx.id.lo,
-		 (unsigned long long)retrace_span_id(), t->ctx.recorded ? 1u : 0u);
+		 (unsigned long long)retrace_span_id(), outgoing_flags(&t->ctx));
 	if (!tracestate)
 		return RETRACE_OK;
 	if (ts_size < 23)
 		return RETRACE_E_INVAL;
-	w = snprintf(tracestate, ts_size, "rt=%08x.%08x.%c", retrace_local_agent(),
-		     t->ctx.hops[0], t->ctx.fired ? '1' : '0');
+	named_hops(&t->ctx, hop);
+	w = snprintf(tracestate, ts_size, "rt=%08x.%08x.%c", hop[0], hop[1],
+		     t->ctx.fired ? '1' : '0');
 	used = (size_t)w;
-	if (incoming_state && split_tracestate(incoming_state, m, &n) == 0) {
-		size_t kept = 1;
-		for (i = 0; i < n && kept < TS_MAX_MEMBERS; i++) {
-			size_t need = 1 + m[i].key_len + 1 + m[i].value_len;
-			if (is_rt(&m[i]))
-				continue;
-			if (used + need >= ts_size || used + need > RETRACE_TRACESTATE_MAX)
-				break; /* the spec drops from the right when too long */
-			used += (size_t)snprintf(tracestate + used, ts_size - used, ",%.*s=%.*s",
-						 (int)m[i].key_len, m[i].key,
-						 (int)m[i].value_len, m[i].value);
-			kept++;
-		}
+	if (incoming_state && split_tracestate(incoming_state, m, &n) != 0)
+		n = 0;
+	for (i = 0; i < n; i++)
+		if (is_key(&m[i], "ot"))
+			in_ot = &m[i];
+	/* ot= second: W3C moves the members a hop updates to the left. If there is
+	 * no room for ours, the caller's goes on as it came. */
+	ot_len = format_ot(&t->ctx, in_ot, ot, sizeof ot);
+	wrote_ot = ot_len && used + 4 + ot_len < ts_size;
+	if (wrote_ot)
+		used += (size_t)snprintf(tracestate + used, ts_size - used, ",ot=%s", ot);
+	for (i = 0, kept = 1 + (size_t)wrote_ot; i < n && kept < TS_MAX_MEMBERS; i++) {
+		size_t need = 1 + m[i].key_len + 1 + m[i].value_len;
+		if (is_rt(&m[i]) || (wrote_ot && is_key(&m[i], "ot")))
+			continue;
+		if (used + need >= ts_size || used + need > RETRACE_TRACESTATE_MAX)
+			break; /* the spec drops from the right when too long */
+		used += (size_t)snprintf(tracestate + used, ts_size - used, ",%.*s=%.*s",
+					 (int)m[i].key_len, m[i].key,
+					 (int)m[i].value_len, m[i].value);
+		kept++;
 	}
 	return RETRACE_OK;
 }
@@ -319,29 +539,48 @@ static uint64_t get_be(const uint8_t *p, int bytes)
 	return v;
 }
 
+#define BIN_SAMPLED 0x01u
+#define BIN_FIRED 0x02u
+#define BIN_RANDOM 0x04u
+#define BIN_TH 0x08u
+#define BIN_RV 0x10u
+
 int retrace_serialize_binary(uint8_t out[RETRACE_BINARY_CONTEXT_LEN])
 {
 	struct rt_thread *t = &rt_thread_tls;
-	if (!t->ctx.active)
+	const struct rt_trace_ctx *c = &t->ctx;
+	retrace_agent_id hop[2];
+	uint64_t rv = 0;
+	int has_rv;
+	if (!c->active)
 		return RETRACE_E_NOTRACE;
-	out[0] = 0;
-	out[1] = (uint8_t)((t->ctx.recorded ? 1 : 0) | (t->ctx.fired ? 2 : 0));
-	put_be(out + 2, t->ctx.id.hi, 8);
-	put_be(out + 10, t->ctx.id.lo, 8);
+	named_hops(c, hop);
+	has_rv = outgoing_rv(c, &rv);
+	out[0] = 1;
+	out[1] = (uint8_t)((c->recorded ? BIN_SAMPLED | BIN_TH : 0) | (c->fired ? BIN_FIRED : 0) |
+			   (c->rv_source == RT_RV_ID ? BIN_RANDOM : 0) | (has_rv ? BIN_RV : 0));
+	put_be(out + 2, c->id.hi, 8);
+	put_be(out + 10, c->id.lo, 8);
 	put_be(out + 18, retrace_span_id(), 8);
-	put_be(out + 26, retrace_local_agent(), 4);
-	put_be(out + 30, t->ctx.hops[0], 4);
+	put_be(out + 26, hop[0], 4);
+	put_be(out + 30, hop[1], 4);
+	put_be(out + 34, c->recorded ? retrace_ot_threshold(c->rate_exp) : 0, 7);
+	put_be(out + 41, rv, 7);
 	return RETRACE_OK;
 }
 
 int retrace_parse_binary(const uint8_t *in, size_t len, struct retrace_wire_context *out)
 {
 	struct retrace_wire_context c;
-	if (!in || !out || len != RETRACE_BINARY_CONTEXT_LEN || in[0] != 0 || (in[1] & ~3u))
+	if (!in || !out)
+		return RETRACE_E_INVAL;
+	if (!(len == RETRACE_BINARY_CONTEXT_V0_LEN && in[0] == 0 && !(in[1] & ~3u)) &&
+	    !(len == RETRACE_BINARY_CONTEXT_LEN && in[0] == 1 && !(in[1] & ~0x1fu)))
 		return RETRACE_E_INVAL;
 	memset(&c, 0, sizeof c);
-	c.trace_flags = in[1] & 1;
-	c.fired = (in[1] & 2) != 0;
+	c.trace_flags = (uint8_t)((in[1] & BIN_SAMPLED ? RETRACE_TRACE_FLAG_SAMPLED : 0) |
+				  (in[1] & BIN_RANDOM ? RETRACE_TRACE_FLAG_RANDOM : 0));
+	c.fired = (in[1] & BIN_FIRED) != 0;
 	c.trace_id.hi = get_be(in + 2, 8);
 	c.trace_id.lo = get_be(in + 10, 8);
 	c.parent_span_id = get_be(in + 18, 8);
@@ -349,6 +588,18 @@ int retrace_parse_binary(const uint8_t *in, size_t len, struct retrace_wire_cont
 	c.hops[1] = (retrace_agent_id)get_be(in + 30, 4);
 	if ((c.trace_id.hi | c.trace_id.lo) == 0 || c.parent_span_id == 0)
 		return RETRACE_E_INVAL;
+	if (in[0] == 1) {
+		c.ot_th = get_be(in + 34, 7);
+		c.ot_rv = get_be(in + 41, 7);
+		c.ot_has_th = (in[1] & BIN_TH) != 0;
+		c.ot_has_rv = (in[1] & BIN_RV) != 0;
+		/* a value without its flag: the sender is confused; ignore both, count */
+		if ((!c.ot_has_th && c.ot_th) || (!c.ot_has_rv && c.ot_rv)) {
+			c.ot_th = c.ot_rv = 0;
+			c.ot_has_th = c.ot_has_rv = 0;
+			c.ot_rejected = 1;
+		}
+	}
 	*out = c;
 	return RETRACE_OK;
 }

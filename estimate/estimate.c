@@ -18,6 +18,8 @@
  */
 #include "estimate.h"
 
+#include "retrace/retrace.h"
+
 #include <math.h>
 
 static bool spans_valid(const rt_est_span *spans, size_t n)
@@ -221,16 +223,16 @@ double rt_est_total_stderr(const rt_est_total *t)
     return t->variance > 0 ? sqrt(t->variance) : 0.0;
 }
 
+/* The keep rule and the §2.9 split are defined once, in include/retrace/retrace.h,
+ * for the client's decision and for these functions. */
 uint64_t rt_est_threshold(unsigned k)
 {
-    if (k > RT_EST_MAX_EXP)
-        k = RT_EST_MAX_EXP;
-    return (UINT64_C(1) << RT_EST_RV_BITS) - (UINT64_C(1) << (RT_EST_RV_BITS - k));
+    return retrace_ot_threshold(k);
 }
 
 bool rt_est_keeps(uint64_t rv, unsigned k)
 {
-    return (rv & RT_EST_RV_MASK) >= rt_est_threshold(k);
+    return retrace_ot_keeps(rv, k) != 0;
 }
 
 unsigned rt_est_rv_level(uint64_t rv)
@@ -243,19 +245,10 @@ unsigned rt_est_rv_level(uint64_t rv)
 
 int rt_est_pick_exp(double p, uint64_t random)
 {
+    uint64_t lower;
+    uint32_t k;
     if (isnan(p))
         return RT_EST_EINVAL;
-    if (p >= 1.0)
-        return 0;
-    if (p <= ldexp(1.0, -(int)RT_EST_MAX_EXP))
-        return (int)RT_EST_MAX_EXP;
-    int e;
-    double m = frexp(p, &e); /* p = m 2^e, m in [0.5, 1): 2^(e-1) <= p < 2^e */
-    int k_low_rate = 1 - e;  /* rate 2^(e-1) */
-    if (m == 0.5)
-        return k_low_rate;
-    /* choose the higher rate 2^e with probability pi: pi 2^e + (1 - pi) 2^(e-1) = p */
-    double pi = 2.0 * m - 1.0;
-    double u = (double)(random >> 11) * 0x1.0p-53;
-    return u < pi ? k_low_rate - 1 : k_low_rate;
+    k = retrace_rate_split(p, &lower);
+    return (int)k + (random < lower ? 1 : 0);
 }

@@ -165,7 +165,31 @@ static inline void baseline_copy(const void *d, size_t len)
 }
 
 enum op { OP_TICKS, OP_BASE_COPY, OP_POOL_COPY, OP_TP, OP_TP_TS, OP_RESERVE, OP_BEGIN_END, OP_BASE_BEGIN_END,
-	  OP_BEGIN_TP_END, OP_SPAN, OP_LOG2 };
+	  OP_BEGIN_TP_END, OP_SPAN, OP_LOG2, OP_BEGIN_END_KEPT, OP_BEGIN_END_DECIDE };
+
+/*
+ * The sampling decision's cost in begin (issue 14: <= 2 ns). Both ops begin and
+ * end the same traces, all of which are recorded either way (ids the hash keeps
+ * at 1/4, cycled); OP_BEGIN_END_DECIDE runs with RETRACE_TRACE_PERCENT=30, so
+ * every begin makes the §2.9 choice between 1/2 and 1/4 and the keep decision,
+ * OP_BEGIN_END_KEPT at rate 1 makes neither. The difference is the decision.
+ */
+#define DECIDE_PPM 300000u
+#define KEPT_IDS 4096u
+static retrace_trace_id kept_ids[KEPT_IDS];
+static struct retrace_config bench_cfg;
+static uint32_t bench_ppm; /* the sample_ppm the client runs with now */
+
+static void rate_for(enum op op)
+{
+	uint32_t ppm = op == OP_BEGIN_END_DECIDE ? DECIDE_PPM : 0;
+	if (ppm == bench_ppm)
+		return; /* between rounds only: no thread is in begin */
+	bench_cfg.sample_ppm = ppm;
+	bench_cfg.sample_shift = 0;
+	retrace_init(&bench_cfg);
+	bench_ppm = ppm;
+}
 
 /* Payload bytes of one span start + end with a 12-char name, and of one
  * "user %s paid %d" LOG with ("alice", 42): the baselines write as many. */
@@ -227,6 +251,11 @@ static void run_op(struct job *j)
 			break;
 		case OP_LOG2:
 			retrace_log(RETRACE_LOG_INFO, "user %s paid %d", "alice", 42);
+			break;
+		case OP_BEGIN_END_KEPT:
+		case OP_BEGIN_END_DECIDE:
+			retrace_begin(kept_ids[i % KEPT_IDS]);
+			retrace_end();
 			break;
 		}
 	}
@@ -294,6 +323,7 @@ static void one_round(struct figure *f, enum op op, size_t size, int threads, ui
 	pthread_t th[2];
 	double sum = 0;
 	uint64_t rb = 0, rd = 0;
+	rate_for(op);
 	settle();
 	for (int t = 0; t < threads; t++) {
 		jobs[t] = (struct job){op, size, n, 0, 0, 0};
@@ -424,6 +454,25 @@ static void bench_begin_end(int threads)
 	     measure_figure(OP_BEGIN_TP_END, 32, threads, n / 4), "untraced_loop", base);
 }
 
+/* begin + end with the sampling decision against the same without it. */
+static void bench_begin_decision(int threads)
+{
+	static const enum op ops[] = {OP_BEGIN_END_KEPT, OP_BEGIN_END_DECIDE};
+	struct figure f[2];
+	char more[64];
+	uint64_t n = iterations / 2;
+	uint32_t found = 0;
+	for (uint64_t x = 1; found < KEPT_IDS; x++) {
+		retrace_trace_id id = {7, x * 0x9E3779B97F4A7C15ull};
+		if (retrace_sampled(id, 2))
+			kept_ids[found++] = id;
+	}
+	measure_figures(ops, 2, 0, threads, n, f);
+	snprintf(more, sizeof more, " added_ns=%.2f", f[1].ns - f[0].ns);
+	line_more("begin_end_sampling_decision", " rate_pct=30", threads, f[1], "begin_end_rate1",
+		  f[0].clean ? f[0].ns : f[0].any_ns, more);
+}
+
 /* Tracer events against the raw timestamped tracepoint of as many bytes. */
 static void bench_tracer(int threads)
 {
@@ -476,6 +525,9 @@ int main(void)
 	}
 	retrace_config_from_env(&cfg);
 	cfg.pool_name = name;
+	cfg.sample_shift = 0; /* every figure at rate 1 but the decision's */
+	cfg.sample_ppm = 0;
+	bench_cfg = cfg;
 	if (retrace_init(&cfg) != RETRACE_OK) {
 		fprintf(stderr, "bench_client: cannot attach to %s\n", name);
 		return 1;
@@ -491,10 +543,12 @@ int main(void)
 	     measure(OP_BASE_COPY, 8, 1, iterations));
 	bench_tracepoints(1);
 	bench_begin_end(1);
+	bench_begin_decision(1);
 	bench_tracer(1);
 	bench_throughput();
 	bench_tracepoints(2);
 	bench_begin_end(2);
+	bench_begin_decision(2);
 	bench_tracer(2);
 	drainer_stop = 1;
 	pthread_join(dr, NULL);

@@ -138,6 +138,7 @@ struct server {
 	int delay_stop;
 	pthread_t delayer;
 	int sample_shift;  /* --host-sample-shift for this host; -1: the environment's */
+	uint32_t sample_ppm; /* --host-sample-shift HOST=P%: P % (Ertl §2.9); 0: none */
 
 	nng_socket rep;
 	char url[160];
@@ -199,7 +200,9 @@ static void serve_usage(FILE *out)
 		"  -P, --host-pool HOST=POOL  use POOL for HOST instead of the topology's (repeatable)\n"
 		"      --host-sample-shift HOST=K  HOST records the consistent 2^-K of traces\n"
 		"                             (libretrace's trace percentage; repeatable; default:\n"
-		"                             RETRACE_SAMPLE_SHIFT / RETRACE_TRACE_PERCENT)\n"
+		"                             RETRACE_SAMPLE_SHIFT / RETRACE_TRACE_PERCENT);\n"
+		"                             HOST=P%% records P %% (1..99) by the choice between two\n"
+		"                             powers of two per trace\n"
 		"  -l, --listen URL           listen here (default tcp://127.0.0.1:0, a free port)\n"
 		"      --error-rate P         override this service's error rate from the topology\n"
 		"      --call-timeout-ms MS   downstream call timeout (default 10000)\n"
@@ -268,7 +271,7 @@ static int parse_args(struct server *s, int argc, char **argv, int *help)
 		{NULL, 0, NULL, 0},
 	};
 	struct host_pool hp[TOPO_MAX_HOSTS];
-	struct { char host[TOPO_MAX_NAME]; int shift; } hs[TOPO_MAX_HOSTS];
+	struct { char host[TOPO_MAX_NAME]; int shift; uint32_t ppm; } hs[TOPO_MAX_HOSTS];
 	int n_hp = 0, n_hs = 0, c, i;
 	const char *topo_path = NULL, *svc = NULL;
 	double error = -1;
@@ -312,15 +315,20 @@ static int parse_args(struct server *s, int argc, char **argv, int *help)
 		}
 		case OPT_SHIFT: {
 			const char *eq = strchr(optarg, '=');
+			char num[24];
+			size_t vl = eq ? strlen(eq + 1) : 0;
+			int pct = vl > 1 && vl < sizeof num && eq[vl] == '%';
 			if (n_hs == TOPO_MAX_HOSTS)
 				return usage_error("too many --host-sample-shift flags%s", "");
+			snprintf(num, sizeof num, "%.*s", (int)(pct ? vl - 1 : vl), eq ? eq + 1 : "");
 			if (!eq || eq == optarg || (size_t)(eq - optarg) >= TOPO_MAX_NAME ||
-			    topo_parse_u64(eq + 1, 0, 63, &v))
-				return usage_error("--host-sample-shift '%s': want HOST=K, K 0..63",
-						   optarg);
+			    (pct ? topo_parse_u64(num, 1, 99, &v) : topo_parse_u64(num, 0, 63, &v)))
+				return usage_error("--host-sample-shift '%s': want HOST=K, K 0..63, "
+						   "or HOST=P%%, P 1..99", optarg);
 			snprintf(hs[n_hs].host, sizeof hs[n_hs].host, "%.*s", (int)(eq - optarg),
 				 optarg);
-			hs[n_hs].shift = (int)v;
+			hs[n_hs].shift = pct ? 0 : (int)v;
+			hs[n_hs].ppm = pct ? (uint32_t)v * 10000u : 0;
 			n_hs++;
 			break;
 		}
@@ -423,12 +431,15 @@ static int parse_args(struct server *s, int argc, char **argv, int *help)
 		if (strcmp(hp[i].host, s->topo.hosts[s->host].name) == 0)
 			snprintf(s->pool, sizeof s->pool, "%s", hp[i].pool);
 	s->sample_shift = -1;
+	s->sample_ppm = 0;
 	for (i = 0; i < n_hs; i++) {
 		if (topo_find_host(&s->topo, hs[i].host) < 0)
 			return usage_error("--host-sample-shift: no host '%s' in the topology",
 					   hs[i].host);
-		if (strcmp(hs[i].host, s->topo.hosts[s->host].name) == 0)
+		if (strcmp(hs[i].host, s->topo.hosts[s->host].name) == 0) {
 			s->sample_shift = hs[i].shift;
+			s->sample_ppm = hs[i].ppm;
+		}
 	}
 	s->agent = s->topo.hosts[s->host].agent;
 	s->error = error >= 0 ? error : s->topo.services[s->svc].error;
@@ -1144,8 +1155,10 @@ static int attach_pool(struct server *s)
 	retrace_config_from_env(&cfg);
 	cfg.pool_name = s->pool;
 	cfg.quiet = 1;
-	if (s->sample_shift >= 0)
+	if (s->sample_shift >= 0) {
 		cfg.sample_shift = (uint32_t)s->sample_shift;
+		cfg.sample_ppm = s->sample_ppm;
+	}
 	/* A pool that is missing or still being created may appear; other errors stay. */
 	while ((rc = retrace_init(&cfg)) != RETRACE_OK &&
 	       (rc == RETRACE_E_NOPOOL || rc == RETRACE_E_NOTREADY) && topo_now_ns() < end &&

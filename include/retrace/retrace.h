@@ -81,6 +81,14 @@ struct retrace_config {
 	                                 (RETRACE_BATCH) */
 	int quiet;                    /* 1: no stderr message when the pool is missing
 	                                 (RETRACE_QUIET=1) */
+	uint32_t sample_ppm;          /* 1..999999: record this many traces per million
+	                                 instead, choosing per trace between the two
+	                                 neighbouring powers of two (Ertl §2.9;
+	                                 RETRACE_TRACE_PERCENT); 0: sample_shift */
+	uint32_t trace_rate;          /* >0: record about this many traces per second in
+	                                 this process, at a rate re-measured every
+	                                 250 ms and reached by the same §2.9 choice
+	                                 (RETRACE_TRACE_RATE); overrides the two above */
 };
 
 /* Fill `cfg` with defaults overridden by the RETRACE_* environment variables. */
@@ -244,7 +252,7 @@ static inline void retrace_commit(size_t used)
 
 /* A trace context in transit between threads. Treat as opaque. */
 typedef struct retrace_context {
-	uint64_t opaque[12];
+	uint64_t opaque[14]; /* 112 bytes (96 before the ot= randomness) */
 } retrace_context;
 
 /*
@@ -296,11 +304,22 @@ struct retrace_wire_context {
 	retrace_agent_id hops[2];     /* agent ids of the last two hops, newest first */
 	int fired;                    /* a trigger already fired for this trace */
 	int state_rejected;           /* tracestate was malformed and ignored (W3C) */
+	/* OpenTelemetry consistent probability sampling, tracestate `ot=th:…;rv:…`
+	 * (docs/client.md "Sampling across hosts"): the caller's rejection threshold
+	 * and explicit 56-bit randomness, each valid when its has_ flag is set. */
+	uint64_t ot_th, ot_rv;
+	uint8_t ot_has_th, ot_has_rv;
+	uint8_t ot_rejected;          /* a malformed ot member was ignored (rt= still
+	                                 counts); retrace_deserialize* count it too */
 };
 
 #define RETRACE_TRACEPARENT_LEN 55 /* version 00, without the NUL */
 #define RETRACE_TRACESTATE_MAX 512
-#define RETRACE_BINARY_CONTEXT_LEN 34
+#define RETRACE_TRACE_FLAG_SAMPLED 0x01
+#define RETRACE_TRACE_FLAG_RANDOM 0x02  /* W3C level 2: the id's low 56 bits are random */
+/* Binary form version 1 (docs/client.md); version 0 (34 bytes) is still read. */
+#define RETRACE_BINARY_CONTEXT_LEN 48
+#define RETRACE_BINARY_CONTEXT_V0_LEN 34
 
 /*
  * Write the current trace's `traceparent` (NUL-terminated, needs 56 bytes) and
@@ -328,7 +347,8 @@ int retrace_deserialize(const char *traceparent, const char *tracestate,
 int retrace_parse_context(const char *traceparent, const char *tracestate,
 			  struct retrace_wire_context *out);
 
-/* Compact binary form for non-HTTP transports (34 bytes, see docs/client.md). */
+/* Compact binary form for non-HTTP transports (48 bytes, see docs/client.md);
+ * the parsers also take the 34-byte version 0 of older peers. */
 int retrace_serialize_binary(uint8_t out[RETRACE_BINARY_CONTEXT_LEN]);
 int retrace_parse_binary(const uint8_t *in, size_t len,
 			 struct retrace_wire_context *out);
@@ -470,6 +490,62 @@ static inline int retrace_sampled(retrace_trace_id id, uint32_t shift)
 	return retrace_trace_hash(id) < (UINT64_MAX >> shift) + 1;
 }
 
+/*
+ * OpenTelemetry's consistent keep rule on a 56-bit random value R (tracestate
+ * `ot=rv:`, or the id's low 56 bits under the W3C random flag): a host at rate
+ * 2^-k keeps the trace iff R >= th(k) = 2^56 - 2^(56-k), i.e. iff the top k of
+ * R's 56 bits are all ones. The one definition of the rule: the client's decision
+ * and estimate/ (rt_est_threshold, rt_est_keeps) both use it.
+ */
+#define RETRACE_RV_BITS 56u
+#define RETRACE_RV_MASK ((UINT64_C(1) << RETRACE_RV_BITS) - 1u)
+
+static inline uint64_t retrace_ot_threshold(uint32_t k)
+{
+	if (k > RETRACE_RV_BITS)
+		k = RETRACE_RV_BITS;
+	return (UINT64_C(1) << RETRACE_RV_BITS) - (UINT64_C(1) << (RETRACE_RV_BITS - k));
+}
+
+static inline int retrace_ot_keeps(uint64_t rv, uint32_t k)
+{
+	return (rv & RETRACE_RV_MASK) >= retrace_ot_threshold(k);
+}
+
+/* The R of an id whose decision is retrace_sampled (no `ot=rv`, no random flag):
+ * the top 56 bits of the hash's complement, so that retrace_ot_keeps(R, k) ==
+ * retrace_sampled(id, k) for every k <= 56. A host emits it as `ot=rv:` so that
+ * OpenTelemetry samplers downstream decide on the same value. */
+static inline uint64_t retrace_hash_rv(retrace_trace_id id)
+{
+	return ~retrace_trace_hash(id) >> (64u - RETRACE_RV_BITS);
+}
+
+/*
+ * §2.9 of Ertl's paper: a rate p that is not a power of two is reached with powers
+ * of two only, by taking 2^-k (k with 2^-(k+1) < p <= 2^-k) with probability
+ * 2p·2^k - 1 and 2^-(k+1) otherwise; the expected rate is exactly p. Returns k and
+ * sets *lower to the probability of taking k+1, scaled by 2^64 (0: p is 2^-k).
+ * p >= 1 gives 0; p at or below 2^-56 gives 56 (the finest OpenTelemetry rate).
+ */
+static inline uint32_t retrace_rate_split(double p, uint64_t *lower)
+{
+	uint32_t k = 0;
+	double scaled = p; /* p·2^k, in (1/2, 1] when k is found */
+	*lower = 0;
+	if (!(p < 1.0)) /* also NaN */
+		return 0;
+	if (p <= 0x1.0p-56)
+		return RETRACE_RV_BITS;
+	while (scaled <= 0.5) {
+		scaled *= 2.0;
+		k++;
+	}
+	if (scaled < 1.0) /* P(k+1) = 1 - (2 scaled - 1) = 2 - 2 scaled, in (0, 1) */
+		*lower = (uint64_t)((2.0 - 2.0 * scaled) * 0x1.0p64);
+	return k;
+}
+
 /* ------------------------------------------------------------ counters ---- */
 
 struct retrace_thread_stats {
@@ -481,6 +557,7 @@ struct retrace_thread_stats {
 	uint64_t triggers_dropped;  /* trigger queue full or re-entered */
 	uint64_t breadcrumbs_dropped;
 	uint64_t unsampled_traces;  /* begins not recorded (trace percentage) */
+	uint64_t ot_rejected;       /* malformed tracestate `ot=` members ignored */
 };
 
 void retrace_thread_stats(struct retrace_thread_stats *out);

@@ -76,7 +76,12 @@ START_TEST(test_request_round_trip)
 	retrace_set_span_id(0xabcdef0123456789ull);
 	ck_assert_int_eq(retrace_inject(&req, header_set, "vendor=x"), RETRACE_OK);
 	ck_assert_ptr_nonnull(header_get(&req, "TraceParent"));
-	ck_assert_str_eq(header_get(&req, "tracestate"), "rt=0000002a.00000000.0,vendor=x");
+	{ /* our ot= second: this host's threshold (rate 1) and the R it decided on */
+		char want[128];
+		snprintf(want, sizeof want, "rt=0000002a.00000000.0,ot=th:0;rv:%014llx,vendor=x",
+			 (unsigned long long)retrace_hash_rv(root));
+		ck_assert_str_eq(header_get(&req, "tracestate"), want);
+	}
 	retrace_end();
 
 	/* The callee (here the same thread, after the caller's end). */

@@ -338,7 +338,8 @@ START_TEST(test_remote_parent_and_serialize)
 	bin[9] = 0x01;  /* trace id hi = 1 */
 	bin[17] = 0x05; /* trace id lo = 5 */
 	bin[25] = 0x77; /* parent span 0x77 */
-	ck_assert_int_eq(retrace_deserialize_binary(bin, sizeof bin, &wc), RETRACE_OK);
+	ck_assert_int_eq(retrace_deserialize_binary(bin, RETRACE_BINARY_CONTEXT_V0_LEN, &wc),
+			 RETRACE_OK);
 	ck_assert_int_eq(retrace_begin(wc.trace_id), 1);
 	s3 = retrace_span_start("binary", RETRACE_SPAN_CONSUMER);
 	retrace_span_end();

@@ -138,7 +138,7 @@ START_TEST(test_round_trip_and_deposit)
 	struct retrace_config cfg;
 	struct retrace_wire_context w, w2;
 	struct collection col = {0};
-	char name[64], tp[64], ts[600];
+	char name[64], tp[64], ts[600], want[128];
 	uint8_t bin[RETRACE_BINARY_CONTEXT_LEN];
 
 	test_pool_name(name, sizeof name, "w3c");
@@ -156,7 +156,9 @@ START_TEST(test_round_trip_and_deposit)
 	ck_assert_int_eq(retrace_serialize(tp, sizeof tp, ts, sizeof ts, "x=y,rt=00000007.00000003.1"),
 			 RETRACE_OK);
 	ck_assert_str_eq(tp, "00-4bf92f3577b34da6a3ce929d0e0e4736-1122334455667788-01");
-	ck_assert_str_eq(ts, "rt=0000002a.00000007.1,x=y");
+	snprintf(want, sizeof want, "rt=0000002a.00000007.1,ot=th:0;rv:%014llx,x=y",
+		 (unsigned long long)retrace_hash_rv(w.trace_id));
+	ck_assert_str_eq(ts, want);
 	ck_assert_int_eq(retrace_parse_context(tp, ts, &w2), RETRACE_OK);
 	ck_assert_uint_eq(w2.hops[0], 42);
 	ck_assert_uint_eq(w2.hops[1], 7);
@@ -172,7 +174,9 @@ START_TEST(test_round_trip_and_deposit)
 	ck_assert_uint_eq(w2.hops[1], 7);
 	ck_assert_int_eq(w2.fired, 1);
 	ck_assert_int_eq(retrace_parse_binary(bin, sizeof bin - 1, &w2), RETRACE_E_INVAL);
-	bin[0] = 1;
+	bin[0] = 2; /* an unknown version */
+	ck_assert_int_eq(retrace_parse_binary(bin, sizeof bin, &w2), RETRACE_E_INVAL);
+	bin[0] = 0; /* version 0 is 34 bytes */
 	ck_assert_int_eq(retrace_parse_binary(bin, sizeof bin, &w2), RETRACE_E_INVAL);
 	retrace_end();
 
@@ -259,7 +263,7 @@ START_TEST(test_response_round_trip_and_deposit)
 	ck_assert_int_eq(retrace_deserialize_response("rt=0000abcd.1"), RETRACE_OK);
 	ck_assert_int_eq(current_fired(), 1); /* the callee fired */
 	ck_assert_int_eq(retrace_serialize(tp, sizeof tp, ts, sizeof ts, NULL), RETRACE_OK);
-	ck_assert_str_eq(ts, "rt=0000002a.00000000.1"); /* and later calls say so */
+	ck_assert_int_eq(strncmp(ts, "rt=0000002a.00000000.1,", 23), 0); /* later calls say so */
 	ck_assert_int_eq(retrace_serialize_response_binary(bin), RETRACE_RESPONSE_BINARY_LEN);
 	ck_assert_uint_eq(bin[1], 1);
 	retrace_end();
