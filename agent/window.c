@@ -158,13 +158,25 @@ struct root {
 	int stream;           /* index into the streams, or -1 */
 };
 
+/* A CLIENT span and the peer.service it named (kind CLIENTS). */
+struct client {
+	uint64_t span, start_tick, end_tick;
+	int stream;
+	uint32_t peer_len;
+	char peer[RT_WIRE_MAX_STR + 1];
+};
+
 #define MAX_ROOTS 4
+#define MAX_CLIENTS 32
 
 struct reading {
 	struct stream streams[RT_WINDOW_MAX_STREAMS];
 	unsigned nstreams;
 	struct root roots[MAX_ROOTS];
 	unsigned nroots;
+	int want_clients;     /* read CLIENT spans too */
+	struct client clients[MAX_CLIENTS];
+	unsigned nclients;
 	uint64_t bad;
 };
 
@@ -198,6 +210,13 @@ static int read_record(struct reading *r, int st, const uint8_t *rec, uint32_t l
 			return -1;
 		if (parent == 0 && kind == RETRACE_SPAN_SERVER && span && r->nroots < MAX_ROOTS)
 			r->roots[r->nroots++] = (struct root){span, tick, 0, st};
+		if (kind == RETRACE_SPAN_CLIENT && span && r->want_clients &&
+		    r->nclients < MAX_CLIENTS) {
+			memset(&r->clients[r->nclients], 0, sizeof r->clients[0]);
+			r->clients[r->nclients].span = span;
+			r->clients[r->nclients].start_tick = tick;
+			r->clients[r->nclients++].stream = st;
+		}
 		return 0;
 	case RETRACE_EV_SPAN_END:
 		if (mp_uint(&m, &span) || mp_uint(&m, &tick))
@@ -205,7 +224,31 @@ static int read_record(struct reading *r, int st, const uint8_t *rec, uint32_t l
 		for (i = 0; i < r->nroots; i++)
 			if (r->roots[i].span == span && !r->roots[i].end_tick)
 				r->roots[i].end_tick = tick;
+		for (i = 0; i < r->nclients; i++)
+			if (r->clients[i].span == span && !r->clients[i].end_tick)
+				r->clients[i].end_tick = tick;
 		return 0;
+	case RETRACE_EV_ATTR: {
+		const uint8_t *key, *val;
+		uint32_t kn, vn;
+		if (!r->nclients)
+			return 0;
+		if (mp_uint(&m, &span) || mp_str(&m, &key, &kn))
+			return -1;
+		if (kn != 12 || memcmp(key, "peer.service", 12) != 0 || m.i >= m.n ||
+		    !((m.p[m.i] >= 0xa0 && m.p[m.i] <= 0xbf) || (m.p[m.i] >= 0xd9 && m.p[m.i] <= 0xdb)))
+			return 0;
+		if (mp_str(&m, &val, &vn))
+			return -1;
+		for (i = 0; i < r->nclients; i++)
+			if (r->clients[i].span == span && vn && vn <= RT_WIRE_MAX_STR &&
+			    !memchr(val, 0, vn)) {
+				memcpy(r->clients[i].peer, val, vn);
+				r->clients[i].peer[vn] = 0;
+				r->clients[i].peer_len = vn;
+			}
+		return 0;
+	}
 	case RETRACE_EV_RESOURCE:
 		if (mp_uint(&m, &pid) || pid > UINT32_MAX || mp_map(&m, &n) ||
 		    n > RETRACE_EV_MAX_RESOURCE)
@@ -236,10 +279,12 @@ static int read_record(struct reading *r, int st, const uint8_t *rec, uint32_t l
 }
 
 /* Read trace t's segments (in the index's order). */
-static void read_trace(const struct rt_agent *a, uint32_t t, struct reading *r)
+static void read_trace(const struct rt_agent *a, uint32_t t, struct reading *r, int clients)
 {
 	uint32_t slot = a->ix.traces[t].first_buf, guard = 0;
-	memset(r, 0, sizeof *r);
+	r->nstreams = r->nroots = r->nclients = 0;
+	r->bad = 0;
+	r->want_clients = clients;
 	while (slot != RT_INDEX_NONE && slot < a->seg.nslots && guard++ < a->seg.nslots) {
 		const struct rt_buffer_header *h = rt_agent_segment(a, slot);
 		const uint8_t *data = (const uint8_t *)h + RT_BUF_HEADER_SIZE;
@@ -325,9 +370,11 @@ size_t rt_agent_window_query(struct rt_agent *a, const struct rt_wire_window_que
 	struct rt_wire_window_candidate *cands = NULL;
 	struct rt_wire_window_reply rep;
 	struct match *v = NULL;
+	struct reading *r = NULL;
 	size_t nv = 0, capv = 0, n;
 	uint64_t now = rt_agent_now_ns();
-	size_t svc_len = strlen(q->service);
+	size_t svc_len = strlen(q->service), peer_len = strlen(q->peer);
+	int clients = q->kind == RT_WIRE_WINDOW_CLIENTS;
 	uint32_t t, i;
 	int32_t refused = rt_agent_remote_refused(a); /* holds pin: the trigger bucket */
 
@@ -335,9 +382,10 @@ size_t rt_agent_window_query(struct rt_agent *a, const struct rt_wire_window_que
 		return ack(a, refused, out, cap);
 	w->st.queries++;
 	rt_agent_drain_before_reply(a);
+	if (!(r = malloc(sizeof *r)))
+		return ack(a, RT_WIRE_E_NOMEM, out, cap);
 	for (t = 0; t < a->ix.capacity; t++) {
 		const struct rt_trace_entry *e = &a->ix.traces[t];
-		struct reading r;
 		uint64_t first;
 		unsigned k;
 		if (!e->in_use || e->nbuffers == 0)
@@ -346,14 +394,22 @@ size_t rt_agent_window_query(struct rt_agent *a, const struct rt_wire_window_que
 		if (first && (first > q->t1_unix_ns || first + RT_WINDOW_SLACK_NS < q->t0_unix_ns))
 			continue;
 		w->st.traces_decoded++;
-		read_trace(a, t, &r);
-		w->st.bad_records += r.bad;
-		for (k = 0; k < r.nroots; k++) {
-			const struct root *x = &r.roots[k];
-			const struct stream *s = x->stream >= 0 ? &r.streams[x->stream] : NULL;
-			uint64_t start = tick_ns(a, x->start_tick);
+		read_trace(a, t, r, clients);
+		w->st.bad_records += r->bad;
+		for (k = 0; k < (clients ? r->nclients : r->nroots); k++) {
+			const struct root *x = clients ? NULL : &r->roots[k];
+			const struct client *y = clients ? &r->clients[k] : NULL;
+			int si = clients ? y->stream : x->stream;
+			const struct stream *s = si >= 0 ? &r->streams[si] : NULL;
+			uint64_t span = clients ? y->span : x->span;
+			uint64_t t0 = clients ? y->start_tick : x->start_tick;
+			uint64_t t1 = clients ? y->end_tick : x->end_tick;
+			uint64_t start = tick_ns(a, t0);
 			if (!s || s->svc_len != svc_len || memcmp(s->svc, q->service, svc_len) != 0 ||
 			    start < q->t0_unix_ns || start > q->t1_unix_ns)
+				continue;
+			if (clients &&
+			    (y->peer_len != peer_len || memcmp(y->peer, q->peer, peer_len) != 0))
 				continue;
 			if (nv == capv) {
 				size_t nc = capv ? capv * 2 : 256;
@@ -363,13 +419,15 @@ size_t rt_agent_window_query(struct rt_agent *a, const struct rt_wire_window_que
 				v = p;
 				capv = nc;
 			}
-			v[nv].c = (struct rt_wire_window_candidate){
-				e->hi, e->lo, x->span, start, x->end_tick ? tick_ns(a, x->end_tick) : 0};
+			v[nv].c = (struct rt_wire_window_candidate){e->hi, e->lo, span, start,
+								    t1 ? tick_ns(a, t1) : 0};
 			v[nv].t = t;
 			nv++;
-			break; /* one candidate per trace: its first root of the service */
+			if (!clients)
+				break; /* one root per trace: its first of the service */
 		}
 	}
+	free(r);
 	if (nv)
 		qsort(v, nv, sizeof *v, by_start);
 	n = nv < q->max ? nv : q->max;
@@ -379,7 +437,7 @@ size_t rt_agent_window_query(struct rt_agent *a, const struct rt_wire_window_que
 	}
 	for (i = 0; i < n; i++) {
 		cands[i] = v[i].c;
-		if (q->hold_ms)
+		if (q->hold_ms && !clients) /* a caller's trace is not collected: no hold */
 			hold(a, v[i].t, q->request_id, now + (uint64_t)q->hold_ms * 1000000ull);
 	}
 	w->st.candidates += n;

@@ -9,11 +9,15 @@
  * decoder flags RT_SPAN_UNMATCHED (no SERVER span names it as parent) is an
  * open hop, its callee named by its peer.service attribute, else by the
  * --weave-graph edge of its service. The group is then held open while a job
- * asks every agent in the directory, per callee, for the root SERVER spans of
- * that service started inside the calls (WINDOW_QUERY, answered from the agent's
- * index and held there from eviction). When all have answered, or after
+ * asks every agent in the directory, per edge (caller service, callee service),
+ * two things about the time around the calls (WINDOW_QUERY, answered from the
+ * agents' indexes): the callee's root SERVER spans (held there from eviction)
+ * and the caller's other CLIENT spans on the same edge — the concurrent calls
+ * whose own callees compete for the same candidates, which the joint assignment
+ * needs to be right under load (one call alone against every candidate would
+ * just take the likeliest, whoever caused it). When all have answered, or after
  * --weave-timeout, the job weaves (weave/weave.h: timing constraints, delay
- * model, joint assignment, a confidence per link): each client linked to a
+ * model, joint assignment, a confidence per link): each of our clients linked to a
  * candidate adds the candidate's trace to the group with the answering agent
  * named, so the ordinary traversal pins it there and collects it; the other
  * holds are released (WINDOW_RELEASE). A woven-in trace is itself looked at
@@ -54,21 +58,26 @@
 #define RT_WEAVE_AGENT_ID UINT32_MAX /* reserved: the weaver's own link slices */
 #define WEAVE_JOBS 256
 #define WEAVE_MAX_HOPS 64            /* open hops of one job */
-#define WEAVE_MAX_CALLEES 8          /* distinct callee services of one job */
+#define WEAVE_MAX_EDGES 8            /* distinct (caller, callee) pairs of one job */
 #define WEAVE_MAX_GRAPH 256
 #define WEAVE_LOW_CONFIDENCE 0.9     /* links below are counted apart */
 
 struct weave_hop {
 	uint8_t trace;                /* index in the group */
-	uint8_t callee;               /* index into the job's callees */
+	uint8_t edge;                 /* index into the job's edges */
 	uint64_t span_id;
 	int64_t start_ns, end_ns;
 };
 
 struct weave_cand {
 	uint32_t agent;
-	uint8_t callee;
+	uint8_t edge;
+	uint8_t kind;                 /* RT_WIRE_WINDOW_ROOTS or _CLIENTS */
 	struct rt_wire_window_candidate c;
+};
+
+struct weave_edge_names {
+	char caller[RT_WIRE_MAX_STR + 1], callee[RT_WIRE_MAX_STR + 1];
 };
 
 struct weave_job {
@@ -78,9 +87,9 @@ struct weave_job {
 	uint32_t asked, answered;
 	struct weave_hop hops[WEAVE_MAX_HOPS];
 	uint32_t nhops;
-	char callees[WEAVE_MAX_CALLEES][RT_WIRE_MAX_STR + 1];
-	uint64_t request_ids[WEAVE_MAX_CALLEES];
-	uint32_t ncallees;
+	struct weave_edge_names edges[WEAVE_MAX_EDGES];
+	uint64_t request_ids[WEAVE_MAX_EDGES][2]; /* per kind */
+	uint32_t nedges;
 	struct weave_cand *cands;
 	uint32_t ncands, cap;
 };
@@ -92,6 +101,7 @@ struct weave_edge {
 struct weave_stats {
 	uint64_t traces_looked, open_hops, unknown_callee, hops_dropped;
 	uint64_t jobs, jobs_full, queries, query_failures, replies, bad_replies, candidates;
+	uint64_t other_clients;
 	uint64_t links, links_low, unmatched, links_dropped, timeouts, abandoned;
 	uint64_t releases, link_slices, link_slice_errors;
 };
@@ -192,16 +202,17 @@ static const char *callee_of(const struct coord_weave *w, const struct rt_decode
 	return NULL;
 }
 
-static int callee_index(struct weave_job *j, const char *name)
+static int edge_index(struct weave_job *j, const char *caller, const char *callee)
 {
 	uint32_t k;
-	for (k = 0; k < j->ncallees; k++)
-		if (!strcmp(j->callees[k], name))
+	for (k = 0; k < j->nedges; k++)
+		if (!strcmp(j->edges[k].caller, caller) && !strcmp(j->edges[k].callee, callee))
 			return (int)k;
-	if (j->ncallees == WEAVE_MAX_CALLEES)
+	if (j->nedges == WEAVE_MAX_EDGES)
 		return -1;
-	snprintf(j->callees[j->ncallees], sizeof j->callees[0], "%s", name);
-	return (int)j->ncallees++;
+	snprintf(j->edges[j->nedges].caller, sizeof j->edges[0].caller, "%s", caller);
+	snprintf(j->edges[j->nedges].callee, sizeof j->edges[0].callee, "%s", callee);
+	return (int)j->nedges++;
 }
 
 /* Trace idx of g: its open hops into the job. */
@@ -217,7 +228,7 @@ static void look_at(struct rt_coord *c, struct coord_group *g, int idx, struct w
 	}
 	for (i = 0; i < dt.n_spans; i++) {
 		const struct rt_span *s = &dt.spans[i];
-		const char *callee;
+		const char *callee, *caller;
 		int k;
 		if (s->kind != RETRACE_SPAN_CLIENT || !(s->flags & RT_SPAN_UNMATCHED))
 			continue;
@@ -226,7 +237,9 @@ static void look_at(struct rt_coord *c, struct coord_group *g, int idx, struct w
 			w->st.unknown_callee++;
 			continue;
 		}
-		if (j->nhops == WEAVE_MAX_HOPS || (k = callee_index(j, callee)) < 0 ||
+		caller = s->resource < dt.n_resources ? dt.resources[s->resource].service : "";
+		if (j->nhops == WEAVE_MAX_HOPS || !caller[0] || strlen(caller) > RT_WIRE_MAX_STR ||
+		    (k = edge_index(j, caller, callee)) < 0 ||
 		    s->end_ns < s->start_ns) {
 			w->st.hops_dropped++;
 			continue;
@@ -242,8 +255,8 @@ static void look_at(struct rt_coord *c, struct coord_group *g, int idx, struct w
 static void send_releases(struct rt_coord *c, struct weave_job *j)
 {
 	uint32_t k, a;
-	for (k = 0; k < j->ncallees; k++) {
-		struct rt_wire_window_release m = {.request_id = j->request_ids[k]};
+	for (k = 0; k < j->nedges; k++) {
+		struct rt_wire_window_release m = {.request_id = j->request_ids[k][RT_WIRE_WINDOW_ROOTS]};
 		c->out.len = 0;
 		if (rt_wire_encode_window_release(&c->out, &m) != 0)
 			continue;
@@ -285,36 +298,49 @@ int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now)
 	j->group_id = g->id;
 	j->group = (uint32_t)(g - c->groups);
 	w->st.jobs++;
-	for (k = 0; k < j->ncallees; k++) {
-		struct rt_wire_window_query q;
-		int64_t t0 = INT64_MAX, t1 = 0;
+	for (k = 0; k < j->nedges; k++) {
+		int64_t t0 = INT64_MAX, t1 = 0, margin;
+		uint32_t kind;
 		for (i = 0; i < j->nhops; i++)
-			if (j->hops[i].callee == k) {
+			if (j->hops[i].edge == k) {
 				if (j->hops[i].start_ns < t0)
 					t0 = j->hops[i].start_ns;
 				if (j->hops[i].end_ns > t1)
 					t1 = j->hops[i].end_ns;
 			}
-		memset(&q, 0, sizeof q);
-		q.request_id = j->request_ids[k] = c->next_request_id++;
-		snprintf(q.service, sizeof q.service, "%s", j->callees[k]);
-		q.t0_unix_ns = (uint64_t)t0;
-		q.t1_unix_ns = (uint64_t)t1;
-		q.max = RT_WIRE_MAX_WINDOW;
-		/* Held past our own timeout; released as soon as we decide. */
-		q.hold_ms = (uint32_t)(c->cfg.weave_timeout * 2000) + 1000;
-		c->out.len = 0;
-		if (rt_wire_encode_window_query(&c->out, &q) != 0)
-			continue;
-		for (a = 0; a < c->dir.count; a++) {
-			if (coord_req_send(c, &c->dir.agents[a], COORD_REQ_WINDOW,
-					   (uint32_t)(j - w->jobs), k, q.request_id,
-					   c->cfg.weave_timeout) != 0) {
-				w->st.query_failures++;
+		/* The calls around ours compete for the same candidates, and theirs
+		 * for others: look a call's length (and 5 ms) to each side. */
+		margin = t1 - t0 + 5000000;
+		t0 = t0 > margin ? t0 - margin : 0;
+		t1 += margin;
+		for (kind = RT_WIRE_WINDOW_ROOTS; kind <= RT_WIRE_WINDOW_CLIENTS; kind++) {
+			struct rt_wire_window_query q;
+			memset(&q, 0, sizeof q);
+			q.request_id = j->request_ids[k][kind] = c->next_request_id++;
+			q.kind = kind;
+			snprintf(q.service, sizeof q.service, "%s",
+				 kind == RT_WIRE_WINDOW_ROOTS ? j->edges[k].callee : j->edges[k].caller);
+			if (kind == RT_WIRE_WINDOW_CLIENTS)
+				snprintf(q.peer, sizeof q.peer, "%s", j->edges[k].callee);
+			q.t0_unix_ns = (uint64_t)t0;
+			q.t1_unix_ns = (uint64_t)t1;
+			q.max = RT_WIRE_MAX_WINDOW;
+			/* Held past our own timeout; released as soon as we decide. */
+			if (kind == RT_WIRE_WINDOW_ROOTS)
+				q.hold_ms = (uint32_t)(c->cfg.weave_timeout * 2000) + 1000;
+			c->out.len = 0;
+			if (rt_wire_encode_window_query(&c->out, &q) != 0)
 				continue;
+			for (a = 0; a < c->dir.count; a++) {
+				if (coord_req_send(c, &c->dir.agents[a], COORD_REQ_WINDOW,
+						   (uint32_t)(j - w->jobs), (uint64_t)k * 2 + kind,
+						   q.request_id, c->cfg.weave_timeout) != 0) {
+					w->st.query_failures++;
+					continue;
+				}
+				j->asked++;
+				w->st.queries++;
 			}
-			j->asked++;
-			w->st.queries++;
 		}
 	}
 	if (!j->asked) {
@@ -338,7 +364,20 @@ static int in_group(const struct coord_group *g, uint64_t lo)
 	return 0;
 }
 
-/* Weave each callee's hops against its candidates; link what the weaver links. */
+/* Is (trace lo, span) one of our own hops of edge k? */
+static int is_our_hop(const struct weave_job *j, const struct coord_group *g, uint32_t k,
+		      uint64_t lo, uint64_t span)
+{
+	uint32_t i;
+	for (i = 0; i < j->nhops; i++)
+		if (j->hops[i].edge == k && j->hops[i].span_id == span &&
+		    g->traces[j->hops[i].trace].lo == lo)
+			return 1;
+	return 0;
+}
+
+/* Weave each edge: our hops and the other calls on it against the callee's
+ * candidates; link what the weaver links for our hops. */
 static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 {
 	struct coord_weave *w = c->weave;
@@ -352,23 +391,35 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 		return;
 	}
 	rt_weave_opts_default(&opts);
-	cl = malloc(WEAVE_MAX_HOPS * sizeof *cl);
-	res = malloc(WEAVE_MAX_HOPS * sizeof *res);
+	cl = malloc((WEAVE_MAX_HOPS + j->ncands) * sizeof *cl);
+	res = malloc((WEAVE_MAX_HOPS + j->ncands) * sizeof *res);
 	sv = malloc((j->ncands ? j->ncands : 1) * sizeof *sv);
 	svc_of = malloc((j->ncands ? j->ncands : 1) * sizeof *svc_of);
-	for (k = 0; cl && res && sv && svc_of && k < j->ncallees; k++) {
-		uint32_t nc = 0, ns = 0, hop_of[WEAVE_MAX_HOPS];
+	for (k = 0; cl && res && sv && svc_of && k < j->nedges; k++) {
+		uint32_t nc = 0, ns = 0, ours, hop_of[WEAVE_MAX_HOPS];
 		rt_weave_stats st;
 		for (i = 0; i < j->nhops; i++)
-			if (j->hops[i].callee == k) {
+			if (j->hops[i].edge == k) {
 				const struct weave_hop *h = &j->hops[i];
 				cl[nc] = (rt_weave_span){h->span_id, g->traces[h->trace].hi,
 							 g->traces[h->trace].lo, h->start_ns, h->end_ns, 0};
 				hop_of[nc++] = i;
 			}
+		ours = nc;
+		for (i = 0; i < j->ncands; i++) { /* the other calls on the edge */
+			const struct weave_cand *x = &j->cands[i];
+			if (x->edge != k || x->kind != RT_WIRE_WINDOW_CLIENTS || !x->c.end_unix_ns ||
+			    is_our_hop(j, g, k, x->c.trace_lo, x->c.span_id))
+				continue;
+			cl[nc++] = (rt_weave_span){x->c.span_id, x->c.trace_hi, x->c.trace_lo,
+						   (int64_t)x->c.start_unix_ns,
+						   (int64_t)x->c.end_unix_ns, 0};
+			w->st.other_clients++;
+		}
 		for (i = 0; i < j->ncands; i++) {
 			const struct weave_cand *x = &j->cands[i];
-			if (x->callee != k || in_group(g, x->c.trace_lo) || !x->c.end_unix_ns)
+			if (x->edge != k || x->kind != RT_WIRE_WINDOW_ROOTS ||
+			    in_group(g, x->c.trace_lo) || !x->c.end_unix_ns)
 				continue;
 			sv[ns] = (rt_weave_span){x->c.span_id, x->c.trace_hi, x->c.trace_lo,
 						 (int64_t)x->c.start_unix_ns, (int64_t)x->c.end_unix_ns, 0};
@@ -376,7 +427,7 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 		}
 		if (rt_weave_hop(&opts, cl, nc, sv, ns, res, &st) < 0)
 			break;
-		for (i = 0; i < nc; i++) {
+		for (i = 0; i < ours; i++) {
 			const struct weave_hop *h = &j->hops[hop_of[i]];
 			const struct weave_cand *x;
 			int idx;
@@ -402,7 +453,7 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 				  "trace group %llu: span %016" PRIx64 " -> trace %016" PRIx64
 				  "%016" PRIx64 " (%s on agent %u), confidence %.3f",
 				  (unsigned long long)g->id, h->span_id, x->c.trace_hi, x->c.trace_lo,
-				  j->callees[k], x->agent, res[i].confidence);
+				  j->edges[k].callee, x->agent, res[i].confidence);
 		}
 	}
 	free(cl);
@@ -427,7 +478,8 @@ void coord_weave_reply(struct rt_coord *c, struct coord_req *r)
 		return;
 	}
 	j = &w->jobs[r->group];
-	if (!j->group_id || r->mask >= j->ncallees || j->request_ids[r->mask] != r->request_id) {
+	if (!j->group_id || r->mask >= (uint64_t)j->nedges * 2 ||
+	    j->request_ids[r->mask / 2][r->mask % 2] != r->request_id) {
 		coord_req_free(c, r); /* a job decided (or dropped) before this came */
 		return;
 	}
@@ -449,8 +501,8 @@ void coord_weave_reply(struct rt_coord *c, struct coord_req *r)
 				j->cands = p;
 				j->cap = cap;
 			}
-			j->cands[j->ncands++] = (struct weave_cand){m.wreply.agent_id,
-								    (uint8_t)r->mask, *x};
+			j->cands[j->ncands++] = (struct weave_cand){
+				m.wreply.agent_id, (uint8_t)(r->mask / 2), (uint8_t)(r->mask % 2), *x};
 			w->st.candidates++;
 		}
 		rt_wire_msg_free(&m);
@@ -710,6 +762,7 @@ void coord_weave_figures(struct rt_figures *f, struct rt_coord *c)
 	rt_fig_u64(f, "replies", s->replies);
 	rt_fig_u64(f, "bad_replies", s->bad_replies);
 	rt_fig_u64(f, "candidates", s->candidates);
+	rt_fig_u64(f, "other_clients", s->other_clients);
 	rt_fig_u64(f, "links_inferred", s->links);
 	rt_fig_u64(f, "links_below_0_9", s->links_low);
 	rt_fig_u64(f, "hops_unmatched", s->unmatched);

@@ -436,13 +436,17 @@ static int rd_ack(struct cur *c, struct rt_wire_msg *out)
 static int rd_window_query(struct cur *c, struct rt_wire_window_query *q)
 {
 	TRY(rd_u64(c, &q->request_id));
+	TRY(rd_u32(c, &q->kind));
 	TRY(rd_cstr(c, q->service));
+	TRY(rd_cstr(c, q->peer));
 	TRY(rd_u64(c, &q->t0_unix_ns));
 	TRY(rd_u64(c, &q->t1_unix_ns));
 	TRY(rd_u32(c, &q->max));
 	TRY(rd_u32(c, &q->hold_ms));
 	if (!q->service[0] || q->t0_unix_ns > q->t1_unix_ns || q->max == 0 ||
-	    q->max > RT_WIRE_MAX_WINDOW || q->hold_ms > RT_WIRE_MAX_HOLD_MS)
+	    q->max > RT_WIRE_MAX_WINDOW || q->hold_ms > RT_WIRE_MAX_HOLD_MS ||
+	    q->kind > RT_WIRE_WINDOW_CLIENTS ||
+	    (q->kind == RT_WIRE_WINDOW_CLIENTS) != (q->peer[0] != 0))
 		return RT_WIRE_E_VALUE;
 	return 0;
 }

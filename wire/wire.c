@@ -145,8 +145,12 @@ static int check_msg(const struct rt_wire_msg *m)
 		const struct rt_wire_window_query *q = &m->wquery;
 		if ((rc = check_str(q->service)))
 			return rc;
+		if ((rc = check_str(q->peer)))
+			return rc;
 		if (!q->service[0] || q->t0_unix_ns > q->t1_unix_ns || q->max == 0 ||
-		    q->max > RT_WIRE_MAX_WINDOW || q->hold_ms > RT_WIRE_MAX_HOLD_MS)
+		    q->max > RT_WIRE_MAX_WINDOW || q->hold_ms > RT_WIRE_MAX_HOLD_MS ||
+		    q->kind > RT_WIRE_WINDOW_CLIENTS ||
+		    (q->kind == RT_WIRE_WINDOW_CLIENTS) != (q->peer[0] != 0))
 			return RT_WIRE_E_VALUE;
 		return 0;
 	}
@@ -292,7 +296,9 @@ static void pack_msg(msgpack_packer *pk, const struct rt_wire_msg *m)
 		msgpack_pack_uint32(pk, RT_WIRE_VERSION);
 		msgpack_pack_uint32(pk, RT_WIRE_WINDOW_QUERY);
 		msgpack_pack_uint64(pk, q->request_id);
+		msgpack_pack_uint32(pk, q->kind);
 		pack_str(pk, q->service);
+		pack_str(pk, q->peer);
 		msgpack_pack_uint64(pk, q->t0_unix_ns);
 		msgpack_pack_uint64(pk, q->t1_unix_ns);
 		msgpack_pack_uint32(pk, q->max);

@@ -62,7 +62,7 @@ enum rt_wire_type {
 #define RT_WIRE_ELEMS_SLICE 11u     /* without rate_exp (rate 1) */
 #define RT_WIRE_ELEMS_SLICE_MAX 12u /* with the optional rate_exp */
 #define RT_WIRE_ELEMS_ACK 4u
-#define RT_WIRE_ELEMS_WINDOW_QUERY 8u
+#define RT_WIRE_ELEMS_WINDOW_QUERY 10u
 #define RT_WIRE_ELEMS_WINDOW_REPLY 6u
 #define RT_WIRE_ELEMS_WINDOW_RELEASE 3u
 
@@ -171,25 +171,36 @@ struct rt_wire_ack {
 };
 
 /*
- * WINDOW_QUERY: "the root SERVER spans of `service` that started in [t0, t1]"
- * (Unix ns, t0 <= t1), at most `max` (1..RT_WIRE_MAX_WINDOW) of them, earliest
- * first. The agent pins the traces it answers with for `hold_ms`
+ * WINDOW_QUERY, kind RT_WIRE_WINDOW_ROOTS: "the root SERVER spans of `service`
+ * that started in [t0, t1]" (Unix ns, t0 <= t1); kind RT_WIRE_WINDOW_CLIENTS:
+ * "the CLIENT spans written by `service` with peer.service = `peer` that
+ * started in [t0, t1]" (the other calls on the same edge, which the joint
+ * assignment needs). At most `max` (1..RT_WIRE_MAX_WINDOW), earliest first.
+ * `peer` is empty for ROOTS and not empty for CLIENTS. For ROOTS the agent pins
+ * the traces it answers with for `hold_ms`
  * (0..RT_WIRE_MAX_HOLD_MS; 0 = not at all) so they are not evicted while the
  * coordinator decides; a WINDOW_RELEASE with the same request_id, or the
  * timeout, lets them go (a trace the coordinator collects is pinned anew by its
  * REMOTE_TRIGGER).
  */
+enum rt_wire_window_kind {
+	RT_WIRE_WINDOW_ROOTS = 0,   /* root SERVER spans of `service` */
+	RT_WIRE_WINDOW_CLIENTS = 1, /* CLIENT spans of `service` calling `peer` */
+};
+
 struct rt_wire_window_query {
 	uint64_t request_id;
+	uint32_t kind;                     /* enum rt_wire_window_kind */
 	char service[RT_WIRE_MAX_STR + 1]; /* NUL-terminated, not empty */
+	char peer[RT_WIRE_MAX_STR + 1];    /* CLIENTS: the callee; ROOTS: "" */
 	uint64_t t0_unix_ns;
 	uint64_t t1_unix_ns;
 	uint32_t max;
 	uint32_t hold_ms;
 };
 
-/* One candidate: a trace whose root SERVER span (of the asked service) started in
- * the window. end_unix_ns is 0 when the span has not ended (yet, or in the data). */
+/* One answer: a span (a root SERVER span, or a CLIENT span) that started in the
+ * window. end_unix_ns is 0 when the span has not ended (yet, or in the data). */
 struct rt_wire_window_candidate {
 	uint64_t trace_hi;
 	uint64_t trace_lo;

@@ -23,6 +23,8 @@
 #include "retrace/tracer.h"
 #include "wire.h"
 
+static const char *client_peer; /* writer: under each root, a CLIENT span to this peer */
+
 #define FIRST 6   /* backend traces before the mark */
 #define SECOND 3  /* backend traces after it */
 
@@ -50,6 +52,11 @@ static void writer(const char *pool, const char *svc, uint64_t lo0, int n, int k
 		else
 			retrace_span_start_child("GET /item", RETRACE_SPAN_SERVER, 0x5151);
 		retrace_attr_int("i", i);
+		if (client_peer) {
+			retrace_span_start("call", RETRACE_SPAN_CLIENT);
+			retrace_attr_str("peer.service", client_peer);
+			retrace_span_end_ok();
+		}
 		retrace_span_end_ok();
 		retrace_end();
 	}
@@ -83,12 +90,15 @@ static void ask(struct rt_agent *a, const struct rt_wire_msg *m, struct rt_wire_
 	rt_wire_buf_free(&b);
 }
 
-static void query(struct rt_agent *a, uint64_t id, const char *svc, uint64_t t0, uint64_t t1,
-		  uint32_t max, uint32_t hold_ms, struct rt_wire_msg *r)
+static void query_kind(struct rt_agent *a, uint64_t id, uint32_t kind, const char *svc,
+		       const char *peer, uint64_t t0, uint64_t t1, uint32_t max, uint32_t hold_ms,
+		       struct rt_wire_msg *r)
 {
 	struct rt_wire_msg m = {.type = RT_WIRE_WINDOW_QUERY};
 	m.wquery.request_id = id;
+	m.wquery.kind = kind;
 	snprintf(m.wquery.service, sizeof m.wquery.service, "%s", svc);
+	snprintf(m.wquery.peer, sizeof m.wquery.peer, "%s", peer);
 	m.wquery.t0_unix_ns = t0;
 	m.wquery.t1_unix_ns = t1;
 	m.wquery.max = max;
@@ -98,6 +108,56 @@ static void query(struct rt_agent *a, uint64_t id, const char *svc, uint64_t t0,
 	ck_assert_uint_eq(r->wreply.request_id, id);
 	ck_assert_uint_eq(r->wreply.agent_id, a->cfg.agent_id);
 }
+
+static void query(struct rt_agent *a, uint64_t id, const char *svc, uint64_t t0, uint64_t t1,
+		  uint32_t max, uint32_t hold_ms, struct rt_wire_msg *r)
+{
+	query_kind(a, id, RT_WIRE_WINDOW_ROOTS, svc, "", t0, t1, max, hold_ms, r);
+}
+
+/* Kind CLIENTS: the other calls on an edge, by writer service and peer.service. */
+START_TEST(test_window_clients)
+{
+	struct rt_agent a;
+	struct rt_agent_config cfg;
+	struct rt_wire_msg r;
+	char name[64];
+	uint64_t t0, t1;
+	uint32_t i;
+
+	ag_pool_name(name, sizeof name, "wclients");
+	ag_config(&cfg, name, 64, 4096, 1.0);
+	ag_open(&a, &cfg);
+	t0 = unix_ns();
+	client_peer = "backend";
+	run_writer(&a, name, "api", 0x900, 3, RETRACE_SPAN_SERVER, 0);
+	client_peer = "cache";
+	run_writer(&a, name, "api", 0x910, 2, RETRACE_SPAN_SERVER, 0);
+	client_peer = "backend";
+	run_writer(&a, name, "other", 0x920, 2, RETRACE_SPAN_SERVER, 0);
+	client_peer = NULL;
+	t1 = unix_ns();
+	query_kind(&a, 1, RT_WIRE_WINDOW_CLIENTS, "api", "backend", t0, t1, 100, 60000, &r);
+	ck_assert_uint_eq(r.wreply.candidate_count, 3);
+	for (i = 0; i < 3; i++) {
+		const struct rt_wire_window_candidate *c = &r.wreply.candidates[i];
+		ck_assert_uint_eq(c->trace_lo, 0x900 + i);
+		ck_assert_uint_ne(c->span_id, 0);
+		ck_assert_uint_ge(c->start_unix_ns, t0);
+		ck_assert_uint_ge(c->end_unix_ns, c->start_unix_ns);
+	}
+	rt_wire_msg_free(&r);
+	ck_assert_uint_eq(a.win.nholds, 0); /* a caller's trace is not held */
+	query_kind(&a, 2, RT_WIRE_WINDOW_CLIENTS, "api", "cache", t0, t1, 100, 0, &r);
+	ck_assert_uint_eq(r.wreply.candidate_count, 2);
+	rt_wire_msg_free(&r);
+	/* The roots of api are still one per trace. */
+	query(&a, 3, "api", t0, t1, 100, 0, &r);
+	ck_assert_uint_eq(r.wreply.candidate_count, 5);
+	rt_wire_msg_free(&r);
+	rt_agent_close(&a);
+}
+END_TEST
 
 START_TEST(test_window_query)
 {
@@ -282,6 +342,7 @@ int main(void)
 	tcase_add_test(tc, test_window_query);
 	tcase_add_test(tc, test_window_hold_expires);
 	tcase_add_test(tc, test_window_corrupt_record);
+	tcase_add_test(tc, test_window_clients);
 	suite_add_tcase(s, tc);
 	return ag_run_suite(s);
 }

@@ -273,6 +273,14 @@ static void gen_msg(struct owned *o, int type, enum gen_mode mode)
 		rnd_str(q->service, mode);
 		if (!q->service[0])
 			q->service[0] = 's', q->service[1] = 0; /* not empty (the domain) */
+		q->kind = (uint32_t)rnd_below(2);
+		if (q->kind == RT_WIRE_WINDOW_CLIENTS) {
+			rnd_str(q->peer, mode);
+			if (!q->peer[0])
+				q->peer[0] = 'p', q->peer[1] = 0;
+		} else {
+			q->peer[0] = 0;
+		}
 		q->t0_unix_ns = a < b ? a : b;
 		q->t1_unix_ns = a < b ? b : a;
 		q->max = mode == GEN_MAX ? RT_WIRE_MAX_WINDOW : 1 + (uint32_t)rnd_below(RT_WIRE_MAX_WINDOW);
@@ -400,9 +408,10 @@ static int msg_eq(const struct rt_wire_msg *a, const struct rt_wire_msg *b, char
 	case RT_WIRE_WINDOW_QUERY: {
 		const struct rt_wire_window_query *x = &a->wquery, *y = &b->wquery;
 		if (x->request_id != y->request_id || x->t0_unix_ns != y->t0_unix_ns ||
-		    x->t1_unix_ns != y->t1_unix_ns || x->max != y->max || x->hold_ms != y->hold_ms)
+		    x->t1_unix_ns != y->t1_unix_ns || x->max != y->max || x->hold_ms != y->hold_ms ||
+		    x->kind != y->kind)
 			NEQ("window query scalar");
-		if (strcmp(x->service, y->service))
+		if (strcmp(x->service, y->service) || strcmp(x->peer, y->peer))
 			NEQ("window query service");
 		return 1;
 	}
@@ -1104,8 +1113,9 @@ static const struct node f_cand[] = {U64("trace_hi"), U64("trace_lo"), U64("span
 				     U64("start_unix_ns"), U64("end_unix_ns")};
 static const struct node n_cand = {.k = K_TUPLE, .name = "candidate", .sub = f_cand,
 				   .nsub = 5};
-static const struct node f_wquery[] = {U64("request_id"), STRD("service"), U64D("t0_unix_ns"),
-				       U64D("t1_unix_ns"), U32D("max"), U32D("hold_ms")};
+static const struct node f_wquery[] = {U64("request_id"), U32D("kind"), STRD("service"),
+				       STRD("peer"), U64D("t0_unix_ns"), U64D("t1_unix_ns"),
+				       U32D("max"), U32D("hold_ms")};
 static const struct node f_wreply[] = {
 	U64("request_id"), U32("agent_id"),
 	{.k = K_LIST, .name = "candidates", .limit = RT_WIRE_MAX_WINDOW, .sub = &n_cand},
@@ -1116,7 +1126,7 @@ static const struct {
 	const struct node *f;
 	uint32_t n;
 } schema[RT_WIRE_TYPE_MAX + 1] = {
-	[RT_WIRE_WINDOW_QUERY] = {f_wquery, 6},      [RT_WIRE_WINDOW_REPLY] = {f_wreply, 4},
+	[RT_WIRE_WINDOW_QUERY] = {f_wquery, 8},      [RT_WIRE_WINDOW_REPLY] = {f_wreply, 4},
 	[RT_WIRE_WINDOW_RELEASE] = {f_wrelease, 1},
 	[RT_WIRE_REGISTER] = {f_register, 10},       [RT_WIRE_TRIGGER] = {f_trigger, 5},
 	[RT_WIRE_REMOTE_TRIGGER] = {f_remote, 3},    [RT_WIRE_BREADCRUMB_REPLY] = {f_reply, 3},
@@ -1368,7 +1378,9 @@ static void base_msg(struct owned *o, int type)
 	       (type == RT_WIRE_SLICE && (o->m.slice.buffer_count != 2 ||
 					  !o->m.slice.buffers[0].len)) ||
 	       (type == RT_WIRE_ACK && o->m.ack.seq_count != 2) ||
-	       (type == RT_WIRE_WINDOW_REPLY && o->m.wreply.candidate_count != 2));
+	       (type == RT_WIRE_WINDOW_REPLY && o->m.wreply.candidate_count != 2) ||
+	       /* CLIENTS: both strings must not be empty, which the table checks */
+	       (type == RT_WIRE_WINDOW_QUERY && o->m.wquery.kind != RT_WIRE_WINDOW_CLIENTS));
 	if (type == RT_WIRE_SLICE)
 		o->m.slice.rate_exp = 0; /* the 11-element form; the 12th: test_slice_rate_exp */
 }
@@ -1652,8 +1664,8 @@ END_TEST
  * what the decoder refuses (with VALUE), and the decoder refuses it from bytes
  * the encoder would not write (packed here by hand with msgpack-c).
  */
-static int pack_query(msgpack_sbuffer *sb, const char *svc, uint64_t t0, uint64_t t1,
-		      uint32_t max, uint32_t hold)
+static int pack_query(msgpack_sbuffer *sb, uint32_t kind, const char *svc, const char *peer,
+		      uint64_t t0, uint64_t t1, uint32_t max, uint32_t hold)
 {
 	msgpack_packer pk;
 	struct rt_wire_msg d;
@@ -1664,8 +1676,11 @@ static int pack_query(msgpack_sbuffer *sb, const char *svc, uint64_t t0, uint64_
 	msgpack_pack_uint32(&pk, RT_WIRE_VERSION);
 	msgpack_pack_uint32(&pk, RT_WIRE_WINDOW_QUERY);
 	msgpack_pack_uint64(&pk, 7);
+	msgpack_pack_uint32(&pk, kind);
 	msgpack_pack_str(&pk, strlen(svc));
 	msgpack_pack_str_body(&pk, svc, strlen(svc));
+	msgpack_pack_str(&pk, strlen(peer));
+	msgpack_pack_str_body(&pk, peer, strlen(peer));
 	msgpack_pack_uint64(&pk, t0);
 	msgpack_pack_uint64(&pk, t1);
 	msgpack_pack_uint32(&pk, max);
@@ -1684,30 +1699,36 @@ static int pack_query(msgpack_sbuffer *sb, const char *svc, uint64_t t0, uint64_
 START_TEST(test_window_domain)
 {
 	static const struct {
-		const char *svc;
+		uint32_t kind;
+		const char *svc, *peer;
 		uint64_t t0, t1;
 		uint32_t max, hold;
 		int want;
 	} c[] = {
-		{"backend", 10, 20, 1, 0, RT_WIRE_OK},
-		{"backend", 20, 20, RT_WIRE_MAX_WINDOW, RT_WIRE_MAX_HOLD_MS, RT_WIRE_OK},
-		{"backend", 0, UINT64_MAX, 64, 5000, RT_WIRE_OK},
-		{"", 10, 20, 1, 0, RT_WIRE_E_VALUE},
-		{"backend", 21, 20, 1, 0, RT_WIRE_E_VALUE},
-		{"backend", 10, 20, 0, 0, RT_WIRE_E_VALUE},
-		{"backend", 10, 20, RT_WIRE_MAX_WINDOW + 1, 0, RT_WIRE_E_VALUE},
-		{"backend", 10, 20, 1, RT_WIRE_MAX_HOLD_MS + 1, RT_WIRE_E_VALUE},
+		{0, "backend", "", 10, 20, 1, 0, RT_WIRE_OK},
+		{0, "backend", "", 20, 20, RT_WIRE_MAX_WINDOW, RT_WIRE_MAX_HOLD_MS, RT_WIRE_OK},
+		{0, "backend", "", 0, UINT64_MAX, 64, 5000, RT_WIRE_OK},
+		{1, "api", "backend", 10, 20, 1, 0, RT_WIRE_OK},
+		{0, "", "", 10, 20, 1, 0, RT_WIRE_E_VALUE},
+		{0, "backend", "", 21, 20, 1, 0, RT_WIRE_E_VALUE},
+		{0, "backend", "", 10, 20, 0, 0, RT_WIRE_E_VALUE},
+		{0, "backend", "", 10, 20, RT_WIRE_MAX_WINDOW + 1, 0, RT_WIRE_E_VALUE},
+		{0, "backend", "", 10, 20, 1, RT_WIRE_MAX_HOLD_MS + 1, RT_WIRE_E_VALUE},
+		{0, "backend", "x", 10, 20, 1, 0, RT_WIRE_E_VALUE}, /* a peer for ROOTS */
+		{1, "api", "", 10, 20, 1, 0, RT_WIRE_E_VALUE},      /* CLIENTS without one */
+		{2, "api", "backend", 10, 20, 1, 0, RT_WIRE_E_VALUE},
 	};
 	msgpack_sbuffer sb;
 	struct rt_wire_buf buf = {0};
 	msgpack_sbuffer_init(&sb);
 	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
-		struct rt_wire_window_query q = {.request_id = 7, .t0_unix_ns = c[i].t0,
-						 .t1_unix_ns = c[i].t1, .max = c[i].max,
-						 .hold_ms = c[i].hold};
+		struct rt_wire_window_query q = {.request_id = 7, .kind = c[i].kind,
+						 .t0_unix_ns = c[i].t0, .t1_unix_ns = c[i].t1,
+						 .max = c[i].max, .hold_ms = c[i].hold};
 		snprintf(q.service, sizeof q.service, "%s", c[i].svc);
-		ck_assert_msg(pack_query(&sb, c[i].svc, c[i].t0, c[i].t1, c[i].max, c[i].hold) ==
-				      c[i].want,
+		snprintf(q.peer, sizeof q.peer, "%s", c[i].peer);
+		ck_assert_msg(pack_query(&sb, c[i].kind, c[i].svc, c[i].peer, c[i].t0, c[i].t1,
+					 c[i].max, c[i].hold) == c[i].want,
 			      "decode case %zu", i);
 		buf.len = 0;
 		ck_assert_msg(rt_wire_encode_window_query(&buf, &q) == c[i].want, "encode case %zu",
