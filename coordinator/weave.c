@@ -47,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "daemon/figures.h"
 #include "retrace/retrace.h"
@@ -102,6 +103,7 @@ struct weave_stats {
 	uint64_t traces_looked, open_hops, unknown_callee, hops_dropped;
 	uint64_t jobs, jobs_full, queries, query_failures, replies, bad_replies, candidates;
 	uint64_t other_clients;
+	uint64_t weave_spans, weave_cpu_ns; /* spans put through rt_weave_hop, its CPU time */
 	uint64_t links, links_low, unmatched, links_dropped, timeouts, abandoned;
 	uint64_t releases, link_slices, link_slice_errors;
 };
@@ -310,7 +312,7 @@ int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now)
 			}
 		/* The calls around ours compete for the same candidates, and theirs
 		 * for others: look a call's length (and 5 ms) to each side. */
-		margin = t1 - t0 + 5000000;
+		margin = 10 * (t1 - t0) + 20000000;
 		t0 = t0 > margin ? t0 - margin : 0;
 		t1 += margin;
 		for (kind = RT_WIRE_WINDOW_ROOTS; kind <= RT_WIRE_WINDOW_CLIENTS; kind++) {
@@ -383,7 +385,8 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 	struct coord_weave *w = c->weave;
 	struct coord_group *g = &c->groups[j->group];
 	rt_weave_span *cl = NULL, *sv = NULL;
-	rt_weave_link *res = NULL;
+	rt_weave_link *res = NULL, *fcfs = NULL, *vpath = NULL;
+	int debug = c->cfg.log_level >= LOG_DEBUG;
 	uint32_t *svc_of = NULL, k, i;
 	rt_weave_opts opts;
 	if (g->id != j->group_id) {
@@ -393,6 +396,12 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 	rt_weave_opts_default(&opts);
 	cl = malloc((WEAVE_MAX_HOPS + j->ncands) * sizeof *cl);
 	res = malloc((WEAVE_MAX_HOPS + j->ncands) * sizeof *res);
+	if (debug) { /* the baselines on the same input, for bench/weave's real mode */
+		fcfs = malloc((WEAVE_MAX_HOPS + j->ncands) * sizeof *fcfs);
+		vpath = malloc((WEAVE_MAX_HOPS + j->ncands) * sizeof *vpath);
+		if (!fcfs || !vpath)
+			debug = 0;
+	}
 	sv = malloc((j->ncands ? j->ncands : 1) * sizeof *sv);
 	svc_of = malloc((j->ncands ? j->ncands : 1) * sizeof *svc_of);
 	for (k = 0; cl && res && sv && svc_of && k < j->nedges; k++) {
@@ -425,8 +434,36 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 						 (int64_t)x->c.start_unix_ns, (int64_t)x->c.end_unix_ns, 0};
 			svc_of[ns++] = i;
 		}
-		if (rt_weave_hop(&opts, cl, nc, sv, ns, res, &st) < 0)
-			break;
+		{
+			struct timespec a0, a1;
+			clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a0);
+			if (rt_weave_hop(&opts, cl, nc, sv, ns, res, &st) < 0)
+				break;
+			clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a1);
+			w->st.weave_spans += nc + ns;
+			w->st.weave_cpu_ns += (uint64_t)((a1.tv_sec - a0.tv_sec) * 1000000000ll +
+							 (a1.tv_nsec - a0.tv_nsec));
+		}
+		if (debug && (rt_weave_fcfs(opts.skew_ns, cl, nc, sv, ns, fcfs) < 0 ||
+			      rt_weave_vpath(opts.skew_ns, cl, nc, sv, ns, vpath) < 0))
+			debug = 0;
+		for (i = 0; debug && i < ours; i++) {
+			const rt_weave_link *x[3] = {&res[i], &fcfs[i], &vpath[i]};
+			char id[3][33];
+			int m;
+			for (m = 0; m < 3; m++) {
+				if (x[m]->server == RT_WEAVE_NONE)
+					snprintf(id[m], sizeof id[m], "none");
+				else
+					snprintf(id[m], sizeof id[m], "%016" PRIx64 "%016" PRIx64,
+						 sv[x[m]->server].trace_hi, sv[x[m]->server].trace_lo);
+			}
+			coord_log(c, LOG_DEBUG,
+				  "weave decision edge=%s>%s span=%016" PRIx64 " weaver=%s fcfs=%s "
+				  "vpath=%s confidence=%.4f clients=%u servers=%u",
+				  j->edges[k].caller, j->edges[k].callee, cl[i].span_id, id[0], id[1], id[2],
+				  res[i].confidence, nc, ns);
+		}
 		for (i = 0; i < ours; i++) {
 			const struct weave_hop *h = &j->hops[hop_of[i]];
 			const struct weave_cand *x;
@@ -458,6 +495,8 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 	}
 	free(cl);
 	free(res);
+	free(fcfs);
+	free(vpath);
 	free(sv);
 	free(svc_of);
 	send_releases(c, j);
@@ -763,6 +802,8 @@ void coord_weave_figures(struct rt_figures *f, struct rt_coord *c)
 	rt_fig_u64(f, "bad_replies", s->bad_replies);
 	rt_fig_u64(f, "candidates", s->candidates);
 	rt_fig_u64(f, "other_clients", s->other_clients);
+	rt_fig_u64(f, "spans_woven", s->weave_spans);
+	rt_fig_u64(f, "weave_cpu_ns", s->weave_cpu_ns);
 	rt_fig_u64(f, "links_inferred", s->links);
 	rt_fig_u64(f, "links_below_0_9", s->links_low);
 	rt_fig_u64(f, "hops_unmatched", s->unmatched);

@@ -44,6 +44,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -618,6 +619,9 @@ static void do_work(const struct topo_api *a)
 	uint64_t end;
 	if (a->work == TOPO_WORK_SLEEP && a->work_us) {
 		topo_sleep_ns((uint64_t)a->work_us * 1000);
+	} else if (a->work == TOPO_WORK_SLEEP_EXP && a->work_us) {
+		double u = topo_unit(topo_rand64()), x = -log(1.0 - u);
+		topo_sleep_ns((uint64_t)((x < 10.0 ? x : 10.0) * a->work_us * 1000.0));
 	} else if (a->work == TOPO_WORK_SPIN && a->work_us) {
 		end = thread_cpu_ns() + (uint64_t)a->work_us * 1000;
 		while (thread_cpu_ns() < end)

@@ -33,7 +33,10 @@
 #define TOPO_MAX_BYTES (16u << 20) /* raw bytes one call may record */
 #define TOPO_MAX_WORK_US 10000000u
 
-enum topo_work { TOPO_WORK_NONE = 0, TOPO_WORK_SPIN = 1, TOPO_WORK_SLEEP = 2 };
+/* sleep-exp: sleep an exponential time of mean US (at most 10 US), drawn per call:
+ * service times that vary, so calls overtake each other (bench/weave). */
+enum topo_work { TOPO_WORK_NONE = 0, TOPO_WORK_SPIN = 1, TOPO_WORK_SLEEP = 2,
+		 TOPO_WORK_SLEEP_EXP = 3 };
 
 struct topo_host {
 	char name[TOPO_MAX_NAME];
