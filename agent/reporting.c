@@ -630,6 +630,19 @@ void rt_agent_report_pump(struct rt_agent *a)
 
 /* ------------------------------------------------------ remote triggers ---- */
 
+static size_t reply_bytes(struct rt_agent *a, uint8_t *out, size_t cap);
+static size_t error_ack(struct rt_agent *a, int status, uint8_t *out, size_t cap);
+
+size_t rt_agent_reply_msg(struct rt_agent *a, uint8_t *out, size_t cap)
+{
+	return reply_bytes(a, out, cap);
+}
+
+size_t rt_agent_reply_ack(struct rt_agent *a, int32_t status, uint8_t *out, size_t cap)
+{
+	return error_ack(a, status, out, cap);
+}
+
 static size_t reply_bytes(struct rt_agent *a, uint8_t *out, size_t cap)
 {
 	if (a->msg.len > cap)

@@ -327,22 +327,6 @@ static int by_start(const void *x, const void *y)
 	return 0;
 }
 
-static size_t put(struct rt_agent *a, uint8_t *out, size_t cap)
-{
-	if (a->msg.len > cap)
-		return 0;
-	memcpy(out, a->msg.data, a->msg.len);
-	return a->msg.len;
-}
-
-static size_t ack(struct rt_agent *a, int32_t status, uint8_t *out, size_t cap)
-{
-	struct rt_wire_ack k = {.status = status};
-	a->msg.len = 0;
-	if (rt_wire_encode_ack(&a->msg, &k) != 0)
-		return 0;
-	return put(a, out, cap);
-}
 
 static void hold(struct rt_agent *a, uint32_t t, uint64_t request_id, uint64_t until)
 {
@@ -379,11 +363,11 @@ size_t rt_agent_window_query(struct rt_agent *a, const struct rt_wire_window_que
 	int32_t refused = rt_agent_remote_refused(a); /* holds pin: the trigger bucket */
 
 	if (refused)
-		return ack(a, refused, out, cap);
+		return rt_agent_reply_ack(a, refused, out, cap);
 	w->st.queries++;
 	rt_agent_drain_before_reply(a);
 	if (!(r = malloc(sizeof *r)))
-		return ack(a, RT_WIRE_E_NOMEM, out, cap);
+		return rt_agent_reply_ack(a, RT_WIRE_E_NOMEM, out, cap);
 	for (t = 0; t < a->ix.capacity; t++) {
 		const struct rt_trace_entry *e = &a->ix.traces[t];
 		uint64_t first;
@@ -433,7 +417,7 @@ size_t rt_agent_window_query(struct rt_agent *a, const struct rt_wire_window_que
 	n = nv < q->max ? nv : q->max;
 	if (n && !(cands = malloc(n * sizeof *cands))) {
 		free(v);
-		return ack(a, RT_WIRE_E_NOMEM, out, cap);
+		return rt_agent_reply_ack(a, RT_WIRE_E_NOMEM, out, cap);
 	}
 	for (i = 0; i < n; i++) {
 		cands[i] = v[i].c;
@@ -449,8 +433,8 @@ size_t rt_agent_window_query(struct rt_agent *a, const struct rt_wire_window_que
 	rep.candidates = cands;
 	rep.truncated = (uint32_t)(nv - n);
 	a->msg.len = 0;
-	n = rt_wire_encode_window_reply(&a->msg, &rep) == 0 ? put(a, out, cap)
-							     : ack(a, RT_WIRE_E_INVAL, out, cap);
+	n = rt_wire_encode_window_reply(&a->msg, &rep) == 0 ? rt_agent_reply_msg(a, out, cap)
+							     : rt_agent_reply_ack(a, RT_WIRE_E_INVAL, out, cap);
 	free(cands);
 	free(v);
 	return n;
@@ -491,7 +475,7 @@ size_t rt_agent_window_release(struct rt_agent *a, const struct rt_wire_window_r
 		else
 			i++;
 	recompute_expiry(w);
-	return ack(a, 0, out, cap);
+	return rt_agent_reply_ack(a, 0, out, cap);
 }
 
 void rt_agent_window_expire(struct rt_agent *a, uint64_t now_ns)

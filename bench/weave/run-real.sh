@@ -230,7 +230,10 @@ PY
 rc=0
 for h in ${HOPS//,/ }; do
 	for r in ${LOADS//,/ }; do
-		run_level "$h" "$r" | tee -a "$OUT/results.txt" || rc=1
+		# Not in a pipeline: run_level's daemons must be this shell's (the trap).
+		run_level "$h" "$r" > "$OUT/level.txt" || rc=1
+		cat "$OUT/level.txt"
+		cat "$OUT/level.txt" >> "$OUT/results.txt"
 	done
 done
 exit $rc

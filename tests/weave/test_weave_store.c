@@ -17,25 +17,13 @@
 #include <unistd.h>
 
 #include "common/suite.h"
+#include "weave/cli_run.h"
 #include "evgen.h"
 #include "store.h"
 
 #define A1 11u
 #define A2 22u
 
-static int run_cmd(int argc, char **argv, const char *stdout_path)
-{
-	fflush(stdout);
-	int saved = dup(1), fd = open(stdout_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	ck_assert_int_ge(fd, 0);
-	dup2(fd, 1);
-	close(fd);
-	int rc = cli_cmd_weave(argc, argv);
-	fflush(stdout);
-	dup2(saved, 1);
-	close(saved);
-	return rc;
-}
 
 /* One trace, one agent, one stream: `svc` writes a root (kind) and maybe a CLIENT
  * child with peer.service, times in EG_T units; stored with its row. */
