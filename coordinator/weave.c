@@ -103,13 +103,26 @@ struct weave_stats {
 	uint64_t traces_looked, open_hops, unknown_callee, hops_dropped;
 	uint64_t jobs, jobs_full, queries, query_failures, replies, bad_replies, candidates;
 	uint64_t other_clients;
+	uint64_t priors_used, models_learnt;
 	uint64_t weave_spans, weave_cpu_ns; /* spans put through rt_weave_hop, its CPU time */
 	uint64_t links, links_low, unmatched, links_dropped, timeouts, abandoned;
 	uint64_t releases, link_slices, link_slice_errors;
 };
 
+/* What a hop's delays looked like in its last batch big enough to fit a model:
+ * the prior of the next batches (weave.h: a handful of calls cannot fit one). */
+#define WEAVE_MODELS 64
+#define WEAVE_MODEL_MIN 20 /* links a batch needs to give an edge its first model */
+struct weave_model {
+	struct weave_edge_names edge;
+	rt_weave_model model;
+	int have;
+};
+
 struct coord_weave {
 	struct weave_job jobs[WEAVE_JOBS];
+	struct weave_model models[WEAVE_MODELS];
+	uint32_t nmodels;
 	struct weave_edge graph[WEAVE_MAX_GRAPH];
 	uint32_t ngraph;
 	struct weave_stats st;
@@ -366,6 +379,20 @@ static int in_group(const struct coord_group *g, uint64_t lo)
 	return 0;
 }
 
+static struct weave_model *model_of(struct coord_weave *w, const struct weave_edge_names *e)
+{
+	uint32_t i;
+	for (i = 0; i < w->nmodels; i++)
+		if (!strcmp(w->models[i].edge.caller, e->caller) &&
+		    !strcmp(w->models[i].edge.callee, e->callee))
+			return &w->models[i];
+	if (w->nmodels == WEAVE_MODELS)
+		return NULL;
+	memset(&w->models[w->nmodels], 0, sizeof w->models[0]);
+	w->models[w->nmodels].edge = *e;
+	return &w->models[w->nmodels++];
+}
+
 /* Is (trace lo, span) one of our own hops of edge k? */
 static int is_our_hop(const struct weave_job *j, const struct coord_group *g, uint32_t k,
 		      uint64_t lo, uint64_t span)
@@ -436,9 +463,18 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 		}
 		{
 			struct timespec a0, a1;
+			struct weave_model *wm = model_of(w, &j->edges[k]);
+			opts.prior = wm && wm->have ? &wm->model : NULL;
+			w->st.priors_used += opts.prior != NULL;
 			clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a0);
 			if (rt_weave_hop(&opts, cl, nc, sv, ns, res, &st) < 0)
 				break;
+			/* A batch that could fit its own model teaches the edge's. */
+			if (wm && st.linked >= (wm->have ? RT_WEAVE_PRIOR_KEEP : WEAVE_MODEL_MIN)) {
+				wm->model = st.model;
+				wm->have = 1;
+				w->st.models_learnt++;
+			}
 			clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a1);
 			w->st.weave_spans += nc + ns;
 			w->st.weave_cpu_ns += (uint64_t)((a1.tv_sec - a0.tv_sec) * 1000000000ll +
@@ -802,6 +838,8 @@ void coord_weave_figures(struct rt_figures *f, struct rt_coord *c)
 	rt_fig_u64(f, "bad_replies", s->bad_replies);
 	rt_fig_u64(f, "candidates", s->candidates);
 	rt_fig_u64(f, "other_clients", s->other_clients);
+	rt_fig_u64(f, "priors_used", s->priors_used);
+	rt_fig_u64(f, "models_learnt", s->models_learnt);
 	rt_fig_u64(f, "spans_woven", s->weave_spans);
 	rt_fig_u64(f, "weave_cpu_ns", s->weave_cpu_ns);
 	rt_fig_u64(f, "links_inferred", s->links);
