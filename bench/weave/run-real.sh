@@ -84,7 +84,7 @@ except Exception: print(-1)"
 
 PORT=$((20000 + $$ % 20000))
 run_level() { # HOPS RATE
-	local hops=$1 rate=$2 dir topo nhosts edge i pools=() noctx=() hosts ready n prev=-1 same=0
+	local hops=$1 rate=$2 dir topo nhosts edge i pools=() noctx=() hosts ready n prev=-1 same=0 h
 	dir=$OUT/h$hops-r$rate
 	rm -rf "$dir"; mkdir -p "$dir/logs"
 	topo=$ROOT/bench/weave/topologies/real$hops.topo
