@@ -1527,7 +1527,10 @@ START_TEST(test_random_bytes)
 	enum { N = 200000, MAXLEN = 64 };
 	uint8_t in[MAXLEN];
 	unsigned accepted = 0, by_code[16] = {0};
-	static const uint8_t elems[] = {0, 12, 7, 5, 5, 11, 4};
+	static const uint8_t elems[RT_WIRE_TYPE_MAX + 1] = {
+		0, RT_WIRE_ELEMS_REGISTER, RT_WIRE_ELEMS_TRIGGER, RT_WIRE_ELEMS_REMOTE_TRIGGER,
+		RT_WIRE_ELEMS_BREADCRUMB_REPLY, RT_WIRE_ELEMS_SLICE, RT_WIRE_ELEMS_ACK,
+		RT_WIRE_ELEMS_WINDOW_QUERY, RT_WIRE_ELEMS_WINDOW_REPLY, RT_WIRE_ELEMS_WINDOW_RELEASE};
 
 	seed_rng(3);
 	for (int it = 0; it < N; it++) {
