@@ -1112,6 +1112,7 @@ void rt_agent_close(struct rt_agent *a)
 		}
 	}
 	rt_agent_reporting_close(a);
+	rt_agent_window_free(a);
 	rt_pool_detach(&a->pool);
 	rt_index_free(&a->ix);
 	free_segments(a);
@@ -1250,6 +1251,7 @@ unsigned int rt_agent_poll(struct rt_agent *a)
 	n += rt_drain_triggers(&a->pool, &cb, &ds);
 	a->st.bad_triggers += ds.bad_triggers;
 	enforce_limits(a);
+	rt_agent_window_expire(a, a->pass_now_ns);
 	if (a->pass_now_ns >= a->next_liveness_ns) {
 		anchor_clock(a);
 		check_pool(a, a->pass_now_ns);

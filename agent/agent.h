@@ -34,6 +34,7 @@
 #include "log.h"
 #include "report.h"
 #include "uplink.h"
+#include "window.h"
 #include "shm/pool.h"
 
 struct rt_agent_stats {
@@ -174,6 +175,7 @@ struct rt_agent {
 	uint32_t nlost;
 	uint64_t lost_check_ns;     /* when to look at them again */
 	struct rt_agent_guard *guard; /* who may ask what (guard.h); NULL admits all */
+	struct rt_agent_window win;   /* weaving's time-window queries and holds (window.h) */
 	/* rt_agent_count_open's scratch: the available queue's ids, and a bit per
 	 * buffer for those (free: their headers need no look). */
 	struct rt_available_entry *avail_snapshot;
@@ -201,7 +203,8 @@ unsigned int rt_agent_poll(struct rt_agent *a);
 void rt_agent_close(struct rt_agent *a);
 
 /*
- * A control request from the coordinator (a wire message: REMOTE_TRIGGER) or a
+ * A control request from the coordinator (a wire message: REMOTE_TRIGGER, or
+ * WINDOW_QUERY / WINDOW_RELEASE for weaving, window.h) or a
  * text command ("status", "status json", "ping"). Writes the reply; returns its
  * length.
  */

@@ -31,6 +31,10 @@ void rt_agent_drain_before_reply(struct rt_agent *a);
 void rt_agent_count_open(struct rt_agent *a, const uint64_t *los, uint32_t n, uint32_t *open);
 
 /* reporting.c */
+/* The message in a->msg as a control reply (0 if it does not fit), or an ACK with
+ * `status` encoded there first. */
+size_t rt_agent_reply_msg(struct rt_agent *a, uint8_t *out, size_t cap);
+size_t rt_agent_reply_ack(struct rt_agent *a, int32_t status, uint8_t *out, size_t cap);
 int rt_agent_reporting_open(struct rt_agent *a, char *err, size_t errlen);
 void rt_agent_reporting_close(struct rt_agent *a);
 /* A local trigger group from the trigger queue (rate-limited). */

@@ -10,11 +10,13 @@
  * at the tail so the list keeps arrival order (buffers that come back from a
  * failed send go back at the head). Every live entry sits on exactly one of
  * three doubly linked lists through lru_prev/lru_next, named by its `list`
- * field: the LRU of untriggered traces (touching a trace moves it to the tail,
+ * field (four lists): the LRU of untriggered traces (touching a trace moves it to the tail,
  * eviction takes the head); the pinned list, in pinning order; and the quiet
  * list of pinned traces whose data has all been taken and released, in the
  * order they went quiet (the first entries to reclaim when the table is full;
- * new data moves a trace back to the pinned list). Every operation is O(1)
+ * new data moves a trace back to the pinned list); and the held list of
+ * untriggered traces a weaving query answered with (agent/window.c): neither
+ * evicted nor touched back into the LRU until released. Every operation is O(1)
  * except removal, which walks the trace's own buffers.
  */
 #include "index.h"
@@ -68,6 +70,7 @@ int rt_index_init(struct rt_index *ix, uint32_t capacity, uint32_t buffer_count)
 	ix->lru_head = ix->lru_tail = RT_INDEX_NONE;
 	ix->pin_head = ix->pin_tail = RT_INDEX_NONE;
 	ix->quiet_head = ix->quiet_tail = RT_INDEX_NONE;
+	ix->held_head = ix->held_tail = RT_INDEX_NONE;
 	return 0;
 }
 
@@ -94,13 +97,15 @@ uint32_t rt_index_find(const struct rt_index *ix, uint64_t lo)
 static uint32_t *list_head(struct rt_index *ix, uint8_t list)
 {
 	return list == RT_LIST_LRU ? &ix->lru_head
-	       : list == RT_LIST_PINNED ? &ix->pin_head : &ix->quiet_head;
+	       : list == RT_LIST_PINNED ? &ix->pin_head
+	       : list == RT_LIST_QUIET ? &ix->quiet_head : &ix->held_head;
 }
 
 static uint32_t *list_tail(struct rt_index *ix, uint8_t list)
 {
 	return list == RT_LIST_LRU ? &ix->lru_tail
-	       : list == RT_LIST_PINNED ? &ix->pin_tail : &ix->quiet_tail;
+	       : list == RT_LIST_PINNED ? &ix->pin_tail
+	       : list == RT_LIST_QUIET ? &ix->quiet_tail : &ix->held_tail;
 }
 
 static void lru_unlink(struct rt_index *ix, uint32_t t)
@@ -138,12 +143,13 @@ static void list_move(struct rt_index *ix, uint32_t t, uint8_t list)
 	list_append(ix, t, list);
 }
 
-/* Seen again: an untriggered trace moves to the LRU's young end. */
+/* Seen again: an untriggered trace moves to the LRU's young end (a held one
+ * stays held). */
 static void touch(struct rt_index *ix, uint32_t t, uint64_t now_ns)
 {
 	struct rt_trace_entry *e = &ix->traces[t];
 	e->last_seen_ns = now_ns;
-	if (e->state == RT_TRACE_UNTRIGGERED && ix->lru_tail != t)
+	if (e->state == RT_TRACE_UNTRIGGERED && e->list == RT_LIST_LRU && ix->lru_tail != t)
 		list_move(ix, t, RT_LIST_LRU);
 }
 
@@ -233,6 +239,8 @@ void rt_index_pin(struct rt_index *ix, uint32_t t, uint32_t trigger_id)
 		return;
 	e->state = RT_TRACE_TRIGGERED;
 	e->trigger_id = trigger_id;
+	if (e->list == RT_LIST_HELD)
+		ix->st.held_traces--;
 	list_move(ix, t, RT_LIST_PINNED);
 	ix->st.pinned_traces++;
 	ix->st.pinned_buffers += e->nbuffers;
@@ -246,6 +254,26 @@ void rt_index_unpin(struct rt_index *ix, uint32_t t, uint64_t now_ns)
 	e->state = RT_TRACE_UNTRIGGERED;
 	ix->st.pinned_traces--;
 	ix->st.pinned_buffers -= e->nbuffers;
+	e->last_seen_ns = now_ns;
+	list_move(ix, t, RT_LIST_LRU);
+}
+
+int rt_index_hold(struct rt_index *ix, uint32_t t)
+{
+	struct rt_trace_entry *e = &ix->traces[t];
+	if (e->state != RT_TRACE_UNTRIGGERED || e->list != RT_LIST_LRU)
+		return 0;
+	list_move(ix, t, RT_LIST_HELD);
+	ix->st.held_traces++;
+	return 1;
+}
+
+void rt_index_unhold(struct rt_index *ix, uint32_t t, uint64_t now_ns)
+{
+	struct rt_trace_entry *e = &ix->traces[t];
+	if (e->list != RT_LIST_HELD)
+		return;
+	ix->st.held_traces--;
 	e->last_seen_ns = now_ns;
 	list_move(ix, t, RT_LIST_LRU);
 }
@@ -285,6 +313,8 @@ uint32_t rt_index_remove(struct rt_index *ix, uint32_t t, uint32_t *out,
 		ix->buf_recovered[b] = 0;
 		b = next;
 	}
+	if (e->list == RT_LIST_HELD)
+		ix->st.held_traces--;
 	lru_unlink(ix, t);
 	if (e->state != RT_TRACE_UNTRIGGERED) {
 		ix->st.pinned_traces--;

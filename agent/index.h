@@ -41,6 +41,8 @@ enum rt_trace_list {
 	RT_LIST_LRU = 0,    /* untriggered, least recently seen first */
 	RT_LIST_PINNED = 1, /* pinned, in pinning order */
 	RT_LIST_QUIET = 2,  /* pinned, all its data gone out: in the order it went quiet */
+	RT_LIST_HELD = 3,   /* untriggered but held (a weaving window query, agent/window.c):
+			     * out of the LRU so it is not evicted, not pinned for reporting */
 };
 
 enum rt_trace_state {
@@ -78,6 +80,7 @@ struct rt_index_stats {
 	uint64_t bytes;
 	uint64_t pinned_traces;
 	uint64_t pinned_buffers;
+	uint64_t held_traces;     /* on the held list (rt_index_hold) */
 	uint64_t inflight_buffers; /* taken out of their trace for reporting */
 	uint64_t crumbs;          /* distinct (trace, agent) pairs held */
 	uint64_t crumbs_dropped;  /* a trace already had RT_INDEX_MAX_CRUMBS agents */
@@ -100,6 +103,7 @@ struct rt_index {
 	uint32_t lru_head, lru_tail; /* untriggered; head = least recently seen */
 	uint32_t pin_head, pin_tail; /* pinned, in pinning order (same links) */
 	uint32_t quiet_head, quiet_tail; /* pinned and fully reported (same links) */
+	uint32_t held_head, held_tail;   /* untriggered, held from eviction (same links) */
 	uint32_t *buf_next;      /* per buffer: next buffer of the same trace */
 	uint32_t *buf_trace;     /* per buffer: owning trace entry, or NONE */
 	uint32_t *buf_bytes;     /* per buffer: bytes indexed */
@@ -141,6 +145,16 @@ int rt_index_add_crumb(struct rt_index *ix, uint32_t t, uint32_t agent_id,
  */
 void rt_index_pin(struct rt_index *ix, uint32_t t, uint32_t trigger_id);
 void rt_index_unpin(struct rt_index *ix, uint32_t t, uint64_t now_ns);
+
+/*
+ * Hold an untriggered trace out of the LRU (it cannot be evicted, and new data
+ * does not move it back), or let it go back to the LRU as most recently seen.
+ * Hold returns 1 if the trace is now held by this call, 0 if it was not in the
+ * LRU (already held, pinned: nothing to do). A held trace that gets pinned
+ * leaves the held list for the pinned one; unpinned, it goes to the LRU.
+ */
+int rt_index_hold(struct rt_index *ix, uint32_t t);
+void rt_index_unhold(struct rt_index *ix, uint32_t t, uint64_t now_ns);
 
 /*
  * Remove trace `t` entirely, writing its buffer ids to `out` (room for

@@ -630,6 +630,19 @@ void rt_agent_report_pump(struct rt_agent *a)
 
 /* ------------------------------------------------------ remote triggers ---- */
 
+static size_t reply_bytes(struct rt_agent *a, uint8_t *out, size_t cap);
+static size_t error_ack(struct rt_agent *a, int status, uint8_t *out, size_t cap);
+
+size_t rt_agent_reply_msg(struct rt_agent *a, uint8_t *out, size_t cap)
+{
+	return reply_bytes(a, out, cap);
+}
+
+size_t rt_agent_reply_ack(struct rt_agent *a, int32_t status, uint8_t *out, size_t cap)
+{
+	return error_ack(a, status, out, cap);
+}
+
 static size_t reply_bytes(struct rt_agent *a, uint8_t *out, size_t cap)
 {
 	if (a->msg.len > cap)
@@ -751,6 +764,14 @@ size_t rt_agent_handle_request(struct rt_agent *a, const uint8_t *req, size_t le
 		return (size_t)snprintf((char *)out, cap,
 					"error: unknown request (try status, status json, ping)") + 1;
 	rc = rt_wire_decode(req, len, &m);
+	if (rc == 0 && (m.type == RT_WIRE_WINDOW_QUERY || m.type == RT_WIRE_WINDOW_RELEASE)) {
+		/* Weaving (agent/window.c). */
+		size_t n = m.type == RT_WIRE_WINDOW_QUERY
+				   ? rt_agent_window_query(a, &m.wquery, out, cap)
+				   : rt_agent_window_release(a, &m.wrelease, out, cap);
+		rt_wire_msg_free(&m);
+		return n;
+	}
 	if (rc != 0 || m.type != RT_WIRE_REMOTE_TRIGGER) {
 		a->st.bad_requests++;
 		rt_wire_msg_free(&m);

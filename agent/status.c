@@ -232,6 +232,7 @@ static void all_figures(struct rt_figures *w, const struct rt_agent *a)
 	reporting_section(w, a);
 	trigger_sections(w, a);
 	rt_agent_guard_figures(w, a);
+	rt_agent_window_figures(w, a);
 }
 
 size_t rt_agent_status(const struct rt_agent *a, int json, char *out, size_t outlen)

@@ -66,6 +66,9 @@ static const struct opt_row rows[] = {
 	{ "export-batch", T_U32, F(export_batch), "N", "traces per push (default 128)" },
 	{ "export-interval", T_SECONDS, F(export_interval), "SEC", "push what waits at least this often (default 1)" },
 	{ "http-listen", T_STR, F(http_listen), "URL", "serve the web UI and its JSON API (/api/...) at this http:// URL, e.g. http://127.0.0.1:9480 (default: off; loopback unless --insecure; docs/ui.md)" },
+	{ "weave", T_STR, F(weave), "on|off", "infer the links of hops that dropped the trace context, and collect the callee's half with the caller's (default off; docs/weaving.md)" },
+	{ "weave-graph", T_STR, F(weave_graph), "FILE", "call-graph edges \"CALLER CALLEE\" per line, for CLIENT spans without peer.service" },
+	{ "weave-timeout", T_SECONDS, F(weave_timeout), "SEC", "how long the agents' candidate answers may take (default 1)" },
 	{ "check-config", T_FLAG, F(check_config), NULL, "check every setting's syntax and range (flags and --config file), then exit: 0, or 2 with the reason" },
 };
 
@@ -80,6 +83,8 @@ void rt_coord_config_defaults(struct rt_coord_config *c)
 	c->settle = 1.0;
 	c->collect_timeout = 10.0;
 	c->state_ttl = 60.0;
+	snprintf(c->weave, sizeof c->weave, "off");
+	c->weave_timeout = 1.0;
 	c->agent_timeout = 1.0;
 	c->agent_retries = 2;
 	c->agent_ttl = 60.0;
@@ -261,6 +266,14 @@ int rt_coord_config_parse(struct rt_coord_config *c, int argc, char **argv, FILE
 	}
 	if (c->agent_timeout <= 0) {
 		fprintf(err, "retrace-coordinator: --agent-timeout must be > 0\n");
+		return -1;
+	}
+	if (strcmp(c->weave, "on") != 0 && strcmp(c->weave, "off") != 0) {
+		fprintf(err, "retrace-coordinator: --weave must be on or off\n");
+		return -1;
+	}
+	if (c->weave_timeout <= 0 || c->weave_timeout > 60) {
+		fprintf(err, "retrace-coordinator: --weave-timeout must be in (0, 60] s\n");
 		return -1;
 	}
 	if (c->metrics_listen[0]) {

@@ -121,6 +121,12 @@ struct coord_gtrace {
 	uint64_t first_ns, last_ns; /* Unix ns range of its buffers */
 	uint64_t bytes;
 	uint32_t slices;
+	/* weave.c: this trace was added by an inferred link from a CLIENT span of
+	 * trace woven_from of the group (woven = 1); complete: its own row came out
+	 * coherent at close (set there, read by the traces it closes the hop of). */
+	uint8_t woven, woven_from, complete;
+	double weave_confidence;
+	uint64_t weave_client_span, weave_server_span;
 };
 
 struct coord_trigger_key {
@@ -148,6 +154,9 @@ struct coord_group {
 	uint64_t traversal_ns;    /* 0 until the traversal went idle */
 	uint32_t next_free;
 	uint32_t share;           /* index+1 of the trigger share it is charged to */
+	uint8_t weave_state;      /* weave.c: 1 while its agents are asked for candidates */
+	uint32_t weave_job;       /* index+1 of that job */
+	uint64_t weave_checked;   /* traces (mask) already looked at for open hops */
 };
 
 /*
@@ -181,15 +190,24 @@ struct coord_ask {
 	uint32_t attempt;         /* 0, then retries up to agent_retries */
 };
 
+enum coord_req_kind {
+	COORD_REQ_TRAVERSAL = 0,  /* REMOTE_TRIGGER -> BREADCRUMB_REPLY */
+	COORD_REQ_WINDOW = 1,     /* weave.c: WINDOW_QUERY -> WINDOW_REPLY */
+	COORD_REQ_RELEASE = 2,    /* weave.c: WINDOW_RELEASE -> ACK (ignored) */
+};
+
 struct coord_req {
 	int state;                /* REQ_FREE, REQ_SENDING, REQ_RECEIVING, REQ_DONE */
+	int kind;                 /* enum coord_req_kind */
 	int ok;
 	nng_ctx ctx;
 	nng_aio *aio;
 	nng_msg *reply;
 	struct rt_coord *c;
 	uint32_t agent_id;
-	uint32_t nparts;          /* asks carried, 1..RT_WIRE_MAX_TRACES */
+	uint32_t job;             /* weave requests: the job (weave.c) */
+	uint64_t tag;             /* weave requests: what the job asked */
+	uint32_t nparts;          /* traversal: asks carried, 1..RT_WIRE_MAX_TRACES */
 	struct coord_ask parts[RT_WIRE_MAX_TRACES];
 	uint64_t request_id;
 	struct coord_req *next_ready;
@@ -302,6 +320,7 @@ struct rt_coord {
 	struct rt_metrics *metrics;  /* /metrics (daemon/metrics.h); NULL: off */
 	struct coord_stream *stream; /* stream.c: continuous export; NULL: off */
 	struct rt_http_api *http;    /* web UI and /api (http_api.h); NULL: off */
+	struct coord_weave *weave;   /* weave.c; NULL: --weave off */
 };
 
 uint64_t coord_now_ns(void);      /* CLOCK_MONOTONIC */
@@ -327,6 +346,37 @@ int coord_trace_was_unselected(struct rt_coord *c, uint64_t lo);
 int coord_trace_open(struct rt_coord *c, uint64_t lo);
 void coord_traversal_tick(struct rt_coord *c, uint64_t now);
 void coord_resume_received(struct rt_coord *c);
+
+/* traversal.c, for weave.c: the request machinery and the group's traces. */
+/* Send c->out to agent a as a request of `kind`; tag/job are kept in the
+ * request (r->tag, r->job) for the reply. 0, or -1 (no slot or socket). */
+int coord_req_send(struct rt_coord *c, struct coord_agent *a, int kind, uint32_t job,
+		   uint64_t tag, uint64_t request_id, double timeout_s);
+void coord_req_free(struct rt_coord *c, struct coord_req *r);
+/* Add trace (hi, lo) to g and name `agent` for it (to be asked at the next
+ * dispatch): its index, or -1 (group full, or the trace is another group's). */
+int coord_group_add_named(struct rt_coord *c, struct coord_group *g, uint64_t hi, uint64_t lo,
+			  uint32_t agent);
+
+/* weave.c (docs/weaving.md) */
+struct rt_figures;
+int coord_weave_init(struct rt_coord *c, char *err, size_t errlen);
+void coord_weave_free(struct rt_coord *c);
+/* The group is ready to close: 1 if weaving holds it open (agents are being
+ * asked for the other halves of its open hops), 0 to close now. */
+int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now);
+/* A WINDOW_REPLY / release ACK (or failure) for a weave request; frees r. */
+void coord_weave_reply(struct rt_coord *c, struct coord_req *r);
+/* Jobs whose agents did not all answer in time are decided with what came. */
+void coord_weave_tick(struct rt_coord *c, uint64_t now);
+/* The group closes: its job (if any) is dropped. */
+void coord_weave_group_closed(struct rt_coord *c, struct coord_group *g);
+/* At close, before trace idx's row: store the attributes of its inferred links
+ * (a small slice of the weaver's own, agent RT_WEAVE_AGENT_ID). */
+void coord_weave_store_links(struct rt_coord *c, struct coord_group *g, int idx);
+/* Open hops of trace idx closed by a link to a complete trace (coherence). */
+uint64_t coord_weave_forgiven(const struct coord_group *g, int idx, const struct rt_decoded_trace *dt);
+void coord_weave_figures(struct rt_figures *w, struct rt_coord *c);
 
 /* spans_out.c: a closed trace's decoded spans into a store that keeps them as
  * rows (rt_store_wants_spans); 0, or a negative store error / -1 out of memory. */

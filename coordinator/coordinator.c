@@ -599,6 +599,10 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 		rt_coord_close(c);
 		return NULL;
 	}
+	if (coord_weave_init(c, err, errlen) != 0) {
+		rt_coord_close(c);
+		return NULL;
+	}
 	coord_dir_load(c);
 	resume_pending(c);
 	write_ready_file(c);
@@ -638,6 +642,7 @@ void rt_coord_close(struct rt_coord *c)
 			nng_msg_free(c->in[i].msg);
 	}
 	coord_traversal_free(c);
+	coord_weave_free(c);
 	coord_stream_close(c); /* before the store: it flushes from it */
 	coord_selection_free(c);
 	coord_dir_free(c);

@@ -60,6 +60,10 @@ struct rt_coord_config {
 	long store_group;                  /* -1: store file 0600; else 0640 with this group */
 	char metrics_listen[RT_COORD_URL_MAX]; /* http:// URL of /metrics (docs/metrics.md); empty: off */
 	char http_listen[RT_COORD_URL_MAX];    /* http:// URL of the web UI and /api (docs/ui.md); empty: off */
+	/* Weaving hops without context (weave.c, docs/weaving.md). */
+	char weave[RT_COORD_URL_MAX];          /* "on" or "off" (default off) */
+	char weave_graph[RT_COORD_URL_MAX];    /* "CALLER CALLEE" lines for clients without peer.service */
+	double weave_timeout;                  /* s the agents' candidate answers may take (default 1) */
 };
 
 void rt_coord_config_defaults(struct rt_coord_config *c);

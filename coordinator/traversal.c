@@ -343,6 +343,7 @@ static int send_request(struct rt_coord *c, struct coord_req *r, struct coord_ag
 		return -1;
 	}
 	memcpy(nng_msg_body(m), c->out.data, c->out.len);
+	r->kind = COORD_REQ_TRAVERSAL;
 	r->agent_id = a->id;
 	r->ok = 0;
 	r->state = REQ_SENDING;
@@ -353,6 +354,55 @@ static int send_request(struct rt_coord *c, struct coord_req *r, struct coord_ag
 	c->st.remote_sent++;
 	c->st.remote_asks += r->nparts;
 	return 0;
+}
+
+int coord_req_send(struct rt_coord *c, struct coord_agent *a, int kind, uint32_t job,
+		   uint64_t tag, uint64_t request_id, double timeout_s)
+{
+	struct coord_req *r;
+	nng_msg *m;
+	if (!a->sock_open || !(r = req_alloc(c)))
+		return -1;
+	if (nng_ctx_open(&r->ctx, a->sock) != 0) {
+		r->ctx = (nng_ctx)NNG_CTX_INITIALIZER;
+		req_release(c, r);
+		return -1;
+	}
+	if (nng_msg_alloc(&m, c->out.len) != 0) {
+		req_release(c, r);
+		return -1;
+	}
+	memcpy(nng_msg_body(m), c->out.data, c->out.len);
+	r->kind = kind;
+	r->request_id = request_id;
+	r->job = job;
+	r->tag = tag;
+	r->nparts = 0;
+	r->agent_id = a->id;
+	r->ok = 0;
+	r->state = REQ_SENDING;
+	nng_aio_set_timeout(r->aio, (nng_duration)(timeout_s * 1000));
+	nng_aio_set_msg(r->aio, m);
+	nng_ctx_send(r->ctx, r->aio);
+	return 0;
+}
+
+void coord_req_free(struct rt_coord *c, struct coord_req *r)
+{
+	req_release(c, r);
+}
+
+int coord_group_add_named(struct rt_coord *c, struct coord_group *g, uint64_t hi, uint64_t lo,
+			  uint32_t agent)
+{
+	int idx;
+	struct coord_group *other = group_of(c, lo, &idx);
+	if (other && other != g)
+		return -1;
+	if ((idx = group_add_trace(c, g, hi, lo)) < 0)
+		return -1;
+	name_agent(g, idx, agent);
+	return idx;
 }
 
 static void set_cells(struct coord_group *g, uint32_t agent, uint64_t mask, int from, int to)
@@ -586,7 +636,12 @@ void coord_handle_reply(struct rt_coord *c, struct coord_req *r)
 	struct rt_wire_msg m;
 	struct coord_agent *a;
 	uint32_t p;
-	int ok = r->ok && reply_matches(r, &m);
+	int ok;
+	if (r->kind != COORD_REQ_TRAVERSAL) {
+		coord_weave_reply(c, r);
+		return;
+	}
+	ok = r->ok && reply_matches(r, &m);
 	if (r->ok && !ok)
 		c->st.remote_bad_replies++;
 	if (!ok && (a = coord_dir_find(c, r->agent_id))) {
@@ -899,10 +954,11 @@ int coord_decode_stored(struct rt_coord *c, uint64_t hi, uint64_t lo,
  * trace that cannot be decoded cannot be shown complete either. Returns 1 when
  * `dt` holds the decoded trace (the caller frees it).
  */
-static int confirm_complete(struct rt_coord *c, struct rt_store_trace *row,
-			    struct rt_decoded_trace *dt)
+static int confirm_complete(struct rt_coord *c, const struct coord_group *g, int idx,
+			    struct rt_store_trace *row, struct rt_decoded_trace *dt)
 {
-	const struct rt_decode_stats *st = &dt->st;
+	struct rt_decode_stats st_copy;
+	const struct rt_decode_stats *st = &st_copy;
 	if (coord_decode_stored(c, row->trace_hi, row->trace_lo, dt) != 0) {
 		rt_decoded_trace_free(dt);
 		c->st.traces_undecodable++;
@@ -910,6 +966,15 @@ static int confirm_complete(struct rt_coord *c, struct rt_store_trace *row,
 		coord_log(c, LOG_WARN, "trace %016llx%016llx: cannot be decoded at close: incoherent",
 			  (unsigned long long)row->trace_hi, (unsigned long long)row->trace_lo);
 		return 0;
+	}
+	/* A client span whose callee's half was woven in (an inferred link to a
+	 * trace of this group that came out complete) is not a hole: weave.c. */
+	st_copy = dt->st;
+	if (g) {
+		uint64_t forgiven = coord_weave_forgiven(g, idx, dt);
+		st_copy.unmatched_client_spans -= forgiven <= st_copy.unmatched_client_spans
+							  ? forgiven
+							  : st_copy.unmatched_client_spans;
 	}
 	if (!rt_decode_complete(st)) {
 		c->st.traces_incomplete++;
@@ -931,12 +996,18 @@ static void close_group(struct rt_coord *c, struct coord_group *g, uint64_t now)
 {
 	struct rt_store_trace row;
 	struct rt_decoded_trace dt;
-	uint32_t i;
-	for (i = 0; i < g->ntraces; i++) {
+	uint32_t k, i;
+	coord_weave_group_closed(c, g);
+	/* Last added first: a woven trace (added after the trace whose open hop
+	 * it closes) is judged before that trace needs to know (weave.c). */
+	for (k = g->ntraces; k-- > 0;) {
 		int decoded = 0;
+		i = k;
+		coord_weave_store_links(c, g, (int)i);
 		build_row(c, g, (int)i, &row);
 		if (row.coherent)
-			decoded = confirm_complete(c, &row, &dt);
+			decoded = confirm_complete(c, g, (int)i, &row, &dt);
+		g->traces[i].complete = (uint8_t)(row.coherent != 0);
 		if (decoded && coord_store_spans(c, &dt) != 0) { /* rows for SQL (ClickHouse) */
 			c->st.store_errors++;
 			coord_log(c, LOG_ERROR, "store: spans: %s", rt_store_errmsg(c->store));
@@ -1000,10 +1071,11 @@ static void group_tick(struct rt_coord *c, struct coord_group *g, uint64_t now)
 	reask_open_cells(g, now);
 	if (g->dirty)
 		dispatch(c, g, now);
-	if (now - g->created_ns >= timeout ||
-	    (g->traversal_ns && !traversal_busy(g) && all_delivered(g) &&
-	     now - g->last_activity_ns >= settle))
+	if (now - g->created_ns >= timeout)
 		close_group(c, g, now);
+	else if (g->traversal_ns && !traversal_busy(g) && all_delivered(g) &&
+		 now - g->last_activity_ns >= settle && !coord_weave_hold(c, g, now))
+		close_group(c, g, now); /* (weaving may first add the callees' halves) */
 }
 
 void coord_traversal_tick(struct rt_coord *c, uint64_t now)
@@ -1016,6 +1088,7 @@ void coord_traversal_tick(struct rt_coord *c, uint64_t now)
 			seen++;
 			group_tick(c, &c->groups[i], now);
 		}
+	coord_weave_tick(c, now);
 	if (now >= c->next_expire_ns) {
 		c->next_expire_ns = now + second / 10;
 		expire_closed(c, now);

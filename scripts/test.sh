@@ -24,3 +24,9 @@ if [ -x build/bench/e2e/retrace-tail-collector ]; then
   RETRACE_BENCH_QUICK=1 bash bench/e2e/run-e2e.sh --build build --out build/e2e > build/bench-e2e.txt
   echo "bench_e2e: $(wc -l < build/bench-e2e.txt) lines"
 fi
+# Weaving in the running system, short (figures not asserted; fails only if a step
+# cannot run): coordinator --weave on against retrace-topo's truth.
+if [ -x build/coordinator/retrace-coordinator ] && [ -x build/examples/retrace-topo ]; then
+  RETRACE_BENCH_QUICK=1 bash bench/weave/run-real.sh --build build --out build/weave-real > build/bench-weave-real.txt
+  echo "bench_weave_real: $(wc -l < build/bench-weave-real.txt) lines"
+fi

@@ -251,6 +251,10 @@ static int build_batches(weaver *w, rt_weave_stats *st)
 
 static int fit_initial(weaver *w)
 {
+    if (w->o->prior && w->o->prior->request.k && w->o->prior->response.k) {
+        w->model = *w->o->prior; /* it has its outlier component already */
+        return 0;
+    }
     size_t n = w->ncand ? w->ncand : 1, lone = 0;
     double *req = malloc(n * sizeof *req), *resp = malloc(n * sizeof *resp),
            *wt = malloc(n * sizeof *wt);
@@ -403,6 +407,8 @@ static int refit(weaver *w)
             resp[n++] = w->cand_resp[w->choice[p]];
         }
     int rc = 0;
+    if (w->o->prior && w->o->prior->request.k && chosen < RT_WEAVE_PRIOR_KEEP)
+        n = 0; /* too few for a model of their own: keep the prior */
     if (n >= REFIT_MIN) {
         unsigned k = w->o->components;
         if (k < 1)

@@ -64,7 +64,13 @@ typedef struct rt_weave_opts {
     unsigned max_candidates; /* per client, the earliest-starting ones kept (default 96) */
     unsigned window;         /* batch size solved exactly; larger ones in windows (default 48) */
     bool thread_constraint;  /* when both sides name a thread, they must be equal */
+    /* NULL, or a delay model fitted before on this hop (an earlier run's stats.model):
+     * used instead of a fit on this batch while the batch chooses fewer than
+     * RT_WEAVE_PRIOR_KEEP pairs — a handful of calls cannot fit a model of their own
+     * (the coordinator weaves one triggered request's neighbourhood at a time). */
+    const struct rt_weave_model *prior;
 } rt_weave_opts;
+#define RT_WEAVE_PRIOR_KEEP 50
 
 void rt_weave_opts_default(rt_weave_opts *o);
 
@@ -77,9 +83,10 @@ typedef struct rt_weave_mixture {
         sd[RT_WEAVE_MAX_COMPONENTS];
 } rt_weave_mixture;
 
-typedef struct rt_weave_model {
+struct rt_weave_model {
     rt_weave_mixture request, response;
-} rt_weave_model;
+};
+typedef struct rt_weave_model rt_weave_model;
 
 typedef struct rt_weave_stats {
     size_t clients, servers;

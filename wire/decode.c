@@ -240,6 +240,7 @@ static int rd_cstr(struct cur *c, char dst[RT_WIRE_MAX_STR + 1])
 #define MIN_REPLY_TRACE 7u
 #define MIN_SLICE_BUFFER 8u /* fixarray, 5 fixints, bin8 of length 0 */
 #define MIN_SCALAR 1u
+#define MIN_WINDOW_CANDIDATE 6u /* fixarray, 5 fixints */
 
 static size_t cap_by_input(uint32_t declared, size_t bytes_left, size_t min_size)
 {
@@ -432,6 +433,53 @@ static int rd_ack(struct cur *c, struct rt_wire_msg *out)
 	return 0;
 }
 
+static int rd_window_query(struct cur *c, struct rt_wire_window_query *q)
+{
+	TRY(rd_u64(c, &q->request_id));
+	TRY(rd_u32(c, &q->kind));
+	TRY(rd_cstr(c, q->service));
+	TRY(rd_cstr(c, q->peer));
+	TRY(rd_u64(c, &q->t0_unix_ns));
+	TRY(rd_u64(c, &q->t1_unix_ns));
+	TRY(rd_u32(c, &q->max));
+	TRY(rd_u32(c, &q->hold_ms));
+	if (!q->service[0] || q->t0_unix_ns > q->t1_unix_ns || q->max == 0 ||
+	    q->max > RT_WIRE_MAX_WINDOW || q->hold_ms > RT_WIRE_MAX_HOLD_MS ||
+	    q->kind > RT_WIRE_WINDOW_CLIENTS ||
+	    (q->kind == RT_WIRE_WINDOW_CLIENTS) != (q->peer[0] != 0))
+		return RT_WIRE_E_VALUE;
+	return 0;
+}
+
+static int rd_window_reply(struct cur *c, struct rt_wire_msg *out)
+{
+	struct rt_wire_window_reply *r = &out->wreply;
+	struct rt_wire_window_candidate *v = NULL;
+	uint32_t n;
+	size_t cap = 0;
+
+	TRY(rd_u64(c, &r->request_id));
+	TRY(rd_u32(c, &r->agent_id));
+	TRY(rd_array(c, RT_WIRE_MAX_WINDOW, &n));
+	if (n && !(v = alloc_list(c, out, n, MIN_WINDOW_CANDIDATE, sizeof *v, &cap)))
+		return RT_WIRE_E_NOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		struct rt_wire_window_candidate x;
+		TRY(rd_tuple(c, 5));
+		TRY(rd_u64(c, &x.trace_hi));
+		TRY(rd_u64(c, &x.trace_lo));
+		TRY(rd_u64(c, &x.span_id));
+		TRY(rd_u64(c, &x.start_unix_ns));
+		TRY(rd_u64(c, &x.end_unix_ns));
+		if (i >= cap) /* unreachable: each took MIN_WINDOW_CANDIDATE bytes */
+			return RT_WIRE_E_TRUNCATED;
+		v[i] = x;
+	}
+	r->candidates = n ? v : NULL;
+	r->candidate_count = n;
+	return rd_u32(c, &r->truncated);
+}
+
 static uint32_t elems_of(uint64_t type)
 {
 	switch (type) {
@@ -441,6 +489,9 @@ static uint32_t elems_of(uint64_t type)
 	case RT_WIRE_BREADCRUMB_REPLY: return RT_WIRE_ELEMS_BREADCRUMB_REPLY;
 	case RT_WIRE_SLICE: return RT_WIRE_ELEMS_SLICE;
 	case RT_WIRE_ACK: return RT_WIRE_ELEMS_ACK;
+	case RT_WIRE_WINDOW_QUERY: return RT_WIRE_ELEMS_WINDOW_QUERY;
+	case RT_WIRE_WINDOW_REPLY: return RT_WIRE_ELEMS_WINDOW_REPLY;
+	case RT_WIRE_WINDOW_RELEASE: return RT_WIRE_ELEMS_WINDOW_RELEASE;
 	default: return 0;
 	}
 }
@@ -512,6 +563,9 @@ int rt_wire_decode(const void *data, size_t len, struct rt_wire_msg *out)
 	case RT_WIRE_REMOTE_TRIGGER: rc = rd_remote(&c, out); break;
 	case RT_WIRE_BREADCRUMB_REPLY: rc = rd_reply(&c, out); break;
 	case RT_WIRE_SLICE: rc = rd_slice(&c, out, elems); break;
+	case RT_WIRE_WINDOW_QUERY: rc = rd_window_query(&c, &out->wquery); break;
+	case RT_WIRE_WINDOW_REPLY: rc = rd_window_reply(&c, out); break;
+	case RT_WIRE_WINDOW_RELEASE: rc = rd_u64(&c, &out->wrelease.request_id); break;
 	default: rc = rd_ack(&c, out); break;
 	}
 	if (!rc && c.i != c.n)

@@ -141,6 +141,27 @@ static int check_msg(const struct rt_wire_msg *m)
 		if (m->ack.seq_count && !m->ack.seqs)
 			return RT_WIRE_E_INVAL;
 		return 0;
+	case RT_WIRE_WINDOW_QUERY: {
+		const struct rt_wire_window_query *q = &m->wquery;
+		if ((rc = check_str(q->service)))
+			return rc;
+		if ((rc = check_str(q->peer)))
+			return rc;
+		if (!q->service[0] || q->t0_unix_ns > q->t1_unix_ns || q->max == 0 ||
+		    q->max > RT_WIRE_MAX_WINDOW || q->hold_ms > RT_WIRE_MAX_HOLD_MS ||
+		    q->kind > RT_WIRE_WINDOW_CLIENTS ||
+		    (q->kind == RT_WIRE_WINDOW_CLIENTS) != (q->peer[0] != 0))
+			return RT_WIRE_E_VALUE;
+		return 0;
+	}
+	case RT_WIRE_WINDOW_REPLY:
+		if (m->wreply.candidate_count > RT_WIRE_MAX_WINDOW)
+			return RT_WIRE_E_TOO_BIG;
+		if (m->wreply.candidate_count && !m->wreply.candidates)
+			return RT_WIRE_E_INVAL;
+		return 0;
+	case RT_WIRE_WINDOW_RELEASE:
+		return 0;
 	default:
 		return RT_WIRE_E_UNKNOWN_TYPE;
 	}
@@ -269,6 +290,47 @@ static void pack_msg(msgpack_packer *pk, const struct rt_wire_msg *m)
 			msgpack_pack_uint64(pk, a->seqs[i]);
 		break;
 	}
+	case RT_WIRE_WINDOW_QUERY: {
+		const struct rt_wire_window_query *q = &m->wquery;
+		msgpack_pack_array(pk, RT_WIRE_ELEMS_WINDOW_QUERY);
+		msgpack_pack_uint32(pk, RT_WIRE_VERSION);
+		msgpack_pack_uint32(pk, RT_WIRE_WINDOW_QUERY);
+		msgpack_pack_uint64(pk, q->request_id);
+		msgpack_pack_uint32(pk, q->kind);
+		pack_str(pk, q->service);
+		pack_str(pk, q->peer);
+		msgpack_pack_uint64(pk, q->t0_unix_ns);
+		msgpack_pack_uint64(pk, q->t1_unix_ns);
+		msgpack_pack_uint32(pk, q->max);
+		msgpack_pack_uint32(pk, q->hold_ms);
+		break;
+	}
+	case RT_WIRE_WINDOW_REPLY: {
+		const struct rt_wire_window_reply *r = &m->wreply;
+		msgpack_pack_array(pk, RT_WIRE_ELEMS_WINDOW_REPLY);
+		msgpack_pack_uint32(pk, RT_WIRE_VERSION);
+		msgpack_pack_uint32(pk, RT_WIRE_WINDOW_REPLY);
+		msgpack_pack_uint64(pk, r->request_id);
+		msgpack_pack_uint32(pk, r->agent_id);
+		msgpack_pack_array(pk, r->candidate_count);
+		for (uint32_t i = 0; i < r->candidate_count; i++) {
+			const struct rt_wire_window_candidate *x = &r->candidates[i];
+			msgpack_pack_array(pk, 5);
+			msgpack_pack_uint64(pk, x->trace_hi);
+			msgpack_pack_uint64(pk, x->trace_lo);
+			msgpack_pack_uint64(pk, x->span_id);
+			msgpack_pack_uint64(pk, x->start_unix_ns);
+			msgpack_pack_uint64(pk, x->end_unix_ns);
+		}
+		msgpack_pack_uint32(pk, r->truncated);
+		break;
+	}
+	case RT_WIRE_WINDOW_RELEASE:
+		msgpack_pack_array(pk, RT_WIRE_ELEMS_WINDOW_RELEASE);
+		msgpack_pack_uint32(pk, RT_WIRE_VERSION);
+		msgpack_pack_uint32(pk, RT_WIRE_WINDOW_RELEASE);
+		msgpack_pack_uint64(pk, m->wrelease.request_id);
+		break;
 	}
 }
 
@@ -326,6 +388,10 @@ WRAP(rt_wire_encode_breadcrumb_reply, reply, RT_WIRE_BREADCRUMB_REPLY,
      struct rt_wire_breadcrumb_reply)
 WRAP(rt_wire_encode_slice, slice, RT_WIRE_SLICE, struct rt_wire_slice)
 WRAP(rt_wire_encode_ack, ack, RT_WIRE_ACK, struct rt_wire_ack)
+WRAP(rt_wire_encode_window_query, wquery, RT_WIRE_WINDOW_QUERY, struct rt_wire_window_query)
+WRAP(rt_wire_encode_window_reply, wreply, RT_WIRE_WINDOW_REPLY, struct rt_wire_window_reply)
+WRAP(rt_wire_encode_window_release, wrelease, RT_WIRE_WINDOW_RELEASE,
+     struct rt_wire_window_release)
 
 int rt_wire_slice_size(const struct rt_wire_slice *m, size_t *size)
 {
@@ -363,6 +429,9 @@ const char *rt_wire_type_name(int type)
 	case RT_WIRE_BREADCRUMB_REPLY: return "breadcrumb_reply";
 	case RT_WIRE_SLICE: return "slice";
 	case RT_WIRE_ACK: return "ack";
+	case RT_WIRE_WINDOW_QUERY: return "window_query";
+	case RT_WIRE_WINDOW_REPLY: return "window_reply";
+	case RT_WIRE_WINDOW_RELEASE: return "window_release";
 	default: return "unknown";
 	}
 }

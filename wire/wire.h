@@ -36,6 +36,8 @@
 #define RT_WIRE_MAX_BIN RT_WIRE_MAX_MESSAGE /* one buffer's data */
 #define RT_WIRE_MAX_ACK_SEQS 4096u        /* sequence numbers in one ack */
 #define RT_WIRE_MAX_RATE_EXP 63u          /* a slice's rate exponent (rate 2^-63) */
+#define RT_WIRE_MAX_WINDOW 4096u          /* candidates in one WINDOW_REPLY */
+#define RT_WIRE_MAX_HOLD_MS 600000u       /* how long a WINDOW_QUERY may pin its answer */
 
 /* Message types (the second element of every message). */
 enum rt_wire_type {
@@ -45,7 +47,11 @@ enum rt_wire_type {
 	RT_WIRE_BREADCRUMB_REPLY = 4, /* agent -> coordinator */
 	RT_WIRE_SLICE = 5,            /* agent -> collector */
 	RT_WIRE_ACK = 6,              /* any reply */
-	RT_WIRE_TYPE_MAX = 6,
+	/* Weaving (weave/, docs/weaving.md): candidates for a hop without context. */
+	RT_WIRE_WINDOW_QUERY = 7,     /* coordinator -> agent */
+	RT_WIRE_WINDOW_REPLY = 8,     /* agent -> coordinator */
+	RT_WIRE_WINDOW_RELEASE = 9,   /* coordinator -> agent (answered by an ACK) */
+	RT_WIRE_TYPE_MAX = 9,
 };
 
 /* Elements of each message's top-level array, version and type included. */
@@ -56,6 +62,9 @@ enum rt_wire_type {
 #define RT_WIRE_ELEMS_SLICE 11u     /* without rate_exp (rate 1) */
 #define RT_WIRE_ELEMS_SLICE_MAX 12u /* with the optional rate_exp */
 #define RT_WIRE_ELEMS_ACK 4u
+#define RT_WIRE_ELEMS_WINDOW_QUERY 10u
+#define RT_WIRE_ELEMS_WINDOW_REPLY 6u
+#define RT_WIRE_ELEMS_WINDOW_RELEASE 3u
 
 /*
  * Error codes: negative, 0 = ok. They sit at -101.. so that they never collide
@@ -161,6 +170,57 @@ struct rt_wire_ack {
 	const uint64_t *seqs;
 };
 
+/*
+ * WINDOW_QUERY, kind RT_WIRE_WINDOW_ROOTS: "the root SERVER spans of `service`
+ * that started in [t0, t1]" (Unix ns, t0 <= t1); kind RT_WIRE_WINDOW_CLIENTS:
+ * "the CLIENT spans written by `service` with peer.service = `peer` that
+ * started in [t0, t1]" (the other calls on the same edge, which the joint
+ * assignment needs). At most `max` (1..RT_WIRE_MAX_WINDOW), earliest first.
+ * `peer` is empty for ROOTS and not empty for CLIENTS. For ROOTS the agent pins
+ * the traces it answers with for `hold_ms`
+ * (0..RT_WIRE_MAX_HOLD_MS; 0 = not at all) so they are not evicted while the
+ * coordinator decides; a WINDOW_RELEASE with the same request_id, or the
+ * timeout, lets them go (a trace the coordinator collects is pinned anew by its
+ * REMOTE_TRIGGER).
+ */
+enum rt_wire_window_kind {
+	RT_WIRE_WINDOW_ROOTS = 0,   /* root SERVER spans of `service` */
+	RT_WIRE_WINDOW_CLIENTS = 1, /* CLIENT spans of `service` calling `peer` */
+};
+
+struct rt_wire_window_query {
+	uint64_t request_id;
+	uint32_t kind;                     /* enum rt_wire_window_kind */
+	char service[RT_WIRE_MAX_STR + 1]; /* NUL-terminated, not empty */
+	char peer[RT_WIRE_MAX_STR + 1];    /* CLIENTS: the callee; ROOTS: "" */
+	uint64_t t0_unix_ns;
+	uint64_t t1_unix_ns;
+	uint32_t max;
+	uint32_t hold_ms;
+};
+
+/* One answer: a span (a root SERVER span, or a CLIENT span) that started in the
+ * window. end_unix_ns is 0 when the span has not ended (yet, or in the data). */
+struct rt_wire_window_candidate {
+	uint64_t trace_hi;
+	uint64_t trace_lo;
+	uint64_t span_id;
+	uint64_t start_unix_ns;
+	uint64_t end_unix_ns;
+};
+
+struct rt_wire_window_reply {
+	uint64_t request_id;
+	uint32_t agent_id;
+	uint32_t candidate_count; /* 0..RT_WIRE_MAX_WINDOW */
+	const struct rt_wire_window_candidate *candidates;
+	uint32_t truncated;       /* further matches left out (over `max`) */
+};
+
+struct rt_wire_window_release {
+	uint64_t request_id;
+};
+
 /* One decoded (or to-be-encoded) message: `type` says which member is live. */
 struct rt_wire_msg {
 	int type; /* enum rt_wire_type; 0 after a failed decode */
@@ -171,6 +231,9 @@ struct rt_wire_msg {
 		struct rt_wire_breadcrumb_reply reply;
 		struct rt_wire_slice slice;
 		struct rt_wire_ack ack;
+		struct rt_wire_window_query wquery;
+		struct rt_wire_window_reply wreply;
+		struct rt_wire_window_release wrelease;
 	};
 	void *mem; /* decoder-owned arrays (traces, breadcrumbs, buffers, seqs) */
 };
@@ -201,6 +264,10 @@ int rt_wire_encode_breadcrumb_reply(struct rt_wire_buf *out,
 				    const struct rt_wire_breadcrumb_reply *m);
 int rt_wire_encode_slice(struct rt_wire_buf *out, const struct rt_wire_slice *m);
 int rt_wire_encode_ack(struct rt_wire_buf *out, const struct rt_wire_ack *m);
+int rt_wire_encode_window_query(struct rt_wire_buf *out, const struct rt_wire_window_query *m);
+int rt_wire_encode_window_reply(struct rt_wire_buf *out, const struct rt_wire_window_reply *m);
+int rt_wire_encode_window_release(struct rt_wire_buf *out,
+				  const struct rt_wire_window_release *m);
 /* Dispatch on m->type (RT_WIRE_E_UNKNOWN_TYPE for another type). */
 int rt_wire_encode(struct rt_wire_buf *out, const struct rt_wire_msg *m);
 

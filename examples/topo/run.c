@@ -53,7 +53,8 @@ static void run_usage(FILE *out)
 		"Passed to every service (see retrace-topo serve --help):\n"
 		"  -t, --threads N, -P, --host-pool HOST=POOL, --host-sample-shift HOST=K, --error-rate P,\n"
 		"  --call-timeout-ms MS, --break-response-context, --no-trace, --no-triggers,\n"
-		"  --tail URL, --tail-queue N, --edge-trigger ID=PCT, --trigger-delay-ms MS\n"
+		"  --tail URL, --tail-queue N, --edge-trigger ID=PCT, --trigger-delay-ms MS,\n"
+		"  --no-context CALLER>CALLEE\n"
 		"  -h, --help                 this text\n"
 		"\n"
 		"Exit status: 0 if every service stopped cleanly, 1 if one failed, 2 bad usage.\n");
@@ -80,7 +81,7 @@ static int pass_opt(struct runner *r, const char *name, const char *value)
 static int parse_args(struct runner *r, int argc, char **argv, int *help)
 {
 	enum { OPT_ERR = 1000, OPT_TIMEOUT, OPT_WAIT, OPT_BREAK, OPT_NOTRACE, OPT_NOTRIG, OPT_TAIL,
-	       OPT_TAILQ, OPT_EDGE, OPT_DELAY, OPT_SHIFT };
+	       OPT_TAILQ, OPT_EDGE, OPT_DELAY, OPT_SHIFT, OPT_NOCTX };
 	static const struct option opts[] = {
 		{"topology", required_argument, NULL, 'T'},
 		{"run-dir", required_argument, NULL, 'd'},
@@ -99,6 +100,7 @@ static int parse_args(struct runner *r, int argc, char **argv, int *help)
 		{"tail-queue", required_argument, NULL, OPT_TAILQ},
 		{"edge-trigger", required_argument, NULL, OPT_EDGE},
 		{"trigger-delay-ms", required_argument, NULL, OPT_DELAY},
+		{"no-context", required_argument, NULL, OPT_NOCTX},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -161,6 +163,9 @@ static int parse_args(struct runner *r, int argc, char **argv, int *help)
 			break;
 		case OPT_DELAY:
 			rc = pass_opt(r, "--trigger-delay-ms", optarg);
+			break;
+		case OPT_NOCTX:
+			rc = pass_opt(r, "--no-context", optarg);
 			break;
 		case 'h':
 			*help = 1;

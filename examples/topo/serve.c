@@ -44,6 +44,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,7 @@ struct server {
 	pthread_t delayer;
 	int sample_shift;  /* --host-sample-shift for this host; -1: the environment's */
 	uint32_t sample_ppm; /* --host-sample-shift HOST=P%: P % (Ertl §2.9); 0: none */
+	uint64_t no_context_to; /* --no-context: bit k = calls to service k carry no context */
 
 	nng_socket rep;
 	char url[160];
@@ -167,6 +169,7 @@ struct call {
 	int rv;            /* 0 or the nng error of send/recv */
 	int status;        /* enum topo_status of the reply */
 	int fired;
+	int no_ctx;        /* --no-context: this call carries no trace context */
 	uint8_t resp[RESP_CTX_MAX];
 	size_t resp_len;
 	char name[2 * TOPO_MAX_NAME + 8];
@@ -224,6 +227,11 @@ static void serve_usage(FILE *out)
 		"                             disjoint, in the order given (independent of --edge-pct)\n"
 		"      --trigger-delay-ms MS  the entry fires its edge triggers MS after the request\n"
 		"                             completed (default 0: at completion)\n"
+		"      --no-context CALLER>CALLEE\n"
+		"                             calls from service CALLER to CALLEE carry no trace\n"
+		"                             context (a legacy hop, bench/weave): the callee starts a\n"
+		"                             fresh trace and its truth line names the real parent\n"
+		"                             (cause=); repeatable; edges of other callers are ignored\n"
 		"  -h, --help                 this text\n"
 		"\n"
 		"The pool must belong to the agent id the topology gives the host. SIGTERM or\n"
@@ -247,10 +255,11 @@ struct host_pool {
 static int parse_args(struct server *s, int argc, char **argv, int *help)
 {
 	enum { OPT_ERR = 1000, OPT_TIMEOUT, OPT_WAIT, OPT_BREAK, OPT_NOTRACE, OPT_NOTRIG,
-	       OPT_TAIL, OPT_TAILQ, OPT_EDGE, OPT_DELAY, OPT_SHIFT };
+	       OPT_TAIL, OPT_TAILQ, OPT_EDGE, OPT_DELAY, OPT_SHIFT, OPT_NOCTX };
 	static const struct option opts[] = {
 		{"topology", required_argument, NULL, 'T'},
 		{"service", required_argument, NULL, 's'},
+		{"no-context", required_argument, NULL, OPT_NOCTX},
 		{"no-trace", no_argument, NULL, OPT_NOTRACE},
 		{"no-triggers", no_argument, NULL, OPT_NOTRIG},
 		{"tail", required_argument, NULL, OPT_TAIL},
@@ -272,7 +281,8 @@ static int parse_args(struct server *s, int argc, char **argv, int *help)
 	};
 	struct host_pool hp[TOPO_MAX_HOSTS];
 	struct { char host[TOPO_MAX_NAME]; int shift; uint32_t ppm; } hs[TOPO_MAX_HOSTS];
-	int n_hp = 0, n_hs = 0, c, i;
+	const char *noctx[TOPO_MAX_SERVICES];
+	int n_hp = 0, n_hs = 0, n_noctx = 0, c, i;
 	const char *topo_path = NULL, *svc = NULL;
 	double error = -1;
 	uint64_t v;
@@ -387,6 +397,11 @@ static int parse_args(struct server *s, int argc, char **argv, int *help)
 			s->n_edges++;
 			break;
 		}
+		case OPT_NOCTX:
+			if (n_noctx == TOPO_MAX_SERVICES)
+				return usage_error("too many --no-context flags%s", "");
+			noctx[n_noctx++] = optarg;
+			break;
 		case OPT_DELAY:
 			if (topo_parse_u64(optarg, 0, 600000, &v))
 				return usage_error("--trigger-delay-ms '%s': want 0..600000", optarg);
@@ -440,6 +455,20 @@ static int parse_args(struct server *s, int argc, char **argv, int *help)
 			s->sample_shift = hs[i].shift;
 			s->sample_ppm = hs[i].ppm;
 		}
+	}
+	for (i = 0; i < n_noctx; i++) {
+		const char *gt = strchr(noctx[i], '>');
+		char caller[TOPO_MAX_NAME];
+		int from, to;
+		if (!gt || gt == noctx[i] || (size_t)(gt - noctx[i]) >= sizeof caller)
+			return usage_error("--no-context '%s': want CALLER>CALLEE", noctx[i]);
+		snprintf(caller, sizeof caller, "%.*s", (int)(gt - noctx[i]), noctx[i]);
+		if ((from = topo_find_service(&s->topo, caller)) < 0 ||
+		    (to = topo_find_service(&s->topo, gt + 1)) < 0)
+			return usage_error("--no-context '%s': no such service in the topology",
+					   noctx[i]);
+		if (from == s->svc)
+			s->no_context_to |= 1ull << to;
 	}
 	s->agent = s->topo.hosts[s->host].agent;
 	s->error = error >= 0 ? error : s->topo.services[s->svc].error;
@@ -601,6 +630,9 @@ static void do_work(const struct topo_api *a)
 	uint64_t end;
 	if (a->work == TOPO_WORK_SLEEP && a->work_us) {
 		topo_sleep_ns((uint64_t)a->work_us * 1000);
+	} else if (a->work == TOPO_WORK_SLEEP_EXP && a->work_us) {
+		double u = topo_unit(topo_rand64()), x = -log(1.0 - u);
+		topo_sleep_ns((uint64_t)((x < 10.0 ? x : 10.0) * a->work_us * 1000.0));
 	} else if (a->work == TOPO_WORK_SPIN && a->work_us) {
 		end = thread_cpu_ns() + (uint64_t)a->work_us * 1000;
 		while (thread_cpu_ns() < end)
@@ -626,7 +658,7 @@ static nng_msg *build_request(const struct server *s, int api, uint32_t node, ui
 	if (flags & TOPO_RQ_CTX) {
 		memcpy(h + TOPO_RQ_HDR, ctx, RETRACE_BINARY_CONTEXT_LEN);
 		n += RETRACE_BINARY_CONTEXT_LEN;
-	} else if (flags & TOPO_RQ_PARENT) {
+	} else if (flags & (TOPO_RQ_PARENT | TOPO_RQ_FRESH)) {
 		memcpy(h + TOPO_RQ_HDR, ctx, 8);
 		n += 8;
 	}
@@ -747,7 +779,7 @@ static int call_span_end(struct server *s, struct call *c)
 		atomic_fetch_add(&s->c.call_errors, 1);
 	if (s->no_trace)
 		return ok;
-	if (!c->rv && c->resp_len &&
+	if (!c->rv && c->resp_len && !c->no_ctx &&
 	    retrace_deserialize_response_binary(c->resp, c->resp_len) != RETRACE_OK)
 		atomic_fetch_add(&s->c.bad_responses, 1);
 	retrace_attr_int("topo.status", c->rv ? -1 : c->status);
@@ -781,6 +813,7 @@ static int make_calls(struct worker *w, int a, uint32_t node, uint64_t hi, uint6
 		c->k = k;
 		c->callee_svc = callee->service;
 		c->node = topo_child_node(&s->topo, a, node, k);
+		c->no_ctx = !s->no_trace && (s->no_context_to >> c->callee_svc & 1);
 		snprintf(c->name, sizeof c->name, "call %s", callee->name);
 		made[n++] = c;
 	}
@@ -795,6 +828,13 @@ static int make_calls(struct worker *w, int a, uint32_t node, uint64_t hi, uint6
 			topo_put64(ctx, c->span);
 			req = build_request(s, api->calls[c->k].api, c->node, TOPO_RQ_PARENT, hi, lo,
 					    ctx);
+		} else if (c->no_ctx) {
+			/* A hop without context: no traceparent, no breadcrumb. Only the
+			 * ground truth learns the caller's span (TOPO_RQ_FRESH). */
+			memset(ctx, 0, sizeof ctx);
+			topo_put64(ctx, c->span);
+			req = build_request(s, api->calls[c->k].api, c->node, TOPO_RQ_FRESH, hi, lo,
+					    ctx);
 		} else {
 			if (retrace_serialize_binary(ctx) != RETRACE_OK)
 				memset(ctx, 0, sizeof ctx); /* not attached: the callee rejects it */
@@ -806,7 +846,7 @@ static int make_calls(struct worker *w, int a, uint32_t node, uint64_t hi, uint6
 			call_sent(s, c);
 			call_done(c);
 			ok &= call_span_end(s, c);
-			*fired |= !c->rv && c->fired;
+			*fired |= !c->rv && c->fired && !c->no_ctx;
 		}
 	}
 	if (api->parallel) {
@@ -817,7 +857,7 @@ static int make_calls(struct worker *w, int a, uint32_t node, uint64_t hi, uint6
 		/* The spans nest on this thread's stack: end them last-started first. */
 		for (k = n - 1; k >= 0; k--) {
 			ok &= call_span_end(s, made[k]);
-			*fired |= !made[k]->rv && made[k]->fired;
+			*fired |= !made[k]->rv && made[k]->fired && !made[k]->no_ctx;
 		}
 	}
 	return ok;
@@ -967,10 +1007,13 @@ static nng_msg *handle(struct worker *w, nng_msg *in)
 	flags = topo_get32(p + 16);
 	hi = topo_get64(p + 20);
 	lo = topo_get64(p + 28);
-	extra = (flags & TOPO_RQ_CTX) ? RETRACE_BINARY_CONTEXT_LEN : (flags & TOPO_RQ_PARENT) ? 8 : 0;
+	extra = (flags & TOPO_RQ_CTX) ? RETRACE_BINARY_CONTEXT_LEN
+		: (flags & (TOPO_RQ_PARENT | TOPO_RQ_FRESH)) ? 8 : 0;
 	if (a < 0 || a >= s->topo.n_apis || s->topo.apis[a].service != s->svc ||
-	    (flags & ~(TOPO_RQ_CTX | TOPO_RQ_EDGE | TOPO_RQ_PARENT)) || (hi | lo) == 0 ||
-	    ((flags & TOPO_RQ_CTX) && (flags & TOPO_RQ_PARENT)) || len != TOPO_RQ_HDR + extra)
+	    (flags & ~(TOPO_RQ_CTX | TOPO_RQ_EDGE | TOPO_RQ_PARENT | TOPO_RQ_FRESH)) ||
+	    (hi | lo) == 0 ||
+	    __builtin_popcount(flags & (TOPO_RQ_CTX | TOPO_RQ_PARENT | TOPO_RQ_FRESH)) > 1 ||
+	    len != TOPO_RQ_HDR + extra)
 		goto bad;
 	api = &s->topo.apis[a];
 
@@ -987,9 +1030,26 @@ static nng_msg *handle(struct worker *w, nng_msg *in)
 		t.parent = wc.parent_span_id;
 	} else if (flags & TOPO_RQ_PARENT) {
 		t.parent = topo_get64(p + TOPO_RQ_HDR);
+	} else if ((flags & TOPO_RQ_FRESH) && !tr) {
+		t.parent = topo_get64(p + TOPO_RQ_HDR); /* untraced: nothing to cut */
+	} else if (flags & TOPO_RQ_FRESH) {
+		/* The caller dropped the context: this request starts a trace of its
+		 * own (a fresh id; every decision below follows it), and only the
+		 * truth keeps the real parent. */
+		t.cause_hi = hi;
+		t.cause_lo = lo;
+		t.cause_span = topo_get64(p + TOPO_RQ_HDR);
+		if (t.cause_span == 0)
+			goto bad;
+		do {
+			hi = topo_rand64();
+			lo = topo_rand64();
+		} while ((hi | lo) == 0);
+		t.hi = hi;
+		t.lo = lo;
 	}
 	/* The entry (no caller) stands for an edge trigger of --edge-trigger? */
-	if (!(flags & (TOPO_RQ_CTX | TOPO_RQ_PARENT)) && s->n_edges)
+	if (!(flags & (TOPO_RQ_CTX | TOPO_RQ_PARENT | TOPO_RQ_FRESH)) && s->n_edges)
 		edge_id = edge_trigger_of(s, hi, lo);
 	if (flags & TOPO_RQ_EDGE)
 		edge_id = TOPO_TRIGGER_EDGE;
@@ -1056,7 +1116,7 @@ static nng_msg *handle(struct worker *w, nng_msg *in)
 	}
 	if (tr && !s->no_triggers && !(s->delay_ms && t.trigger == edge_id && edge_id))
 		fired |= t.trigger != 0;
-	if (!s->break_resp)
+	if (!s->break_resp && !(flags & TOPO_RQ_FRESH))
 		resp_len = resp_ctx_make(s->no_trace, resp);
 	if (tr)
 		retrace_end();

@@ -33,7 +33,10 @@
 #define TOPO_MAX_BYTES (16u << 20) /* raw bytes one call may record */
 #define TOPO_MAX_WORK_US 10000000u
 
-enum topo_work { TOPO_WORK_NONE = 0, TOPO_WORK_SPIN = 1, TOPO_WORK_SLEEP = 2 };
+/* sleep-exp: sleep an exponential time of mean US (at most 10 US), drawn per call:
+ * service times that vary, so calls overtake each other (bench/weave). */
+enum topo_work { TOPO_WORK_NONE = 0, TOPO_WORK_SPIN = 1, TOPO_WORK_SLEEP = 2,
+		 TOPO_WORK_SLEEP_EXP = 3 };
 
 struct topo_host {
 	char name[TOPO_MAX_NAME];
@@ -114,6 +117,7 @@ int topo_is_edge(uint64_t hi, uint64_t lo, double pct);
  * Request (little-endian), service to service and load to entry:
  *   0 "TQ01" | 4 checksum u32 | 8 api u32 | 12 node u32 | 16 flags u32
  *   | 20 trace hi u64 | 28 trace lo u64 | 36 binary context (34, if TOPO_RQ_CTX)
+ *   or the caller's span id (8, if TOPO_RQ_PARENT or TOPO_RQ_FRESH)
  * Reply:
  *   0 "TR01" | 4 status u8 | 5 fired u8 | 6 ctx_len u16 | 8 response context
  */
@@ -122,6 +126,9 @@ int topo_is_edge(uint64_t hi, uint64_t lo, double pct);
 #define TOPO_RQ_CTX 0x1u   /* a binary trace context follows (from a service) */
 #define TOPO_RQ_EDGE 0x2u  /* the entry fires trigger 1 at completion */
 #define TOPO_RQ_PARENT 0x4u /* untraced (--no-trace): the caller's span id follows (u64) */
+#define TOPO_RQ_FRESH 0x8u  /* --no-context: no context; the caller's span id follows (u64),
+			     * the header names the caller's trace; the callee starts a
+			     * fresh trace and writes cause= in its truth line */
 
 enum topo_status {
 	TOPO_ST_OK = 0,

@@ -190,6 +190,8 @@ struct topo_truth {
 	uint64_t bytes;
 	uint32_t trigger;                /* 0, TOPO_TRIGGER_EDGE or TOPO_TRIGGER_EXCEPTION */
 	char status[16];                 /* "ok", "failed", "downstream" */
+	uint64_t cause_hi, cause_lo;     /* cause=: the caller's trace (0: none) */
+	uint64_t cause_span;             /* cause=: the caller's CLIENT span */
 };
 
 /* The line (with '\n') into out; its length, or 0 if out is too small. */
@@ -217,8 +219,17 @@ static inline size_t topo_truth_format(char *out, size_t n, const struct topo_tr
 			return 0;
 		len += (size_t)m;
 	}
-	m = snprintf(out + len, n - len, " records=%u bytes=%llu trigger=%u status=%s\n",
+	m = snprintf(out + len, n - len, " records=%u bytes=%llu trigger=%u status=%s",
 		     t->records, (unsigned long long)t->bytes, t->trigger, t->status);
+	if (m < 0 || (size_t)m >= n - len)
+		return 0;
+	len += (size_t)m;
+	if (t->cause_hi | t->cause_lo)
+		m = snprintf(out + len, n - len, " cause=%016llx%016llx:%016llx\n",
+			     (unsigned long long)t->cause_hi, (unsigned long long)t->cause_lo,
+			     (unsigned long long)t->cause_span);
+	else
+		m = snprintf(out + len, n - len, "\n");
 	if (m < 0 || (size_t)m >= n - len)
 		return 0;
 	return len + (size_t)m;
@@ -376,6 +387,15 @@ static inline int topo_truth_parse(const char *line, struct topo_truth *t, char 
 	      (vn == 10 && !memcmp(v, "downstream", 10))))
 		TOPO_BAD("field 11: want status=ok|failed|downstream");
 	memcpy(t->status, v, vn);
+	if (*p && *p != '\n') {
+		n = topo_token(&p, &tok);
+		if (!(v = topo_kv(tok, n, "cause", &vn)) || vn != 32 + 1 + 16 || v[32] != ':' ||
+		    topo_hex64(v, 16, &t->cause_hi) || topo_hex64(v + 16, 16, &t->cause_lo) ||
+		    topo_hex64(v + 33, 16, &t->cause_span) || (t->cause_hi | t->cause_lo) == 0 ||
+		    t->cause_span == 0 || t->parent != 0)
+			TOPO_BAD("field 12: want cause=<32 hex trace>:<16 hex span> (not zero, "
+				 "and parent=0)");
+	}
 	if (*p == '\n')
 		p++;
 	if (*p != '\0')

@@ -189,7 +189,7 @@ static int st_service(struct parser *p, char **tok, int n)
 	return 0;
 }
 
-/* api SERVICE.API [work spin|sleep US] [bytes N] [records N] [fanout parallel|sequential] */
+/* api SERVICE.API [work spin|sleep|sleep-exp US] [bytes N] [records N] [fanout parallel|sequential] */
 static int st_api(struct parser *p, char **tok, int n)
 {
 	struct topology *t = p->t;
@@ -198,7 +198,7 @@ static int st_api(struct parser *p, char **tok, int n)
 	int i, have_records = 0, have[4] = {0, 0, 0, 0};
 	uint64_t v;
 	if (n < 2)
-		return fail(p, p->line, "want: api SERVICE.API [work spin|sleep US] [bytes N] "
+		return fail(p, p->line, "want: api SERVICE.API [work spin|sleep|sleep-exp US] [bytes N] "
 				    "[records N] [fanout parallel|sequential]");
 	if (!api_name_ok(tok[1]))
 		return fail(p, p->line, "api name '%s': want SERVICE.API, both [a-z0-9_-] 1..31 chars",
@@ -218,13 +218,16 @@ static int st_api(struct parser *p, char **tok, int n)
 			if (have[0]++)
 				return fail(p, p->line, "'work' given twice");
 			if (i + 2 >= n)
-				return fail(p, p->line, "want: work spin|sleep MICROSECONDS");
+				return fail(p, p->line, "want: work spin|sleep|sleep-exp MICROSECONDS");
 			if (strcmp(tok[i + 1], "spin") == 0)
 				a->work = TOPO_WORK_SPIN;
 			else if (strcmp(tok[i + 1], "sleep") == 0)
 				a->work = TOPO_WORK_SLEEP;
+			else if (strcmp(tok[i + 1], "sleep-exp") == 0)
+				a->work = TOPO_WORK_SLEEP_EXP;
 			else
-				return fail(p, p->line, "work '%s': want spin or sleep", tok[i + 1]);
+				return fail(p, p->line, "work '%s': want spin, sleep or sleep-exp",
+					    tok[i + 1]);
 			if (num_u64(p, "work", tok[i + 2], 0, TOPO_MAX_WORK_US, &v))
 				return -1;
 			a->work_us = (uint32_t)v;

@@ -422,6 +422,73 @@ START_TEST(model_is_refitted)
 }
 END_TEST
 
+/* Small batches (a dozen calls, as the coordinator weaves around one triggered
+ * request) cannot fit a delay model of their own; a model fitted before on the same
+ * hop (opts.prior) must make them more accurate, and never break the rules. */
+static double small_batches(const synth_hop *h, const rt_weave_opts *o, size_t per)
+{
+    size_t right = 0, total = 0;
+    rt_weave_span *sv = malloc(h->n_servers * sizeof *sv);
+    ptrdiff_t *sidx = malloc(h->n_servers * sizeof *sidx);
+    rt_weave_link *res = malloc(per * sizeof *res);
+    ck_assert(sv && sidx && res);
+    for (size_t a = 0; a + per <= h->n_clients; a += per) {
+        int64_t t0 = INT64_MAX, t1 = 0;
+        size_t ns = 0;
+        for (size_t i = a; i < a + per; i++) {
+            if (h->clients[i].start_ns < t0)
+                t0 = h->clients[i].start_ns;
+            if (h->clients[i].end_ns > t1)
+                t1 = h->clients[i].end_ns;
+        }
+        for (size_t k = 0; k < h->n_servers; k++)
+            if (h->servers[k].start_ns >= t0 && h->servers[k].end_ns <= t1) {
+                sidx[ns] = (ptrdiff_t)k;
+                sv[ns++] = h->servers[k];
+            }
+        ck_assert_int_eq(rt_weave_hop(o, h->clients + a, per, sv, ns, res, NULL), 0);
+        for (size_t i = 0; i < per; i++) {
+            ptrdiff_t got = res[i].server == RT_WEAVE_NONE ? RT_WEAVE_NONE : sidx[res[i].server];
+            right += got == h->truth[a + i];
+            total++;
+        }
+    }
+    free(sv);
+    free(sidx);
+    free(res);
+    return total ? (double)right / (double)total : 0;
+}
+
+START_TEST(prior_helps_small_batches)
+{
+    synth_opts so = {.rate_per_s = 4000, .requests = 4000, .hops = 1, .fail_prob = 0.02,
+                     .decoy_rate = 200, .service_median_ns = 800e3, .seed = 41};
+    synth s;
+    ck_assert_int_eq(synth_make(&s, &so), 0);
+    rt_weave_opts o;
+    rt_weave_opts_default(&o);
+    rt_weave_link *all = malloc(s.hop[0].n_clients * sizeof *all);
+    rt_weave_stats st;
+    ck_assert_ptr_nonnull(all);
+    /* the prior: this hop woven whole, as the coordinator would have seen before */
+    ck_assert_int_eq(rt_weave_hop(&o, s.hop[0].clients, s.hop[0].n_clients, s.hop[0].servers,
+                                  s.hop[0].n_servers, all, &st), 0);
+    double alone = small_batches(&s.hop[0], &o, 8);
+    rt_weave_model prior = st.model;
+    o.prior = &prior;
+    double helped = small_batches(&s.hop[0], &o, 8);
+    fprintf(stderr, "small batches of 8: alone %.4f, with a prior %.4f\n", alone, helped);
+    ck_assert_msg(helped > alone + 0.02, "prior %.4f vs alone %.4f", helped, alone);
+    /* a prior with no components is no prior */
+    rt_weave_model empty;
+    memset(&empty, 0, sizeof empty);
+    o.prior = &empty;
+    ck_assert(fabs(small_batches(&s.hop[0], &o, 8) - alone) < 1e-12);
+    free(all);
+    synth_free(&s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("weave");
@@ -439,6 +506,7 @@ int main(void)
     tcase_add_test(tc, deterministic_output);
     tcase_add_test(tc, groups_join_hops);
     tcase_add_test(tc, model_is_refitted);
+    tcase_add_test(tc, prior_helps_small_batches);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "common/suite.h"
+#include "weave/cli_run.h"
 
 static void write_span(FILE *f, const char *service, const char *name, int kind,
                        uint64_t trace_hi, uint64_t trace_lo, uint64_t span_id, uint64_t parent,
@@ -88,19 +89,6 @@ static uint64_t hex64(const char *s)
 }
 
 /* Run the command with stdout into a file; returns its exit status. */
-static int run_cmd(int argc, char **argv, const char *stdout_path)
-{
-    fflush(stdout);
-    int saved = dup(1), fd = open(stdout_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ck_assert_int_ge(fd, 0);
-    dup2(fd, 1);
-    close(fd);
-    int rc = cli_cmd_weave(argc, argv);
-    fflush(stdout);
-    dup2(saved, 1);
-    close(saved);
-    return rc;
-}
 
 START_TEST(weaves_an_otlp_file)
 {

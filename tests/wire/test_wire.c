@@ -99,6 +99,7 @@ struct owned {
 	uint32_t bc[RT_WIRE_MAX_TRACES * RT_WIRE_MAX_BREADCRUMBS];
 	uint64_t seqs[RT_WIRE_MAX_ACK_SEQS];
 	struct rt_wire_slice_buffer bufs[RT_WIRE_MAX_SLICE_BUFFERS];
+	struct rt_wire_window_candidate cands[RT_WIRE_MAX_WINDOW];
 };
 
 static void init_pool(void)
@@ -265,6 +266,42 @@ static void gen_msg(struct owned *o, int type, enum gen_mode mode)
 		m->ack.seqs = n ? o->seqs : NULL;
 		break;
 	}
+	case RT_WIRE_WINDOW_QUERY: {
+		struct rt_wire_window_query *q = &m->wquery;
+		uint64_t a = rnd_u64(), b = rnd_u64();
+		q->request_id = rnd_u64();
+		rnd_str(q->service, mode);
+		if (!q->service[0])
+			q->service[0] = 's', q->service[1] = 0; /* not empty (the domain) */
+		q->kind = (uint32_t)rnd_below(2);
+		if (q->kind == RT_WIRE_WINDOW_CLIENTS) {
+			rnd_str(q->peer, mode);
+			if (!q->peer[0])
+				q->peer[0] = 'p', q->peer[1] = 0;
+		} else {
+			q->peer[0] = 0;
+		}
+		q->t0_unix_ns = a < b ? a : b;
+		q->t1_unix_ns = a < b ? b : a;
+		q->max = mode == GEN_MAX ? RT_WIRE_MAX_WINDOW : 1 + (uint32_t)rnd_below(RT_WIRE_MAX_WINDOW);
+		q->hold_ms = (uint32_t)rnd_below(RT_WIRE_MAX_HOLD_MS + 1);
+		break;
+	}
+	case RT_WIRE_WINDOW_REPLY: {
+		uint32_t n = pick_count(0, RT_WIRE_MAX_WINDOW, mode);
+		m->wreply.request_id = rnd_u64();
+		m->wreply.agent_id = rnd_u32();
+		for (uint32_t i = 0; i < n; i++)
+			o->cands[i] = (struct rt_wire_window_candidate){
+				rnd_u64(), rnd_u64(), rnd_u64(), rnd_u64(), rnd_u64()};
+		m->wreply.candidate_count = n;
+		m->wreply.candidates = n ? o->cands : NULL;
+		m->wreply.truncated = rnd_u32();
+		break;
+	}
+	case RT_WIRE_WINDOW_RELEASE:
+		m->wrelease.request_id = rnd_u64();
+		break;
 	}
 }
 
@@ -367,6 +404,32 @@ static int msg_eq(const struct rt_wire_msg *a, const struct rt_wire_msg *b, char
 		for (uint32_t i = 0; i < a->ack.seq_count; i++)
 			if (a->ack.seqs[i] != b->ack.seqs[i])
 				NEQ("seq");
+		return 1;
+	case RT_WIRE_WINDOW_QUERY: {
+		const struct rt_wire_window_query *x = &a->wquery, *y = &b->wquery;
+		if (x->request_id != y->request_id || x->t0_unix_ns != y->t0_unix_ns ||
+		    x->t1_unix_ns != y->t1_unix_ns || x->max != y->max || x->hold_ms != y->hold_ms ||
+		    x->kind != y->kind)
+			NEQ("window query scalar");
+		if (strcmp(x->service, y->service) || strcmp(x->peer, y->peer))
+			NEQ("window query service");
+		return 1;
+	}
+	case RT_WIRE_WINDOW_REPLY: {
+		const struct rt_wire_window_reply *x = &a->wreply, *y = &b->wreply;
+		if (x->request_id != y->request_id || x->agent_id != y->agent_id ||
+		    x->truncated != y->truncated)
+			NEQ("window reply scalar");
+		if (x->candidate_count != y->candidate_count)
+			NEQ("candidate_count");
+		for (uint32_t i = 0; i < x->candidate_count; i++)
+			if (memcmp(&x->candidates[i], &y->candidates[i], sizeof x->candidates[i]))
+				NEQ("candidate");
+		return 1;
+	}
+	case RT_WIRE_WINDOW_RELEASE:
+		if (a->wrelease.request_id != b->wrelease.request_id)
+			NEQ("release request_id");
 		return 1;
 	}
 	NEQ("unknown type");
@@ -766,7 +829,7 @@ START_TEST(test_encoder_refusals)
 	REFUSE(rt_wire_encode_ack(&buf, &ack), RT_WIRE_E_INVAL);
 
 	REFUSE(rt_wire_encode(&buf, &m), RT_WIRE_E_UNKNOWN_TYPE);
-	m.type = 7;
+	m.type = RT_WIRE_TYPE_MAX + 1;
 	REFUSE(rt_wire_encode(&buf, &m), RT_WIRE_E_UNKNOWN_TYPE);
 #undef REFUSE
 	rt_wire_buf_free(&buf);
@@ -814,7 +877,7 @@ static const struct raw_case raw_cases[] = {
 	RAW("version as float", "\x94\xcb\x3f\xf0\x00\x00\x00\x00\x00\x00\x06\x00\x90",
 	    RT_WIRE_E_TYPE),
 	RAW("type 0", "\x94\x01\x00\x00\x90", RT_WIRE_E_UNKNOWN_TYPE),
-	RAW("type 7", "\x94\x01\x07\x00\x90", RT_WIRE_E_UNKNOWN_TYPE),
+	RAW("type 10", "\x94\x01\x0a\x00\x90", RT_WIRE_E_UNKNOWN_TYPE),
 	RAW("type 2^64-1", "\x94\x01\xcf\xff\xff\xff\xff\xff\xff\xff\xff\x00\x90",
 	    RT_WIRE_E_UNKNOWN_TYPE),
 	RAW("type as str", "\x94\x01\xa1\x06\x00\x90", RT_WIRE_E_TYPE),
@@ -974,7 +1037,7 @@ START_TEST(test_malformed_raw)
 	/* peek_type reads the envelope only */
 	ck_assert_int_eq(rt_wire_peek_type("\x94\x01\x06\x00\x90", 5), RT_WIRE_ACK);
 	ck_assert_int_eq(rt_wire_peek_type("\x94\x01\x06\xc1", 4), RT_WIRE_ACK);
-	ck_assert_int_eq(rt_wire_peek_type("\x94\x01\x09", 3), RT_WIRE_E_UNKNOWN_TYPE);
+	ck_assert_int_eq(rt_wire_peek_type("\x94\x01\x0a", 3), RT_WIRE_E_UNKNOWN_TYPE);
 	ck_assert_int_eq(rt_wire_peek_type("\x94\x02\x06", 3), RT_WIRE_E_VERSION);
 	ck_assert_int_eq(rt_wire_peek_type("\x93\x01\x06", 3), RT_WIRE_E_MISSING);
 	ck_assert_int_eq(rt_wire_peek_type("\x94\x01", 2), RT_WIRE_E_TRUNCATED);
@@ -994,11 +1057,16 @@ struct node {
 	uint32_t min;           /* K_LIST: min elements */
 	const struct node *sub; /* K_LIST: the element; K_TUPLE: the fields */
 	uint32_t nsub;          /* K_TUPLE */
+	int dom;                /* K_U32/K_U64/K_STR with a value domain (test_window_domain):
+				 * only kind and width edits here, no in-range values */
 };
 
 #define U32(n) {.k = K_U32, .name = n}
 #define U64(n) {.k = K_U64, .name = n}
 #define STR(n) {.k = K_STR, .name = n}
+#define U32D(n) {.k = K_U32, .name = n, .dom = 1}
+#define U64D(n) {.k = K_U64, .name = n, .dom = 1}
+#define STRD(n) {.k = K_STR, .name = n, .dom = 1}
 
 static const struct node n_bc = U32("breadcrumb");
 static const struct node n_seq = U64("seq");
@@ -1041,10 +1109,25 @@ static const struct node f_ack[] = {
 	{.k = K_I32, .name = "status"},
 	{.k = K_LIST, .name = "seqs", .limit = 4096, .sub = &n_seq}};
 
+static const struct node f_cand[] = {U64("trace_hi"), U64("trace_lo"), U64("span_id"),
+				     U64("start_unix_ns"), U64("end_unix_ns")};
+static const struct node n_cand = {.k = K_TUPLE, .name = "candidate", .sub = f_cand,
+				   .nsub = 5};
+static const struct node f_wquery[] = {U64("request_id"), U32D("kind"), STRD("service"),
+				       STRD("peer"), U64D("t0_unix_ns"), U64D("t1_unix_ns"),
+				       U32D("max"), U32D("hold_ms")};
+static const struct node f_wreply[] = {
+	U64("request_id"), U32("agent_id"),
+	{.k = K_LIST, .name = "candidates", .limit = RT_WIRE_MAX_WINDOW, .sub = &n_cand},
+	U32("truncated")};
+static const struct node f_wrelease[] = {U64("request_id")};
+
 static const struct {
 	const struct node *f;
 	uint32_t n;
 } schema[RT_WIRE_TYPE_MAX + 1] = {
+	[RT_WIRE_WINDOW_QUERY] = {f_wquery, 8},      [RT_WIRE_WINDOW_REPLY] = {f_wreply, 4},
+	[RT_WIRE_WINDOW_RELEASE] = {f_wrelease, 1},
 	[RT_WIRE_REGISTER] = {f_register, 10},       [RT_WIRE_TRIGGER] = {f_trigger, 5},
 	[RT_WIRE_REMOTE_TRIGGER] = {f_remote, 3},    [RT_WIRE_BREADCRUMB_REPLY] = {f_reply, 3},
 	[RT_WIRE_SLICE] = {f_slice, 9},              [RT_WIRE_ACK] = {f_ack, 2},
@@ -1201,6 +1284,11 @@ static void walk(struct table *t, msgpack_object *o, const struct node *n)
 		wrong_kinds(t, o, 0, 1, 1, 1);
 		swap_expect(t, o, obj_i64(-1), RT_WIRE_E_TYPE, "as -1");
 		swap_expect(t, o, obj_i64(INT64_MIN), RT_WIRE_E_TYPE, "as INT64_MIN");
+		if (n->dom) {
+			if (n->k == K_U32)
+				swap_expect(t, o, obj_u64(1ull << 32), RT_WIRE_E_TYPE, "as 2^32");
+			break;
+		}
 		swap_expect(t, o, obj_u64(0), RT_WIRE_OK, "as 0");
 		if (n->k == K_U32) {
 			swap_expect(t, o, obj_u64(UINT32_MAX), RT_WIRE_OK, "as 2^32-1");
@@ -1226,7 +1314,8 @@ static void walk(struct table *t, msgpack_object *o, const struct node *n)
 		wrong_kinds(t, o, 1, 0, 1, 1);
 		swap_expect(t, o, obj_raw(MSGPACK_OBJECT_BIN, o->via.str.ptr, o->via.str.size),
 			    RT_WIRE_E_TYPE, "as bin with the same bytes");
-		swap_expect(t, o, obj_raw(MSGPACK_OBJECT_STR, big, 0), RT_WIRE_OK, "empty");
+		swap_expect(t, o, obj_raw(MSGPACK_OBJECT_STR, big, 0),
+			    n->dom ? RT_WIRE_E_VALUE : RT_WIRE_OK, "empty");
 		swap_expect(t, o, obj_raw(MSGPACK_OBJECT_STR, big, RT_WIRE_MAX_STR), RT_WIRE_OK,
 			    "of 255 bytes");
 		swap_expect(t, o, obj_raw(MSGPACK_OBJECT_STR, big, RT_WIRE_MAX_STR + 1),
@@ -1288,7 +1377,10 @@ static void base_msg(struct owned *o, int type)
 						     !o->m.reply.traces[1].breadcrumb_count)) ||
 	       (type == RT_WIRE_SLICE && (o->m.slice.buffer_count != 2 ||
 					  !o->m.slice.buffers[0].len)) ||
-	       (type == RT_WIRE_ACK && o->m.ack.seq_count != 2));
+	       (type == RT_WIRE_ACK && o->m.ack.seq_count != 2) ||
+	       (type == RT_WIRE_WINDOW_REPLY && o->m.wreply.candidate_count != 2) ||
+	       /* CLIENTS: both strings must not be empty, which the table checks */
+	       (type == RT_WIRE_WINDOW_QUERY && o->m.wquery.kind != RT_WIRE_WINDOW_CLIENTS));
 	if (type == RT_WIRE_SLICE)
 		o->m.slice.rate_exp = 0; /* the 11-element form; the 12th: test_slice_rate_exp */
 }
@@ -1435,7 +1527,10 @@ START_TEST(test_random_bytes)
 	enum { N = 200000, MAXLEN = 64 };
 	uint8_t in[MAXLEN];
 	unsigned accepted = 0, by_code[16] = {0};
-	static const uint8_t elems[] = {0, 12, 7, 5, 5, 11, 4};
+	static const uint8_t elems[RT_WIRE_TYPE_MAX + 1] = {
+		0, RT_WIRE_ELEMS_REGISTER, RT_WIRE_ELEMS_TRIGGER, RT_WIRE_ELEMS_REMOTE_TRIGGER,
+		RT_WIRE_ELEMS_BREADCRUMB_REPLY, RT_WIRE_ELEMS_SLICE, RT_WIRE_ELEMS_ACK,
+		RT_WIRE_ELEMS_WINDOW_QUERY, RT_WIRE_ELEMS_WINDOW_REPLY, RT_WIRE_ELEMS_WINDOW_RELEASE};
 
 	seed_rng(3);
 	for (int it = 0; it < N; it++) {
@@ -1566,6 +1661,99 @@ START_TEST(test_mutations)
 }
 END_TEST
 
+/*
+ * WINDOW_QUERY's value domain: a non-empty service, t0 <= t1, max in
+ * 1..RT_WIRE_MAX_WINDOW, hold_ms <= RT_WIRE_MAX_HOLD_MS. The encoder refuses
+ * what the decoder refuses (with VALUE), and the decoder refuses it from bytes
+ * the encoder would not write (packed here by hand with msgpack-c).
+ */
+static int pack_query(msgpack_sbuffer *sb, uint32_t kind, const char *svc, const char *peer,
+		      uint64_t t0, uint64_t t1, uint32_t max, uint32_t hold)
+{
+	msgpack_packer pk;
+	struct rt_wire_msg d;
+	int rc;
+	msgpack_sbuffer_clear(sb);
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	msgpack_pack_array(&pk, RT_WIRE_ELEMS_WINDOW_QUERY);
+	msgpack_pack_uint32(&pk, RT_WIRE_VERSION);
+	msgpack_pack_uint32(&pk, RT_WIRE_WINDOW_QUERY);
+	msgpack_pack_uint64(&pk, 7);
+	msgpack_pack_uint32(&pk, kind);
+	msgpack_pack_str(&pk, strlen(svc));
+	msgpack_pack_str_body(&pk, svc, strlen(svc));
+	msgpack_pack_str(&pk, strlen(peer));
+	msgpack_pack_str_body(&pk, peer, strlen(peer));
+	msgpack_pack_uint64(&pk, t0);
+	msgpack_pack_uint64(&pk, t1);
+	msgpack_pack_uint32(&pk, max);
+	msgpack_pack_uint32(&pk, hold);
+	rc = rt_wire_decode(sb->data, sb->size, &d);
+	if (rc == 0) {
+		ck_assert_int_eq(d.type, RT_WIRE_WINDOW_QUERY);
+		ck_assert_str_eq(d.wquery.service, svc);
+		ck_assert_uint_eq(d.wquery.t0_unix_ns, t0);
+		ck_assert_uint_eq(d.wquery.t1_unix_ns, t1);
+	}
+	rt_wire_msg_free(&d);
+	return rc;
+}
+
+START_TEST(test_window_domain)
+{
+	static const struct {
+		uint32_t kind;
+		const char *svc, *peer;
+		uint64_t t0, t1;
+		uint32_t max, hold;
+		int want;
+	} c[] = {
+		{0, "backend", "", 10, 20, 1, 0, RT_WIRE_OK},
+		{0, "backend", "", 20, 20, RT_WIRE_MAX_WINDOW, RT_WIRE_MAX_HOLD_MS, RT_WIRE_OK},
+		{0, "backend", "", 0, UINT64_MAX, 64, 5000, RT_WIRE_OK},
+		{1, "api", "backend", 10, 20, 1, 0, RT_WIRE_OK},
+		{0, "", "", 10, 20, 1, 0, RT_WIRE_E_VALUE},
+		{0, "backend", "", 21, 20, 1, 0, RT_WIRE_E_VALUE},
+		{0, "backend", "", 10, 20, 0, 0, RT_WIRE_E_VALUE},
+		{0, "backend", "", 10, 20, RT_WIRE_MAX_WINDOW + 1, 0, RT_WIRE_E_VALUE},
+		{0, "backend", "", 10, 20, 1, RT_WIRE_MAX_HOLD_MS + 1, RT_WIRE_E_VALUE},
+		{0, "backend", "x", 10, 20, 1, 0, RT_WIRE_E_VALUE}, /* a peer for ROOTS */
+		{1, "api", "", 10, 20, 1, 0, RT_WIRE_E_VALUE},      /* CLIENTS without one */
+		{2, "api", "backend", 10, 20, 1, 0, RT_WIRE_E_VALUE},
+	};
+	msgpack_sbuffer sb;
+	struct rt_wire_buf buf = {0};
+	msgpack_sbuffer_init(&sb);
+	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+		struct rt_wire_window_query q = {.request_id = 7, .kind = c[i].kind,
+						 .t0_unix_ns = c[i].t0, .t1_unix_ns = c[i].t1,
+						 .max = c[i].max, .hold_ms = c[i].hold};
+		snprintf(q.service, sizeof q.service, "%s", c[i].svc);
+		snprintf(q.peer, sizeof q.peer, "%s", c[i].peer);
+		ck_assert_msg(pack_query(&sb, c[i].kind, c[i].svc, c[i].peer, c[i].t0, c[i].t1,
+					 c[i].max, c[i].hold) == c[i].want,
+			      "decode case %zu", i);
+		buf.len = 0;
+		ck_assert_msg(rt_wire_encode_window_query(&buf, &q) == c[i].want, "encode case %zu",
+			      i);
+		ck_assert_uint_eq(buf.len, c[i].want ? 0 : sb.size);
+	}
+	/* A reply over its limit is refused by the encoder. */
+	{
+		struct rt_wire_window_candidate one = {1, 2, 3, 4, 5};
+		struct rt_wire_window_reply r = {.candidate_count = RT_WIRE_MAX_WINDOW + 1,
+						 .candidates = &one};
+		buf.len = 0;
+		ck_assert_int_eq(rt_wire_encode_window_reply(&buf, &r), RT_WIRE_E_TOO_BIG);
+		r.candidate_count = 1;
+		r.candidates = NULL;
+		ck_assert_int_eq(rt_wire_encode_window_reply(&buf, &r), RT_WIRE_E_INVAL);
+	}
+	rt_wire_buf_free(&buf);
+	msgpack_sbuffer_destroy(&sb);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("wire");
@@ -1581,6 +1769,7 @@ int main(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("encode");
 	tcase_add_test(tc, test_encoder_refusals);
+	tcase_add_test(tc, test_window_domain);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("malformed");
 	tcase_set_timeout(tc, 240);

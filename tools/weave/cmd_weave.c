@@ -23,6 +23,11 @@
  * id, a linked server root gets the client span as its parent and the attributes
  * retrace.weave.inferred = true and retrace.weave.confidence.
  *
+ * --store LOCATOR reads the traces of a store instead (step by step: every stored
+ * trace is decoded from its slices, coordinator/decode.h, and written as one
+ * OTLP/JSON document by coordinator/export.h, the very bytes `retrace export`
+ * would give), so the store and the file go through one reader.
+ *
  * Why jansson: the reader needs a DOM it can edit and write back for --out, and
  * jansson is already a Debian package of this project (the export tests use it);
  * select/'s own strict parser is read-only and internal to that pure library.
@@ -38,6 +43,11 @@
 #include <string.h>
 
 #include "weave.h"
+#ifdef RETRACE_WEAVE_STORE
+#include "decode.h"
+#include "export.h"
+#include "store.h"
+#endif
 
 #define NO_SERVICE UINT32_MAX
 #define KIND_UNSPECIFIED 0
@@ -248,6 +258,17 @@ static int read_document(weave_run *r, json_t *doc)
 	return 0;
 }
 
+/* Keep one parsed document of the run and index its spans. */
+static int add_document(weave_run *r, json_t *doc)
+{
+	if (grow((void **)&r->docs, &r->cap_docs, r->n_docs + 1, sizeof *r->docs) < 0) {
+		json_decref(doc);
+		return -1;
+	}
+	r->docs[r->n_docs++] = doc;
+	return read_document(r, doc);
+}
+
 static int read_file(weave_run *r, const char *path)
 {
 	FILE *f = fopen(path, "rb");
@@ -287,19 +308,78 @@ static int read_file(weave_run *r, const char *path)
 			break;
 		}
 		pos += (size_t)err.position;
-		if (grow((void **)&r->docs, &r->cap_docs, r->n_docs + 1, sizeof *r->docs) < 0) {
-			json_decref(doc);
-			rc = -1;
-			break;
-		}
-		r->docs[r->n_docs++] = doc;
-		rc = read_document(r, doc);
+		rc = add_document(r, doc);
 		if (rc < 0)
 			fprintf(stderr, "retrace weave: out of memory\n");
 	}
 	free(buf);
 	return rc;
 }
+
+#ifdef RETRACE_WEAVE_STORE
+struct store_refs {
+	uint64_t *v; /* hi, lo pairs */
+	size_t n, cap;
+};
+
+static int store_ref(void *arg, const struct rt_store_trace *t)
+{
+	struct store_refs *x = arg;
+	if (grow((void **)&x->v, &x->cap, 2 * (x->n + 1), sizeof *x->v) < 0)
+		return -1;
+	x->v[2 * x->n] = t->trace_hi;
+	x->v[2 * x->n + 1] = t->trace_lo;
+	x->n++;
+	return 0;
+}
+
+/* Every trace of the store, as retrace export --format otlp-json writes it. */
+static int read_store(weave_run *r, const char *locator, size_t *undecodable)
+{
+	struct rt_store_options o = {.path = locator, .readonly = 1};
+	struct rt_store_query q = {0};
+	struct rt_store *st = NULL;
+	struct store_refs refs = {0};
+	struct rt_wire_buf buf = {0};
+	char err[256];
+	int rc = -1;
+	if (rt_store_open(&st, &o) != 0) {
+		fprintf(stderr, "retrace weave: %s: %s\n", locator, rt_store_errmsg(NULL));
+		return -1;
+	}
+	if (rt_store_list(st, &q, store_ref, &refs) != 0) {
+		fprintf(stderr, "retrace weave: %s: cannot list traces\n", locator);
+		goto out;
+	}
+	for (size_t i = 0; i < refs.n; i++) {
+		struct rt_decoded_trace dt;
+		json_error_t jerr;
+		json_t *doc;
+		if (rt_decode_stored(st, refs.v[2 * i], refs.v[2 * i + 1], &dt, err, sizeof err) != 0) {
+			(*undecodable)++; /* counted, the rest still weaves */
+			continue;
+		}
+		buf.len = 0;
+		if (rt_export_write(RT_EXPORT_OTLP_JSON, &dt, 1, &buf) != 0) {
+			rt_decoded_trace_free(&dt);
+			fprintf(stderr, "retrace weave: out of memory\n");
+			goto out;
+		}
+		rt_decoded_trace_free(&dt);
+		if (!(doc = json_loadb((const char *)buf.data, buf.len, 0, &jerr)) ||
+		    add_document(r, doc) < 0) {
+			fprintf(stderr, "retrace weave: %s\n", doc ? "out of memory" : jerr.text);
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	free(refs.v);
+	rt_wire_buf_free(&buf);
+	rt_store_close(st);
+	return rc;
+}
+#endif
 
 /* ------------------------------------------------------------ index, graph ---- */
 
@@ -543,8 +623,11 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: retrace weave [options] FILE\n"
+		"       retrace weave [options] --store LOCATOR\n"
 		"Reconstruct the links that hops without context propagation cut, in an\n"
-		"OTLP/JSON file (one document, or one request per line), by timing.\n"
+		"OTLP/JSON file (one document, or one request per line) or in every trace\n"
+		"of a store, by timing.\n"
+		"  --store LOCATOR   read the store's traces (a SQLite path or a ClickHouse URL)\n"
 		"  --graph FILE      call-graph edges, \"CALLER [OPERATION] CALLEE\" per line\n"
 		"                    (added to those learnt from the file's coherent hops;\n"
 		"                    a client's peer.service attribute wins over both)\n"
@@ -573,8 +656,9 @@ int cli_cmd_weave(int argc, char **argv)
 	static const struct option longopts[] = {
 		{"graph", required_argument, NULL, 'g'}, {"skew", required_argument, NULL, 's'},
 		{"out", required_argument, NULL, 'o'},   {"summary", no_argument, NULL, 'S'},
+		{"store", required_argument, NULL, 'D'},
 		{"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
-	const char *graph = NULL, *out = NULL;
+	const char *graph = NULL, *out = NULL, *store = NULL;
 	int summary = 0, ch;
 	rt_weave_opts opts;
 	rt_weave_opts_default(&opts);
@@ -584,6 +668,7 @@ int cli_cmd_weave(int argc, char **argv)
 		case 'g': graph = optarg; break;
 		case 'o': out = optarg; break;
 		case 'S': summary = 1; break;
+		case 'D': store = optarg; break;
 		case 's': {
 			char *end;
 			long long v = strtoll(optarg, &end, 10);
@@ -598,11 +683,17 @@ int cli_cmd_weave(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
-	if (optind != argc - 1) {
+	if (optind != argc - (store ? 0 : 1)) {
 		usage(stderr);
 		return 2;
 	}
-	const char *path = argv[optind];
+#ifndef RETRACE_WEAVE_STORE
+	if (store) {
+		fprintf(stderr, "retrace weave: --store: built without the store\n");
+		return 2;
+	}
+#endif
+	const char *path = store ? store : argv[optind];
 	weave_run r = {0};
 	rt_weave_groups *g = NULL;
 	inferred *links = NULL;
@@ -610,10 +701,17 @@ int cli_cmd_weave(int argc, char **argv)
 	size_t *cl = NULL, *sv = NULL;
 	rt_weave_span *cspans = NULL, *sspans = NULL;
 	rt_weave_link *res = NULL;
-	size_t n_links = 0, open = 0, unknown_callee = 0, traces_before = 0;
+	size_t n_links = 0, open = 0, unknown_callee = 0, traces_before = 0, undecodable = 0;
 	int rc = 1;
 
-	if (read_file(&r, path) < 0 || index_spans(&r) < 0 || (graph && read_graph(&r, graph) < 0))
+#ifdef RETRACE_WEAVE_STORE
+	if (store ? read_store(&r, store, &undecodable) < 0 : read_file(&r, path) < 0)
+		goto done;
+#else
+	if (read_file(&r, path) < 0)
+		goto done;
+#endif
+	if (index_spans(&r) < 0 || (graph && read_graph(&r, graph) < 0))
 		goto done;
 	g = rt_weave_groups_new(r.n_spans);
 	sum = calloc(r.n_services ? r.n_services : 1, sizeof *sum);
@@ -686,8 +784,11 @@ int cli_cmd_weave(int argc, char **argv)
 	}
 
 	printf("weave %s: spans=%zu traces=%zu open_client_spans=%zu unknown_callee=%zu "
-	       "inferred_links=%zu bad_spans=%zu\n",
+	       "inferred_links=%zu bad_spans=%zu",
 	       path, r.n_spans, traces_before, open, unknown_callee, n_links, r.bad_spans);
+	if (store)
+		printf(" undecodable_traces=%zu", undecodable);
+	printf("\n");
 	for (uint32_t b = 0; b < r.n_services; b++) {
 		const service_summary *ss = &sum[b];
 		if (!ss->clients)

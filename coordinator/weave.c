@@ -1,0 +1,854 @@
+/*
+ * coordinator/weave.c — weaving in the running system: a collected trace whose
+ * CLIENT span lost its callee (the hop dropped the trace context) gets the
+ * callee's half found by timing, collected with it as one group, and the link
+ * marked as inferred with its confidence (docs/weaving.md).
+ *
+ * How it works. When a group is ready to close (traversal idle, everything
+ * delivered, settled) its traces not looked at yet are decoded; a CLIENT span the
+ * decoder flags RT_SPAN_UNMATCHED (no SERVER span names it as parent) is an
+ * open hop, its callee named by its peer.service attribute, else by the
+ * --weave-graph edge of its service. The group is then held open while a job
+ * asks every agent in the directory, per edge (caller service, callee service),
+ * two things about the time around the calls (WINDOW_QUERY, answered from the
+ * agents' indexes): the callee's root SERVER spans (held there from eviction)
+ * and the caller's other CLIENT spans on the same edge — the concurrent calls
+ * whose own callees compete for the same candidates, which the joint assignment
+ * needs to be right under load (one call alone against every candidate would
+ * just take the likeliest, whoever caused it). When all have answered, or after
+ * --weave-timeout, the job weaves (weave/weave.h: timing constraints, delay
+ * model, joint assignment, a confidence per link): each of our clients linked to a
+ * candidate adds the candidate's trace to the group with the answering agent
+ * named, so the ordinary traversal pins it there and collects it; the other
+ * holds are released (WINDOW_RELEASE). A woven-in trace is itself looked at
+ * when the group is ready again, so chains (A -> B -> C, no context on either
+ * hop) are followed hop by hop.
+ *
+ * The link is recorded where every reader sees it: at close, a small slice of
+ * the weaver's own (agent RT_WEAVE_AGENT_ID, one writer stream, tracer events
+ * only: RESOURCE and ATTR) is stored with each trace that has a link, setting on
+ * the callee's root span retrace.weave.inferred = true, retrace.weave.confidence,
+ * retrace.weave.parent_trace_id / parent_span_id, and on the caller's CLIENT
+ * span retrace.weave.inferred, retrace.weave.confidence and
+ * retrace.weave.child_trace_id. The decoder attaches an ATTR to its span by id
+ * across the whole trace, so `retrace show`, both export formats and the JSON
+ * API show them without knowing about weaving.
+ *
+ * Coherence: each trace of the group is judged on its own data, as ever. The
+ * caller's trace still has its open hop (a CLIENT span with no SERVER under its
+ * trace id): it is forgiven only when the hop was woven to a trace of the group
+ * that came out complete (close_group judges the last-added traces first), so a
+ * trace is never called coherent on the strength of an inferred link alone. The
+ * link itself is a guess; its confidence says how good.
+ */
+#include "coord_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon/figures.h"
+#include "retrace/retrace.h"
+#include "retrace/tracer.h"
+#include "shm/events.h"
+#include "shm/pool.h"
+#include "weave.h"
+
+#define RT_WEAVE_AGENT_ID UINT32_MAX /* reserved: the weaver's own link slices */
+#define WEAVE_JOBS 256
+#define WEAVE_MAX_HOPS 64            /* open hops of one job */
+#define WEAVE_MAX_EDGES 8            /* distinct (caller, callee) pairs of one job */
+#define WEAVE_MAX_GRAPH 256
+#define WEAVE_LOW_CONFIDENCE 0.9     /* links below are counted apart */
+
+struct weave_hop {
+	uint8_t trace;                /* index in the group */
+	uint8_t edge;                 /* index into the job's edges */
+	uint64_t span_id;
+	int64_t start_ns, end_ns;
+};
+
+struct weave_cand {
+	uint32_t agent;
+	uint8_t edge;
+	uint8_t kind;                 /* RT_WIRE_WINDOW_ROOTS or _CLIENTS */
+	struct rt_wire_window_candidate c;
+};
+
+struct weave_edge_names {
+	char caller[RT_WIRE_MAX_STR + 1], callee[RT_WIRE_MAX_STR + 1];
+};
+
+struct weave_job {
+	uint64_t group_id;            /* 0: free */
+	uint32_t group;
+	uint64_t deadline_ns;
+	uint32_t asked, answered;
+	struct weave_hop hops[WEAVE_MAX_HOPS];
+	uint32_t nhops;
+	struct weave_edge_names edges[WEAVE_MAX_EDGES];
+	uint64_t request_ids[WEAVE_MAX_EDGES][2]; /* per kind */
+	uint32_t nedges;
+	struct weave_cand *cands;
+	uint32_t ncands, cap;
+};
+
+struct weave_edge {
+	char caller[RT_WIRE_MAX_STR + 1], callee[RT_WIRE_MAX_STR + 1];
+};
+
+struct weave_stats {
+	uint64_t traces_looked, open_hops, unknown_callee, hops_dropped;
+	uint64_t jobs, jobs_full, queries, query_failures, replies, bad_replies, candidates;
+	uint64_t other_clients;
+	uint64_t priors_used, models_learnt;
+	uint64_t weave_spans, weave_cpu_ns; /* spans put through rt_weave_hop, its CPU time */
+	uint64_t links, links_low, unmatched, links_dropped, timeouts, abandoned;
+	uint64_t releases, link_slices, link_slice_errors;
+};
+
+/* What a hop's delays looked like in its last batch big enough to fit a model:
+ * the prior of the next batches (weave.h: a handful of calls cannot fit one). */
+#define WEAVE_MODELS 64
+#define WEAVE_MODEL_MIN 20 /* links a batch needs to give an edge its first model */
+struct weave_model {
+	struct weave_edge_names edge;
+	rt_weave_model model;
+	int have;
+};
+
+struct coord_weave {
+	struct weave_job jobs[WEAVE_JOBS];
+	struct weave_model models[WEAVE_MODELS];
+	uint32_t nmodels;
+	struct weave_edge graph[WEAVE_MAX_GRAPH];
+	uint32_t ngraph;
+	struct weave_stats st;
+};
+
+/* ----------------------------------------------------------- set-up ---- */
+
+static int load_graph(struct coord_weave *w, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	char line[1024];
+	unsigned n = 0;
+	if (!f) {
+		snprintf(err, errlen, "--weave-graph %s: cannot open", path);
+		return -1;
+	}
+	while (fgets(line, sizeof line, f)) {
+		char a[RT_WIRE_MAX_STR + 1], b[RT_WIRE_MAX_STR + 1], extra[2];
+		int k;
+		n++;
+		if (line[0] == '#' || strspn(line, " \t\r\n") == strlen(line))
+			continue;
+		k = sscanf(line, "%255s %255s %1s", a, b, extra);
+		if (k != 2 || w->ngraph == WEAVE_MAX_GRAPH) {
+			snprintf(err, errlen, "--weave-graph %s:%u: want \"CALLER CALLEE\" (at most %d)",
+				 path, n, WEAVE_MAX_GRAPH);
+			fclose(f);
+			return -1;
+		}
+		snprintf(w->graph[w->ngraph].caller, sizeof w->graph[0].caller, "%s", a);
+		snprintf(w->graph[w->ngraph].callee, sizeof w->graph[0].callee, "%s", b);
+		w->ngraph++;
+	}
+	fclose(f);
+	return 0;
+}
+
+int coord_weave_init(struct rt_coord *c, char *err, size_t errlen)
+{
+	if (strcmp(c->cfg.weave, "on") != 0)
+		return 0;
+	if (!(c->weave = calloc(1, sizeof *c->weave))) {
+		snprintf(err, errlen, "out of memory for weaving");
+		return -1;
+	}
+	if (c->cfg.weave_graph[0] && load_graph(c->weave, c->cfg.weave_graph, err, errlen) != 0) {
+		coord_weave_free(c);
+		return -1;
+	}
+	return 0;
+}
+
+static void job_free(struct weave_job *j)
+{
+	free(j->cands);
+	memset(j, 0, sizeof *j);
+}
+
+void coord_weave_free(struct rt_coord *c)
+{
+	uint32_t i;
+	if (!c->weave)
+		return;
+	for (i = 0; i < WEAVE_JOBS; i++)
+		job_free(&c->weave->jobs[i]);
+	free(c->weave);
+	c->weave = NULL;
+}
+
+/* --------------------------------------------------------- open hops ---- */
+
+static const char *attr_str(const struct rt_attr *a, uint32_t n, const char *key)
+{
+	uint32_t i;
+	for (i = 0; i < n; i++)
+		if (a[i].key && !strcmp(a[i].key, key) && a[i].value.type == RT_VAL_STR)
+			return a[i].value.u.s;
+	return NULL;
+}
+
+static const char *callee_of(const struct coord_weave *w, const struct rt_decoded_trace *dt,
+			     const struct rt_span *s)
+{
+	const char *peer = attr_str(s->attrs, s->n_attrs, "peer.service"), *svc;
+	uint32_t i;
+	if (peer && peer[0] && strlen(peer) <= RT_WIRE_MAX_STR)
+		return peer;
+	svc = s->resource < dt->n_resources ? dt->resources[s->resource].service : NULL;
+	for (i = 0; svc && i < w->ngraph; i++)
+		if (!strcmp(w->graph[i].caller, svc))
+			return w->graph[i].callee;
+	return NULL;
+}
+
+static int edge_index(struct weave_job *j, const char *caller, const char *callee)
+{
+	uint32_t k;
+	for (k = 0; k < j->nedges; k++)
+		if (!strcmp(j->edges[k].caller, caller) && !strcmp(j->edges[k].callee, callee))
+			return (int)k;
+	if (j->nedges == WEAVE_MAX_EDGES)
+		return -1;
+	snprintf(j->edges[j->nedges].caller, sizeof j->edges[0].caller, "%s", caller);
+	snprintf(j->edges[j->nedges].callee, sizeof j->edges[0].callee, "%s", callee);
+	return (int)j->nedges++;
+}
+
+/* Trace idx of g: its open hops into the job. */
+static void look_at(struct rt_coord *c, struct coord_group *g, int idx, struct weave_job *j)
+{
+	struct coord_weave *w = c->weave;
+	struct rt_decoded_trace dt;
+	uint32_t i;
+	w->st.traces_looked++;
+	if (coord_decode_stored(c, g->traces[idx].hi, g->traces[idx].lo, &dt) != 0) {
+		rt_decoded_trace_free(&dt);
+		return;
+	}
+	for (i = 0; i < dt.n_spans; i++) {
+		const struct rt_span *s = &dt.spans[i];
+		const char *callee, *caller;
+		int k;
+		if (s->kind != RETRACE_SPAN_CLIENT || !(s->flags & RT_SPAN_UNMATCHED))
+			continue;
+		w->st.open_hops++;
+		if (!(callee = callee_of(w, &dt, s))) {
+			w->st.unknown_callee++;
+			continue;
+		}
+		caller = s->resource < dt.n_resources ? dt.resources[s->resource].service : "";
+		if (j->nhops == WEAVE_MAX_HOPS || !caller[0] || strlen(caller) > RT_WIRE_MAX_STR ||
+		    (k = edge_index(j, caller, callee)) < 0 ||
+		    s->end_ns < s->start_ns) {
+			w->st.hops_dropped++;
+			continue;
+		}
+		j->hops[j->nhops++] = (struct weave_hop){(uint8_t)idx, (uint8_t)k, s->span_id,
+							 (int64_t)s->start_ns, (int64_t)s->end_ns};
+	}
+	rt_decoded_trace_free(&dt);
+}
+
+/* ------------------------------------------------------------ asking ---- */
+
+static void send_releases(struct rt_coord *c, struct weave_job *j)
+{
+	uint32_t k, a;
+	for (k = 0; k < j->nedges; k++) {
+		struct rt_wire_window_release m = {.request_id = j->request_ids[k][RT_WIRE_WINDOW_ROOTS]};
+		c->out.len = 0;
+		if (rt_wire_encode_window_release(&c->out, &m) != 0)
+			continue;
+		for (a = 0; a < c->dir.count; a++)
+			if (coord_req_send(c, &c->dir.agents[a], COORD_REQ_RELEASE, 0, 0,
+					   m.request_id, c->cfg.weave_timeout) == 0)
+				c->weave->st.releases++;
+	}
+}
+
+int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now)
+{
+	struct coord_weave *w = c->weave;
+	struct weave_job *j = NULL;
+	uint32_t i, k, a;
+	if (!w || g->recollect)
+		return 0;
+	if (g->weave_state == 1)
+		return 1;
+	if (g->weave_checked == (g->ntraces >= 64 ? ~0ull : (1ull << g->ntraces) - 1))
+		return 0;
+	for (i = 0; i < WEAVE_JOBS && !j; i++)
+		if (!w->jobs[i].group_id)
+			j = &w->jobs[i];
+	if (!j) {
+		w->st.jobs_full++;
+		g->weave_checked = ~0ull; /* not woven: closes as it is */
+		return 0;
+	}
+	for (i = 0; i < g->ntraces; i++)
+		if (!(g->weave_checked >> i & 1)) {
+			g->weave_checked |= 1ull << i;
+			look_at(c, g, (int)i, j);
+		}
+	if (!j->nhops) {
+		memset(j, 0, sizeof *j);
+		return 0;
+	}
+	j->group_id = g->id;
+	j->group = (uint32_t)(g - c->groups);
+	w->st.jobs++;
+	for (k = 0; k < j->nedges; k++) {
+		int64_t t0 = INT64_MAX, t1 = 0, margin;
+		uint32_t kind;
+		for (i = 0; i < j->nhops; i++)
+			if (j->hops[i].edge == k) {
+				if (j->hops[i].start_ns < t0)
+					t0 = j->hops[i].start_ns;
+				if (j->hops[i].end_ns > t1)
+					t1 = j->hops[i].end_ns;
+			}
+		/* The calls around ours compete for the same candidates, and theirs
+		 * for others: look a call's length (and 5 ms) to each side. */
+		margin = 10 * (t1 - t0) + 20000000;
+		t0 = t0 > margin ? t0 - margin : 0;
+		t1 += margin;
+		for (kind = RT_WIRE_WINDOW_ROOTS; kind <= RT_WIRE_WINDOW_CLIENTS; kind++) {
+			struct rt_wire_window_query q;
+			memset(&q, 0, sizeof q);
+			q.request_id = j->request_ids[k][kind] = c->next_request_id++;
+			q.kind = kind;
+			snprintf(q.service, sizeof q.service, "%s",
+				 kind == RT_WIRE_WINDOW_ROOTS ? j->edges[k].callee : j->edges[k].caller);
+			if (kind == RT_WIRE_WINDOW_CLIENTS)
+				snprintf(q.peer, sizeof q.peer, "%s", j->edges[k].callee);
+			q.t0_unix_ns = (uint64_t)t0;
+			q.t1_unix_ns = (uint64_t)t1;
+			q.max = RT_WIRE_MAX_WINDOW;
+			/* Held past our own timeout; released as soon as we decide. */
+			if (kind == RT_WIRE_WINDOW_ROOTS)
+				q.hold_ms = (uint32_t)(c->cfg.weave_timeout * 2000) + 1000;
+			c->out.len = 0;
+			if (rt_wire_encode_window_query(&c->out, &q) != 0)
+				continue;
+			for (a = 0; a < c->dir.count; a++) {
+				if (coord_req_send(c, &c->dir.agents[a], COORD_REQ_WINDOW,
+						   (uint32_t)(j - w->jobs), (uint64_t)k * 2 + kind,
+						   q.request_id, c->cfg.weave_timeout) != 0) {
+					w->st.query_failures++;
+					continue;
+				}
+				j->asked++;
+				w->st.queries++;
+			}
+		}
+	}
+	if (!j->asked) {
+		job_free(j);
+		return 0;
+	}
+	j->deadline_ns = now + (uint64_t)(c->cfg.weave_timeout * 1e9) + 100000000ull;
+	g->weave_state = 1;
+	g->weave_job = (uint32_t)(j - w->jobs) + 1;
+	return 1;
+}
+
+/* ---------------------------------------------------------- deciding ---- */
+
+static int in_group(const struct coord_group *g, uint64_t lo)
+{
+	uint32_t i;
+	for (i = 0; i < g->ntraces; i++)
+		if (g->traces[i].lo == lo)
+			return 1;
+	return 0;
+}
+
+static struct weave_model *model_of(struct coord_weave *w, const struct weave_edge_names *e)
+{
+	uint32_t i;
+	for (i = 0; i < w->nmodels; i++)
+		if (!strcmp(w->models[i].edge.caller, e->caller) &&
+		    !strcmp(w->models[i].edge.callee, e->callee))
+			return &w->models[i];
+	if (w->nmodels == WEAVE_MODELS)
+		return NULL;
+	memset(&w->models[w->nmodels], 0, sizeof w->models[0]);
+	w->models[w->nmodels].edge = *e;
+	return &w->models[w->nmodels++];
+}
+
+/* Is (trace lo, span) one of our own hops of edge k? */
+static int is_our_hop(const struct weave_job *j, const struct coord_group *g, uint32_t k,
+		      uint64_t lo, uint64_t span)
+{
+	uint32_t i;
+	for (i = 0; i < j->nhops; i++)
+		if (j->hops[i].edge == k && j->hops[i].span_id == span &&
+		    g->traces[j->hops[i].trace].lo == lo)
+			return 1;
+	return 0;
+}
+
+/* Weave each edge: our hops and the other calls on it against the callee's
+ * candidates; link what the weaver links for our hops. */
+static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
+{
+	struct coord_weave *w = c->weave;
+	struct coord_group *g = &c->groups[j->group];
+	rt_weave_span *cl = NULL, *sv = NULL;
+	rt_weave_link *res = NULL, *fcfs = NULL, *vpath = NULL;
+	int debug = c->cfg.log_level >= LOG_DEBUG;
+	uint32_t *svc_of = NULL, k, i;
+	rt_weave_opts opts;
+	if (g->id != j->group_id) {
+		job_free(j);
+		return;
+	}
+	rt_weave_opts_default(&opts);
+	cl = malloc((WEAVE_MAX_HOPS + j->ncands) * sizeof *cl);
+	res = malloc((WEAVE_MAX_HOPS + j->ncands) * sizeof *res);
+	if (debug) { /* the baselines on the same input, for bench/weave's real mode */
+		fcfs = malloc((WEAVE_MAX_HOPS + j->ncands) * sizeof *fcfs);
+		vpath = malloc((WEAVE_MAX_HOPS + j->ncands) * sizeof *vpath);
+		if (!fcfs || !vpath)
+			debug = 0;
+	}
+	sv = malloc((j->ncands ? j->ncands : 1) * sizeof *sv);
+	svc_of = malloc((j->ncands ? j->ncands : 1) * sizeof *svc_of);
+	for (k = 0; cl && res && sv && svc_of && k < j->nedges; k++) {
+		uint32_t nc = 0, ns = 0, ours, hop_of[WEAVE_MAX_HOPS];
+		rt_weave_stats st;
+		for (i = 0; i < j->nhops; i++)
+			if (j->hops[i].edge == k) {
+				const struct weave_hop *h = &j->hops[i];
+				cl[nc] = (rt_weave_span){h->span_id, g->traces[h->trace].hi,
+							 g->traces[h->trace].lo, h->start_ns, h->end_ns, 0};
+				hop_of[nc++] = i;
+			}
+		ours = nc;
+		for (i = 0; i < j->ncands; i++) { /* the other calls on the edge */
+			const struct weave_cand *x = &j->cands[i];
+			if (x->edge != k || x->kind != RT_WIRE_WINDOW_CLIENTS || !x->c.end_unix_ns ||
+			    is_our_hop(j, g, k, x->c.trace_lo, x->c.span_id))
+				continue;
+			cl[nc++] = (rt_weave_span){x->c.span_id, x->c.trace_hi, x->c.trace_lo,
+						   (int64_t)x->c.start_unix_ns,
+						   (int64_t)x->c.end_unix_ns, 0};
+			w->st.other_clients++;
+		}
+		for (i = 0; i < j->ncands; i++) {
+			const struct weave_cand *x = &j->cands[i];
+			if (x->edge != k || x->kind != RT_WIRE_WINDOW_ROOTS ||
+			    in_group(g, x->c.trace_lo) || !x->c.end_unix_ns)
+				continue;
+			sv[ns] = (rt_weave_span){x->c.span_id, x->c.trace_hi, x->c.trace_lo,
+						 (int64_t)x->c.start_unix_ns, (int64_t)x->c.end_unix_ns, 0};
+			svc_of[ns++] = i;
+		}
+		{
+			struct timespec a0, a1;
+			struct weave_model *wm = model_of(w, &j->edges[k]);
+			opts.prior = wm && wm->have ? &wm->model : NULL;
+			w->st.priors_used += opts.prior != NULL;
+			clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a0);
+			if (rt_weave_hop(&opts, cl, nc, sv, ns, res, &st) < 0)
+				break;
+			/* A batch that could fit its own model teaches the edge's. */
+			if (wm && st.linked >= (wm->have ? RT_WEAVE_PRIOR_KEEP : WEAVE_MODEL_MIN)) {
+				wm->model = st.model;
+				wm->have = 1;
+				w->st.models_learnt++;
+			}
+			clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a1);
+			w->st.weave_spans += nc + ns;
+			w->st.weave_cpu_ns += (uint64_t)((a1.tv_sec - a0.tv_sec) * 1000000000ll +
+							 (a1.tv_nsec - a0.tv_nsec));
+		}
+		if (debug && (rt_weave_fcfs(opts.skew_ns, cl, nc, sv, ns, fcfs) < 0 ||
+			      rt_weave_vpath(opts.skew_ns, cl, nc, sv, ns, vpath) < 0))
+			debug = 0;
+		for (i = 0; debug && i < ours; i++) {
+			const rt_weave_link *x[3] = {&res[i], &fcfs[i], &vpath[i]};
+			char id[3][33];
+			int m;
+			for (m = 0; m < 3; m++) {
+				if (x[m]->server == RT_WEAVE_NONE)
+					snprintf(id[m], sizeof id[m], "none");
+				else
+					snprintf(id[m], sizeof id[m], "%016" PRIx64 "%016" PRIx64,
+						 sv[x[m]->server].trace_hi, sv[x[m]->server].trace_lo);
+			}
+			coord_log(c, LOG_DEBUG,
+				  "weave decision edge=%s>%s span=%016" PRIx64 " weaver=%s fcfs=%s "
+				  "vpath=%s confidence=%.4f clients=%u servers=%u",
+				  j->edges[k].caller, j->edges[k].callee, cl[i].span_id, id[0], id[1], id[2],
+				  res[i].confidence, nc, ns);
+		}
+		for (i = 0; i < ours; i++) {
+			const struct weave_hop *h = &j->hops[hop_of[i]];
+			const struct weave_cand *x;
+			int idx;
+			if (res[i].server == RT_WEAVE_NONE) {
+				w->st.unmatched++;
+				continue;
+			}
+			x = &j->cands[svc_of[res[i].server]];
+			idx = coord_group_add_named(c, g, x->c.trace_hi, x->c.trace_lo, x->agent);
+			if (idx < 0) {
+				w->st.links_dropped++;
+				continue;
+			}
+			g->traces[idx].woven = 1;
+			g->traces[idx].woven_from = h->trace;
+			g->traces[idx].weave_confidence = res[i].confidence;
+			g->traces[idx].weave_client_span = h->span_id;
+			g->traces[idx].weave_server_span = x->c.span_id;
+			w->st.links++;
+			if (res[i].confidence < WEAVE_LOW_CONFIDENCE)
+				w->st.links_low++;
+			coord_log(c, LOG_DEBUG,
+				  "trace group %llu: span %016" PRIx64 " -> trace %016" PRIx64
+				  "%016" PRIx64 " (%s on agent %u), confidence %.3f",
+				  (unsigned long long)g->id, h->span_id, x->c.trace_hi, x->c.trace_lo,
+				  j->edges[k].callee, x->agent, res[i].confidence);
+		}
+	}
+	free(cl);
+	free(res);
+	free(fcfs);
+	free(vpath);
+	free(sv);
+	free(svc_of);
+	send_releases(c, j);
+	g->weave_state = 0;
+	g->weave_job = 0;
+	g->last_activity_ns = now; /* the woven-in traces settle like any other */
+	job_free(j);
+}
+
+void coord_weave_reply(struct rt_coord *c, struct coord_req *r)
+{
+	struct coord_weave *w = c->weave;
+	struct weave_job *j;
+	struct rt_wire_msg m;
+	uint32_t i;
+	if (r->kind == COORD_REQ_RELEASE || !w || r->job >= WEAVE_JOBS) {
+		coord_req_free(c, r);
+		return;
+	}
+	j = &w->jobs[r->job];
+	if (!j->group_id || r->tag >= (uint64_t)j->nedges * 2 ||
+	    j->request_ids[r->tag / 2][r->tag % 2] != r->request_id) {
+		coord_req_free(c, r); /* a job decided (or dropped) before this came */
+		return;
+	}
+	if (!r->ok) {
+		w->st.query_failures++;
+	} else if (rt_wire_decode(nng_msg_body(r->reply), nng_msg_len(r->reply), &m) != 0 ||
+		   m.type != RT_WIRE_WINDOW_REPLY || m.wreply.request_id != r->request_id) {
+		w->st.bad_replies++;
+		rt_wire_msg_free(&m);
+	} else {
+		w->st.replies++;
+		for (i = 0; i < m.wreply.candidate_count; i++) {
+			const struct rt_wire_window_candidate *x = &m.wreply.candidates[i];
+			if (j->ncands == j->cap) {
+				uint32_t cap = j->cap ? j->cap * 2 : 64;
+				struct weave_cand *p = realloc(j->cands, cap * sizeof *p);
+				if (!p)
+					break;
+				j->cands = p;
+				j->cap = cap;
+			}
+			j->cands[j->ncands++] = (struct weave_cand){
+				m.wreply.agent_id, (uint8_t)(r->tag / 2), (uint8_t)(r->tag % 2), *x};
+			w->st.candidates++;
+		}
+		rt_wire_msg_free(&m);
+	}
+	coord_req_free(c, r);
+	if (++j->answered >= j->asked)
+		decide(c, j, coord_now_ns());
+}
+
+void coord_weave_tick(struct rt_coord *c, uint64_t now)
+{
+	uint32_t i;
+	if (!c->weave)
+		return;
+	for (i = 0; i < WEAVE_JOBS; i++) {
+		struct weave_job *j = &c->weave->jobs[i];
+		if (j->group_id && now >= j->deadline_ns) {
+			c->weave->st.timeouts++;
+			decide(c, j, now);
+		}
+	}
+}
+
+void coord_weave_group_closed(struct rt_coord *c, struct coord_group *g)
+{
+	if (c->weave && g->weave_job && g->weave_job <= WEAVE_JOBS) {
+		struct weave_job *j = &c->weave->jobs[g->weave_job - 1];
+		if (j->group_id == g->id) {
+			c->weave->st.abandoned++;
+			job_free(j);
+		}
+	}
+	g->weave_state = 0;
+	g->weave_job = 0;
+}
+
+/* ------------------------------------------------------ link records ---- */
+
+struct rec {
+	uint8_t b[512];
+	size_t n;
+	int bad;
+};
+
+static void put(struct rec *r, const void *p, size_t n)
+{
+	if (r->n + n > sizeof r->b) {
+		r->bad = 1;
+		return;
+	}
+	memcpy(r->b + r->n, p, n);
+	r->n += n;
+}
+
+static void put_u8(struct rec *r, uint8_t v)
+{
+	put(r, &v, 1);
+}
+
+static void put_be(struct rec *r, uint64_t v, unsigned w)
+{
+	while (w--)
+		put_u8(r, (uint8_t)(v >> (8 * w)));
+}
+
+static void put_u64(struct rec *r, uint64_t v)
+{
+	put_u8(r, 0xcf);
+	put_be(r, v, 8);
+}
+
+static void put_str(struct rec *r, const char *s)
+{
+	size_t n = strlen(s);
+	put_u8(r, 0xd9);
+	put_u8(r, (uint8_t)n);
+	put(r, s, n);
+}
+
+/* One frame (shm/frame.h: host-order word, then the record) appended to out. */
+static void frame(struct rec *out, const struct rec *r)
+{
+	uint32_t word = (uint32_t)r->n << 4 | RETRACE_FRAME_VALID;
+	put(out, &word, sizeof word);
+	put(out, r->b, r->n);
+}
+
+/* ATTR events on span: inferred, confidence, and one id attribute. */
+static void link_attrs(struct rec *out, uint64_t span, double conf, const char *key,
+		       const char *id)
+{
+	struct rec r;
+	uint64_t bits;
+	memset(&r, 0, sizeof r);
+	put_u8(&r, RETRACE_EVENT_MAGIC);
+	put_u8(&r, RETRACE_EV_ATTR);
+	put_u64(&r, span);
+	put_str(&r, "retrace.weave.inferred");
+	put_u8(&r, 0xc3);
+	frame(out, &r);
+	memset(&r, 0, sizeof r);
+	put_u8(&r, RETRACE_EVENT_MAGIC);
+	put_u8(&r, RETRACE_EV_ATTR);
+	put_u64(&r, span);
+	put_str(&r, "retrace.weave.confidence");
+	put_u8(&r, 0xcb);
+	memcpy(&bits, &conf, sizeof bits);
+	put_be(&r, bits, 8);
+	frame(out, &r);
+	memset(&r, 0, sizeof r);
+	put_u8(&r, RETRACE_EVENT_MAGIC);
+	put_u8(&r, RETRACE_EV_ATTR);
+	put_u64(&r, span);
+	put_str(&r, key);
+	put_str(&r, id);
+	frame(out, &r);
+	out->bad |= r.bad;
+}
+
+void coord_weave_store_links(struct rt_coord *c, struct coord_group *g, int idx)
+{
+	static struct rec out; /* the loop's thread only */
+	const struct coord_gtrace *t = &g->traces[idx];
+	struct rec r;
+	char id[40];
+	uint32_t i;
+	int any = 0;
+	memset(&out, 0, sizeof out);
+	memset(&r, 0, sizeof r);
+	put_u8(&r, RETRACE_EVENT_MAGIC);
+	put_u8(&r, RETRACE_EV_RESOURCE);
+	put_u8(&r, 0); /* pid */
+	put_u8(&r, 0x81);
+	put_str(&r, "service.name");
+	put_str(&r, "retrace-weaver");
+	frame(&out, &r);
+	if (t->woven) {
+		const struct coord_gtrace *p = &g->traces[t->woven_from];
+		snprintf(id, sizeof id, "%016" PRIx64 "%016" PRIx64, p->hi, p->lo);
+		link_attrs(&out, t->weave_server_span, t->weave_confidence,
+			   "retrace.weave.parent_trace_id", id);
+		snprintf(id, sizeof id, "%016" PRIx64, t->weave_client_span);
+		memset(&r, 0, sizeof r);
+		put_u8(&r, RETRACE_EVENT_MAGIC);
+		put_u8(&r, RETRACE_EV_ATTR);
+		put_u64(&r, t->weave_server_span);
+		put_str(&r, "retrace.weave.parent_span_id");
+		put_str(&r, id);
+		frame(&out, &r);
+		any = 1;
+	}
+	for (i = 0; i < g->ntraces; i++) {
+		const struct coord_gtrace *x = &g->traces[i];
+		if (!x->woven || x->woven_from != idx || (int)i == idx)
+			continue;
+		snprintf(id, sizeof id, "%016" PRIx64 "%016" PRIx64, x->hi, x->lo);
+		link_attrs(&out, x->weave_client_span, x->weave_confidence,
+			   "retrace.weave.child_trace_id", id);
+		any = 1;
+	}
+	if (!any)
+		return;
+	{
+		uint32_t end = 0;
+		struct rt_wire_slice_buffer b = {0};
+		struct rt_wire_slice s;
+		struct rt_store_slice sl;
+		put(&out, &end, sizeof end); /* the zero end mark */
+		if (out.bad) {
+			if (c->weave)
+				c->weave->st.link_slice_errors++;
+			return;
+		}
+		b.seq = 0;
+		b.flags = RT_BUF_SEALED | RT_BUF_LAST;
+		b.data = out.b;
+		b.len = (uint32_t)out.n;
+		memset(&s, 0, sizeof s);
+		s.agent_id = RT_WEAVE_AGENT_ID;
+		s.trigger_id = g->ntrig ? g->trigger_ids[0] : 0;
+		s.slice_seq = 1;
+		s.trace_hi = t->hi;
+		s.trace_lo = t->lo;
+		s.buffer_count = 1;
+		s.buffers = &b;
+		c->out.len = 0;
+		if (rt_wire_encode_slice(&c->out, &s) != 0) {
+			if (c->weave)
+				c->weave->st.link_slice_errors++;
+			return;
+		}
+		memset(&sl, 0, sizeof sl);
+		sl.trace_hi = t->hi;
+		sl.trace_lo = t->lo;
+		sl.agent_id = RT_WEAVE_AGENT_ID;
+		sl.trigger_id = s.trigger_id;
+		sl.slice_seq = 1;
+		sl.received_ns = coord_unix_ns();
+		sl.buffers = 1;
+		sl.bytes = out.n;
+		sl.msg = c->out.data;
+		sl.msg_len = c->out.len;
+		{
+			int rc = rt_store_put_slice(c->store, &sl);
+			if (rc == 0 || rc == RT_STORE_DUPLICATE) {
+				if (c->weave)
+					c->weave->st.link_slices++;
+			} else {
+				c->st.store_errors++;
+				if (c->weave)
+					c->weave->st.link_slice_errors++;
+			}
+		}
+	}
+}
+
+uint64_t coord_weave_forgiven(const struct coord_group *g, int idx, const struct rt_decoded_trace *dt)
+{
+	uint64_t n = 0;
+	uint32_t i, s;
+	for (i = 0; i < g->ntraces; i++) {
+		const struct coord_gtrace *x = &g->traces[i];
+		if (!x->woven || x->woven_from != idx || (int)i == idx || !x->complete)
+			continue;
+		for (s = 0; s < dt->n_spans; s++)
+			if (dt->spans[s].span_id == x->weave_client_span &&
+			    (dt->spans[s].flags & RT_SPAN_UNMATCHED)) {
+				n++;
+				break;
+			}
+	}
+	return n;
+}
+
+/* ----------------------------------------------------------- figures ---- */
+
+void coord_weave_figures(struct rt_figures *f, struct rt_coord *c)
+{
+	const struct weave_stats *s;
+	uint32_t i, open = 0;
+	rt_fig_section(f, "weave");
+	rt_fig_str(f, "weave", c->weave ? "on" : "off");
+	if (!c->weave)
+		return;
+	s = &c->weave->st;
+	for (i = 0; i < WEAVE_JOBS; i++)
+		open += c->weave->jobs[i].group_id != 0;
+	rt_fig_gauge(f, "jobs_open", open);
+	rt_fig_u64(f, "traces_looked_at", s->traces_looked);
+	rt_fig_u64(f, "open_hops", s->open_hops);
+	rt_fig_u64(f, "unknown_callee", s->unknown_callee);
+	rt_fig_u64(f, "hops_dropped", s->hops_dropped);
+	rt_fig_u64(f, "jobs", s->jobs);
+	rt_fig_u64(f, "jobs_full", s->jobs_full);
+	rt_fig_u64(f, "queries", s->queries);
+	rt_fig_u64(f, "query_failures", s->query_failures);
+	rt_fig_u64(f, "replies", s->replies);
+	rt_fig_u64(f, "bad_replies", s->bad_replies);
+	rt_fig_u64(f, "candidates", s->candidates);
+	rt_fig_u64(f, "other_clients", s->other_clients);
+	rt_fig_u64(f, "priors_used", s->priors_used);
+	rt_fig_u64(f, "models_learnt", s->models_learnt);
+	rt_fig_u64(f, "spans_woven", s->weave_spans);
+	rt_fig_u64(f, "weave_cpu_ns", s->weave_cpu_ns);
+	rt_fig_u64(f, "links_inferred", s->links);
+	rt_fig_u64(f, "links_below_0_9", s->links_low);
+	rt_fig_u64(f, "hops_unmatched", s->unmatched);
+	rt_fig_u64(f, "links_dropped", s->links_dropped);
+	rt_fig_u64(f, "timeouts", s->timeouts);
+	rt_fig_u64(f, "abandoned", s->abandoned);
+	rt_fig_u64(f, "releases_sent", s->releases);
+	rt_fig_u64(f, "link_slices", s->link_slices);
+	rt_fig_u64(f, "link_slice_errors", s->link_slice_errors);
+}

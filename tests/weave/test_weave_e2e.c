@@ -1,0 +1,292 @@
+/*
+ * test_weave_e2e.c — weaving in the running system, against ground truth.
+ *
+ * The real coordinator and two agents (tests/coordinator/cluster.c) run
+ * retrace-topo's two-service topology with the context dropped on its one hop
+ * (--no-context api>backend): the backend starts a fresh trace for every call,
+ * leaves no breadcrumb, and its truth line names the real parent (cause=).
+ * 40 % of 40 requests (20/s) are edge cases the entry triggers.
+ *
+ * With --weave on, for every triggered request the store must hold a backend
+ * trace linked to it, in the same group, its root span carrying
+ * retrace.weave.inferred, a confidence, and the caller's span as
+ * retrace.weave.parent_span_id — for at least 90 % of them the very trace the
+ * truth names (weaving is inference: at this load it is exact on a quiet
+ * machine, but a stall of the shared test machine can make two calls overlap);
+ * and every trace is coherent (the caller's open hop is closed by a link to a
+ * complete trace).
+ * With --weave off (the same run otherwise) the caller's traces are incoherent
+ * (a client call whose server side never arrived) and no backend trace is
+ * stored: so the assertions above can fail.
+ *
+ * Every wait is bounded and polls a condition; nothing depends on timing.
+ */
+#include <check.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cluster.h"
+#include "common/suite.h"
+#include "decode.h"
+#include "store.h"
+#include "topo_format.h"
+
+#define WAIT_S 90.0
+#define MAX_LINES 4096
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void nap_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+static char *run_cmd(const char *cmd, int *status)
+{
+	FILE *p = popen(cmd, "r");
+	char *out = calloc(1, 65536);
+	size_t len = 0, n;
+	int st;
+	if (!p || !out)
+		return out;
+	while (len < 65535 && (n = fread(out + len, 1, 65535 - len, p)) > 0)
+		len += n;
+	st = pclose(p);
+	if (status)
+		*status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return out;
+}
+
+static long long kv(const char *text, const char *key)
+{
+	char pat[64];
+	const char *p;
+	snprintf(pat, sizeof pat, " %s=", key);
+	if (!text || !(p = strstr(text, pat)))
+		return -1;
+	return strtoll(p + strlen(pat), NULL, 10);
+}
+
+struct result {
+	long long triggered;        /* by the load */
+	int upstream;               /* triggered entry requests in the truth */
+	int up_stored, up_coherent;
+	int down_stored, down_coherent, same_group, linked_right, with_confidence;
+	int linked_any;             /* a stored trace names the caller's span as its parent */
+	long long links_inferred;
+	int quiet;
+};
+
+static int read_truth(const char *path, struct topo_truth *v, int max)
+{
+	FILE *f = fopen(path, "r");
+	char line[TOPO_TRUTH_LINE_MAX + 2], err[128];
+	int n = 0;
+	if (!f)
+		return -1;
+	while (n < max && fgets(line, sizeof line, f))
+		if (topo_truth_parse(line, &v[n], err, sizeof err) == 0)
+			n++;
+	fclose(f);
+	return n;
+}
+
+static const struct rt_attr *attr(const struct rt_span *s, const char *key)
+{
+	uint32_t i;
+	for (i = 0; i < s->n_attrs; i++)
+		if (!strcmp(s->attrs[i].key, key))
+			return &s->attrs[i];
+	return NULL;
+}
+
+static void scenario(int weave, struct result *r)
+{
+	static struct cluster c;
+	static struct topo_truth up[MAX_LINES], down[MAX_LINES];
+	char run_dir[256], truth_dir[256], log_dir[256], ready[300], cmd[2048], pa[128], pb[128];
+	char path[300], *load;
+	struct rt_store *st = NULL;
+	struct rt_store_options so = {0};
+	int nup, ndown, i, k, want;
+	pid_t run;
+	double end;
+
+	memset(r, 0, sizeof *r);
+	cl_coord_args[0] = "--weave";
+	cl_coord_args[1] = weave ? "on" : "off";
+	cl_coord_args[2] = "--settle";
+	cl_coord_args[3] = "0.3";
+	cl_coord_args[4] = NULL;
+	ck_assert_int_eq(cl_start(&c, 2, 4096), 0);
+	snprintf(run_dir, sizeof run_dir, "%s/run", c.dir);
+	snprintf(truth_dir, sizeof truth_dir, "%s/truth", c.dir);
+	snprintf(log_dir, sizeof log_dir, "%s/logs", c.dir);
+	snprintf(pa, sizeof pa, "front=%s", c.hosts[0].pool);
+	snprintf(pb, sizeof pb, "back=%s", c.hosts[1].pool);
+	run = fork();
+	if (run == 0) {
+		char *argv[] = {TOPO_BIN, "run", "--topology", TWO_TOPO, "--run-dir", run_dir,
+				"--truth-dir", truth_dir, "--log-dir", log_dir, "--wait-s", "60",
+				"-P", pa, "-P", pb, "--no-context", "api>backend", NULL};
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	ck_assert_int_gt(run, 0);
+	snprintf(ready, sizeof ready, "%s/ready", run_dir);
+	for (end = mono_s() + WAIT_S; access(ready, F_OK) != 0 && mono_s() < end;)
+		nap_ms(50);
+	ck_assert_msg(access(ready, F_OK) == 0, "the services did not come up");
+
+	snprintf(cmd, sizeof cmd,
+		 "%s load --topology %s --run-dir %s --rate 20 --duration 2 --edge-pct 40 "
+		 "--timeout-ms 30000 2>/dev/null",
+		 TOPO_BIN, TWO_TOPO, run_dir);
+	load = run_cmd(cmd, NULL);
+	r->triggered = kv(load, "triggered");
+	free(load);
+
+	/* Quiet: no group open at the coordinator, every expected row stored. */
+	want = (int)(weave ? 2 * r->triggered : r->triggered);
+	for (end = mono_s() + WAIT_S; mono_s() < end; nap_ms(100))
+		if (cl_coord_figure(&c, "traversal", "groups_in_flight") == 0 &&
+		    cl_coord_figure(&c, "store", "traces") >= want) {
+			r->quiet = 1;
+			break;
+		}
+	r->links_inferred = cl_coord_figure(&c, "weave", "links_inferred");
+	kill(run, SIGTERM); /* run stops the services, which flush their truth */
+	waitpid(run, NULL, 0);
+
+	snprintf(path, sizeof path, "%s/api.truth", truth_dir);
+	nup = read_truth(path, up, MAX_LINES);
+	snprintf(path, sizeof path, "%s/backend.truth", truth_dir);
+	ndown = read_truth(path, down, MAX_LINES);
+	ck_assert_int_gt(nup, 0);
+	ck_assert_int_gt(ndown, 0);
+	so.path = c.store;
+	so.readonly = 1;
+	ck_assert_int_eq(rt_store_open(&st, &so), 0);
+	for (i = 0; i < nup; i++) {
+		struct rt_store_trace urow, drow;
+		struct rt_decoded_trace dt;
+		char want_span[17], err[256];
+		const struct topo_truth *d = NULL;
+		uint32_t s;
+		if (up[i].trigger != TOPO_TRIGGER_EDGE)
+			continue;
+		r->upstream++;
+		if (rt_store_get_trace(st, up[i].hi, up[i].lo, &urow) != 0)
+			continue;
+		r->up_stored++;
+		r->up_coherent += urow.coherent != 0;
+		{
+			char span[17], cmd2[600], *o;
+			snprintf(span, sizeof span, "%016" PRIx64, up[i].spans[1]);
+			snprintf(cmd2, sizeof cmd2,
+				 "%s export --store '%s' --all --format otlp-json 2>/dev/null | "
+				 "grep -c '\"stringValue\":\"%s\"'", CLI_BIN, c.store, span);
+			o = run_cmd(cmd2, NULL);
+			r->linked_any += o && atoi(o) > 0;
+			free(o);
+		}
+		for (k = 0; k < ndown && !d; k++)
+			if (down[k].cause_hi == up[i].hi && down[k].cause_lo == up[i].lo)
+				d = &down[k];
+		if (!d || rt_store_get_trace(st, d->hi, d->lo, &drow) != 0)
+			continue;
+		r->down_stored++;
+		r->down_coherent += drow.coherent != 0;
+		r->same_group += drow.group_id == urow.group_id;
+		if (rt_decode_stored(st, d->hi, d->lo, &dt, err, sizeof err) != 0)
+			continue;
+		snprintf(want_span, sizeof want_span, "%016" PRIx64, d->cause_span);
+		for (s = 0; s < dt.n_spans; s++) {
+			const struct rt_attr *p = attr(&dt.spans[s], "retrace.weave.parent_span_id");
+			const struct rt_attr *q = attr(&dt.spans[s], "retrace.weave.confidence");
+			if (!p || p->value.type != RT_VAL_STR)
+				continue;
+			r->linked_right += strcmp(p->value.u.s, want_span) == 0;
+			r->with_confidence += q && q->value.type == RT_VAL_DOUBLE &&
+					      q->value.u.d >= 0 && q->value.u.d <= 1;
+		}
+		rt_decoded_trace_free(&dt);
+	}
+	rt_store_close(st);
+	fprintf(stderr,
+		"weave %s: triggered=%lld upstream=%d stored=%d coherent=%d down_stored=%d "
+		"down_coherent=%d same_group=%d linked_right=%d with_confidence=%d links=%lld "
+		"linked_any=%d\n",
+		weave ? "on" : "off", r->triggered, r->upstream, r->up_stored, r->up_coherent,
+		r->down_stored, r->down_coherent, r->same_group, r->linked_right, r->with_confidence,
+		r->links_inferred, r->linked_any);
+	cl_stop(&c);
+}
+
+START_TEST(weave_on_collects_the_callee_half)
+{
+	struct result r;
+	scenario(1, &r);
+	ck_assert_msg(r.quiet, "the system did not settle");
+	ck_assert_int_ge(r.upstream, 3);
+	ck_assert_int_eq(r.triggered, r.upstream);
+	ck_assert_int_eq(r.up_stored, r.upstream);
+	ck_assert_int_eq(r.up_coherent, r.upstream);
+	ck_assert_int_eq(r.linked_any, r.upstream);
+	ck_assert_int_ge(r.links_inferred, r.upstream);
+	ck_assert_msg(r.linked_right * 10 >= r.upstream * 9, "%d of %d linked to the right trace",
+		      r.linked_right, r.upstream);
+	/* A callee trace is stored only when linked, always whole, always marked. */
+	ck_assert_int_ge(r.down_stored, r.linked_right);
+	ck_assert_int_eq(r.down_coherent, r.down_stored);
+	ck_assert_int_eq(r.with_confidence, r.down_stored);
+	ck_assert_int_ge(r.same_group, r.linked_right);
+}
+END_TEST
+
+START_TEST(weave_off_leaves_the_hop_open)
+{
+	struct result r;
+	scenario(0, &r);
+	ck_assert_msg(r.quiet, "the system did not settle");
+	ck_assert_int_ge(r.upstream, 3);
+	ck_assert_int_eq(r.up_stored, r.upstream);
+	ck_assert_int_eq(r.up_coherent, 0); /* the open hop is a hole */
+	ck_assert_int_eq(r.down_stored, 0);
+	ck_assert_int_eq(r.links_inferred, -1); /* no weave figures beyond "off" */
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("weave_e2e");
+	TCase *tc = tcase_create("weave_on_collects_the_callee_half");
+	tcase_set_timeout(tc, 200);
+	tcase_add_test(tc, weave_on_collects_the_callee_half);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("weave_off_leaves_the_hop_open");
+	tcase_set_timeout(tc, 200);
+	tcase_add_test(tc, weave_off_leaves_the_hop_open);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return test_run_suite(suite());
+}
