@@ -83,17 +83,29 @@ static uint64_t kth_smallest(uint64_t *v, size_t n, size_t k)
  * a quickselect: linear in the spans, no sort. */
 int rt_sel_paper_p90_build(const rt_sel_trace *traces, size_t n, rt_sel_paper_p90 *out)
 {
+    return rt_sel_paper_p90_build_carry(traces, n, NULL, 0, out);
+}
+
+uint64_t rt_sel_paper_minute_key(const rt_sel_span *s) { return minute_key(s); }
+
+uint64_t rt_sel_paper_span_dur(const rt_sel_span *s) { return span_dur(s); }
+
+int rt_sel_paper_p90_build_carry(const rt_sel_trace *traces, size_t n,
+                                 const rt_sel_minute_sample *carry, size_t n_carry,
+                                 rt_sel_paper_p90 *out)
+{
     size_t spans = 0;
     for (size_t i = 0; i < n; i++)
         spans += traces[i].n_spans;
+    size_t all = spans + n_carry; /* carried samples join the buckets, get no tier */
     size_t cap = 16;
-    while (cap < 2 * spans)
+    while (cap < 2 * all)
         cap <<= 1;
     *out = (rt_sel_paper_p90){.keys = calloc(cap, sizeof *out->keys),
                               .p90 = calloc(cap, sizeof *out->p90), .n = cap,
                               .tier = malloc(spans ? spans : 1)};
-    uint64_t *dur = malloc((spans ? spans : 1) * sizeof *dur);
-    uint32_t *slot = malloc((spans ? spans : 1) * sizeof *slot);
+    uint64_t *dur = malloc((all ? all : 1) * sizeof *dur);
+    uint32_t *slot = malloc((all ? all : 1) * sizeof *slot);
     if (!out->keys || !out->p90 || !out->tier || !dur || !slot) {
         free(dur);
         free(slot);
@@ -110,6 +122,12 @@ int rt_sel_paper_p90_build(const rt_sel_trace *traces, size_t n, rt_sel_paper_p9
             out->p90[at]++;
             slot[k++] = (uint32_t)at;
         }
+    for (size_t c = 0; c < n_carry; c++) {
+        size_t at = slot_of(out->keys, mask, carry[c].key);
+        out->keys[at] = carry[c].key;
+        out->p90[at]++;
+        slot[k++] = (uint32_t)at;
+    }
     size_t off = 0;
     for (size_t i = 0; i < cap; i++) {
         size_t c = out->p90[i];
@@ -120,6 +138,8 @@ int rt_sel_paper_p90_build(const rt_sel_trace *traces, size_t n, rt_sel_paper_p9
     for (size_t i = 0; i < n; i++)
         for (uint32_t j = 0; j < traces[i].n_spans; j++, k++)
             dur[out->p90[slot[k]]++] = span_dur(&traces[i].spans[j]);
+    for (size_t c = 0; c < n_carry; c++, k++)
+        dur[out->p90[slot[k]]++] = carry[c].dur;
     /* now p90[i] is the end of slot i's run; walk slots in order to find starts */
     off = 0;
     for (size_t i = 0; i < cap; i++) {
