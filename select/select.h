@@ -334,7 +334,7 @@ typedef struct rt_sel_metrics {
     double rare;             /* kept traces whose pattern is in the rarest 5 % */
     double bcr;              /* unique patterns kept / traces kept */
     double actual_rate;      /* kept / total */
-    double us_per_trace;     /* sampler runtime per input trace, all stages */
+    double us_per_trace;     /* sampler thread CPU time per input trace, all stages */
     double us_mining;        /* of which Drain template mining of free-text logs */
 } rt_sel_metrics;
 
