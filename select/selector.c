@@ -567,17 +567,20 @@ static int carry_newest_minute(rt_selector *s, const rt_sel_trace *traces, size_
             uint64_t m = traces[i].spans[j].start_ns / 60000000000ull;
             newest = m > newest ? m : newest;
         }
-    size_t k = 0;
+    size_t k = 0, spans = 0;
     for (size_t c = 0; c < s->n_carry; c++)
         if (s->carry[c].minute == newest)
             s->carry[k++] = s->carry[c];
     for (size_t i = 0; i < n; i++)
-        for (uint32_t j = 0; j < traces[i].n_spans && k < CARRY_MAX; j++) {
+        spans += traces[i].n_spans;
+    size_t room = k + spans < CARRY_MAX ? k + spans : CARRY_MAX;
+    if (rt_sel_grow((void **)&s->carry, &s->carry_cap, room, sizeof *s->carry))
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < traces[i].n_spans && k < room; j++) {
             const rt_sel_span *sp = &traces[i].spans[j];
             if (sp->start_ns / 60000000000ull != newest)
                 continue;
-            if (rt_sel_grow((void **)&s->carry, &s->carry_cap, k + 1, sizeof *s->carry))
-                return -1;
             s->carry[k++] = (rt_sel_minute_sample){.key = rt_sel_paper_minute_key(sp),
                                                    .minute = newest,
                                                    .dur = rt_sel_paper_span_dur(sp)};
