@@ -162,7 +162,9 @@ const rt_sel_simcache *rt_sel_selector_simcache(const rt_selector *s) { return s
 static inline void prefetch_log(const rt_sel_log *lg)
 {
     const char *p = lg->text;
-    if (p) /* the first 512 bytes: most lines are shorter, the rest streams in */
+    /* only lines still to be mined: a templated line's text is never read (tracer-API
+     * logs, or lines mined by rt_sel_mine_templates before the window runs) */
+    if (p && lg->template_id == 0) /* the first 512 bytes: most lines are shorter */
         for (unsigned k = 0; k < 512; k += 64)
             PREFETCH(p + k);
 }
