@@ -83,33 +83,69 @@ static uint64_t kth_smallest(uint64_t *v, size_t n, size_t k)
  * a quickselect: linear in the spans, no sort. */
 int rt_sel_paper_p90_build(const rt_sel_trace *traces, size_t n, rt_sel_paper_p90 *out)
 {
+    return rt_sel_paper_p90_build_carry(traces, n, NULL, 0, out);
+}
+
+uint64_t rt_sel_paper_minute_key(const rt_sel_span *s) { return minute_key(s); }
+
+uint64_t rt_sel_paper_span_dur(const rt_sel_span *s) { return span_dur(s); }
+
+int rt_sel_paper_p90_build_carry(const rt_sel_trace *traces, size_t n,
+                                 const rt_sel_minute_sample *carry, size_t n_carry,
+                                 rt_sel_paper_p90 *out)
+{
     size_t spans = 0;
     for (size_t i = 0; i < n; i++)
         spans += traces[i].n_spans;
-    size_t cap = 16;
-    while (cap < 2 * spans)
+    size_t all = spans + n_carry; /* carried samples join the buckets, get no tier */
+    /* The table is sized for the distinct (operation, minute) keys, a few hundred per
+     * window, not for the spans (it grows if needed): it stays in L1/L2 and its walks
+     * below are short. */
+    size_t cap = 64;
+    while (cap < all / 4)
         cap <<= 1;
     *out = (rt_sel_paper_p90){.keys = calloc(cap, sizeof *out->keys),
-                              .p90 = calloc(cap, sizeof *out->p90), .n = cap,
                               .tier = malloc(spans ? spans : 1)};
-    uint64_t *dur = malloc((spans ? spans : 1) * sizeof *dur);
-    uint32_t *slot = malloc((spans ? spans : 1) * sizeof *slot);
-    if (!out->keys || !out->p90 || !out->tier || !dur || !slot) {
-        free(dur);
-        free(slot);
-        rt_sel_paper_p90_free(out);
-        return -1;
-    }
-    size_t mask = cap - 1, k = 0;
-    /* p90[] first counts the members of a slot, then is its write offset */
+    uint64_t *dur = malloc((all ? all : 1) * sizeof *dur); /* first: the keys */
+    uint32_t *slot = malloc((all ? all : 1) * sizeof *slot);
+    if (!out->keys || !out->tier || !dur || !slot)
+        goto fail;
+    size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        for (uint32_t j = 0; j < traces[i].n_spans; j++) {
-            uint64_t key = minute_key(&traces[i].spans[j]);
-            size_t at = slot_of(out->keys, mask, key);
-            out->keys[at] = key;
-            out->p90[at]++;
-            slot[k++] = (uint32_t)at;
+        for (uint32_t j = 0; j < traces[i].n_spans; j++)
+            dur[k++] = minute_key(&traces[i].spans[j]);
+    for (size_t c = 0; c < n_carry; c++)
+        dur[k++] = carry[c].key;
+    size_t used = 0, mask = cap - 1;
+    for (k = 0; k < all; k++) {
+        size_t at = slot_of(out->keys, mask, dur[k]);
+        if (!out->keys[at]) {
+            if ((used + 1) * 2 > cap) { /* keep the load under one half: rehash */
+                uint64_t *nk = calloc(cap * 2, sizeof *nk);
+                if (!nk)
+                    goto fail;
+                cap *= 2;
+                mask = cap - 1;
+                for (size_t i = 0; i < cap / 2; i++)
+                    if (out->keys[i])
+                        nk[slot_of(nk, mask, out->keys[i])] = out->keys[i];
+                free(out->keys);
+                out->keys = nk;
+                for (size_t i = 0; i < k; i++) /* earlier samples move too */
+                    slot[i] = (uint32_t)slot_of(nk, mask, dur[i]);
+                at = slot_of(nk, mask, dur[k]);
+            }
+            out->keys[at] = dur[k];
+            used++;
         }
+        slot[k] = (uint32_t)at;
+    }
+    out->n = cap;
+    if (!(out->p90 = calloc(cap, sizeof *out->p90)))
+        goto fail;
+    /* p90[] first counts the members of a slot, then is its write offset */
+    for (k = 0; k < all; k++)
+        out->p90[slot[k]]++;
     size_t off = 0;
     for (size_t i = 0; i < cap; i++) {
         size_t c = out->p90[i];
@@ -120,6 +156,8 @@ int rt_sel_paper_p90_build(const rt_sel_trace *traces, size_t n, rt_sel_paper_p9
     for (size_t i = 0; i < n; i++)
         for (uint32_t j = 0; j < traces[i].n_spans; j++, k++)
             dur[out->p90[slot[k]]++] = span_dur(&traces[i].spans[j]);
+    for (size_t c = 0; c < n_carry; c++, k++)
+        dur[out->p90[slot[k]]++] = carry[c].dur;
     /* now p90[i] is the end of slot i's run; walk slots in order to find starts */
     off = 0;
     for (size_t i = 0; i < cap; i++) {
@@ -137,6 +175,11 @@ int rt_sel_paper_p90_build(const rt_sel_trace *traces, size_t n, rt_sel_paper_p9
     free(dur);
     free(slot);
     return 0;
+fail:
+    free(dur);
+    free(slot);
+    rt_sel_paper_p90_free(out);
+    return -1;
 }
 
 void rt_sel_paper_p90_free(rt_sel_paper_p90 *t)

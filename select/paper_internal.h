@@ -16,6 +16,21 @@ typedef struct rt_sel_paper_p90 {
 
 /* Build the table from traces[0..n). Returns 0 or -1 (out of memory). */
 int rt_sel_paper_p90_build(const rt_sel_trace *traces, size_t n, rt_sel_paper_p90 *out);
+
+/* A span duration remembered from an earlier window: its (operation, minute) key
+ * (rt_sel_paper_minute_key), the minute number, and the duration in ns. */
+typedef struct rt_sel_minute_sample {
+    uint64_t key, minute, dur;
+} rt_sel_minute_sample;
+
+/* rt_sel_paper_p90_build with carry[0..n_carry) added to the buckets (they count for
+ * the p90s but get no tier): the selector passes the spans of a minute that an
+ * earlier window boundary cut, so that minute has one p90 over all its spans. */
+int rt_sel_paper_p90_build_carry(const rt_sel_trace *traces, size_t n,
+                                 const rt_sel_minute_sample *carry, size_t n_carry,
+                                 rt_sel_paper_p90 *out);
+uint64_t rt_sel_paper_minute_key(const rt_sel_span *s);
+uint64_t rt_sel_paper_span_dur(const rt_sel_span *s);
 void rt_sel_paper_p90_free(rt_sel_paper_p90 *t);
 /* Latency tier of a span: 0, or 1 / 2 / 3 when slower than 1.5 / 3 / 5 × its p90. */
 int rt_sel_paper_tier(const rt_sel_paper_p90 *t, const rt_sel_span *s);

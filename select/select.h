@@ -203,11 +203,16 @@ typedef struct rt_sel_config {
     double max_budget_scale;  /* budget scale-up limit during an incident: 2 */
     double traffic_smoothing; /* EWMA weight of the newest window: 0.2 */
     rt_sel_drain_config drain;
-    bool novelty_first;       /* budget < groups: groups with nothing new this window
-                                 (every pattern kept before) go last: true */
+    bool novelty_first;       /* budget < groups: the budget goes to patterns not kept
+                                 before (a group may take several), groups with nothing
+                                 new this window only get what is left; budget ≥
+                                 groups: every group one, the rest to new patterns
+                                 first: true */
     bool minute_tiers;        /* latency events of the encoding against the p90 of the
                                  span's operation in its minute, computed over the
-                                 window, in tiers 1.5 / 3 / 5 × (the paper's events);
+                                 window plus the spans of that minute remembered from
+                                 the previous window, in tiers 1.5 / 3 / 5 × (the
+                                 paper's events);
                                  false: one slow marker above slow_factor × the
                                  streaming p90 */
 } rt_sel_config;
@@ -244,7 +249,12 @@ void rt_sel_mine_templates(rt_selector *s, rt_sel_trace *traces, size_t n);
 /* Run one window. Fills missing log template ids in traces (Drain), updates the
  * streaming percentiles, encodes and scores every trace, groups, allocates quotas
  * (alarmed_groups = group keys under alarm) and picks with the DPP. The result stays
- * valid until the next call. Returns 0, or -1 when out of memory. */
+ * valid until the next call. Returns 0, or -1 when out of memory.
+ * Promises: exactly min(budget, n) traces chosen (budget after any incident scale-up);
+ * with a budget of at least the window's group count, every group keeps at least one;
+ * with a smaller budget (novelty_first), a group keeps none only when every pattern it
+ * showed in the window was kept in an earlier window or the budget went to new
+ * patterns of other groups. */
 int rt_sel_select_window(rt_selector *s, rt_sel_trace *traces, size_t n, size_t budget,
                          const uint64_t *alarmed_groups, size_t n_alarmed,
                          rt_sel_result *out);
@@ -334,7 +344,7 @@ typedef struct rt_sel_metrics {
     double rare;             /* kept traces whose pattern is in the rarest 5 % */
     double bcr;              /* unique patterns kept / traces kept */
     double actual_rate;      /* kept / total */
-    double us_per_trace;     /* sampler runtime per input trace, all stages */
+    double us_per_trace;     /* sampler thread CPU time per input trace, all stages */
     double us_mining;        /* of which Drain template mining of free-text logs */
 } rt_sel_metrics;
 

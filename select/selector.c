@@ -67,6 +67,10 @@ struct rt_selector {
     size_t chosen_cap;
     key_memo *keys; /* KEY_MEMO_SIZE entries */
     uint32_t key_gen;
+    /* span durations of the newest minute of trace time seen so far (minute_tiers):
+     * a window boundary inside a minute does not split that minute's p90 */
+    rt_sel_minute_sample *carry;
+    size_t n_carry, carry_cap;
 };
 
 void rt_sel_config_default(rt_sel_config *cfg)
@@ -135,6 +139,7 @@ void rt_sel_destroy(rt_selector *s)
     free(s->verdicts);
     free(s->chosen);
     free(s->keys);
+    free(s->carry);
     free(s);
 }
 
@@ -157,7 +162,9 @@ const rt_sel_simcache *rt_sel_selector_simcache(const rt_selector *s) { return s
 static inline void prefetch_log(const rt_sel_log *lg)
 {
     const char *p = lg->text;
-    if (p) /* the first 512 bytes: most lines are shorter, the rest streams in */
+    /* only lines still to be mined: a templated line's text is never read (tracer-API
+     * logs, or lines mined by rt_sel_mine_templates before the window runs) */
+    if (p && lg->template_id == 0) /* the first 512 bytes: most lines are shorter */
         for (unsigned k = 0; k < 512; k += 64)
             PREFETCH(p + k);
 }
@@ -448,12 +455,33 @@ static size_t effective_budget(rt_selector *s, size_t n_traces, size_t budget, b
 
 /* ---------------------------------------------------------------- novelty quota */
 
-/* Quotas with novelty first. The usual split (rt_sel_quota_prio: even split, alarm
- * boost and cap, rotation) is computed; alarmed groups keep theirs. What it gave the
- * other groups is split again among them in two passes: first over what each has
- * that is new — its distinct patterns not kept in an earlier window, at least one per
- * group — so a group whose traces repeat what the store holds does not take picks
- * that a group with new patterns could use; then the rest over their other traces. */
+/* Distinct patterns of info[a..b) (a group, sorted by pattern) not kept earlier. */
+static size_t new_patterns(const rt_selector *s, size_t a, size_t b)
+{
+    size_t k = 0;
+    for (size_t i = a; i < b; i++)
+        k += (i == a || s->info[i].pattern != s->info[i - 1].pattern) &&
+             !was_kept(s, s->info[i].pattern);
+    return k;
+}
+
+/* Quotas with novelty first.
+ *
+ * Budget below the number of groups (not every group can have one anyway): the
+ * budget goes to new patterns — distinct patterns not kept in an earlier window —
+ * first, one group each by rotation priority while it is smaller than the groups with
+ * new patterns, else water-filled over their new-pattern counts (a group with several
+ * may take several); only what is left goes to groups with nothing new, one each by
+ * rotation. A pick of a group whose every pattern the store already holds adds
+ * nothing to it, and the API is represented there already. Alarmed groups take part
+ * like the others (the alarm boost needs a pick for every group first).
+ *
+ * Budget at least the number of groups: the usual split (rt_sel_quota_prio: even
+ * split, alarm boost and cap, rotation) is computed; alarmed groups keep theirs. What
+ * it gave the other groups is split again among them in two passes: first over what
+ * each has that is new, at least one per group — so every group keeps a pick, and a
+ * group whose traces repeat what the store holds does not take more that a group with
+ * new patterns could use; then the rest over their other traces. */
 static int fresh_first_quota(rt_selector *s, const size_t *start, const size_t *sizes,
                              const bool *alarmed, const double *recent, size_t ng, size_t budget,
                              size_t *quota)
@@ -466,6 +494,21 @@ static int fresh_first_quota(rt_selector *s, const size_t *start, const size_t *
         free(more);
         return -1;
     }
+    if (budget < ng) { /* not every group can have one: new patterns first */
+        size_t total = 0;
+        for (size_t g = 0; g < ng; g++) {
+            fresh[g] = new_patterns(s, start[g], start[g + 1]);
+            total += fresh[g];
+        }
+        size_t first = total < budget ? total : budget;
+        rt_sel_quota_prio(fresh, NULL, recent, ng, first, 1.0, 1.0, pass);
+        for (size_t g = 0; g < ng; g++)
+            fresh[g] = fresh[g] == 0; /* now: the groups with nothing new, one each */
+        rt_sel_quota_prio(fresh, NULL, recent, ng, budget - first, 1.0, 1.0, more);
+        for (size_t g = 0; g < ng; g++)
+            quota[g] = pass[g] + more[g];
+        goto done;
+    }
     rt_sel_quota_prio(sizes, alarmed, recent, ng, budget, s->cfg.alarm_boost, s->cfg.alarm_cap,
                       quota);
     size_t others = 0, total_fresh = 0;
@@ -474,9 +517,7 @@ static int fresh_first_quota(rt_selector *s, const size_t *start, const size_t *
         if (alarmed[g])
             continue;
         others += quota[g];
-        for (size_t i = start[g]; i < start[g + 1]; i++)
-            fresh[g] += (i == start[g] || s->info[i].pattern != s->info[i - 1].pattern) &&
-                        !was_kept(s, s->info[i].pattern);
+        fresh[g] = new_patterns(s, start[g], start[g + 1]);
         if (fresh[g] == 0) /* one pick still goes to every group the budget can reach */
             fresh[g] = 1;
         total_fresh += fresh[g];
@@ -492,6 +533,7 @@ static int fresh_first_quota(rt_selector *s, const size_t *start, const size_t *
     for (size_t g = 0; g < ng; g++)
         if (!alarmed[g])
             quota[g] = pass[g] + more[g];
+done:
     free(fresh);
     free(pass);
     free(more);
@@ -510,6 +552,45 @@ static int prepare_window(rt_selector *s, size_t n)
     return 0;
 }
 
+/* At most this many carried span durations (one minute of a very busy system is
+ * then only partly remembered: its p90 comes from a sample). */
+#define CARRY_MAX ((size_t)1 << 18)
+
+/* Remember the durations of the spans of the newest minute of trace time seen so far
+ * (carried ones of that minute stay): the next window's spans of that minute get
+ * their tiers against one p90 over all of it, as if the boundary were not there. */
+static int carry_newest_minute(rt_selector *s, const rt_sel_trace *traces, size_t n)
+{
+    uint64_t newest = 0;
+    for (size_t c = 0; c < s->n_carry; c++)
+        newest = s->carry[c].minute > newest ? s->carry[c].minute : newest;
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < traces[i].n_spans; j++) {
+            uint64_t m = traces[i].spans[j].start_ns / 60000000000ull;
+            newest = m > newest ? m : newest;
+        }
+    size_t k = 0, spans = 0;
+    for (size_t c = 0; c < s->n_carry; c++)
+        if (s->carry[c].minute == newest)
+            s->carry[k++] = s->carry[c];
+    for (size_t i = 0; i < n; i++)
+        spans += traces[i].n_spans;
+    size_t room = k + spans < CARRY_MAX ? k + spans : CARRY_MAX;
+    if (rt_sel_grow((void **)&s->carry, &s->carry_cap, room, sizeof *s->carry))
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < traces[i].n_spans && k < room; j++) {
+            const rt_sel_span *sp = &traces[i].spans[j];
+            if (sp->start_ns / 60000000000ull != newest)
+                continue;
+            s->carry[k++] = (rt_sel_minute_sample){.key = rt_sel_paper_minute_key(sp),
+                                                   .minute = newest,
+                                                   .dur = rt_sel_paper_span_dur(sp)};
+        }
+    s->n_carry = k;
+    return 0;
+}
+
 static int analyse_traces(rt_selector *s, rt_sel_trace *traces, size_t n)
 {
     if (++s->key_gen == 0) { /* wrapped: forget everything */
@@ -523,8 +604,12 @@ static int analyse_traces(rt_selector *s, rt_sel_trace *traces, size_t n)
         observe_durations(s, &traces[i], s->info[i].group);
     }
     rt_sel_paper_p90 minute = {0};
-    if (s->cfg.minute_tiers && rt_sel_paper_p90_build(traces, n, &minute))
+    if (s->cfg.minute_tiers &&
+        (rt_sel_paper_p90_build_carry(traces, n, s->carry, s->n_carry, &minute) ||
+         carry_newest_minute(s, traces, n))) {
+        rt_sel_paper_p90_free(&minute);
         return -1;
+    }
     size_t first_span = 0;
     for (size_t i = 0; i < n; i++) {
         trace_info *ti = &s->info[i];

@@ -329,6 +329,84 @@ START_TEST(budget_goes_to_new_patterns_first)
 }
 END_TEST
 
+/* The promise below the group count: with fewer picks than groups, a pick goes to a
+ * group whose every pattern the store holds (already represented there) only when no
+ * new pattern is left in the window; a group with two new patterns takes both. With
+ * three picks, the stale group gets the third. */
+START_TEST(tiny_budget_spends_on_new_patterns_before_stale_groups)
+{
+    for (size_t budget = 2; budget <= 3; budget++) {
+        rt_selector *s = rt_sel_create(NULL);
+        rt_sel_result r;
+        /* window 1: /cart, /pay, /ship, /user with one pattern each: all kept */
+        for (int a = 0; a < 4; a++) {
+            gen_fanout(&G[a], (uint64_t)a + 1, API[a], 1, 100 + (uint32_t)a);
+            T[a] = G[a].t;
+        }
+        ck_assert_int_eq(rt_sel_select_window(s, T, 4, 4, NULL, 0, &r), 0);
+        ck_assert_uint_eq(r.n_chosen, 4);
+        /* window 2: every API repeats its pattern; /pay also has two new ones */
+        size_t n = 0;
+        for (int a = 0; a < 4; a++, n++) {
+            gen_fanout(&G[n], n + 11, API[a], 1, 100 + (uint32_t)a);
+            T[n] = G[n].t;
+        }
+        for (int k = 0; k < 2; k++, n++) {
+            gen_fanout(&G[n], n + 11, API[1], 1, 300 + (uint32_t)k);
+            T[n] = G[n].t;
+        }
+        ck_assert_int_eq(rt_sel_select_window(s, T, n, budget, NULL, 0, &r), 0);
+        ck_assert_uint_eq(r.n_chosen, budget);
+        ck_assert(r.verdicts[4].chosen && r.verdicts[5].chosen);
+        size_t stale = 0;
+        for (size_t i = 0; i < 4; i++)
+            stale += r.verdicts[i].chosen;
+        ck_assert_uint_eq(stale, budget - 2);
+        rt_sel_destroy(s);
+    }
+}
+END_TEST
+
+/* A minute cut by a window boundary keeps one p90: nine spans of db/query at d in
+ * window 1, then in window 2 (same minute) one at d and one at 1.6 d. Against the
+ * minute (p90 = d) the 1.6 d span is a latency event, so the two traces of window 2
+ * differ; against window 2 alone (p90 = 1.6 d) they would not. A window in a later
+ * minute forgets the carried spans. */
+static void gen_db_trace(gen_trace *g, uint64_t id, uint64_t start, uint64_t d)
+{
+    gen_init(g, id);
+    int root = gen_span(g, "frontend", "/cart", -1, start, start + 100000);
+    gen_span(g, "db", "query", root, start + 1000, start + 1000 + d);
+    gen_log(g, RT_SEL_LOG_INFO, 7, NULL);
+}
+
+START_TEST(minute_split_by_window_keeps_one_p90)
+{
+    const uint64_t minute = 60000000000ull, m0 = 100 * minute, d = 10000;
+    rt_selector *s = rt_sel_create(NULL);
+    rt_sel_result r;
+    for (size_t i = 0; i < 9; i++) {
+        gen_db_trace(&G[i], i + 1, m0 + i * 1000000, d);
+        T[i] = G[i].t;
+    }
+    ck_assert_int_eq(rt_sel_select_window(s, T, 9, 9, NULL, 0, &r), 0);
+    gen_db_trace(&G[0], 20, m0 + 30 * 1000000000ull, d);
+    gen_db_trace(&G[1], 21, m0 + 31 * 1000000000ull, d * 16 / 10);
+    T[0] = G[0].t;
+    T[1] = G[1].t;
+    ck_assert_int_eq(rt_sel_select_window(s, T, 2, 2, NULL, 0, &r), 0);
+    ck_assert_uint_ne(r.verdicts[0].pattern, r.verdicts[1].pattern);
+    /* the next minute starts afresh: window 2's pair alone has p90 = 1.6 d */
+    gen_db_trace(&G[0], 30, m0 + minute + 1000, d);
+    gen_db_trace(&G[1], 31, m0 + minute + 2000, d * 16 / 10);
+    T[0] = G[0].t;
+    T[1] = G[1].t;
+    ck_assert_int_eq(rt_sel_select_window(s, T, 2, 2, NULL, 0, &r), 0);
+    ck_assert_uint_eq(r.verdicts[0].pattern, r.verdicts[1].pattern);
+    rt_sel_destroy(s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("select_selector");
@@ -344,6 +422,8 @@ int main(void)
     tcase_add_test(tc, short_window_is_not_a_traffic_drop);
     tcase_add_test(tc, latency_tiers_per_minute);
     tcase_add_test(tc, budget_goes_to_new_patterns_first);
+    tcase_add_test(tc, tiny_budget_spends_on_new_patterns_before_stale_groups);
+    tcase_add_test(tc, minute_split_by_window_keeps_one_p90);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
