@@ -37,6 +37,7 @@
 
 #include "retrace/retrace.h"
 #include "retrace/tracer.h"
+#include "adaptive/policy_table.h"
 #include "shm/drain.h"
 
 #define ROUNDS 5
@@ -165,7 +166,7 @@ static inline void baseline_copy(const void *d, size_t len)
 }
 
 enum op { OP_TICKS, OP_BASE_COPY, OP_POOL_COPY, OP_TP, OP_TP_TS, OP_RESERVE, OP_BEGIN_END, OP_BASE_BEGIN_END,
-	  OP_BEGIN_TP_END, OP_SPAN, OP_LOG2 };
+	  OP_BEGIN_TP_END, OP_SPAN, OP_LOG2, OP_SPAN_NESTED_NO_TABLE, OP_SPAN_NESTED_TABLE };
 
 /* Payload bytes of one span start + end with a 12-char name, and of one
  * "user %s paid %d" LOG with ("alice", 42): the baselines write as many. */
@@ -189,6 +190,10 @@ static void run_op(struct job *j)
 	retrace_trace_id id = {7, (uint64_t)(uintptr_t)&id};
 	memset(data, 0x5a, sizeof data);
 	retrace_begin(id);
+	/* The adaptive policy applies to nested spans only (a root is never
+	 * dropped): these run under an outer span. */
+	if (j->op == OP_SPAN_NESTED_NO_TABLE || j->op == OP_SPAN_NESTED_TABLE)
+		retrace_span_start("outer", RETRACE_SPAN_SERVER);
 	for (i = 0; i < j->n; i++) {
 		switch (j->op) {
 		case OP_BASE_COPY: baseline_copy(data, j->size); break;
@@ -222,6 +227,8 @@ static void run_op(struct job *j)
 			retrace_end();
 			break;
 		case OP_SPAN:
+		case OP_SPAN_NESTED_NO_TABLE:
+		case OP_SPAN_NESTED_TABLE:
 			retrace_span_start(SPAN_NAME, RETRACE_SPAN_INTERNAL);
 			retrace_span_end();
 			break;
@@ -259,7 +266,9 @@ static double op_bytes(enum op op, size_t size)
 	case OP_POOL_COPY: return (double)(size + RETRACE_FRAME_HDR);
 	case OP_TP_TS: return (double)(size + RETRACE_FRAME_HDR + 8);
 	case OP_BEGIN_TP_END: return (double)bench_pool.hdr->buffer_size;
-	case OP_SPAN: return 2.0 * (RETRACE_FRAME_HDR + 8) + SPAN_EVENT_BYTES;
+	case OP_SPAN:
+	case OP_SPAN_NESTED_NO_TABLE:
+	case OP_SPAN_NESTED_TABLE: return 2.0 * (RETRACE_FRAME_HDR + 8) + SPAN_EVENT_BYTES;
 	case OP_LOG2: return RETRACE_FRAME_HDR + 8 + LOG2_EVENT_BYTES;
 	default: return 0; /* writes nothing into the pool */
 	}
@@ -286,6 +295,36 @@ static uint64_t round_ops(enum op op, size_t size, int threads, uint64_t n)
 	return n ? n : 1;
 }
 
+/*
+ * The span-site policy table for the span_start figure: present = 1000 sites
+ * (a full table of the default pool size) with this span's site among them at
+ * p = 1 (so the same events are written as without a table: the figure is the
+ * check alone); absent = an empty table published (clients see "nothing to
+ * look up" after the same loads a table-less pool costs, and no hashing).
+ * Published between rounds, never while a round runs (one publisher).
+ */
+static void bench_policy(int present)
+{
+	static uint64_t sites[1000];
+	static double probs[1000];
+	const char *svc = "bench_client"; /* set in main */
+	size_t i;
+	if (!present) {
+		rt_pool_policy_publish(&bench_pool, NULL, NULL, 0);
+		return;
+	}
+	for (i = 0; i < 1000; i++) {
+		char op[32];
+		int n = snprintf(op, sizeof op, "site-%zu", i);
+		sites[i] = rt_adapt_site_hash(svc, strlen(svc), op, (size_t)n);
+		probs[i] = 0.05 + 0.9 * (double)(i % 10) / 10.0;
+	}
+	sites[0] = rt_adapt_site_hash(svc, strlen(svc), SPAN_NAME, strlen(SPAN_NAME));
+	probs[0] = 1.0;
+	if (rt_pool_policy_publish(&bench_pool, sites, probs, 1000) != 0)
+		fprintf(stderr, "bench_client: the policy table did not take 1000 sites\n");
+}
+
 /* One timed round of `op` on `threads` threads, into f. */
 static void one_round(struct figure *f, enum op op, size_t size, int threads, uint64_t n,
 		      uint64_t *buffers, uint64_t *discards)
@@ -295,6 +334,8 @@ static void one_round(struct figure *f, enum op op, size_t size, int threads, ui
 	double sum = 0;
 	uint64_t rb = 0, rd = 0;
 	settle();
+	if (op == OP_SPAN_NESTED_NO_TABLE || op == OP_SPAN_NESTED_TABLE)
+		bench_policy(op == OP_SPAN_NESTED_TABLE);
 	for (int t = 0; t < threads; t++) {
 		jobs[t] = (struct job){op, size, n, 0, 0, 0};
 		pthread_create(&th[t], NULL, thread_main, &jobs[t]);
@@ -424,6 +465,21 @@ static void bench_begin_end(int threads)
 	     measure_figure(OP_BEGIN_TP_END, 32, threads, n / 4), "untraced_loop", base);
 }
 
+/* The adaptive policy check (docs/adaptive.md): a nested span start + end
+ * with a 1000-site table vs without, in interleaved rounds. */
+static void bench_span_policy(void)
+{
+	static const enum op ops[] = {OP_SPAN_NESTED_NO_TABLE, OP_SPAN_NESTED_TABLE};
+	struct figure f[2];
+	char more[96] = "";
+	measure_figures(ops, 2, 0, 1, iterations / 2, f);
+	if (f[0].clean > 0 && f[1].clean > 0)
+		snprintf(more, sizeof more, " added_ns=%.2f", f[1].ns - f[0].ns);
+	line_more("span_start_policy", " name_len=12 table_sites=1000", 1, f[1], "no_table",
+		  f[0].clean ? f[0].ns : f[0].any_ns, more);
+	rt_pool_policy_publish(&bench_pool, NULL, NULL, 0);
+}
+
 /* Tracer events against the raw timestamped tracepoint of as many bytes. */
 static void bench_tracer(int threads)
 {
@@ -435,6 +491,8 @@ static void bench_tracer(int threads)
 	     "tracepoint_ts", span_floor.clean ? span_floor.ns : span_floor.any_ns);
 	line("log_2args", "", threads, measure_figure(OP_LOG2, 0, threads, n), "tracepoint_ts",
 	     log_floor.clean ? log_floor.ns : log_floor.any_ns);
+	if (threads == 1)
+		bench_span_policy();
 }
 
 static void bench_throughput(void)
@@ -480,12 +538,17 @@ int main(void)
 		fprintf(stderr, "bench_client: cannot attach to %s\n", name);
 		return 1;
 	}
+	retrace_set_service_name("bench_client"); /* the policy table's sites name it */
 	/* First touch of the pool's pages here, not in the first figure's rounds. */
 	for (uint32_t b = 0; b < bench_pool.hdr->buffer_count; b++) {
 		uint8_t *buf = (uint8_t *)rt_pool_buffer(&bench_pool, b);
 		memset(buf + RT_BUF_HEADER_SIZE, 0, bench_pool.hdr->buffer_size - RT_BUF_HEADER_SIZE);
 	}
 	pthread_create(&dr, NULL, drainer, NULL);
+	if (getenv("RETRACE_BENCH_ONLY_POLICY")) { /* just the policy line */
+		bench_span_policy();
+		goto out;
+	}
 	/* What a timestamp alone costs here (rdtsc; virtual machines differ). */
 	line("ticks", "", 1, measure_figure(OP_TICKS, 0, 1, iterations), "memcpy8",
 	     measure(OP_BASE_COPY, 8, 1, iterations));
@@ -496,6 +559,7 @@ int main(void)
 	bench_tracepoints(2);
 	bench_begin_end(2);
 	bench_tracer(2);
+out:
 	drainer_stop = 1;
 	pthread_join(dr, NULL);
 	printf("bench client name=pool_counters null_buffers=%llu\n",
