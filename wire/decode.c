@@ -432,6 +432,37 @@ static int rd_ack(struct cur *c, struct rt_wire_msg *out)
 	return 0;
 }
 
+/* POLICY: generation, [[site, p16]...]; a site 0 is no site (VALUE). */
+#define MIN_POLICY_ENTRY 3u /* fixarray, 2 fixints */
+static int rd_policy(struct cur *c, struct rt_wire_msg *out)
+{
+	struct rt_wire_policy *pl = &out->policy;
+	struct rt_wire_policy_entry *e;
+	uint32_t n;
+	size_t cap;
+
+	TRY(rd_u64(c, &pl->generation));
+	TRY(rd_array(c, RT_WIRE_MAX_POLICY_SITES, &n));
+	if (!n)
+		return 0;
+	if (!(e = alloc_list(c, out, n, MIN_POLICY_ENTRY, sizeof *e, &cap)))
+		return RT_WIRE_E_NOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t site, p16;
+		TRY(rd_tuple(c, 2));
+		TRY(rd_u64(c, &site));
+		if (!site)
+			return RT_WIRE_E_VALUE;
+		TRY(rd_int(c, 0, 0xFFFFu, &p16, NULL));
+		if (i >= cap) /* unreachable: each took MIN_POLICY_ENTRY bytes */
+			return RT_WIRE_E_TRUNCATED;
+		e[i] = (struct rt_wire_policy_entry){ site, (uint16_t)p16 };
+	}
+	pl->entries = e;
+	pl->entry_count = n;
+	return 0;
+}
+
 static uint32_t elems_of(uint64_t type)
 {
 	switch (type) {
@@ -441,6 +472,7 @@ static uint32_t elems_of(uint64_t type)
 	case RT_WIRE_BREADCRUMB_REPLY: return RT_WIRE_ELEMS_BREADCRUMB_REPLY;
 	case RT_WIRE_SLICE: return RT_WIRE_ELEMS_SLICE;
 	case RT_WIRE_ACK: return RT_WIRE_ELEMS_ACK;
+	case RT_WIRE_POLICY: return RT_WIRE_ELEMS_POLICY;
 	default: return 0;
 	}
 }
@@ -512,6 +544,7 @@ int rt_wire_decode(const void *data, size_t len, struct rt_wire_msg *out)
 	case RT_WIRE_REMOTE_TRIGGER: rc = rd_remote(&c, out); break;
 	case RT_WIRE_BREADCRUMB_REPLY: rc = rd_reply(&c, out); break;
 	case RT_WIRE_SLICE: rc = rd_slice(&c, out, elems); break;
+	case RT_WIRE_POLICY: rc = rd_policy(&c, out); break;
 	default: rc = rd_ack(&c, out); break;
 	}
 	if (!rc && c.i != c.n)

@@ -141,6 +141,15 @@ static int check_msg(const struct rt_wire_msg *m)
 		if (m->ack.seq_count && !m->ack.seqs)
 			return RT_WIRE_E_INVAL;
 		return 0;
+	case RT_WIRE_POLICY:
+		if (m->policy.entry_count > RT_WIRE_MAX_POLICY_SITES)
+			return RT_WIRE_E_TOO_BIG;
+		if (m->policy.entry_count && !m->policy.entries)
+			return RT_WIRE_E_INVAL;
+		for (uint32_t i = 0; i < m->policy.entry_count; i++)
+			if (!m->policy.entries[i].site)
+				return RT_WIRE_E_VALUE;
+		return 0;
 	default:
 		return RT_WIRE_E_UNKNOWN_TYPE;
 	}
@@ -269,6 +278,20 @@ static void pack_msg(msgpack_packer *pk, const struct rt_wire_msg *m)
 			msgpack_pack_uint64(pk, a->seqs[i]);
 		break;
 	}
+	case RT_WIRE_POLICY: {
+		const struct rt_wire_policy *pl = &m->policy;
+		msgpack_pack_array(pk, RT_WIRE_ELEMS_POLICY);
+		msgpack_pack_uint32(pk, RT_WIRE_VERSION);
+		msgpack_pack_uint32(pk, RT_WIRE_POLICY);
+		msgpack_pack_uint64(pk, pl->generation);
+		msgpack_pack_array(pk, pl->entry_count);
+		for (uint32_t i = 0; i < pl->entry_count; i++) {
+			msgpack_pack_array(pk, 2);
+			msgpack_pack_uint64(pk, pl->entries[i].site);
+			msgpack_pack_uint16(pk, pl->entries[i].p16);
+		}
+		break;
+	}
 	}
 }
 
@@ -326,6 +349,7 @@ WRAP(rt_wire_encode_breadcrumb_reply, reply, RT_WIRE_BREADCRUMB_REPLY,
      struct rt_wire_breadcrumb_reply)
 WRAP(rt_wire_encode_slice, slice, RT_WIRE_SLICE, struct rt_wire_slice)
 WRAP(rt_wire_encode_ack, ack, RT_WIRE_ACK, struct rt_wire_ack)
+WRAP(rt_wire_encode_policy, policy, RT_WIRE_POLICY, struct rt_wire_policy)
 
 int rt_wire_slice_size(const struct rt_wire_slice *m, size_t *size)
 {
@@ -363,6 +387,7 @@ const char *rt_wire_type_name(int type)
 	case RT_WIRE_BREADCRUMB_REPLY: return "breadcrumb_reply";
 	case RT_WIRE_SLICE: return "slice";
 	case RT_WIRE_ACK: return "ack";
+	case RT_WIRE_POLICY: return "policy";
 	default: return "unknown";
 	}
 }

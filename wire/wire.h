@@ -36,6 +36,7 @@
 #define RT_WIRE_MAX_BIN RT_WIRE_MAX_MESSAGE /* one buffer's data */
 #define RT_WIRE_MAX_ACK_SEQS 4096u        /* sequence numbers in one ack */
 #define RT_WIRE_MAX_RATE_EXP 63u          /* a slice's rate exponent (rate 2^-63) */
+#define RT_WIRE_MAX_POLICY_SITES 65536u   /* entries in one POLICY */
 
 /* Message types (the second element of every message). */
 enum rt_wire_type {
@@ -45,7 +46,8 @@ enum rt_wire_type {
 	RT_WIRE_BREADCRUMB_REPLY = 4, /* agent -> coordinator */
 	RT_WIRE_SLICE = 5,            /* agent -> collector */
 	RT_WIRE_ACK = 6,              /* any reply */
-	RT_WIRE_TYPE_MAX = 6,
+	RT_WIRE_POLICY = 7,           /* coordinator -> agent: span-site policy table */
+	RT_WIRE_TYPE_MAX = 7,
 };
 
 /* Elements of each message's top-level array, version and type included. */
@@ -56,6 +58,7 @@ enum rt_wire_type {
 #define RT_WIRE_ELEMS_SLICE 11u     /* without rate_exp (rate 1) */
 #define RT_WIRE_ELEMS_SLICE_MAX 12u /* with the optional rate_exp */
 #define RT_WIRE_ELEMS_ACK 4u
+#define RT_WIRE_ELEMS_POLICY 4u
 
 /*
  * Error codes: negative, 0 = ok. They sit at -101.. so that they never collide
@@ -161,6 +164,24 @@ struct rt_wire_ack {
 	const uint64_t *seqs;
 };
 
+/*
+ * POLICY (coordinator -> agent): the adaptive span policy the agent writes
+ * into its pool's table (docs/adaptive.md), whole: a site not listed is
+ * recorded always. generation: the coordinator's learner cycle, so an agent
+ * can ignore an older policy that arrives late. Entries: [site, p16] with
+ * site = rt_adapt_site_hash (never 0) and p16 = probability x 65535.
+ */
+struct rt_wire_policy_entry {
+	uint64_t site;
+	uint16_t p16;
+};
+
+struct rt_wire_policy {
+	uint64_t generation;
+	uint32_t entry_count; /* 0..RT_WIRE_MAX_POLICY_SITES */
+	const struct rt_wire_policy_entry *entries;
+};
+
 /* One decoded (or to-be-encoded) message: `type` says which member is live. */
 struct rt_wire_msg {
 	int type; /* enum rt_wire_type; 0 after a failed decode */
@@ -171,6 +192,7 @@ struct rt_wire_msg {
 		struct rt_wire_breadcrumb_reply reply;
 		struct rt_wire_slice slice;
 		struct rt_wire_ack ack;
+		struct rt_wire_policy policy;
 	};
 	void *mem; /* decoder-owned arrays (traces, breadcrumbs, buffers, seqs) */
 };
@@ -201,6 +223,7 @@ int rt_wire_encode_breadcrumb_reply(struct rt_wire_buf *out,
 				    const struct rt_wire_breadcrumb_reply *m);
 int rt_wire_encode_slice(struct rt_wire_buf *out, const struct rt_wire_slice *m);
 int rt_wire_encode_ack(struct rt_wire_buf *out, const struct rt_wire_ack *m);
+int rt_wire_encode_policy(struct rt_wire_buf *out, const struct rt_wire_policy *m);
 /* Dispatch on m->type (RT_WIRE_E_UNKNOWN_TYPE for another type). */
 int rt_wire_encode(struct rt_wire_buf *out, const struct rt_wire_msg *m);
 
