@@ -6,12 +6,12 @@
  * (shm/pool.h: the copy readers are not on, then the generation word), so the
  * services' clients switch to it at once, whole. A policy older than the last
  * one applied (the coordinator's generation went backwards: a late message) is
- * counted and ignored; one the table cannot take (a pool created without a
- * table, more sites than its capacity, a site that cannot be placed) is
- * refused with an error ack and counted, and the clients keep the table they
- * had. A coordinator restart starts its generations again at 1: a policy with a
- * generation lower than the last by more than 2^32 never happens, so "older"
- * is simply "lower", except that generation 1 always applies (a fresh learner).
+ * counted and ignored (the coordinator's generations grow across its restarts:
+ * its start second << 24, + 1 per cycle; an equal one is applied again, as
+ * registration resends the current policy); one the table cannot take (a pool
+ * created without a table, more sites than its capacity, a site that cannot
+ * be placed) is refused with an error ack and counted, and the clients keep
+ * the table they had.
  */
 #include "agent.h"
 
@@ -26,7 +26,7 @@ int32_t rt_agent_apply_policy(struct rt_agent *a, const struct rt_wire_policy *p
 	uint64_t *sites;
 	double *probs;
 	int rc;
-	if (p->generation && p->generation != 1 && p->generation <= a->policy_generation) {
+	if (p->generation < a->policy_generation) {
 		a->st.policy_stale++;
 		return 0;
 	}

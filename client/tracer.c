@@ -526,10 +526,19 @@ uint64_t retrace_span_start_child(const char *name, enum retrace_span_kind kind,
 				  uint64_t parent_span_id)
 {
 	struct rt_thread *t = recording_thread();
+	uint64_t current, id;
+	uint32_t d;
 	if (!t)
 		return 0;
 	name = name ? name : "";
-	return span_start(t, name, cut_len(t, name), kind, parent_span_id, RT_ADAPT_P16_ALWAYS);
+	current = t->ctx.span_id;
+	d = t->tracer.depth;
+	id = span_start(t, name, cut_len(t, name), kind, parent_span_id, RT_ADAPT_P16_ALWAYS);
+	/* Under a dropped span with another parent than the recorded ancestor:
+	 * not that ancestor's decoded child, so no correction of its self time. */
+	if (d < RETRACE_SPAN_DEPTH && parent_span_id != current)
+		t->tracer.frame_flags[d] &= (uint8_t)~RT_FRAME_IN_DROPPED;
+	return id;
 }
 
 /* SPAN_END  span_id  tick  status  [code  message]  [adj]: adj (ticks, signed)

@@ -23,8 +23,10 @@
  *     slots; a busy slot skips that agent this cycle, counted): the callback
  *     only decodes the agent's ACK and bumps atomic counters, never touches
  *     loop state. A new agent gets the current policy when it registers.
+ *   - Generations start at this start's Unix second << 24 and grow by one per
+ *     cycle, so they grow across restarts too.
  *   - --adaptive off (the default) builds no learner and sends an empty policy
- *     (generation 1) to each agent as it registers, which clears a table an
+ *     to each agent as it registers, which clears a table an
  *     earlier run left in its pool: every span is recorded.
  *   - `retrace policy [json]` (text request "policy") lists each site's service,
  *     operation, belief (alpha, beta, mean), probability and rank.
@@ -42,6 +44,7 @@
 #include "retrace/tracer.h"
 #include "shm/events.h"
 #include "daemon/figures.h"
+#include "daemon/json.h"
 
 #define ADAPT_SENDS 64         /* policy sends in flight at once */
 #define ADAPT_NAME_MAX 127     /* service / operation names kept for `retrace policy` */
@@ -157,7 +160,7 @@ static void send_to(struct rt_coord *c, struct coord_agent *a)
 	struct adapt_send *s = NULL;
 	nng_msg *m;
 	int i;
-	if (!a->sock_open || !x->msg.len)
+	if (!a->sock_open || !x->msg.len) /* on: nothing learned yet */
 		return;
 	for (i = 0; i < ADAPT_SENDS && !s; i++) {
 		int free_ = 0;
@@ -244,7 +247,9 @@ int coord_adaptive_init(struct rt_coord *c)
 	for (i = 0; i < ADAPT_SENDS; i++)
 		x->sends[i].x = x;
 	x->on = strcmp(c->cfg.adaptive, "on") == 0;
-	x->generation = 1;
+	/* Generations grow across restarts (start second << 24, + 1 per cycle), so
+	 * an agent can drop an older policy that arrives late by comparing. */
+	x->generation = (coord_unix_ns() / 1000000000ull) << 24;
 	if (!x->on)
 		return encode_policy(x) == 0 ? 0 : -1; /* the empty policy for registrations */
 	rt_adapt_config_default(&ac);
@@ -258,7 +263,6 @@ int coord_adaptive_init(struct rt_coord *c)
 		return -1;
 	if (c->cfg.adaptive_pin[0] && pin_list(c, c->cfg.adaptive_pin) != 0)
 		return -1;
-	x->generation = 0; /* the first cycle publishes generation 1 */
 	x->batch_start_ns = mono_ns();
 	return 0;
 }
@@ -405,6 +409,24 @@ void coord_adaptive_figures(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_u64(w, "policies_skipped", x->sends_skipped);
 }
 
+/* A bounded text buffer as an rt_json_sink (cut at cap - 1, NUL kept). */
+struct out_buf {
+	char *p;
+	size_t cap, o;
+};
+
+static void out_put(void *ctx, const char *p, size_t n)
+{
+	struct out_buf *b = ctx;
+	if (b->o + 1 >= b->cap)
+		return;
+	if (n > b->cap - 1 - b->o)
+		n = b->cap - 1 - b->o;
+	memcpy(b->p + b->o, p, n);
+	b->o += n;
+	b->p[b->o] = 0;
+}
+
 static int by_rank(const void *a, const void *b)
 {
 	const rt_adapt_site_info *x = a, *y = b;
@@ -452,25 +474,20 @@ size_t coord_adaptive_request(struct rt_coord *c, const char *req, size_t len, c
 		const struct adapt_name *nm = find_name(x, s->site);
 		const char *svc = nm ? nm->service : "?", *op = nm ? nm->operation : "?";
 		if (json) {
-			char esvc[2 * ADAPT_NAME_MAX + 2], eop[2 * ADAPT_NAME_MAX + 2];
-			size_t a = 0, b = 0, k;
-			for (k = 0; svc[k] && a + 2 < sizeof esvc; k++) { /* JSON-escape quotes, backslashes */
-				if (svc[k] == '"' || svc[k] == '\\')
-					esvc[a++] = '\\';
-				esvc[a++] = (unsigned char)svc[k] < 0x20 ? ' ' : svc[k];
-			}
-			esvc[a] = 0;
-			for (k = 0; op[k] && b + 2 < sizeof eop; k++) {
-				if (op[k] == '"' || op[k] == '\\')
-					eop[b++] = '\\';
-				eop[b++] = (unsigned char)op[k] < 0x20 ? ' ' : op[k];
-			}
-			eop[b] = 0;
-			PUT("%s{\"site\":\"%016llx\",\"service\":\"%s\",\"operation\":\"%s\","
-			    "\"alpha\":%.4f,\"beta\":%.4f,\"mean\":%.4f,\"probability\":%.4f,"
+			struct out_buf ob = { out, cap, o };
+			PUT("%s{\"site\":\"%016llx\",\"service\":", i ? "," : "",
+			    (unsigned long long)s->site);
+			ob.o = o;
+			rt_json_put_string(out_put, &ob, svc); /* untrusted names: daemon/json.h */
+			o = ob.o;
+			PUT(",\"operation\":");
+			ob.o = o;
+			rt_json_put_string(out_put, &ob, op);
+			o = ob.o;
+			PUT(",\"alpha\":%.4f,\"beta\":%.4f,\"mean\":%.4f,\"probability\":%.4f,"
 			    "\"rank\":%u,\"pinned\":%s,\"updates\":%u}",
-			    i ? "," : "", (unsigned long long)s->site, esvc, eop, s->alpha, s->beta,
-			    s->mean, s->probability, s->rank, s->pinned ? "true" : "false", s->updates);
+			    s->alpha, s->beta, s->mean, s->probability, s->rank,
+			    s->pinned ? "true" : "false", s->updates);
 		} else {
 			PUT("%-5u %-20.20s %-28.28s %8.3f %8.3f %6.3f %6.3f %s\n", s->rank, svc, op,
 			    s->alpha, s->beta, s->mean, s->probability, s->pinned ? "pinned" : "");
