@@ -74,6 +74,16 @@ struct rt_template_slot {
 	uint32_t generation;
 };
 
+/* A span name's site hash, cached per thread (tracer.c, span_site). */
+#define RT_SITE_CACHE 16 /* direct-mapped by the name's address */
+struct rt_site_slot {
+	const char *name;  /* the caller's pointer */
+	const void *blob;  /* the resource blob (service name) it was hashed with */
+	uint64_t first, last; /* the name's first and last 8 bytes */
+	uint64_t site;
+	uint32_t len;
+};
+
 /* The tracer's per-thread state (client/tracer.c). */
 struct rt_tracer_thread {
 	uint64_t rng;          /* xorshift64* state for span ids, never 0 */
@@ -94,6 +104,7 @@ struct rt_tracer_thread {
 	int64_t frame_adj[RETRACE_SPAN_DEPTH];    /* recorded span: ticks of dropped
 						     descendants to take off its
 						     exclusive time (SPAN_END) */
+	struct rt_site_slot site_cache[RT_SITE_CACHE];
 	char frame_name[RETRACE_SPAN_DEPTH][RT_DROPPED_NAME_MAX + 1]; /* a dropped
 						     span's name, for an error end */
 	struct rt_template_slot templates[RT_TEMPLATE_CACHE];

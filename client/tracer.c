@@ -464,6 +464,38 @@ static __attribute__((noinline)) uint64_t span_drop(struct rt_thread *t, const c
 	return t->ctx.span_id;
 }
 
+/*
+ * The span's site hash. Span names are nearly always a handful of literals, so
+ * the hash is cached per thread, direct-mapped by the name's address; a hit
+ * also needs the same length, the same service (resource blob) and the same
+ * first and last 8 bytes, so a buffer reused for another name (a formatted
+ * name on the stack) misses unless the two agree in all of those (for names
+ * up to 16 bytes that is the whole name). Names under 8 bytes hash directly
+ * (a word and the finaliser). A wrong hit could only apply another site's
+ * probability, which the kept span records anyway.
+ */
+static inline uint64_t span_site(struct rt_tracer_thread *tr, const struct resource_blob *b,
+				 const char *name, size_t n)
+{
+	struct rt_site_slot *c;
+	uint64_t first, last;
+	if (n < 8)
+		return rt_adapt_site_hash_from(b->site_seed, name, n);
+	memcpy(&first, name, 8);
+	memcpy(&last, name + n - 8, 8);
+	c = &tr->site_cache[((uintptr_t)name >> 3) & (RT_SITE_CACHE - 1)];
+	if (likely(c->name == name && c->len == n && c->blob == b && c->first == first &&
+		   c->last == last))
+		return c->site;
+	c->name = name;
+	c->len = (uint32_t)n;
+	c->blob = b;
+	c->first = first;
+	c->last = last;
+	c->site = rt_adapt_site_hash_from(b->site_seed, name, n);
+	return c->site;
+}
+
 /* The table's probability for this span site, RT_ADAPT_P16_ALWAYS if there is
  * no table or the span may not be dropped (rules above). */
 static inline uint16_t span_policy(struct rt_thread *t, const char *name, size_t n,
@@ -492,7 +524,7 @@ static inline uint16_t span_policy(struct rt_thread *t, const char *name, size_t
 				if (!b)
 					return RT_ADAPT_P16_ALWAYS;
 			}
-			site = rt_adapt_site_hash_from(b->site_seed, name, n);
+			site = span_site(&t->tracer, b, name, n);
 		}
 		p16 = rt_adapt_table_lookup(pool->policy_slots[c], pool->geo.policy_capacity, site);
 		if (likely(rt_policy_read_end(pool, c, seq)))

@@ -307,6 +307,38 @@ START_TEST(test_never_dropped)
 }
 END_TEST
 
+/* A name buffer reused for another name of the same length: its own site
+ * (the client's per-thread site cache is keyed by address, length, service
+ * and the name's ends). */
+START_TEST(test_reused_name_buffer)
+{
+	static const char *const ops[] = { "drop.site.one", NULL };
+	static const double p[] = { 0.0 };
+	const retrace_trace_id id = {0x1234ull, 0xadad0005ull};
+	struct retrace_tracer_stats st0, st;
+	char buf[32];
+	pool_up();
+	publish(ops, p);
+	retrace_tracer_stats(&st0);
+	ck_assert_int_eq(retrace_begin(id), 1);
+	retrace_span_start("root", RETRACE_SPAN_SERVER);
+	for (int i = 0; i < 3; i++) {
+		snprintf(buf, sizeof buf, "%s", "keep.site.one"); /* not in the table */
+		retrace_span_start(buf, RETRACE_SPAN_INTERNAL);
+		retrace_span_end();
+		snprintf(buf, sizeof buf, "%s", "drop.site.one"); /* same address, length */
+		retrace_span_start(buf, RETRACE_SPAN_INTERNAL);
+		retrace_span_end();
+	}
+	retrace_span_end();
+	retrace_end();
+	retrace_tracer_stats(&st);
+	ck_assert_uint_eq(st.spans_dropped - st0.spans_dropped, 3);
+	ck_assert_uint_eq(st.spans_started - st0.spans_started, 4); /* root + 3 keep */
+	pool_down();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("adaptive_spans");
@@ -315,6 +347,7 @@ int main(void)
 	tcase_add_test(tc, test_drop_attach_and_self_time);
 	tcase_add_test(tc, test_kept_spans_record_their_probability);
 	tcase_add_test(tc, test_never_dropped);
+	tcase_add_test(tc, test_reused_name_buffer);
 	suite_add_tcase(s, tc);
 	return test_run_suite(s);
 }
