@@ -56,6 +56,8 @@
 #include "retrace/retrace.h"
 #include "retrace/tracer.h"
 #include "shm/drain.h"
+#include "agent.h"
+#include "log.h"
 
 #define SPAN_BYTES 113.0
 #define REQUEST_BYTES_PER_SERVICE 64.0
@@ -665,6 +667,12 @@ static void bench_lookup(bool quick)
  */
 #define REAL_SERVICE "bench_adaptive"
 
+static int u32_cmp(const void *x, const void *y)
+{
+	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+	return a < b ? -1 : a > b;
+}
+
 static int shop_kind(const char *op)
 {
 	if (!strncmp(op, "call ", 5))
@@ -708,6 +716,73 @@ static double real_bytes_per_request(struct rt_pool *pool, const topo *t, size_t
 	while (rt_drain_poll(pool, NULL, &st) > 0)
 		;
 	return ((double)st.bytes + (double)st.buffers * RT_BUF_HEADER_SIZE) / (double)requests;
+}
+
+/*
+ * figure=agent_horizon: the event horizon as the agent makes it. The real agent
+ * in process (as bench_horizon runs it: after every request, rt_agent_poll
+ * until idle; it indexes, evicts whole traces past 80 % of the pool, recycles)
+ * and the shop tree through the real client into its pool, at a fixed pool
+ * size, all spans on and then with the learned policy table published into the
+ * agent's pool. Requests arrive at RATE_PER_S, so a trace's age when it is
+ * evicted is (requests since) / rate: the median over evicted traces is the
+ * horizon a trigger must beat. ratio = adaptive's horizon / all-on's.
+ */
+#define HORIZON_RATE_PER_S 1000.0
+
+static double agent_horizon_s(const topo *t, uint32_t pool_mib, const uint64_t *sites,
+			      const double *keep_p, size_t n_sites, uint64_t requests,
+			      uint64_t *evicted)
+{
+	struct rt_agent a;
+	struct rt_agent_config cfg;
+	struct retrace_config rc;
+	char err[512];
+	uint64_t k, next_unchecked = 1;
+	uint32_t *ages = malloc(requests * sizeof *ages), nages = 0;
+	double h = 0;
+	rt_agent_config_defaults(&cfg);
+	snprintf(cfg.pool, sizeof cfg.pool, "/rt-bench-adapt-horizon-%d", (int)getpid());
+	cfg.buffer_size = 32u * 1024u;
+	cfg.buffer_count = (uint32_t)(((uint64_t)pool_mib << 20) / cfg.buffer_size);
+	cfg.unlink_at_exit = 1;
+	cfg.replace = 1;
+	if (!ages || rt_agent_open(&a, &cfg, err, sizeof err) != RETRACE_OK) {
+		fprintf(stderr, "bench_adaptive: %s\n", ages ? err : "out of memory");
+		exit(1);
+	}
+	retrace_config_from_env(&rc);
+	rc.pool_name = cfg.pool;
+	rc.quiet = 1;
+	rc.sample_shift = 0;
+	rc.head_shift = 0;
+	if (retrace_init(&rc) != RETRACE_OK) {
+		fprintf(stderr, "bench_adaptive: cannot attach to %s\n", cfg.pool);
+		exit(1);
+	}
+	if (sites)
+		rt_pool_policy_publish(&a.pool, sites, keep_p, n_sites);
+	for (k = 1; k <= requests; k++) {
+		retrace_begin((retrace_trace_id){ 0x4052, k });
+		write_subtree(t, 0);
+		retrace_end();
+		while (rt_agent_poll(&a) > 0)
+			;
+		/* every trace older than the LRU's oldest is gone: evicted at about k */
+		uint32_t o = rt_index_lru_oldest(&a.ix);
+		uint64_t oldest = o == RT_INDEX_NONE ? k + 1 : a.ix.traces[o].lo;
+		while (next_unchecked < oldest && next_unchecked <= k)
+			ages[nages++] = (uint32_t)(k - next_unchecked++);
+	}
+	*evicted = a.ix.st.evicted_traces;
+	if (nages) {
+		qsort(ages, nages, sizeof *ages, u32_cmp);
+		h = ages[nages / 2] / HORIZON_RATE_PER_S;
+	}
+	free(ages);
+	retrace_shutdown();
+	rt_agent_close(&a);
+	return h;
 }
 
 static void bench_real_client(const topo *shop, bool quick)
@@ -791,6 +866,20 @@ static void bench_real_client(const topo *shop, bool quick)
 	retrace_shutdown();
 	rt_pool_unlink(name);
 	rt_pool_detach(&pool);
+	{
+		/* enough requests to fill the pool a few times with the smaller traces */
+		uint32_t mib = 10;
+		uint64_t req = (uint64_t)((quick ? 2.5 : 4.0) * (double)(mib << 20) / adaptive);
+		uint64_t ev_all = 0, ev_ad = 0;
+		double h_all = agent_horizon_s(&t, mib, NULL, NULL, 0, req, &ev_all);
+		double h_ad = agent_horizon_s(&t, mib, sites, keep_p, n, req, &ev_ad);
+		printf("bench adaptive case=shop figure=agent_horizon client=libretrace agent=in_process "
+		       "pool_mib=%u requests=%llu rate_per_s=%.0f horizon_s=%.2f evicted=%llu "
+		       "baseline=all_on baseline_horizon_s=%.2f baseline_evicted=%llu horizon_ratio=%.2f\n",
+		       mib, (unsigned long long)req, HORIZON_RATE_PER_S, h_ad,
+		       (unsigned long long)ev_ad, h_all, (unsigned long long)ev_all,
+		       h_all > 0 ? h_ad / h_all : 0.0);
+	}
 	rt_adapt_destroy(l);
 	work_free(&w);
 	free(keep_p);
@@ -801,6 +890,7 @@ int main(void)
 {
 	bool quick = getenv("RETRACE_BENCH_QUICK") != NULL;
 	topo shop, large;
+	rt_log_level = RT_LOG_ERROR; /* the in-process agent of figure=agent_horizon */
 	topo_shop(&shop);
 	topo_large(&large, 1000, 77);
 	rt_adapt_config def;
