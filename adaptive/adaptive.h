@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "policy_table.h" /* rt_adapt_site_hash: the span-site hash, shared with the client */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -37,29 +39,6 @@ enum {
 };
 
 const char *rt_adapt_strerror(int err);
-
-/*
- * The span-site hash, shared with the client (which must compute the same value
- * for the same names): FNV-1a 64 over the service bytes, one 0 byte, the
- * operation bytes, then the splitmix64 finaliser so the low bits (a table's
- * index) and the high bits (its tag) are both well mixed. 0 is never returned
- * (0 marks an empty slot in tables).
- */
-static inline uint64_t rt_adapt_site_hash(const char *service, size_t service_len,
-					  const char *operation, size_t operation_len)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (size_t i = 0; i < service_len; i++)
-		h = (h ^ (unsigned char)service[i]) * 0x100000001b3ull;
-	h = (h ^ 0u) * 0x100000001b3ull;
-	for (size_t i = 0; i < operation_len; i++)
-		h = (h ^ (unsigned char)operation[i]) * 0x100000001b3ull;
-	h += 0x9e3779b97f4a7c15ull;
-	h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
-	h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
-	h ^= h >> 31;
-	return h ? h : 1;
-}
 
 typedef struct rt_adapt_config {
 	double prior_alpha;   /* Beta prior, default 1 */

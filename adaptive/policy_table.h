@@ -1,8 +1,9 @@
 /*
- * policy_table.h — the span-site policy table as the client will read it
- * (header-only, so the client can include it without linking the learner).
+ * policy_table.h — the span-site policy table as the client reads it
+ * (header-only, so the client, shm/ and the agent include it without linking
+ * the learner).
  *
- * What it owns: the layout of a table of span site -> sampling probability, the
+ * What it owns: the span-site hash (rt_adapt_site_hash), the layout of a table of span site -> sampling probability, the
  * writer that fills one (the agent, from the coordinator's policy), the
  * one-lookup reader for retrace_span_start, and the keep decision.
  *
@@ -12,8 +13,9 @@
  * slot (hash & (capacity - 1)) or one of the RT_ADAPT_TABLE_PROBE slots after
  * it (linear probing, wrapping). One slot is one aligned 64-bit word, read with
  * a relaxed atomic load: a reader racing a writer sees the old or the new entry
- * of that slot, never half of each. (Publishing a whole new table — a second
- * copy and a generation word — belongs to the shared-memory ABI, not here.)
+ * of that slot, never half of each. (Publishing a whole new table — two
+ * copies and a generation word — belongs to the shared-memory ABI: shm/pool.h,
+ * rt_pool_policy_publish / rt_policy_read_begin.)
  *
  * What it promises: a lookup touches at most RT_ADAPT_TABLE_PROBE consecutive
  * slots (usually one cache line) and never loops; a site not in the table
@@ -29,6 +31,56 @@
 #include <stdint.h>
 
 #define RT_ADAPT_TABLE_PROBE 8
+
+/*
+ * The span-site hash, the one home of it: the client computes it in
+ * retrace_span_start, the coordinator from decoded spans (resource service.name
+ * and the span name, both as recorded, i.e. cut at RETRACE_EV_MAX_STR), and the
+ * two must agree. In two steps so the client pays for the service once per
+ * process: rt_adapt_site_seed is FNV-1a 64 over the service bytes and one 0
+ * byte; rt_adapt_site_hash_from folds the operation in eight bytes at a time
+ * (multiply-xorshift per word; a span name costs two or three rounds, not one
+ * multiply per byte) and the length, then the splitmix64 finaliser so both the
+ * low bits (a table index) and the high bits (its tag) are mixed. Never 0 (0
+ * marks an empty slot). Little-endian word loads (the pool ABI is
+ * little-endian host order anyway).
+ */
+static inline uint64_t rt_adapt_site_seed(const char *service, size_t service_len)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < service_len; i++)
+		h = (h ^ (unsigned char)service[i]) * 0x100000001b3ull;
+	return (h ^ 0u) * 0x100000001b3ull;
+}
+
+static inline uint64_t rt_adapt_site_hash_from(uint64_t seed, const char *operation,
+					       size_t operation_len)
+{
+	const unsigned char *p = (const unsigned char *)operation;
+	uint64_t h = seed, w;
+	size_t n = operation_len;
+	for (; n >= 8; n -= 8, p += 8) {
+		__builtin_memcpy(&w, p, 8);
+		h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+		h ^= h >> 29;
+	}
+	w = 0;
+	for (size_t i = 0; i < n; i++)
+		w |= (uint64_t)p[i] << (8 * i);
+	h = (h ^ w ^ ((uint64_t)operation_len << 56)) * 0x9e3779b97f4a7c15ull;
+	h += 0x9e3779b97f4a7c15ull;
+	h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+	h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+	h ^= h >> 31;
+	return h ? h : 1;
+}
+
+static inline uint64_t rt_adapt_site_hash(const char *service, size_t service_len,
+					  const char *operation, size_t operation_len)
+{
+	return rt_adapt_site_hash_from(rt_adapt_site_seed(service, service_len), operation,
+				       operation_len);
+}
 #define RT_ADAPT_P16_ALWAYS 0xFFFFu
 
 static inline uint64_t rt_adapt_table_tag(uint64_t site)

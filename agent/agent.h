@@ -71,6 +71,9 @@ struct rt_agent_stats {
 	uint64_t remote_open_traces; /* traces answered while a writer still held some of their buffers */
 	uint64_t crumb_updates;     /* new hops of triggered traces posted to the coordinator */
 	uint64_t bad_requests;      /* control requests that failed to decode */
+	uint64_t policy_updates;    /* POLICY messages written into the pool's table */
+	uint64_t policy_refused;    /* POLICY messages the table could not take */
+	uint64_t policy_stale;      /* POLICY messages older than the one applied */
 	uint64_t triggered_expired; /* quiet triggered traces dropped after their TTL */
 	uint64_t slices_sent, slices_acked, slices_failed, slices_spooled, spool_sent;
 	uint64_t slices_unsendable; /* dropped: over the wire's limits even alone */
@@ -128,6 +131,7 @@ struct rt_agent_guard;
 
 struct rt_agent {
 	struct rt_agent_config cfg;
+	uint64_t policy_generation; /* coordinator generation of the applied POLICY */
 	struct rt_pool pool;
 	struct rt_index ix;
 	struct rt_agent_stats st;
@@ -203,13 +207,20 @@ unsigned int rt_agent_poll(struct rt_agent *a);
 void rt_agent_close(struct rt_agent *a);
 
 /*
- * A control request from the coordinator (a wire message: REMOTE_TRIGGER, or
- * WINDOW_QUERY / WINDOW_RELEASE for weaving, window.h) or a
- * text command ("status", "status json", "ping"). Writes the reply; returns its
- * length.
+ * A control request from the coordinator (a wire message: REMOTE_TRIGGER,
+ * WINDOW_QUERY / WINDOW_RELEASE for weaving (window.h), or POLICY (policy.c)) or
+ * a text command ("status", "status json", "ping"). Writes the reply; returns
+ * its length.
  */
 size_t rt_agent_handle_request(struct rt_agent *a, const uint8_t *req, size_t len,
 			       uint8_t *out, size_t cap);
+
+/* agent/policy.c: write a POLICY into the pool's table. 0, or the ack status
+ * of a refusal (counted: policy_refused / policy_stale). */
+struct rt_wire_policy;
+struct rt_figures;
+int32_t rt_agent_apply_policy(struct rt_agent *a, const struct rt_wire_policy *p);
+void rt_agent_policy_figures(struct rt_figures *w, const struct rt_agent *a);
 
 /*
  * At the top of a remote trigger: 0 to serve it, or the ACK status to refuse it

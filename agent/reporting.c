@@ -772,6 +772,11 @@ size_t rt_agent_handle_request(struct rt_agent *a, const uint8_t *req, size_t le
 		rt_wire_msg_free(&m);
 		return n;
 	}
+	if (rc == 0 && m.type == RT_WIRE_POLICY) { /* agent/policy.c */
+		int32_t st = rt_agent_apply_policy(a, &m.policy);
+		rt_wire_msg_free(&m);
+		return error_ack(a, st, out, cap);
+	}
 	if (rc != 0 || m.type != RT_WIRE_REMOTE_TRIGGER) {
 		a->st.bad_requests++;
 		rt_wire_msg_free(&m);

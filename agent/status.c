@@ -231,6 +231,7 @@ static void all_figures(struct rt_figures *w, const struct rt_agent *a)
 	client_section(w, a);
 	reporting_section(w, a);
 	trigger_sections(w, a);
+	rt_agent_policy_figures(w, a);
 	rt_agent_guard_figures(w, a);
 	rt_agent_window_figures(w, a);
 }

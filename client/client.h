@@ -79,11 +79,24 @@ struct rt_incoming {
 };
 
 #define RT_TEMPLATE_CACHE 64 /* direct-mapped, keyed by template id */
+#define RT_DROPPED_NAME_MAX 47 /* a dropped span's name kept for an error end */
+#define RT_FRAME_DROPPED 0x1u    /* the span was dropped by the policy table */
+#define RT_FRAME_IN_DROPPED 0x2u /* its parent frame was dropped */
 
 /* A template written in tracer generation `generation` of this thread. */
 struct rt_template_slot {
 	uint64_t template_id;
 	uint32_t generation;
+};
+
+/* A span name's site hash, cached per thread (tracer.c, span_site). */
+#define RT_SITE_CACHE 16 /* direct-mapped by the name's address */
+struct rt_site_slot {
+	const char *name;  /* the caller's pointer */
+	const void *blob;  /* the resource blob (service name) it was hashed with */
+	uint64_t first, last; /* the name's first and last 8 bytes */
+	uint64_t site;
+	uint32_t len;
 };
 
 /* The tracer's per-thread state (client/tracer.c). */
@@ -97,6 +110,18 @@ struct rt_tracer_thread {
 	uint64_t detached_trace_lo, detached_span;
 	uint8_t saved_origin[RETRACE_SPAN_DEPTH];
 	uint64_t saved_span[RETRACE_SPAN_DEPTH]; /* ctx.span_id before each open span */
+	/* Adaptive span policy (tracer.c, "Dropped spans"): per open span */
+	uint8_t frame_flags[RETRACE_SPAN_DEPTH];  /* RT_FRAME_* */
+	uint8_t frame_kind[RETRACE_SPAN_DEPTH];   /* a dropped span's kind */
+	uint8_t frame_anchor[RETRACE_SPAN_DEPTH]; /* nearest recorded frame below */
+	uint8_t top_dropped;                      /* the innermost open span was dropped */
+	uint64_t frame_tick[RETRACE_SPAN_DEPTH];  /* start tick */
+	int64_t frame_adj[RETRACE_SPAN_DEPTH];    /* recorded span: ticks of dropped
+						     descendants to take off its
+						     exclusive time (SPAN_END) */
+	struct rt_site_slot site_cache[RT_SITE_CACHE];
+	char frame_name[RETRACE_SPAN_DEPTH][RT_DROPPED_NAME_MAX + 1]; /* a dropped
+						     span's name, for an error end */
 	struct rt_template_slot templates[RT_TEMPLATE_CACHE];
 	struct retrace_tracer_stats stats;
 };
@@ -252,6 +277,7 @@ void rt_tracer_fork_child(struct rt_thread *t);
 static inline void rt_tracer_reset(struct rt_thread *t)
 {
 	t->tracer.depth = 0;
+	t->tracer.top_dropped = 0;
 	t->tracer.detached = 0;
 	t->tracer.generation++;
 }
@@ -274,8 +300,11 @@ static inline void rt_tracer_on_attach(struct rt_thread *t)
 			 t->ctx.span_id == t->tracer.detached_span;
 	uint32_t depth = t->tracer.depth;
 	rt_tracer_reset(t);
-	if (round_trip)
+	if (round_trip) {
 		t->tracer.depth = depth;
+		t->tracer.top_dropped = depth && depth <= RETRACE_SPAN_DEPTH &&
+					(t->tracer.frame_flags[depth - 1] & RT_FRAME_DROPPED);
+	}
 }
 
 #endif

@@ -45,6 +45,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "adaptive/policy_table.h"
 #include "mpack_put.h"
 #include "shm/events.h"
 #include "shm/fmt.h"
@@ -111,6 +112,7 @@ struct resource_attr {
 /* An immutable, pre-encoded resource map. */
 struct resource_blob {
 	struct resource_blob *older; /* kept: a writer may still be copying it */
+	uint64_t site_seed;          /* rt_adapt_site_seed(service.name) */
 	uint32_t pid;
 	uint32_t len;
 	uint8_t bytes[];
@@ -209,6 +211,10 @@ static int resource_publish_locked(void)
 	}
 	b->len = (uint32_t)(p - b->bytes);
 	b->pid = (uint32_t)getpid();
+	/* attrs[0] is service.name (resource_defaults_locked puts it first), cut
+	 * the way the decoder will read it back */
+	b->site_seed = rt_adapt_site_seed(resource.attrs[0].s,
+					  strnlen(resource.attrs[0].s, RETRACE_EV_MAX_STR));
 	b->older = resource.blob;
 	__atomic_store_n(&resource.blob, b, __ATOMIC_RELEASE);
 	return 0;
@@ -339,13 +345,23 @@ static inline uint64_t next_span_id(struct rt_tracer_thread *tr)
 
 /* --------------------------------------------------------- spans ---- */
 
-static inline void push_span(struct rt_thread *t, uint64_t id)
+static inline void push_span(struct rt_thread *t, uint64_t id, uint64_t tick)
 {
 	struct rt_tracer_thread *tr = &t->tracer;
 	struct rt_trace_ctx *c = &t->ctx;
 	if (likely(tr->depth < RETRACE_SPAN_DEPTH)) {
-		tr->saved_span[tr->depth] = c->span_id;
-		tr->saved_origin[tr->depth] = c->span_origin;
+		uint32_t d = tr->depth;
+		tr->saved_span[d] = c->span_id;
+		tr->saved_origin[d] = c->span_origin;
+		tr->frame_tick[d] = tick;
+		tr->frame_adj[d] = 0;
+		if (unlikely(tr->top_dropped)) {
+			tr->frame_flags[d] = RT_FRAME_IN_DROPPED;
+			tr->frame_anchor[d] = tr->frame_anchor[d - 1];
+		} else {
+			tr->frame_flags[d] = 0;
+			tr->frame_anchor[d] = (uint8_t)(d ? d - 1 : 0);
+		}
 	} else {
 		if (tr->depth == RETRACE_SPAN_DEPTH) {
 			tr->deep_base = c->span_id;
@@ -354,55 +370,216 @@ static inline void push_span(struct rt_thread *t, uint64_t id)
 		tr->stats.spans_too_deep++;
 	}
 	tr->depth++;
+	tr->top_dropped = 0;
 	c->span_id = id;
 	c->span_origin = RT_SPAN_LOCAL;
 }
 
-/* SPAN_START  span_id  parent_id  kind  tick  name */
-static uint64_t span_start(struct rt_thread *t, const char *name, enum retrace_span_kind kind,
-			   uint64_t parent)
+/* SPAN_START  span_id  parent_id  kind  tick  name  [p16]: p16 only when the
+ * span was kept by the policy table with a probability below 1. */
+static uint64_t write_span_start(struct rt_thread *t, uint64_t id, uint64_t parent,
+				 enum retrace_span_kind kind, uint64_t tick, const char *name,
+				 size_t n, uint16_t p16)
 {
-	uint64_t id = next_span_id(&t->tracer);
-	size_t n = name ? cut_len(t, name) : 0;
 	uint8_t *p0 = event_reserve(t, EV_HEAD + 2 * MP_U64_FIXED_SIZE + EV_SMALL_UINT +
-					       MP_U64_FIXED_SIZE + 3 + n);
+					       MP_U64_FIXED_SIZE + 3 + n + 3);
 	if (likely(p0 != NULL)) {
 		uint8_t *p = put_head(p0, RETRACE_EV_SPAN_START);
 		p = mp_put_u64_fixed(p, id);
 		p = mp_put_u64_fixed(p, parent);
 		p = mp_put_uint(p, (uint8_t)kind);
-		p = mp_put_u64_fixed(p, retrace_ticks());
-		p = mp_put_str(p, name ? name : "", n);
+		p = mp_put_u64_fixed(p, tick);
+		p = mp_put_str(p, name, n);
+		if (unlikely(p16 != RT_ADAPT_P16_ALWAYS))
+			p = mp_put_uint(p, p16);
 		retrace_commit((size_t)(p - p0));
 	}
-	push_span(t, id);
+	return id;
+}
+
+static uint64_t span_start(struct rt_thread *t, const char *name, size_t n,
+			   enum retrace_span_kind kind, uint64_t parent, uint16_t p16)
+{
+	uint64_t id = next_span_id(&t->tracer), tick = retrace_ticks();
+	write_span_start(t, id, parent, kind, tick, name ? name : "", n, p16);
+	push_span(t, id, tick);
 	t->tracer.stats.spans_started++;
 	return id;
+}
+
+/*
+ * Dropped spans (the pool's policy table, docs/adaptive.md). A span may be
+ * dropped only if everything that depends on it survives without it:
+ *   - it has a recorded local span open below it on this thread (so never a
+ *     root, a host's entry span under a remote parent, or the first span after
+ *     an attach): its children, logs and outgoing context attach there;
+ *   - it is not a CLIENT or PRODUCER span (the callee's SERVER span names it
+ *     as parent: dropping it would flag the call unmatched);
+ *   - no trigger has fired for the trace (ctx.fired);
+ *   - it is within the kept stack depth.
+ * Errors cannot be known at start: a dropped span that ends in error is
+ * recorded at its end as a span of its own (start tick, kind and up to
+ * RT_DROPPED_NAME_MAX bytes of its name kept in its frame), child of the
+ * nearest recorded ancestor, without p16 (it was kept by rule, not by chance).
+ * Its own children stay where they attached.
+ *
+ * Self time: the decoder takes a span's exclusive time as its duration minus
+ * its recorded children's; a dropped child's time would silently stay in it,
+ * and the learner would blame the ancestor for the dropped span's variance.
+ * So the nearest recorded ancestor A accumulates in frame_adj, written in its
+ * SPAN_END: + the duration of each dropped span directly under a recorded span
+ * (the outermost of a dropped run), - the duration of each recorded span whose
+ * parent frame was dropped (A's decoder subtracts it as A's child already,
+ * though it lies inside a dropped span counted whole). Then A's self time =
+ * duration - recorded children - adj, whatever the nesting.
+ *
+ * The keep draw comes from the thread's span-id generator (xorshift64*): no
+ * system call, no shared write.
+ */
+static __attribute__((noinline)) uint64_t span_drop(struct rt_thread *t, const char *name,
+						    size_t n, enum retrace_span_kind kind)
+{
+	struct rt_tracer_thread *tr = &t->tracer;
+	uint32_t d = tr->depth, top = d - 1;
+	size_t k = n < RT_DROPPED_NAME_MAX ? n : RT_DROPPED_NAME_MAX;
+	tr->saved_span[d] = t->ctx.span_id;
+	tr->saved_origin[d] = t->ctx.span_origin;
+	tr->frame_tick[d] = retrace_ticks();
+	tr->frame_kind[d] = (uint8_t)kind;
+	if (tr->top_dropped) {
+		tr->frame_flags[d] = RT_FRAME_DROPPED | RT_FRAME_IN_DROPPED;
+		tr->frame_anchor[d] = tr->frame_anchor[top];
+	} else {
+		tr->frame_flags[d] = RT_FRAME_DROPPED;
+		tr->frame_anchor[d] = (uint8_t)top;
+	}
+	memcpy(tr->frame_name[d], name, k);
+	tr->frame_name[d][k] = '\0';
+	tr->depth = d + 1;
+	tr->top_dropped = 1;
+	tr->stats.spans_dropped++;
+	/* The context keeps the recorded ancestor: it is what children, logs and
+	 * retrace_serialize use, and what a caller passing this id as an
+	 * explicit parent should get. */
+	return t->ctx.span_id;
+}
+
+/*
+ * The span's site hash. Span names are nearly always a handful of literals, so
+ * the hash is cached per thread, direct-mapped by the name's address; a hit
+ * also needs the same length, the same service (resource blob) and the same
+ * first and last 8 bytes, so a buffer reused for another name (a formatted
+ * name on the stack) misses unless the two agree in all of those (for names
+ * up to 16 bytes that is the whole name). Names under 8 bytes hash directly
+ * (a word and the finaliser). A wrong hit could only apply another site's
+ * probability, which the kept span records anyway.
+ */
+static inline uint64_t span_site(struct rt_tracer_thread *tr, const struct resource_blob *b,
+				 const char *name, size_t n)
+{
+	struct rt_site_slot *c;
+	uint64_t first, last;
+	if (n < 8)
+		return rt_adapt_site_hash_from(b->site_seed, name, n);
+	memcpy(&first, name, 8);
+	memcpy(&last, name + n - 8, 8);
+	c = &tr->site_cache[((uintptr_t)name >> 3) & (RT_SITE_CACHE - 1)];
+	if (likely(c->name == name && c->len == n && c->blob == b && c->first == first &&
+		   c->last == last))
+		return c->site;
+	c->name = name;
+	c->len = (uint32_t)n;
+	c->blob = b;
+	c->first = first;
+	c->last = last;
+	c->site = rt_adapt_site_hash_from(b->site_seed, name, n);
+	return c->site;
+}
+
+/* The table's probability for this span site, RT_ADAPT_P16_ALWAYS if there is
+ * no table or the span may not be dropped (rules above). */
+static inline uint16_t span_policy(struct rt_thread *t, const char *name, size_t n,
+				   enum retrace_span_kind kind)
+{
+	const struct rt_pool *pool = t->ctx.pool;
+	const struct resource_blob *b;
+	uint64_t seq, site;
+	uint16_t p16;
+	int c, attempt;
+	if (likely(!pool || !pool->policy))
+		return RT_ADAPT_P16_ALWAYS;
+	if (t->tracer.depth == 0 || t->tracer.depth >= RETRACE_SPAN_DEPTH || t->ctx.fired ||
+	    t->ctx.span_origin != RT_SPAN_LOCAL || kind == RETRACE_SPAN_CLIENT ||
+	    kind == RETRACE_SPAN_PRODUCER)
+		return RT_ADAPT_P16_ALWAYS;
+	site = 0;
+	for (attempt = 0; attempt < 2; attempt++) {
+		/* nothing published, or an empty table: no hashing at all */
+		if ((c = rt_policy_read_begin(pool, &seq)) < 0)
+			return RT_ADAPT_P16_ALWAYS;
+		if (!site) {
+			b = __atomic_load_n(&resource.blob, __ATOMIC_ACQUIRE);
+			if (unlikely(!b || b->pid != t->ctx.writer_pid)) {
+				b = resource_blob_for(t->ctx.writer_pid);
+				if (!b)
+					return RT_ADAPT_P16_ALWAYS;
+			}
+			site = span_site(&t->tracer, b, name, n);
+		}
+		p16 = rt_adapt_table_lookup(pool->policy_slots[c], pool->geo.policy_capacity, site);
+		if (likely(rt_policy_read_end(pool, c, seq)))
+			return p16;
+	}
+	t->tracer.stats.policy_unstable++;
+	return RT_ADAPT_P16_ALWAYS;
 }
 
 uint64_t retrace_span_start(const char *name, enum retrace_span_kind kind)
 {
 	struct rt_thread *t = recording_thread();
 	const struct rt_trace_ctx *c;
+	uint16_t p16;
+	size_t n;
 	if (!t)
 		return 0;
 	c = &t->ctx;
+	name = name ? name : "";
+	n = cut_len(t, name);
+	p16 = span_policy(t, name, n, kind);
+	if (unlikely(p16 != RT_ADAPT_P16_ALWAYS) &&
+	    !rt_adapt_keep(p16, (uint16_t)(next_span_id(&t->tracer) >> 48)))
+		return span_drop(t, name, n, kind);
 	/* An id retrace_span_id derived for raw users is no span: not a parent. */
-	return span_start(t, name, kind, c->span_origin == RT_SPAN_DERIVED ? 0 : c->span_id);
+	return span_start(t, name, n, kind, c->span_origin == RT_SPAN_DERIVED ? 0 : c->span_id,
+			  p16);
 }
 
 uint64_t retrace_span_start_child(const char *name, enum retrace_span_kind kind,
 				  uint64_t parent_span_id)
 {
 	struct rt_thread *t = recording_thread();
-	return t ? span_start(t, name, kind, parent_span_id) : 0;
+	uint64_t current, id;
+	uint32_t d;
+	if (!t)
+		return 0;
+	name = name ? name : "";
+	current = t->ctx.span_id;
+	d = t->tracer.depth;
+	id = span_start(t, name, cut_len(t, name), kind, parent_span_id, RT_ADAPT_P16_ALWAYS);
+	/* Under a dropped span with another parent than the recorded ancestor:
+	 * not that ancestor's decoded child, so no correction of its self time. */
+	if (d < RETRACE_SPAN_DEPTH && parent_span_id != current)
+		t->tracer.frame_flags[d] &= (uint8_t)~RT_FRAME_IN_DROPPED;
+	return id;
 }
 
-/* SPAN_END  span_id  tick  status  [code  message] */
-static void write_span_end(struct rt_thread *t, uint64_t id, enum retrace_span_status status,
-			   int64_t code, const char *message)
+/* SPAN_END  span_id  tick  status  [code  message]  [adj]: adj (ticks, signed)
+ * only when non-zero, see "Dropped spans". */
+static void write_span_end(struct rt_thread *t, uint64_t id, uint64_t tick,
+			   enum retrace_span_status status, int64_t code, const char *message,
+			   int64_t adj)
 {
-	size_t n = 0, bound = EV_HEAD + MP_U64_FIXED_SIZE * 2 + EV_SMALL_UINT;
+	size_t n = 0, bound = EV_HEAD + MP_U64_FIXED_SIZE * 2 + EV_SMALL_UINT + MP_INT_MAX_SIZE;
 	uint8_t *p0, *p;
 	if (status == RETRACE_STATUS_ERROR) {
 		n = message ? cut_len(t, message) : 0;
@@ -413,13 +590,37 @@ static void write_span_end(struct rt_thread *t, uint64_t id, enum retrace_span_s
 		return;
 	p = put_head(p0, RETRACE_EV_SPAN_END);
 	p = mp_put_u64_fixed(p, id);
-	p = mp_put_u64_fixed(p, retrace_ticks());
+	p = mp_put_u64_fixed(p, tick);
 	p = mp_put_uint(p, (uint8_t)status);
 	if (status == RETRACE_STATUS_ERROR) {
 		p = mp_put_int(p, code);
 		p = mp_put_str(p, message ? message : "", n);
 	}
+	if (unlikely(adj != 0))
+		p = mp_put_int(p, adj);
 	retrace_commit((size_t)(p - p0));
+}
+
+/* The end of a dropped span at frame d (ctx.span_id is its anchor's span). */
+static __attribute__((noinline)) void dropped_end(struct rt_thread *t, uint32_t d,
+						  enum retrace_span_status status, int64_t code,
+						  const char *message, uint64_t tick)
+{
+	struct rt_tracer_thread *tr = &t->tracer;
+	uint64_t dur = tick - tr->frame_tick[d];
+	uint8_t in_dropped = tr->frame_flags[d] & RT_FRAME_IN_DROPPED;
+	if (status == RETRACE_STATUS_ERROR) {
+		uint64_t id = next_span_id(tr);
+		write_span_start(t, id, t->ctx.span_id, (enum retrace_span_kind)tr->frame_kind[d],
+				 tr->frame_tick[d], tr->frame_name[d], strlen(tr->frame_name[d]),
+				 RT_ADAPT_P16_ALWAYS);
+		write_span_end(t, id, tick, status, code, message, 0);
+		tr->stats.spans_recovered++;
+		if (in_dropped)
+			tr->frame_adj[tr->frame_anchor[d]] -= (int64_t)dur;
+	} else if (!in_dropped) {
+		tr->frame_adj[tr->frame_anchor[d]] += (int64_t)dur;
+	}
 }
 
 static void span_end(enum retrace_span_status status, int64_t code, const char *message)
@@ -427,6 +628,8 @@ static void span_end(enum retrace_span_status status, int64_t code, const char *
 	struct rt_thread *t = recording_thread();
 	struct rt_tracer_thread *tr;
 	struct rt_trace_ctx *c;
+	uint64_t tick;
+	uint32_t d;
 	if (!t)
 		return;
 	tr = &t->tracer;
@@ -435,16 +638,29 @@ static void span_end(enum retrace_span_status status, int64_t code, const char *
 		tr->stats.ends_unmatched++;
 		return;
 	}
-	/* Too deep with deep_base current: the span to end was not kept. */
-	if (likely(tr->depth <= RETRACE_SPAN_DEPTH) || c->span_id != tr->deep_base)
-		write_span_end(t, c->span_id, status, code, message);
-	tr->depth--;
-	if (likely(tr->depth < RETRACE_SPAN_DEPTH)) {
-		c->span_id = tr->saved_span[tr->depth];
-		c->span_origin = tr->saved_origin[tr->depth];
+	d = tr->depth - 1;
+	tick = retrace_ticks();
+	if (likely(d < RETRACE_SPAN_DEPTH)) {
+		if (unlikely(tr->frame_flags[d] & RT_FRAME_DROPPED)) {
+			dropped_end(t, d, status, code, message, tick);
+		} else {
+			write_span_end(t, c->span_id, tick, status, code, message, tr->frame_adj[d]);
+			if (unlikely(tr->frame_flags[d] & RT_FRAME_IN_DROPPED))
+				tr->frame_adj[tr->frame_anchor[d]] -= (int64_t)(tick - tr->frame_tick[d]);
+		}
+	} else if (c->span_id != tr->deep_base) {
+		/* Too deep with deep_base current: the span to end was not kept. */
+		write_span_end(t, c->span_id, tick, status, code, message, 0);
+	}
+	tr->depth = d;
+	if (likely(d < RETRACE_SPAN_DEPTH)) {
+		c->span_id = tr->saved_span[d];
+		c->span_origin = tr->saved_origin[d];
+		tr->top_dropped = d && (tr->frame_flags[d - 1] & RT_FRAME_DROPPED);
 	} else {
 		c->span_id = tr->deep_base;
 		c->span_origin = tr->deep_base_origin;
+		tr->top_dropped = 0;
 	}
 }
 
@@ -476,7 +692,10 @@ uint64_t retrace_current_span(void)
 static inline struct rt_thread *attr_thread(const char *key)
 {
 	struct rt_thread *t = recording_thread();
-	return t && key && t->ctx.span_origin == RT_SPAN_LOCAL ? t : NULL;
+	/* A dropped span's attributes go nowhere: the current span is its
+	 * recorded ancestor, which they do not describe. */
+	return t && key && t->ctx.span_origin == RT_SPAN_LOCAL && !t->tracer.top_dropped ? t
+															: NULL;
 }
 
 /* ATTR  span_id  key  value: reserve and write up to the value (NULL if the

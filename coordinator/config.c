@@ -54,6 +54,11 @@ static const struct opt_row rows[] = {
 	{ "select-window-traces", T_U32, F(select_window_traces), "N", "also close a selection window after N coherent traces (default 0 = by time only)" },
 	{ "select-budget", T_SECONDS, F(select_budget), "N", "traces kept per minute; the rest of each window is deleted (default 0 = keep all)" },
 	{ "select-no-trigger-alarms", T_FLAG, F(select_no_trigger_alarms), NULL, "do not alarm the entry API of traces a (non head-sampling) trigger collected" },
+	{ "adaptive", T_STR, F(adaptive), "on|off", "adaptive span instrumentation: learn which span sites explain latency variance from collected traces and turn the others down in the clients (default off: every span recorded; docs/adaptive.md)" },
+	{ "adaptive-pin", T_STR, F(adaptive_pin), "SITES", "span sites always recorded, as service:operation,service:operation" },
+	{ "adaptive-window", T_SECONDS, F(adaptive_window), "SEC", "a learner cycle (and a policy to the agents) at least this often while traces arrive (default 10)" },
+	{ "adaptive-batch", T_U32, F(adaptive_batch), "N", "a learner cycle after N collected traces at most (default 50)" },
+	{ "adaptive-max-sites", T_U32, F(adaptive_max_sites), "N", "span sites the learner keeps (default 1000; an agent's pool table takes 1024 by default)" },
 	{ "tls-ca", T_STR, F(tls_ca), "FILE", "CA certificate (PEM) of the deployment: TLS on every tcp:// address (docs/security.md)" },
 	{ "tls-cert", T_STR, F(tls_cert), "FILE", "our certificate (PEM, CN=coordinator; scripts/retrace-keys.sh)" },
 	{ "tls-key", T_STR, F(tls_key), "FILE", "the certificate's private key (PEM)" },
@@ -91,6 +96,10 @@ void rt_coord_config_defaults(struct rt_coord_config *c)
 	c->max_groups = 4096;
 	c->log_level = RT_LOG_INFO;
 	c->select_window = 60.0;
+	snprintf(c->adaptive, sizeof c->adaptive, "off");
+	c->adaptive_window = 10.0;
+	c->adaptive_batch = 50;
+	c->adaptive_max_sites = 1000;
 	c->store_group = -1;
 }
 
@@ -262,6 +271,15 @@ int rt_coord_config_parse(struct rt_coord_config *c, int argc, char **argv, FILE
 	}
 	if (c->select_window < 0.01) {
 		fprintf(err, "retrace-coordinator: --select-window must be at least 0.01 s\n");
+		return -1;
+	}
+	if (strcmp(c->adaptive, "on") != 0 && strcmp(c->adaptive, "off") != 0) {
+		fprintf(err, "retrace-coordinator: --adaptive must be on or off\n");
+		return -1;
+	}
+	if (c->adaptive_window < 0.01 || c->adaptive_batch == 0 || c->adaptive_max_sites == 0 ||
+	    c->adaptive_max_sites > 65536) {
+		fprintf(err, "retrace-coordinator: --adaptive-window must be at least 0.01 s, --adaptive-batch at least 1, --adaptive-max-sites 1..65536\n");
 		return -1;
 	}
 	if (c->agent_timeout <= 0) {

@@ -314,6 +314,7 @@ struct rt_coord {
 	struct coord_stats st;
 	struct coord_loop_stats loop;
 	struct coord_selection *sel; /* selection.c: windows, alarms, per-group counts */
+	struct coord_adaptive *adapt; /* adaptive.c: the span-site learner and its policy */
 	struct rt_tls *tls;          /* auth.c: our identity; NULL = plain (loopback) */
 	struct rt_pipe_cap *cap_listen, *cap_collect;
 	struct coord_sec_stats sec;
@@ -418,6 +419,17 @@ void coord_selection_tick(struct rt_coord *c, uint64_t now);
 size_t coord_alarm_request(struct rt_coord *c, const char *req, size_t len, char *out,
 			   size_t cap);
 void coord_selection_figures(struct rt_figures *w, struct rt_coord *c);
+
+/* adaptive.c (docs/adaptive.md): the learner fed by coherent decoded traces,
+ * one cycle per batch or window, its policy sent to the agents. */
+int coord_adaptive_init(struct rt_coord *c);
+void coord_adaptive_free(struct rt_coord *c);
+void coord_adaptive_add(struct rt_coord *c, const struct rt_decoded_trace *dt);
+void coord_adaptive_tick(struct rt_coord *c, uint64_t now);
+void coord_adaptive_registered(struct rt_coord *c, uint32_t agent_id);
+size_t coord_adaptive_request(struct rt_coord *c, const char *req, size_t len, char *out,
+			      size_t cap);
+void coord_adaptive_figures(struct rt_figures *w, struct rt_coord *c);
 
 /* stream.c: continuous export (--export-url). The loop notes each kept trace
  * during a turn and hands the turn's list over after the store commit. */

@@ -166,10 +166,12 @@ static void handle_text(struct rt_coord *c, struct coord_in *in, const uint8_t *
 		n = coord_alarm_request(c, (const char *)b, len, out, cap) + 1;
 	else if (is_text(b, len, "recollect"))
 		n = coord_recollect_request(c, (const char *)b, len, out, cap) + 1;
+	else if (is_text(b, len, "policy"))
+		n = coord_adaptive_request(c, (const char *)b, len, out, cap) + 1;
 	else if (is_text(b, len, "ping"))
 		n = (size_t)snprintf(out, cap, "pong coordinator") + 1;
 	else
-		n = (size_t)snprintf(out, cap, "error: unknown request (try status, status json, ping, alarm list, recollect TRACE_ID)") + 1;
+		n = (size_t)snprintf(out, cap, "error: unknown request (try status, status json, ping, alarm list, recollect TRACE_ID, policy)") + 1;
 	coord_reply(c, in, out, n);
 	free(out);
 }
@@ -224,6 +226,8 @@ static void handle_coord_request(struct rt_coord *c, struct coord_in *in)
 			rc = RT_ACK_REFUSED;
 		} else {
 			rc = coord_dir_register(c, &m.reg, proven);
+			if (rc == 0)
+				coord_adaptive_registered(c, m.reg.agent_id);
 		}
 		coord_reply_ack(c, in, rc, NULL, 0);
 	} else if (rc == 0 && m.type == RT_WIRE_TRIGGER) {
@@ -382,6 +386,7 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 		coord_traversal_tick(c, coord_now_ns());
 		phase_done(c, COORD_PHASE_TRAVERSAL, &mark, turn);
 		coord_selection_tick(c, coord_now_ns());
+		coord_adaptive_tick(c, coord_now_ns());
 		phase_done(c, COORD_PHASE_SELECTION, &mark, turn);
 		serve_replies(c);
 		rc = rt_store_commit(c->store);
@@ -603,6 +608,11 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 		rt_coord_close(c);
 		return NULL;
 	}
+	if (coord_adaptive_init(c) != 0) {
+		snprintf(err, errlen, "cannot set up the adaptive span learner (--adaptive-pin? out of memory?)");
+		rt_coord_close(c);
+		return NULL;
+	}
 	coord_dir_load(c);
 	resume_pending(c);
 	write_ready_file(c);
@@ -645,6 +655,7 @@ void rt_coord_close(struct rt_coord *c)
 	coord_weave_free(c);
 	coord_stream_close(c); /* before the store: it flushes from it */
 	coord_selection_free(c);
+	coord_adaptive_free(c); /* its sends use the agents' sockets */
 	coord_dir_free(c);
 	coord_auth_close(c);
 	rt_store_close(c->store);

@@ -46,6 +46,12 @@ struct rt_coord_config {
 	uint32_t select_window_traces;     /* also close a window after N traces (0 = time only) */
 	double select_budget;              /* traces kept per minute (0 = keep every trace) */
 	int select_no_trigger_alarms;      /* triggers do not alarm their traces' groups */
+	/* Adaptive span instrumentation (adaptive.c, docs/adaptive.md). */
+	char adaptive[RT_COORD_URL_MAX];   /* "on" or "off" (default off) */
+	char adaptive_pin[RT_COORD_URL_MAX]; /* service:operation,... always recorded */
+	double adaptive_window;            /* s: a learner cycle at least this often (default 10) */
+	uint32_t adaptive_batch;           /* traces per learner cycle at most (default 50) */
+	uint32_t adaptive_max_sites;       /* span sites learned (default 1000) */
 	/* Authentication and limits (docs/security.md). */
 	char tls_ca[RT_COORD_URL_MAX];     /* CA of the deployment (PEM) */
 	char tls_cert[RT_COORD_URL_MAX];   /* our certificate, CN=coordinator */

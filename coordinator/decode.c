@@ -347,7 +347,9 @@ struct span_acc {
 	const char *name;
 	const char *status_message;
 	int64_t status_code;
+	int64_t dropped_ns;        /* SPAN_END adj, in ns */
 	uint64_t start_ns, end_ns;
+	uint16_t p16;
 	uint64_t seen_ns;          /* time of the buffer its first event came in */
 	uint64_t first_log_ns;     /* earliest log time, 0 = none */
 	uint32_t agent, pid, tid;
@@ -548,6 +550,8 @@ static int rd_map_header(struct rd *r, uint32_t *count)
 
 struct event {
 	uint8_t type, kind, status, level;
+	uint16_t p16;        /* SPAN_START: the policy's keep probability */
+	int64_t adj;         /* SPAN_END: dropped descendants' ticks */
 	uint64_t span_id, parent_id, tick, template_id;
 	uint32_t pid;
 	int64_t code;
@@ -570,6 +574,13 @@ static int ev_span_start(struct rd *r, struct arena *a, struct event *e)
 	e->kind = (uint8_t)kind; /* a kind above CONSUMER is kept as written (the
 				    client takes any uint8): the span and its
 				    start are real, only the kind is unknown */
+	e->p16 = RT_SPAN_P16_ALWAYS;
+	if (r->off < r->n) { /* kept by the policy table with p16 / 65535 < 1 */
+		uint64_t p16;
+		if (rd_uint(r, RT_SPAN_P16_ALWAYS - 1, &p16))
+			return -1;
+		e->p16 = (uint16_t)p16;
+	}
 	return 0;
 }
 
@@ -584,6 +595,8 @@ static int ev_span_end(struct rd *r, struct arena *a, struct event *e)
 	if (status == RETRACE_STATUS_ERROR &&
 	    (rd_int(r, &e->code) || !(e->message = rd_str(r, a))))
 		return -1;
+	if (r->off < r->n && (rd_int(r, &e->adj) || e->adj == 0))
+		return -1; /* the client writes adj only when it is not 0 */
 	return 0;
 }
 
@@ -707,6 +720,7 @@ static uint32_t span_of(struct build *b, uint64_t id)
 	s->id = id;
 	s->name = "";
 	s->status_message = "";
+	s->p16 = RT_SPAN_P16_ALWAYS;
 	s->agent = b->slice->agent_id;
 	s->pid = b->buf->pid;
 	s->tid = b->buf->tid;
@@ -731,6 +745,7 @@ static int apply_start(struct build *b, const struct event *e)
 	s->parent_id = e->parent_id;
 	s->name = e->str;
 	s->kind = e->kind;
+	s->p16 = e->p16;
 	s->start_ns = tick_ns(b, e->tick);
 	/* The writer of the START is the span's writer. */
 	s->agent = b->slice->agent_id;
@@ -758,6 +773,10 @@ static int apply_end(struct build *b, const struct event *e)
 	s->status = e->status;
 	s->status_code = e->code;
 	s->status_message = e->message;
+	if (e->adj && b->slice->tsc_hz) { /* ticks -> ns, clamped far beyond any span */
+		__int128 ns = (__int128)e->adj * 1000000000 / (__int128)b->slice->tsc_hz;
+		s->dropped_ns = ns > INT64_MAX / 2 ? INT64_MAX / 2 : ns < -(INT64_MAX / 2) ? -(INT64_MAX / 2) : (int64_t)ns;
+	}
 	return 0;
 }
 
@@ -1404,6 +1423,8 @@ static void fill_span(const struct span_acc *a, struct rt_span *s, const struct 
 	s->status = a->status;
 	s->status_code = a->status_code;
 	s->status_message = a->status_message;
+	s->adapt_p16 = a->has_start ? a->p16 : RT_SPAN_P16_ALWAYS;
+	s->dropped_ns = a->dropped_ns;
 	s->n_attrs = a->n_attrs;
 	s->n_logs = a->n_logs;
 	s->agent_id = a->agent;
@@ -1593,4 +1614,20 @@ void rt_decoded_trace_free(struct rt_decoded_trace *t)
 		free(t->arena);
 	}
 	memset(t, 0, sizeof *t);
+}
+
+void rt_decode_self_times(const struct rt_decoded_trace *t, int64_t *self_ns)
+{
+	uint32_t i;
+	for (i = 0; i < t->n_spans; i++)
+		self_ns[i] = (int64_t)(t->spans[i].end_ns - t->spans[i].start_ns) -
+			     t->spans[i].dropped_ns;
+	for (i = 0; i < t->n_spans; i++) {
+		const struct rt_span *c = &t->spans[i];
+		if (c->parent >= 0 && (uint32_t)c->parent < t->n_spans)
+			self_ns[c->parent] -= (int64_t)(c->end_ns - c->start_ns);
+	}
+	for (i = 0; i < t->n_spans; i++)
+		if (self_ns[i] < 0)
+			self_ns[i] = 0; /* overlapping async children, clock steps */
 }

@@ -117,7 +117,16 @@ struct rt_span {
 	uint32_t agent_id;        /* host (agent) it was recorded on */
 	uint32_t pid, tid;        /* writer: process, writer-stream id (shm/pool.h) */
 	uint32_t flags;           /* RT_SPAN_* */
+	uint16_t adapt_p16;       /* the adaptive span policy's keep probability
+				     × 65535 (RT_SPAN_P16_ALWAYS: recorded by
+				     rule or no policy); its weight is
+				     65535 / adapt_p16 (docs/adaptive.md) */
+	int64_t dropped_ns;       /* time of adaptively dropped descendants that
+				     attached to this span, to take off its
+				     exclusive time (may be negative; see
+				     rt_decode_self_times) */
 };
+#define RT_SPAN_P16_ALWAYS 0xFFFFu /* = RT_ADAPT_P16_ALWAYS */
 
 struct rt_decode_stats {
 	uint64_t slices;
@@ -191,5 +200,14 @@ int rt_decode_stored(struct rt_store *s, uint64_t hi, uint64_t lo, struct rt_dec
 void rt_decoder_free(struct rt_decoder *d);
 
 void rt_decoded_trace_free(struct rt_decoded_trace *t);
+
+/*
+ * Each span's self time (ns): its duration minus its decoded children's
+ * durations minus dropped_ns (the adaptive policy's dropped descendants), at
+ * least 0. self_ns has n_spans entries. What the adaptive learner needs: with
+ * dropped spans' time left in their ancestor, the ancestor takes the blame
+ * for their variance (docs/adaptive.md).
+ */
+void rt_decode_self_times(const struct rt_decoded_trace *t, int64_t *self_ns);
 
 #endif

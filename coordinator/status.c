@@ -227,6 +227,7 @@ static void all_figures(struct rt_figures *w, struct rt_coord *c)
 	store_section(w, c);
 	coord_selection_figures(w, c);
 	coord_weave_figures(w, c);
+	coord_adaptive_figures(w, c);
 	coord_stream_figures(w, c);
 	coord_auth_figures(w, c);
 	http_section(w, c);

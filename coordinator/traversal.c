@@ -1008,6 +1008,8 @@ static void close_group(struct rt_coord *c, struct coord_group *g, uint64_t now)
 		if (row.coherent)
 			decoded = confirm_complete(c, g, (int)i, &row, &dt);
 		g->traces[i].complete = (uint8_t)(row.coherent != 0);
+		if (decoded)
+			coord_adaptive_add(c, &dt); /* the span learner (adaptive.c) */
 		if (decoded && coord_store_spans(c, &dt) != 0) { /* rows for SQL (ClickHouse) */
 			c->st.store_errors++;
 			coord_log(c, LOG_ERROR, "store: spans: %s", rt_store_errmsg(c->store));

@@ -24,8 +24,13 @@
  * (rt_wire_slice_tick_ns turns them into Unix nanoseconds).
  *
  *   SPAN_START  span_id:u64  parent_id:u64 (0 = none)  kind:u8  tick:u64  name:str
- *   SPAN_END    span_id:u64  tick:u64  status:u8  [code:i64  message:str]
- *               (the code and message follow only when status == ERROR)
+ *               [p16:u16]  (only when the adaptive policy table kept the span
+ *               with probability p16 / 65535 < 1; 65535 is never written)
+ *   SPAN_END    span_id:u64  tick:u64  status:u8  [code:i64  message:str]  [adj:i64]
+ *               (the code and message follow only when status == ERROR; adj,
+ *               never 0 when present, is the ticks of spans the policy dropped
+ *               under this one, to take off its exclusive time: the decoder's
+ *               rt_span.dropped_ns, docs/adaptive.md "Self time")
  *   ATTR        span_id:u64  key:str  value:(str | int | float64 | bool)
  *   LOG         span_id:u64 (0 = outside any span)  tick:u64  level:u8
  *               template_id:u64  arg... (the rest of the record: each one of

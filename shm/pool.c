@@ -71,6 +71,7 @@ void rt_pool_create_defaults(struct rt_pool_create_opts *o)
 	o->mode = 0600;
 	o->group = -1;
 	o->fill_available = 1;
+	o->policy_slots = RT_POOL_DEFAULT_POLICY_SLOTS;
 }
 
 /*
@@ -120,6 +121,12 @@ static uint64_t layout(const struct rt_pool_create_opts *o, struct rt_pool_heade
 		h->rings[q].slots_offset = off;
 		off += ALIGN_UP((uint64_t)h->rings[q].capacity * h->rings[q].entry_size, 64);
 	}
+	h->policy_capacity = o->policy_slots ? round_pow2(o->policy_slots < 8 ? 8 : o->policy_slots) : 0;
+	if (h->policy_capacity) {
+		h->policy_offset = off;
+		off += sizeof(struct rt_policy_block) + 2 * (uint64_t)h->policy_capacity * 8;
+		off = ALIGN_UP(off, 64);
+	}
 	off = ALIGN_UP(off, (uint64_t)pg);
 	h->buffers_offset = off;
 	h->buffer_size = o->buffer_size;
@@ -156,9 +163,10 @@ static int check_create_opts(const struct rt_pool_create_opts *o, char *err,
 			    o->buffer_count, RT_POOL_MAX_BUFFER_COUNT);
 	if (o->client_slots < 1 || o->client_slots > 65536 ||
 	    o->breadcrumb_slots < 2 || o->breadcrumb_slots > (1u << 24) ||
-	    o->trigger_slots < 128 || o->trigger_slots > (1u << 24))
+	    o->trigger_slots < 128 || o->trigger_slots > (1u << 24) ||
+	    o->policy_slots > RT_POOL_MAX_POLICY_SLOTS)
 		return fail(err, errlen, RETRACE_E_GEOMETRY,
-			    "queue or registry sizes out of range (clients 1..65536, breadcrumbs 2..2^24, triggers 128..2^24)");
+			    "queue or registry sizes out of range (clients 1..65536, breadcrumbs 2..2^24, triggers 128..2^24, policy slots 0..2^20)");
 	return RETRACE_OK;
 }
 
@@ -200,6 +208,8 @@ static void geo_from(struct rt_pool_geometry *g, const struct rt_pool_header *h)
 	g->tsc_hz = h->tsc_hz;
 	g->tsc_ref_tick = h->tsc_ref_tick;
 	g->tsc_ref_unix_ns = h->tsc_ref_unix_ns;
+	g->policy_offset = h->policy_offset;
+	g->policy_capacity = h->policy_capacity;
 }
 
 static void map_regions(struct rt_pool *p)
@@ -210,6 +220,14 @@ static void map_regions(struct rt_pool *p)
 	for (q = 0; q < RT_Q_COUNT; q++) {
 		p->ring[q] = (struct ck_ring *)(p->base + p->geo.rings[q].ring_offset);
 		p->slots[q] = p->base + p->geo.rings[q].slots_offset;
+	}
+	p->policy = NULL;
+	p->policy_slots[0] = p->policy_slots[1] = NULL;
+	if (p->geo.policy_capacity) {
+		uint8_t *b = p->base + p->geo.policy_offset;
+		p->policy = (struct rt_policy_block *)b;
+		p->policy_slots[0] = (uint64_t *)(b + sizeof(struct rt_policy_block));
+		p->policy_slots[1] = p->policy_slots[0] + p->geo.policy_capacity;
 	}
 }
 
@@ -405,6 +423,14 @@ int rt_pool_validate(const struct rt_pool_header *h, size_t object_size,
 		return bad(err, errlen, "client registry", h->registry_offset);
 	if (h->tsc_hz == 0)
 		return bad(err, errlen, "TSC calibration", 0);
+	if (h->policy_capacity &&
+	    (h->policy_capacity < 8 || h->policy_capacity > RT_POOL_MAX_POLICY_SLOTS ||
+	     (h->policy_capacity & (h->policy_capacity - 1)) || h->policy_offset % 64 ||
+	     h->policy_offset < h->header_size ||
+	     h->policy_offset + sizeof(struct rt_policy_block) +
+			     2 * (uint64_t)h->policy_capacity * 8 >
+		     h->buffers_offset))
+		return bad(err, errlen, "policy table", h->policy_capacity);
 	return validate_rings(h, err, errlen);
 }
 
@@ -609,8 +635,61 @@ unsigned int rt_pool_restore_geometry(struct rt_pool *p)
 	RESTORE(tsc_hz, g->tsc_hz);
 	RESTORE(tsc_ref_tick, g->tsc_ref_tick);
 	RESTORE(tsc_ref_unix_ns, g->tsc_ref_unix_ns);
+	RESTORE(policy_offset, g->policy_offset);
+	RESTORE(policy_capacity, g->policy_capacity);
 #undef RESTORE
 	return fixed;
+}
+
+/*
+ * Publishing a policy table (one writer). The target copy is the one readers
+ * are not sent to; its seq goes odd before the first slot is touched and even
+ * after the last, and only then does generation move to it. Each store fence
+ * orders the stores on either side of it for a reader that loads them in the
+ * opposite order with a load fence between (rt_policy_read_begin/end).
+ */
+int rt_pool_policy_publish(struct rt_pool *p, const uint64_t *sites, const double *probs,
+			   size_t n)
+{
+	struct rt_policy_block *b = p->policy;
+	uint32_t cap = p->geo.policy_capacity;
+	uint64_t g, seq;
+	int c, rc;
+	if (!b || (n && rt_adapt_table_capacity(n) > cap))
+		return -1;
+	g = ck_pr_load_64(&b->generation);
+	c = (int)((g + 1) & 1);
+	seq = ck_pr_load_64(&b->copy[c].seq) & ~1ull;
+	ck_pr_store_64(&b->copy[c].seq, seq + 1);
+	/* seq odd before any slot changes: a reader that sees a new slot sees
+	 * the odd (or a later) seq when it checks again. */
+	ck_pr_fence_store();
+	rc = rt_adapt_table_build(p->policy_slots[c], cap, sites, probs, n);
+	ck_pr_store_32(&b->copy[c].sites, rc == 0 ? (uint32_t)n : 0);
+	/* every slot and the count before seq turns even again. */
+	ck_pr_fence_store();
+	ck_pr_store_64(&b->copy[c].seq, seq + 2);
+	if (rc != 0)
+		return -1; /* the live copy is untouched: readers keep it */
+	/* the copy complete (seq even) before readers are sent to it. */
+	ck_pr_fence_store();
+	ck_pr_store_64(&b->generation, g + 1);
+	ck_pr_store_64(&b->updates, ck_pr_load_64(&b->updates) + 1);
+	return 0;
+}
+
+uint64_t rt_pool_policy_generation(const struct rt_pool *p, uint32_t *sites)
+{
+	uint64_t g;
+	if (!p->policy) {
+		if (sites)
+			*sites = 0;
+		return 0;
+	}
+	g = ck_pr_load_64(&p->policy->generation);
+	if (sites)
+		*sites = g ? ck_pr_load_32(&p->policy->copy[g & 1].sites) : 0;
+	return g;
 }
 
 void rt_pool_detach(struct rt_pool *p)

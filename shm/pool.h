@@ -36,14 +36,17 @@
 #include <ck_ring.h>
 
 #include "ring.h"
+#include "adaptive/policy_table.h"
 
 #define RT_POOL_MAGIC 0x4C4F4F5045525452ull /* "RTREPOOL" little-endian */
-#define RT_ABI_VERSION 5u /* 2: STASHED/PINNED flags, pin_trigger;
+#define RT_ABI_VERSION 6u /* 2: STASHED/PINNED flags, pin_trigger;
 			   * 3: buffer header `tid` is a writer-stream id;
 			   * 4: flags bits 24..29 carry the writer's sample shift;
 			   * 5: a buffer is a chain of segments (several traces
 			   *    share a writer's buffer), complete entries name
-			   *    the segment's offset and carry flags */
+			   *    the segment's offset and carry flags;
+			   * 6: the span-site policy table (two copies and a
+			   *    generation word, struct rt_policy_block) */
 #define RT_BUF_MAGIC 0x46554252u            /* "RBUF" */
 
 #define RT_POOL_DEFAULT_NAME "/retrace"
@@ -55,6 +58,8 @@
 #define RT_POOL_MIN_BUFFER_SIZE 4096u
 #define RT_POOL_MAX_BUFFER_SIZE (64u * 1024u * 1024u)
 #define RT_POOL_MAX_BUFFER_COUNT (1u << 24)
+#define RT_POOL_DEFAULT_POLICY_SLOTS 4096u /* per copy: room for 1024 sites */
+#define RT_POOL_MAX_POLICY_SLOTS (1u << 20)
 
 /* Pool states (header.state). Clients only attach to READY pools. */
 enum rt_pool_state {
@@ -243,6 +248,13 @@ struct rt_pool_header {
 	uint64_t generation; /* bumped each time an agent (re)takes the pool */
 	uint64_t agent_start_time;
 
+	/* the span-site policy table (ABI 6): a struct rt_policy_block at
+	 * policy_offset, then copy 0's and copy 1's policy_capacity slots each.
+	 * policy_capacity 0 = no table: every span is recorded. */
+	uint64_t policy_offset;
+	uint32_t policy_capacity;
+	uint32_t policy_reserved;
+
 	/* counters, atomically incremented by clients (own cache line) */
 	_Alignas(64) uint64_t null_buffers;   /* writes that fell to a discard buffer */
 	uint64_t trigger_drops;    /* trigger queue full */
@@ -251,6 +263,37 @@ struct rt_pool_header {
 	uint64_t bad_available;    /* available entries naming no buffer */
 	uint64_t registry_full;    /* processes that found no registry slot */
 	uint64_t reserved_counters[2];
+};
+
+/* ---- the span-site policy table (ABI 6) ---- */
+
+/*
+ * The agent (one writer) publishes a whole table at once; clients look one site
+ * up per retrace_span_start. Slots are adaptive/policy_table.h's (site tag and
+ * p16 in one word). Two copies: the agent rewrites the one readers are not
+ * sent to, then moves `generation` to it, so a reader almost never meets a
+ * copy being written. Each copy has its own sequence word (odd while being
+ * written: a seqlock per copy), which catches the rare reader that was slow
+ * enough for the agent to come back to its copy. generation 0 = nothing
+ * published (record everything); the live copy is generation & 1.
+ *
+ * Everything here is writable by every client: a reader bounds every slot
+ * index by its own copy of the capacity (rt_pool_geometry), never loops more
+ * than twice, and falls back to "record" when it cannot get a stable read.
+ * A client that scribbles on the table can only change sampling decisions.
+ */
+struct rt_policy_copy {
+	uint64_t seq;    /* odd while the agent writes this copy */
+	uint32_t sites;  /* entries in it (0: an empty table, record everything) */
+	uint32_t reserved;
+	uint64_t pad[6]; /* one cache line per copy header */
+};
+
+struct rt_policy_block {
+	uint64_t generation; /* tables published; the live copy is generation & 1 */
+	uint64_t updates;    /* same, kept for status (never read by clients) */
+	uint64_t pad[6];
+	struct rt_policy_copy copy[2];
 };
 
 /* ---- a mapped pool, as seen by one process ---- */
@@ -270,6 +313,8 @@ struct rt_pool_geometry {
 	struct rt_ring_desc rings[RT_Q_COUNT];
 	uint32_t ring_mask[RT_Q_COUNT]; /* capacity - 1 */
 	uint64_t tsc_hz, tsc_ref_tick, tsc_ref_unix_ns;
+	uint64_t policy_offset;
+	uint32_t policy_capacity; /* 0: no table */
 };
 
 struct rt_pool {
@@ -283,6 +328,8 @@ struct rt_pool {
 	struct ck_ring *ring[RT_Q_COUNT];
 	void *slots[RT_Q_COUNT];
 	struct rt_client_slot *registry;
+	struct rt_policy_block *policy;  /* NULL: no table */
+	uint64_t *policy_slots[2];       /* geo.policy_capacity slots each */
 };
 
 struct rt_pool_create_opts {
@@ -298,6 +345,9 @@ struct rt_pool_create_opts {
 	int replace;                /* unlink an existing object first */
 	int fill_available;         /* push every buffer id onto the available queue */
 	int owner_lock;             /* take the owner lock (flock) before READY */
+	uint32_t policy_slots;      /* per table copy: a power of two >= 8, or 0 for
+				     * no table (rounded up; default
+				     * RT_POOL_DEFAULT_POLICY_SLOTS) */
 };
 
 struct rt_pool_attach_opts {
@@ -485,6 +535,69 @@ static inline unsigned int rt_pool_pop_trigger(const struct rt_pool *p,
 }
 
 /* TSC ticks to Unix nanoseconds with the pool's calibration. */
+/* ---- the policy table: publishing (agent) and reading (clients) ---- */
+
+/*
+ * Agent side: write n (site, probability) pairs into the copy readers are not
+ * on, then make it the live one. n 0 publishes an empty table (record
+ * everything). Returns 0, or -1 if the pool has no table, n is beyond what the
+ * capacity takes (rt_adapt_table_capacity(n) > capacity) or a site cannot be
+ * placed within the probe bound (nothing is published then: readers keep the
+ * previous table). One publisher at a time (the agent's control thread).
+ */
+int rt_pool_policy_publish(struct rt_pool *p, const uint64_t *sites, const double *probs,
+			   size_t n);
+/* The live table's generation (0: none published) and its entry count. */
+uint64_t rt_pool_policy_generation(const struct rt_pool *p, uint32_t *sites);
+
+/*
+ * Client side, around one lookup (client/tracer.c):
+ *
+ *     uint64_t seq; int c = rt_policy_read_begin(p, &seq);
+ *     if (c >= 0) { p16 = rt_adapt_table_lookup(p->policy_slots[c], cap, site);
+ *                   if (!rt_policy_read_end(p, c, seq)) retry or record; }
+ *
+ * read_begin returns the live copy (0 or 1) with its sequence, or -1 when
+ * there is nothing to look up (no table, nothing published, an empty table, or
+ * the copy is being written: all read as "record"). Fences as Concurrency Kit
+ * spells them (ck_pr_fence_load is a compiler barrier on x86, where loads are
+ * not reordered with loads; it is a real fence elsewhere).
+ */
+static inline int rt_policy_read_begin(const struct rt_pool *p, uint64_t *seq)
+{
+	const struct rt_policy_block *b = p->policy;
+	uint64_t g, s;
+	int c;
+	if (!b)
+		return -1;
+	g = ck_pr_load_64(&b->generation);
+	if (g == 0)
+		return -1;
+	c = (int)(g & 1);
+	/* generation before the copy's seq: pairs with the agent's store fence
+	 * between finishing the copy (seq even) and moving generation to it. */
+	ck_pr_fence_load();
+	s = ck_pr_load_64(&b->copy[c].seq);
+	if (s & 1)
+		return -1;
+	/* seq before the copy's contents: if a slot we read was written by a
+	 * later pass of the agent, the seq we read in read_end has moved. */
+	ck_pr_fence_load();
+	if (ck_pr_load_32(&b->copy[c].sites) == 0)
+		return -1;
+	*seq = s;
+	return c;
+}
+
+/* 1 if the copy read since read_begin was stable (no writer came through). */
+static inline int rt_policy_read_end(const struct rt_pool *p, int c, uint64_t seq)
+{
+	/* the slot loads before the seq re-read: pairs with the agent's store
+	 * fence between making seq odd and writing the first slot. */
+	ck_pr_fence_load();
+	return ck_pr_load_64(&p->policy->copy[c].seq) == seq;
+}
+
 uint64_t rt_pool_ticks_to_unix_ns(const struct rt_pool_header *h, uint64_t tick);
 
 /* Measure the TSC rate against CLOCK_REALTIME over about `ms` milliseconds. */

@@ -480,6 +480,37 @@ static int rd_window_reply(struct cur *c, struct rt_wire_msg *out)
 	return rd_u32(c, &r->truncated);
 }
 
+/* POLICY: generation, [[site, p16]...]; a site 0 is no site (VALUE). */
+#define MIN_POLICY_ENTRY 3u /* fixarray, 2 fixints */
+static int rd_policy(struct cur *c, struct rt_wire_msg *out)
+{
+	struct rt_wire_policy *pl = &out->policy;
+	struct rt_wire_policy_entry *e;
+	uint32_t n;
+	size_t cap;
+
+	TRY(rd_u64(c, &pl->generation));
+	TRY(rd_array(c, RT_WIRE_MAX_POLICY_SITES, &n));
+	if (!n)
+		return 0;
+	if (!(e = alloc_list(c, out, n, MIN_POLICY_ENTRY, sizeof *e, &cap)))
+		return RT_WIRE_E_NOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t site, p16;
+		TRY(rd_tuple(c, 2));
+		TRY(rd_u64(c, &site));
+		if (!site)
+			return RT_WIRE_E_VALUE;
+		TRY(rd_int(c, 0, 0xFFFFu, &p16, NULL));
+		if (i >= cap) /* unreachable: each took MIN_POLICY_ENTRY bytes */
+			return RT_WIRE_E_TRUNCATED;
+		e[i] = (struct rt_wire_policy_entry){ site, (uint16_t)p16 };
+	}
+	pl->entries = e;
+	pl->entry_count = n;
+	return 0;
+}
+
 static uint32_t elems_of(uint64_t type)
 {
 	switch (type) {
@@ -492,6 +523,7 @@ static uint32_t elems_of(uint64_t type)
 	case RT_WIRE_WINDOW_QUERY: return RT_WIRE_ELEMS_WINDOW_QUERY;
 	case RT_WIRE_WINDOW_REPLY: return RT_WIRE_ELEMS_WINDOW_REPLY;
 	case RT_WIRE_WINDOW_RELEASE: return RT_WIRE_ELEMS_WINDOW_RELEASE;
+	case RT_WIRE_POLICY: return RT_WIRE_ELEMS_POLICY;
 	default: return 0;
 	}
 }
@@ -566,6 +598,7 @@ int rt_wire_decode(const void *data, size_t len, struct rt_wire_msg *out)
 	case RT_WIRE_WINDOW_QUERY: rc = rd_window_query(&c, &out->wquery); break;
 	case RT_WIRE_WINDOW_REPLY: rc = rd_window_reply(&c, out); break;
 	case RT_WIRE_WINDOW_RELEASE: rc = rd_u64(&c, &out->wrelease.request_id); break;
+	case RT_WIRE_POLICY: rc = rd_policy(&c, out); break;
 	default: rc = rd_ack(&c, out); break;
 	}
 	if (!rc && c.i != c.n)

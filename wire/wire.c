@@ -162,6 +162,15 @@ static int check_msg(const struct rt_wire_msg *m)
 		return 0;
 	case RT_WIRE_WINDOW_RELEASE:
 		return 0;
+	case RT_WIRE_POLICY:
+		if (m->policy.entry_count > RT_WIRE_MAX_POLICY_SITES)
+			return RT_WIRE_E_TOO_BIG;
+		if (m->policy.entry_count && !m->policy.entries)
+			return RT_WIRE_E_INVAL;
+		for (uint32_t i = 0; i < m->policy.entry_count; i++)
+			if (!m->policy.entries[i].site)
+				return RT_WIRE_E_VALUE;
+		return 0;
 	default:
 		return RT_WIRE_E_UNKNOWN_TYPE;
 	}
@@ -331,6 +340,20 @@ static void pack_msg(msgpack_packer *pk, const struct rt_wire_msg *m)
 		msgpack_pack_uint32(pk, RT_WIRE_WINDOW_RELEASE);
 		msgpack_pack_uint64(pk, m->wrelease.request_id);
 		break;
+	case RT_WIRE_POLICY: {
+		const struct rt_wire_policy *pl = &m->policy;
+		msgpack_pack_array(pk, RT_WIRE_ELEMS_POLICY);
+		msgpack_pack_uint32(pk, RT_WIRE_VERSION);
+		msgpack_pack_uint32(pk, RT_WIRE_POLICY);
+		msgpack_pack_uint64(pk, pl->generation);
+		msgpack_pack_array(pk, pl->entry_count);
+		for (uint32_t i = 0; i < pl->entry_count; i++) {
+			msgpack_pack_array(pk, 2);
+			msgpack_pack_uint64(pk, pl->entries[i].site);
+			msgpack_pack_uint16(pk, pl->entries[i].p16);
+		}
+		break;
+	}
 	}
 }
 
@@ -392,6 +415,7 @@ WRAP(rt_wire_encode_window_query, wquery, RT_WIRE_WINDOW_QUERY, struct rt_wire_w
 WRAP(rt_wire_encode_window_reply, wreply, RT_WIRE_WINDOW_REPLY, struct rt_wire_window_reply)
 WRAP(rt_wire_encode_window_release, wrelease, RT_WIRE_WINDOW_RELEASE,
      struct rt_wire_window_release)
+WRAP(rt_wire_encode_policy, policy, RT_WIRE_POLICY, struct rt_wire_policy)
 
 int rt_wire_slice_size(const struct rt_wire_slice *m, size_t *size)
 {
@@ -432,6 +456,7 @@ const char *rt_wire_type_name(int type)
 	case RT_WIRE_WINDOW_QUERY: return "window_query";
 	case RT_WIRE_WINDOW_REPLY: return "window_reply";
 	case RT_WIRE_WINDOW_RELEASE: return "window_release";
+	case RT_WIRE_POLICY: return "policy";
 	default: return "unknown";
 	}
 }

@@ -38,6 +38,7 @@
 #define RT_WIRE_MAX_RATE_EXP 63u          /* a slice's rate exponent (rate 2^-63) */
 #define RT_WIRE_MAX_WINDOW 4096u          /* candidates in one WINDOW_REPLY */
 #define RT_WIRE_MAX_HOLD_MS 600000u       /* how long a WINDOW_QUERY may pin its answer */
+#define RT_WIRE_MAX_POLICY_SITES 65536u   /* entries in one POLICY */
 
 /* Message types (the second element of every message). */
 enum rt_wire_type {
@@ -51,7 +52,8 @@ enum rt_wire_type {
 	RT_WIRE_WINDOW_QUERY = 7,     /* coordinator -> agent */
 	RT_WIRE_WINDOW_REPLY = 8,     /* agent -> coordinator */
 	RT_WIRE_WINDOW_RELEASE = 9,   /* coordinator -> agent (answered by an ACK) */
-	RT_WIRE_TYPE_MAX = 9,
+	RT_WIRE_POLICY = 10,          /* coordinator -> agent: span-site policy table */
+	RT_WIRE_TYPE_MAX = 10,
 };
 
 /* Elements of each message's top-level array, version and type included. */
@@ -65,6 +67,7 @@ enum rt_wire_type {
 #define RT_WIRE_ELEMS_WINDOW_QUERY 10u
 #define RT_WIRE_ELEMS_WINDOW_REPLY 6u
 #define RT_WIRE_ELEMS_WINDOW_RELEASE 3u
+#define RT_WIRE_ELEMS_POLICY 4u
 
 /*
  * Error codes: negative, 0 = ok. They sit at -101.. so that they never collide
@@ -221,6 +224,24 @@ struct rt_wire_window_release {
 	uint64_t request_id;
 };
 
+/*
+ * POLICY (coordinator -> agent): the adaptive span policy the agent writes
+ * into its pool's table (docs/adaptive.md), whole: a site not listed is
+ * recorded always. generation: the coordinator's learner cycle, so an agent
+ * can ignore an older policy that arrives late. Entries: [site, p16] with
+ * site = rt_adapt_site_hash (never 0) and p16 = probability x 65535.
+ */
+struct rt_wire_policy_entry {
+	uint64_t site;
+	uint16_t p16;
+};
+
+struct rt_wire_policy {
+	uint64_t generation;
+	uint32_t entry_count; /* 0..RT_WIRE_MAX_POLICY_SITES */
+	const struct rt_wire_policy_entry *entries;
+};
+
 /* One decoded (or to-be-encoded) message: `type` says which member is live. */
 struct rt_wire_msg {
 	int type; /* enum rt_wire_type; 0 after a failed decode */
@@ -234,6 +255,7 @@ struct rt_wire_msg {
 		struct rt_wire_window_query wquery;
 		struct rt_wire_window_reply wreply;
 		struct rt_wire_window_release wrelease;
+		struct rt_wire_policy policy;
 	};
 	void *mem; /* decoder-owned arrays (traces, breadcrumbs, buffers, seqs) */
 };
@@ -268,6 +290,7 @@ int rt_wire_encode_window_query(struct rt_wire_buf *out, const struct rt_wire_wi
 int rt_wire_encode_window_reply(struct rt_wire_buf *out, const struct rt_wire_window_reply *m);
 int rt_wire_encode_window_release(struct rt_wire_buf *out,
 				  const struct rt_wire_window_release *m);
+int rt_wire_encode_policy(struct rt_wire_buf *out, const struct rt_wire_policy *m);
 /* Dispatch on m->type (RT_WIRE_E_UNKNOWN_TYPE for another type). */
 int rt_wire_encode(struct rt_wire_buf *out, const struct rt_wire_msg *m);
 

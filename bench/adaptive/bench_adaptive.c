@@ -51,6 +51,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "retrace/retrace.h"
+#include "retrace/tracer.h"
+#include "shm/drain.h"
+#include "agent.h"
+#include "log.h"
 
 #define SPAN_BYTES 113.0
 #define REQUEST_BYTES_PER_SERVICE 64.0
@@ -92,6 +99,8 @@ static void set_site(topo *t, size_t i, const char *service, const char *op, int
 	t->hash[i] = rt_adapt_site_hash(service, strlen(service), op, strlen(op));
 }
 
+static const char *shop_ops[30][2]; /* service, operation of each shop site */
+
 /* retrace-shop: frontend fans out to cart, catalog and payment; catalog calls
  * inventory. 30 span sites. */
 static void topo_shop(topo *t)
@@ -119,8 +128,11 @@ static void topo_shop(topo *t)
 	size_t n = sizeof s / sizeof s[0];
 	topo_alloc(t, n);
 	t->services = 5;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		set_site(t, i, s[i].svc, s[i].op, s[i].parent);
+		shop_ops[i][0] = s[i].svc; /* for the real-client figure */
+		shop_ops[i][1] = s[i].op;
+	}
 }
 
 /* A random recursive tree of n sites over 20 services (parents come first). */
@@ -638,10 +650,247 @@ static void bench_lookup(bool quick)
 	free(slots);
 }
 
+/* ------------------------------------------------- the real client ---- */
+
+/*
+ * figure=pool_bytes: the shop tree written by the real client (libretrace) into
+ * a real pool, with the policy table published the way the agent does
+ * (rt_pool_policy_publish), against all spans on, same run. The policy is the
+ * learner's after a closed-loop run on the simulation (culprit fraud.rules),
+ * with the sites the client never drops pinned as the coordinator pins them:
+ * the root, the "call X" CLIENT spans and each service's entry span (a remote
+ * parent in a real deployment). One process writes every service's spans, so
+ * a site is hashed as ("bench_adaptive", "service/operation"). Bytes are what
+ * the pool handed back: segment payloads plus one 64-byte segment header each
+ * (rt_drain_poll). At a fixed pool size the event horizon is pool bytes over
+ * bytes per second, so horizon_ratio = all-on bytes per request / adaptive's.
+ */
+#define REAL_SERVICE "bench_adaptive"
+
+static int u32_cmp(const void *x, const void *y)
+{
+	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+static int shop_kind(const char *op)
+{
+	if (!strncmp(op, "call ", 5))
+		return RETRACE_SPAN_CLIENT;
+	if (!strncmp(op, "GET /", 5) || !strncmp(op, "POST /", 6))
+		return RETRACE_SPAN_SERVER;
+	return RETRACE_SPAN_INTERNAL;
+}
+
+static const char *shop_name(const topo *t, size_t i, char *buf, size_t n)
+{
+	(void)t;
+	snprintf(buf, n, "%s/%s", shop_ops[i][0], shop_ops[i][1]);
+	return buf;
+}
+
+static void write_subtree(const topo *t, size_t i)
+{
+	char name[96];
+	retrace_span_start(shop_name(t, i, name, sizeof name), shop_kind(shop_ops[i][1]));
+	retrace_attr_int("items", (int64_t)i);
+	for (size_t k = i + 1; k < t->n; k++)
+		if (t->parent[k] == (int)i)
+			write_subtree(t, k);
+	retrace_span_end();
+}
+
+static double real_bytes_per_request(struct rt_pool *pool, const topo *t, size_t requests,
+				     uint64_t base)
+{
+	struct rt_drain_stats st = {0};
+	for (size_t r = 0; r < requests; r++) {
+		retrace_trace_id id = {0xbe0c4ull, base + r + 1};
+		retrace_begin(id);
+		write_subtree(t, 0);
+		retrace_end();
+		if (r % 16 == 15)
+			rt_drain_poll(pool, NULL, &st);
+	}
+	retrace_flush();
+	while (rt_drain_poll(pool, NULL, &st) > 0)
+		;
+	return ((double)st.bytes + (double)st.buffers * RT_BUF_HEADER_SIZE) / (double)requests;
+}
+
+/*
+ * figure=agent_horizon: the event horizon as the agent makes it. The real agent
+ * in process (as bench_horizon runs it: after every request, rt_agent_poll
+ * until idle; it indexes, evicts whole traces past 80 % of the pool, recycles)
+ * and the shop tree through the real client into its pool, at a fixed pool
+ * size, all spans on and then with the learned policy table published into the
+ * agent's pool. Requests arrive at RATE_PER_S, so a trace's age when it is
+ * evicted is (requests since) / rate: the median over evicted traces is the
+ * horizon a trigger must beat. ratio = adaptive's horizon / all-on's.
+ */
+#define HORIZON_RATE_PER_S 1000.0
+
+static double agent_horizon_s(const topo *t, uint32_t pool_mib, const uint64_t *sites,
+			      const double *keep_p, size_t n_sites, uint64_t requests,
+			      uint64_t *evicted)
+{
+	struct rt_agent a;
+	struct rt_agent_config cfg;
+	struct retrace_config rc;
+	char err[512];
+	uint64_t k, next_unchecked = 1;
+	uint32_t *ages = malloc(requests * sizeof *ages), nages = 0;
+	double h = 0;
+	rt_agent_config_defaults(&cfg);
+	snprintf(cfg.pool, sizeof cfg.pool, "/rt-bench-adapt-horizon-%d", (int)getpid());
+	cfg.buffer_size = 32u * 1024u;
+	cfg.buffer_count = (uint32_t)(((uint64_t)pool_mib << 20) / cfg.buffer_size);
+	cfg.unlink_at_exit = 1;
+	cfg.replace = 1;
+	if (!ages || rt_agent_open(&a, &cfg, err, sizeof err) != RETRACE_OK) {
+		fprintf(stderr, "bench_adaptive: %s\n", ages ? err : "out of memory");
+		exit(1);
+	}
+	retrace_config_from_env(&rc);
+	rc.pool_name = cfg.pool;
+	rc.quiet = 1;
+	rc.sample_shift = 0;
+	rc.head_shift = 0;
+	if (retrace_init(&rc) != RETRACE_OK) {
+		fprintf(stderr, "bench_adaptive: cannot attach to %s\n", cfg.pool);
+		exit(1);
+	}
+	if (sites)
+		rt_pool_policy_publish(&a.pool, sites, keep_p, n_sites);
+	for (k = 1; k <= requests; k++) {
+		retrace_begin((retrace_trace_id){ 0x4052, k });
+		write_subtree(t, 0);
+		retrace_end();
+		while (rt_agent_poll(&a) > 0)
+			;
+		/* every trace older than the LRU's oldest is gone: evicted at about k */
+		uint32_t o = rt_index_lru_oldest(&a.ix);
+		uint64_t oldest = o == RT_INDEX_NONE ? k + 1 : a.ix.traces[o].lo;
+		while (next_unchecked < oldest && next_unchecked <= k)
+			ages[nages++] = (uint32_t)(k - next_unchecked++);
+	}
+	*evicted = a.ix.st.evicted_traces;
+	if (nages) {
+		qsort(ages, nages, sizeof *ages, u32_cmp);
+		h = ages[nages / 2] / HORIZON_RATE_PER_S;
+	}
+	free(ages);
+	retrace_shutdown();
+	rt_agent_close(&a);
+	return h;
+}
+
+static void bench_real_client(const topo *shop, bool quick)
+{
+	size_t n = shop->n, culprit = 21; /* fraud.rules */
+	size_t requests = quick ? 300 : 3000;
+	rt_adapt_rng r;
+	rt_adapt_config cfg;
+	rt_adapt_learner *l;
+	topo t = *shop;
+	work w;
+	double *keep_p = malloc(n * sizeof *keep_p), delay_mean;
+	uint64_t *sites = malloc(n * sizeof *sites);
+	size_t k_obs = 0, pinned = 0;
+	struct rt_pool_create_opts o;
+	struct rt_pool pool;
+	struct retrace_config rc;
+	char name[64], err[256];
+
+	rt_adapt_rng_seed(&r, 4242);
+	delay_mean = inject_mean(topo_draw_sites(&t, &r));
+	work_alloc(&w, n);
+	rt_adapt_config_default(&cfg);
+	cfg.seed = 99;
+	l = rt_adapt_create(&cfg, n, NULL);
+	for (size_t i = 0; i < n; i++) {
+		rt_adapt_site_add(l, t.hash[i]);
+		if (i == 0 || shop_kind(shop_ops[i][1]) != RETRACE_SPAN_INTERNAL) {
+			rt_adapt_pin(l, t.hash[i], true);
+			pinned++;
+		}
+		keep_p[i] = 1.0;
+	}
+	for (size_t tr = 1; tr <= 1000; tr++) {
+		simulate_request(&t, &w, &r, culprit, delay_mean, keep_p, OBSERVE_SELF, &k_obs);
+		if (tr % 50 == 0) {
+			rt_adapt_update(l, w.obs, k_obs);
+			rt_adapt_policy(l);
+			k_obs = 0;
+			for (size_t i = 0; i < n; i++)
+				keep_p[i] = rt_adapt_probability(l, t.hash[i]);
+		}
+	}
+	rt_pool_create_defaults(&o);
+	snprintf(name, sizeof name, "/rt-bench-adaptive-%d", (int)getpid());
+	o.name = name;
+	o.buffer_count = 1024;
+	o.replace = 1;
+	if (rt_pool_create(&o, &pool, err, sizeof err) != RETRACE_OK) {
+		fprintf(stderr, "bench_adaptive: %s\n", err);
+		exit(1);
+	}
+	retrace_config_from_env(&rc);
+	rc.pool_name = name;
+	rc.quiet = 1;
+	if (retrace_init(&rc) != RETRACE_OK || retrace_set_service_name(REAL_SERVICE) != RETRACE_OK) {
+		fprintf(stderr, "bench_adaptive: cannot attach to %s\n", name);
+		exit(1);
+	}
+	for (size_t i = 0; i < n; i++) {
+		char nm[96];
+		shop_name(&t, i, nm, sizeof nm);
+		sites[i] = rt_adapt_site_hash(REAL_SERVICE, strlen(REAL_SERVICE), nm, strlen(nm));
+	}
+	/* all on first (no table published), then the learned policy, then all on
+	 * again: the baseline is the mean of the two all-on blocks around it */
+	double all1 = real_bytes_per_request(&pool, &t, requests, 0);
+	rt_pool_policy_publish(&pool, sites, keep_p, n);
+	double adaptive = real_bytes_per_request(&pool, &t, requests, 1u << 20);
+	rt_pool_policy_publish(&pool, NULL, NULL, 0);
+	double all2 = real_bytes_per_request(&pool, &t, requests, 2u << 20);
+	double all_on = (all1 + all2) / 2;
+	double share = 0;
+	for (size_t i = 0; i < n; i++)
+		share += keep_p[i];
+	printf("bench adaptive case=shop figure=pool_bytes client=libretrace requests=%zu sites=%zu "
+	       "pinned=%zu culprit_p=%.3f policy_mean_p=%.3f bytes_per_request=%.0f "
+	       "baseline=all_on baseline_bytes_per_request=%.0f horizon_ratio=%.2f\n",
+	       requests, n, pinned, keep_p[culprit], share / (double)n, adaptive, all_on,
+	       all_on / adaptive);
+	retrace_shutdown();
+	rt_pool_unlink(name);
+	rt_pool_detach(&pool);
+	{
+		/* enough requests to fill the pool a few times with the smaller traces */
+		uint32_t mib = 10;
+		uint64_t req = (uint64_t)((quick ? 2.5 : 4.0) * (double)(mib << 20) / adaptive);
+		uint64_t ev_all = 0, ev_ad = 0;
+		double h_all = agent_horizon_s(&t, mib, NULL, NULL, 0, req, &ev_all);
+		double h_ad = agent_horizon_s(&t, mib, sites, keep_p, n, req, &ev_ad);
+		printf("bench adaptive case=shop figure=agent_horizon client=libretrace agent=in_process "
+		       "pool_mib=%u requests=%llu rate_per_s=%.0f horizon_s=%.2f evicted=%llu "
+		       "baseline=all_on baseline_horizon_s=%.2f baseline_evicted=%llu horizon_ratio=%.2f\n",
+		       mib, (unsigned long long)req, HORIZON_RATE_PER_S, h_ad,
+		       (unsigned long long)ev_ad, h_all, (unsigned long long)ev_all,
+		       h_all > 0 ? h_ad / h_all : 0.0);
+	}
+	rt_adapt_destroy(l);
+	work_free(&w);
+	free(keep_p);
+	free(sites);
+}
+
 int main(void)
 {
 	bool quick = getenv("RETRACE_BENCH_QUICK") != NULL;
 	topo shop, large;
+	rt_log_level = RT_LOG_ERROR; /* the in-process agent of figure=agent_horizon */
 	topo_shop(&shop);
 	topo_large(&large, 1000, 77);
 	rt_adapt_config def;
@@ -656,6 +905,7 @@ int main(void)
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		run_case(&cases[i]);
 	bench_lookup(quick);
+	bench_real_client(&shop, quick);
 	topo_free(&shop);
 	topo_free(&large);
 	return 0;

@@ -37,6 +37,7 @@
 
 #include "retrace/retrace.h"
 #include "retrace/tracer.h"
+#include "adaptive/policy_table.h"
 #include "shm/drain.h"
 
 #define ROUNDS 5
@@ -165,7 +166,8 @@ static inline void baseline_copy(const void *d, size_t len)
 }
 
 enum op { OP_TICKS, OP_BASE_COPY, OP_POOL_COPY, OP_TP, OP_TP_TS, OP_RESERVE, OP_BEGIN_END, OP_BASE_BEGIN_END,
-	  OP_BEGIN_TP_END, OP_SPAN, OP_LOG2, OP_BEGIN_END_KEPT, OP_BEGIN_END_DECIDE };
+	  OP_BEGIN_TP_END, OP_SPAN, OP_LOG2, OP_BEGIN_END_KEPT, OP_BEGIN_END_DECIDE,
+	  OP_SPAN_NESTED_NO_TABLE, OP_SPAN_NESTED_TABLE };
 
 /*
  * The sampling decision's cost in begin (issue 14: <= 2 ns). Both ops begin and
@@ -213,6 +215,10 @@ static void run_op(struct job *j)
 	retrace_trace_id id = {7, (uint64_t)(uintptr_t)&id};
 	memset(data, 0x5a, sizeof data);
 	retrace_begin(id);
+	/* The adaptive policy applies to nested spans only (a root is never
+	 * dropped): these run under an outer span. */
+	if (j->op == OP_SPAN_NESTED_NO_TABLE || j->op == OP_SPAN_NESTED_TABLE)
+		retrace_span_start("outer", RETRACE_SPAN_SERVER);
 	for (i = 0; i < j->n; i++) {
 		switch (j->op) {
 		case OP_BASE_COPY: baseline_copy(data, j->size); break;
@@ -246,6 +252,8 @@ static void run_op(struct job *j)
 			retrace_end();
 			break;
 		case OP_SPAN:
+		case OP_SPAN_NESTED_NO_TABLE:
+		case OP_SPAN_NESTED_TABLE:
 			retrace_span_start(SPAN_NAME, RETRACE_SPAN_INTERNAL);
 			retrace_span_end();
 			break;
@@ -288,7 +296,9 @@ static double op_bytes(enum op op, size_t size)
 	case OP_POOL_COPY: return (double)(size + RETRACE_FRAME_HDR);
 	case OP_TP_TS: return (double)(size + RETRACE_FRAME_HDR + 8);
 	case OP_BEGIN_TP_END: return (double)bench_pool.hdr->buffer_size;
-	case OP_SPAN: return 2.0 * (RETRACE_FRAME_HDR + 8) + SPAN_EVENT_BYTES;
+	case OP_SPAN:
+	case OP_SPAN_NESTED_NO_TABLE:
+	case OP_SPAN_NESTED_TABLE: return 2.0 * (RETRACE_FRAME_HDR + 8) + SPAN_EVENT_BYTES;
 	case OP_LOG2: return RETRACE_FRAME_HDR + 8 + LOG2_EVENT_BYTES;
 	default: return 0; /* writes nothing into the pool */
 	}
@@ -315,6 +325,36 @@ static uint64_t round_ops(enum op op, size_t size, int threads, uint64_t n)
 	return n ? n : 1;
 }
 
+/*
+ * The span-site policy table for the span_start figure: present = 1000 sites
+ * (a full table of the default pool size) with this span's site among them at
+ * p = 1 (so the same events are written as without a table: the figure is the
+ * check alone); absent = an empty table published (clients see "nothing to
+ * look up" after the same loads a table-less pool costs, and no hashing).
+ * Published between rounds, never while a round runs (one publisher).
+ */
+static void bench_policy(int present)
+{
+	static uint64_t sites[1000];
+	static double probs[1000];
+	const char *svc = "bench_client"; /* set in main */
+	size_t i;
+	if (!present) {
+		rt_pool_policy_publish(&bench_pool, NULL, NULL, 0);
+		return;
+	}
+	for (i = 0; i < 1000; i++) {
+		char op[32];
+		int n = snprintf(op, sizeof op, "site-%zu", i);
+		sites[i] = rt_adapt_site_hash(svc, strlen(svc), op, (size_t)n);
+		probs[i] = 0.05 + 0.9 * (double)(i % 10) / 10.0;
+	}
+	sites[0] = rt_adapt_site_hash(svc, strlen(svc), SPAN_NAME, strlen(SPAN_NAME));
+	probs[0] = 1.0;
+	if (rt_pool_policy_publish(&bench_pool, sites, probs, 1000) != 0)
+		fprintf(stderr, "bench_client: the policy table did not take 1000 sites\n");
+}
+
 /* One timed round of `op` on `threads` threads, into f. */
 static void one_round(struct figure *f, enum op op, size_t size, int threads, uint64_t n,
 		      uint64_t *buffers, uint64_t *discards)
@@ -325,6 +365,8 @@ static void one_round(struct figure *f, enum op op, size_t size, int threads, ui
 	uint64_t rb = 0, rd = 0;
 	rate_for(op);
 	settle();
+	if (op == OP_SPAN_NESTED_NO_TABLE || op == OP_SPAN_NESTED_TABLE)
+		bench_policy(op == OP_SPAN_NESTED_TABLE);
 	for (int t = 0; t < threads; t++) {
 		jobs[t] = (struct job){op, size, n, 0, 0, 0};
 		pthread_create(&th[t], NULL, thread_main, &jobs[t]);
@@ -390,6 +432,8 @@ static const char *pool_mib(void)
 	return buf;
 }
 
+static int line_rounds = ROUNDS; /* rounds behind the next line (clean_rounds=C/N) */
+
 /* One line: the headline only from clean rounds; `more` appends key=values. */
 static void line_more(const char *name, const char *extra, int threads, struct figure f,
 		      const char *base_name, double base_ns, const char *more)
@@ -401,7 +445,7 @@ static void line_more(const char *name, const char *extra, int threads, struct f
 	if (f.clean > 0)
 		printf(" ratio=%.2f", f.ns / base_ns);
 	printf(" discarded_pct=%.3f clean_rounds=%d/%d pool_mib=%s%s\n", f.discarded_pct, f.clean,
-	       ROUNDS, pool_mib(), more);
+	       line_rounds, pool_mib(), more);
 }
 
 static void line(const char *name, const char *extra, int threads, struct figure f,
@@ -473,6 +517,33 @@ static void bench_begin_decision(int threads)
 		  f[0].clean ? f[0].ns : f[0].any_ns, more);
 }
 
+/* The adaptive policy check (docs/adaptive.md): a nested span start + end
+ * with a 1000-site table vs without. A few nanoseconds on a shared machine:
+ * many short rounds, the two alternating, each figure its best round. */
+#define POLICY_ROUNDS 40
+static void bench_span_policy(void)
+{
+	struct figure f[2] = {{-1, 1e30, 0, 0}, {-1, 1e30, 0, 0}};
+	uint64_t buffers[2] = {0}, discards[2] = {0};
+	uint64_t n = iterations / 40 ? iterations / 40 : 1;
+	char more[96] = "";
+	for (int r = 0; r < POLICY_ROUNDS; r++)
+		for (int k = 0; k < 2; k++)
+			one_round(&f[k], k ? OP_SPAN_NESTED_TABLE : OP_SPAN_NESTED_NO_TABLE, 0, 1,
+				  round_ops(OP_SPAN_NESTED_TABLE, 0, 1, n), &buffers[k], &discards[k]);
+	for (int k = 0; k < 2; k++)
+		f[k].discarded_pct = buffers[k] + discards[k]
+					     ? 100.0 * (double)discards[k] / (double)(buffers[k] + discards[k])
+					     : 0.0;
+	if (f[0].clean > 0 && f[1].clean > 0)
+		snprintf(more, sizeof more, " rounds=%d added_ns=%.2f", POLICY_ROUNDS, f[1].ns - f[0].ns);
+	line_rounds = POLICY_ROUNDS;
+	line_more("span_start_policy", " name_len=12 table_sites=1000", 1, f[1], "no_table",
+		  f[0].clean ? f[0].ns : f[0].any_ns, more);
+	line_rounds = ROUNDS;
+	rt_pool_policy_publish(&bench_pool, NULL, NULL, 0);
+}
+
 /* Tracer events against the raw timestamped tracepoint of as many bytes. */
 static void bench_tracer(int threads)
 {
@@ -484,6 +555,8 @@ static void bench_tracer(int threads)
 	     "tracepoint_ts", span_floor.clean ? span_floor.ns : span_floor.any_ns);
 	line("log_2args", "", threads, measure_figure(OP_LOG2, 0, threads, n), "tracepoint_ts",
 	     log_floor.clean ? log_floor.ns : log_floor.any_ns);
+	if (threads == 1)
+		bench_span_policy();
 }
 
 static void bench_throughput(void)
@@ -532,12 +605,17 @@ int main(void)
 		fprintf(stderr, "bench_client: cannot attach to %s\n", name);
 		return 1;
 	}
+	retrace_set_service_name("bench_client"); /* the policy table's sites name it */
 	/* First touch of the pool's pages here, not in the first figure's rounds. */
 	for (uint32_t b = 0; b < bench_pool.hdr->buffer_count; b++) {
 		uint8_t *buf = (uint8_t *)rt_pool_buffer(&bench_pool, b);
 		memset(buf + RT_BUF_HEADER_SIZE, 0, bench_pool.hdr->buffer_size - RT_BUF_HEADER_SIZE);
 	}
 	pthread_create(&dr, NULL, drainer, NULL);
+	if (getenv("RETRACE_BENCH_ONLY_POLICY")) { /* just the policy line */
+		bench_span_policy();
+		goto out;
+	}
 	/* What a timestamp alone costs here (rdtsc; virtual machines differ). */
 	line("ticks", "", 1, measure_figure(OP_TICKS, 0, 1, iterations), "memcpy8",
 	     measure(OP_BASE_COPY, 8, 1, iterations));
@@ -550,6 +628,7 @@ int main(void)
 	bench_begin_end(2);
 	bench_begin_decision(2);
 	bench_tracer(2);
+out:
 	drainer_stop = 1;
 	pthread_join(dr, NULL);
 	printf("bench client name=pool_counters null_buffers=%llu\n",

@@ -167,6 +167,11 @@ struct retrace_tracer_stats {
 	uint64_t templates_written;  /* TEMPLATE events (first use per trace) */
 	uint64_t strings_cut;        /* strings longer than RETRACE_EV_MAX_STR */
 	uint64_t events_too_big;     /* events larger than a buffer: dropped */
+	/* adaptive span policy (the pool's policy table, docs/adaptive.md) */
+	uint64_t spans_dropped;      /* span starts the table said not to record */
+	uint64_t spans_recovered;    /* of those, ended in error: recorded at the end */
+	uint64_t policy_unstable;    /* lookups that met a table being rewritten
+					twice: recorded */
 };
 
 /* This thread's counters. */

@@ -934,7 +934,13 @@ START_TEST(test_strict_fields)
 		{ "START str runs out", { 0xC1, 1, 1, 0, 1, 5, 0xa5, 'n' }, 8 },
 		{ "END status 3", { 0xC1, 2, 1, 5, 3 }, 5 },
 		{ "END error without message", { 0xC1, 2, 1, 5, 2, 0x01 }, 6 },
-		{ "END ok with code", { 0xC1, 2, 1, 5, 1, 0x01 }, 6 },
+		{ "END ok with a str tail", { 0xC1, 2, 1, 5, 1, 0xa1, 'm' }, 7 },
+		{ "END adj 0", { 0xC1, 2, 1, 5, 1, 0x00 }, 6 }, /* never written: not 0 */
+		{ "END adj then more", { 0xC1, 2, 1, 5, 1, 0x01, 0x01 }, 7 },
+		{ "END error adj str", { 0xC1, 2, 1, 6, 2, 0xff, 0xa1, 'm', 0xa1, 'x' }, 10 },
+		{ "START p16 always", { 0xC1, 1, 1, 0, 1, 5, 0xa1, 'n', 0xcd, 0xff, 0xff }, 11 },
+		{ "START p16 negative", { 0xC1, 1, 1, 0, 1, 5, 0xa1, 'n', 0xff }, 9 },
+		{ "START p16 then more", { 0xC1, 1, 1, 0, 1, 5, 0xa1, 'n', 0x10, 0x10 }, 10 },
 		{ "ATTR value nil", { 0xC1, 3, 1, 0xa1, 'k', 0xc0 }, 6 },
 		{ "ATTR value float32", { 0xC1, 3, 1, 0xa1, 'k', 0xca, 0, 0, 0, 0 }, 10 },
 		{ "ATTR value map", { 0xC1, 3, 1, 0xa1, 'k', 0x80 }, 6 },
@@ -960,6 +966,10 @@ START_TEST(test_strict_fields)
 		{ "START kind 6", { 0xC1, 1, 1, 0, 6, 5, 0xa1, 'n' }, 8 }, /* unknown, not corrupt */
 		{ "START kind 255", { 0xC1, 1, 1, 0, 0xcc, 0xff, 5, 0xa1, 'n' }, 9 },
 		{ "END error", { 0xC1, 2, 1, 6, 2, 0xff, 0xa1, 'm' }, 8 },
+		{ "END adj", { 0xC1, 2, 1, 5, 1, 0x01 }, 6 },             /* dropped descendants */
+		{ "END adj negative", { 0xC1, 2, 1, 5, 1, 0xff }, 6 },
+		{ "END error adj", { 0xC1, 2, 1, 6, 2, 0xff, 0xa1, 'm', 0x05 }, 9 },
+		{ "START p16", { 0xC1, 1, 1, 0, 1, 5, 0xa1, 'n', 0xcd, 0x10, 0x00 }, 11 },
 		{ "ATTR", { 0xC1, 3, 1, 0xa1, 'k', 0xc3 }, 6 },
 		{ "LOG no args", { 0xC1, 4, 1, 5, 3, 9 }, 6 },
 		{ "LOG_TEXT", { 0xC1, 5, 0, 5, 0, 0xa0 }, 6 },

@@ -97,13 +97,13 @@ static struct rt_attr s3_attrs[] = { { "k", STR("a") }, { "k", STR("b") } };
 
 static struct rt_span spans[] = {
 	{ TRACE_HI, TRACE_LO, 0x1111, 0, -1, "GET /checkout", 2, T0, T0 + 10 * MS, 1, 0, "",
-	  s0_attrs, 5, s0_logs, 1, 0, 1, 100, 101, 0 },
+	  s0_attrs, 5, s0_logs, 1, 0, 1, 100, 101, 0, RT_SPAN_P16_ALWAYS, 0 },
 	{ TRACE_HI, TRACE_LO, 0x2222, 0x1111, 0, "cart.get", 3, T0 + 1 * MS, T0 + 6 * MS, 0, 0,
-	  "", s1_attrs, 1, NULL, 0, 0, 1, 100, 101, 0 },
+	  "", s1_attrs, 1, NULL, 0, 0, 1, 100, 101, 0, RT_SPAN_P16_ALWAYS, 0 },
 	{ TRACE_HI, TRACE_LO, 0x3333, 0x2222, 1, "cart.lookup", 2, T0 + 2 * MS, T0 + 5 * MS, 2,
-	  503, "out of stock", NULL, 0, s2_logs, 2, 1, 2, 200, 201, 0 },
+	  503, "out of stock", NULL, 0, s2_logs, 2, 1, 2, 200, 201, 0, RT_SPAN_P16_ALWAYS, 0 },
 	{ TRACE_HI, TRACE_LO, 0x4444, 0x3333, 2, "db.query", 1, T0 + 3 * MS, T0 + 3 * MS + 500, 0,
-	  0, "", s3_attrs, 2, NULL, 0, 1, 2, 200, 202, RT_SPAN_PARTIAL },
+	  0, "", s3_attrs, 2, NULL, 0, 1, 2, 200, 202, RT_SPAN_PARTIAL, RT_SPAN_P16_ALWAYS, 0 },
 };
 static uint32_t agents[] = { 1, 2 };
 

@@ -100,6 +100,7 @@ struct owned {
 	uint64_t seqs[RT_WIRE_MAX_ACK_SEQS];
 	struct rt_wire_slice_buffer bufs[RT_WIRE_MAX_SLICE_BUFFERS];
 	struct rt_wire_window_candidate cands[RT_WIRE_MAX_WINDOW];
+	struct rt_wire_policy_entry pol[RT_WIRE_MAX_POLICY_SITES];
 };
 
 static void init_pool(void)
@@ -302,6 +303,19 @@ static void gen_msg(struct owned *o, int type, enum gen_mode mode)
 	case RT_WIRE_WINDOW_RELEASE:
 		m->wrelease.request_id = rnd_u64();
 		break;
+	case RT_WIRE_POLICY: {
+		uint32_t n = mode == GEN_MAX ? RT_WIRE_MAX_POLICY_SITES
+					     : pick_count(0, mode == GEN_SMALL ? 3 : 64, mode);
+		m->policy.generation = rnd_u64();
+		for (uint32_t i = 0; i < n; i++) {
+			uint64_t site = rnd_u64();
+			o->pol[i].site = site ? site : 1;
+			o->pol[i].p16 = (uint16_t)rnd_u32();
+		}
+		m->policy.entry_count = n;
+		m->policy.entries = n ? o->pol : NULL;
+		break;
+	}
 	}
 }
 
@@ -430,6 +444,16 @@ static int msg_eq(const struct rt_wire_msg *a, const struct rt_wire_msg *b, char
 	case RT_WIRE_WINDOW_RELEASE:
 		if (a->wrelease.request_id != b->wrelease.request_id)
 			NEQ("release request_id");
+		return 1;
+	case RT_WIRE_POLICY:
+		if (a->policy.generation != b->policy.generation)
+			NEQ("policy generation");
+		if (a->policy.entry_count != b->policy.entry_count)
+			NEQ("entry_count");
+		for (uint32_t i = 0; i < a->policy.entry_count; i++)
+			if (a->policy.entries[i].site != b->policy.entries[i].site ||
+			    a->policy.entries[i].p16 != b->policy.entries[i].p16)
+				NEQ("policy entry");
 		return 1;
 	}
 	NEQ("unknown type");
@@ -828,6 +852,20 @@ START_TEST(test_encoder_refusals)
 	ack.seqs = NULL;
 	REFUSE(rt_wire_encode_ack(&buf, &ack), RT_WIRE_E_INVAL);
 
+	{
+		struct rt_wire_policy_entry pe[2] = {{5, 100}, {0, 1}};
+		struct rt_wire_policy pol = {.generation = 1, .entry_count = 2, .entries = pe};
+		REFUSE(rt_wire_encode_policy(&buf, &pol), RT_WIRE_E_VALUE); /* site 0 */
+		pol.entry_count = RT_WIRE_MAX_POLICY_SITES + 1;
+		REFUSE(rt_wire_encode_policy(&buf, &pol), RT_WIRE_E_TOO_BIG);
+		pol.entry_count = 1;
+		pol.entries = NULL;
+		REFUSE(rt_wire_encode_policy(&buf, &pol), RT_WIRE_E_INVAL);
+		pol.entries = pe;
+		ck_assert_int_eq(rt_wire_encode_policy(&buf, &pol), 0);
+		buf.len = 3;
+	}
+
 	REFUSE(rt_wire_encode(&buf, &m), RT_WIRE_E_UNKNOWN_TYPE);
 	m.type = RT_WIRE_TYPE_MAX + 1;
 	REFUSE(rt_wire_encode(&buf, &m), RT_WIRE_E_UNKNOWN_TYPE);
@@ -878,6 +916,14 @@ static const struct raw_case raw_cases[] = {
 	    RT_WIRE_E_TYPE),
 	RAW("type 0", "\x94\x01\x00\x00\x90", RT_WIRE_E_UNKNOWN_TYPE),
 	RAW("type 10", "\x94\x01\x0a\x00\x90", RT_WIRE_E_UNKNOWN_TYPE),
+	RAW("type 8", "\x94\x01\x08\x00\x90", RT_WIRE_E_UNKNOWN_TYPE),
+	RAW("policy: empty", "\x94\x01\x07\x00\x90", RT_WIRE_OK),
+	RAW("policy: one entry", "\x94\x01\x07\x00\x91\x92\x05\xcd\xff\xff", RT_WIRE_OK),
+	RAW("policy: site 0", "\x94\x01\x07\x00\x91\x92\x00\x01", RT_WIRE_E_VALUE),
+	RAW("policy: p16 65536", "\x94\x01\x07\x00\x91\x92\x05\xce\x00\x01\x00\x00",
+	    RT_WIRE_E_TYPE),
+	RAW("policy: 3 entries declared, 1 sent", "\x94\x01\x07\x00\x93\x92\x05\x01",
+	    RT_WIRE_E_TRUNCATED),
 	RAW("type 2^64-1", "\x94\x01\xcf\xff\xff\xff\xff\xff\xff\xff\xff\x00\x90",
 	    RT_WIRE_E_UNKNOWN_TYPE),
 	RAW("type as str", "\x94\x01\xa1\x06\x00\x90", RT_WIRE_E_TYPE),
@@ -1048,7 +1094,7 @@ END_TEST
 
 /* ---- the malformed table, part 2: every field of every message, edited ---- */
 
-enum kind { K_U32, K_U64, K_I32, K_STR, K_BIN, K_LIST, K_TUPLE };
+enum kind { K_U32, K_U64, K_I32, K_STR, K_BIN, K_LIST, K_TUPLE, K_U16, K_SITE };
 
 struct node {
 	enum kind k;
@@ -1105,6 +1151,13 @@ static const struct node f_slice[] = {
 	U32("agent_id"), U64("slice_seq"), U32("trigger_id"), U64("trace_hi"), U64("trace_lo"),
 	U64("tsc_hz"), U64("tsc_ref_tick"), U64("tsc_ref_unix_ns"),
 	{.k = K_LIST, .name = "buffers", .limit = 65536, .sub = &n_buffer}};
+static const struct node f_policy_entry[] = {{.k = K_SITE, .name = "site"},
+					     {.k = K_U16, .name = "p16"}};
+static const struct node n_policy_entry = {.k = K_TUPLE, .name = "entry",
+					   .sub = f_policy_entry, .nsub = 2};
+static const struct node f_policy[] = {
+	U64("generation"),
+	{.k = K_LIST, .name = "entries", .limit = 65536, .sub = &n_policy_entry}};
 static const struct node f_ack[] = {
 	{.k = K_I32, .name = "status"},
 	{.k = K_LIST, .name = "seqs", .limit = 4096, .sub = &n_seq}};
@@ -1131,6 +1184,7 @@ static const struct {
 	[RT_WIRE_REGISTER] = {f_register, 10},       [RT_WIRE_TRIGGER] = {f_trigger, 5},
 	[RT_WIRE_REMOTE_TRIGGER] = {f_remote, 3},    [RT_WIRE_BREADCRUMB_REPLY] = {f_reply, 3},
 	[RT_WIRE_SLICE] = {f_slice, 9},              [RT_WIRE_ACK] = {f_ack, 2},
+	[RT_WIRE_POLICY] = {f_policy, 2},
 };
 
 struct table {
@@ -1298,6 +1352,21 @@ static void walk(struct table *t, msgpack_object *o, const struct node *n)
 			swap_expect(t, o, obj_u64(UINT64_MAX), RT_WIRE_OK, "as 2^64-1");
 		}
 		break;
+	case K_U16:
+		ck_assert(o->type == MSGPACK_OBJECT_POSITIVE_INTEGER);
+		wrong_kinds(t, o, 0, 1, 1, 1);
+		swap_expect(t, o, obj_i64(-1), RT_WIRE_E_TYPE, "as -1");
+		swap_expect(t, o, obj_u64(0), RT_WIRE_OK, "as 0");
+		swap_expect(t, o, obj_u64(0xFFFF), RT_WIRE_OK, "as 65535");
+		swap_expect(t, o, obj_u64(0x10000), RT_WIRE_E_TYPE, "as 65536");
+		break;
+	case K_SITE: /* a u64 that is never 0 */
+		ck_assert(o->type == MSGPACK_OBJECT_POSITIVE_INTEGER);
+		wrong_kinds(t, o, 0, 1, 1, 1);
+		swap_expect(t, o, obj_i64(-1), RT_WIRE_E_TYPE, "as -1");
+		swap_expect(t, o, obj_u64(0), RT_WIRE_E_VALUE, "as 0");
+		swap_expect(t, o, obj_u64(UINT64_MAX), RT_WIRE_OK, "as 2^64-1");
+		break;
 	case K_I32:
 		wrong_kinds(t, o, 0, 1, 1, 1);
 		swap_expect(t, o, obj_i64(-1), RT_WIRE_OK, "as -1");
@@ -1380,7 +1449,8 @@ static void base_msg(struct owned *o, int type)
 	       (type == RT_WIRE_ACK && o->m.ack.seq_count != 2) ||
 	       (type == RT_WIRE_WINDOW_REPLY && o->m.wreply.candidate_count != 2) ||
 	       /* CLIENTS: both strings must not be empty, which the table checks */
-	       (type == RT_WIRE_WINDOW_QUERY && o->m.wquery.kind != RT_WIRE_WINDOW_CLIENTS));
+	       (type == RT_WIRE_WINDOW_QUERY && o->m.wquery.kind != RT_WIRE_WINDOW_CLIENTS) ||
+	       (type == RT_WIRE_POLICY && o->m.policy.entry_count != 2));
 	if (type == RT_WIRE_SLICE)
 		o->m.slice.rate_exp = 0; /* the 11-element form; the 12th: test_slice_rate_exp */
 }
@@ -1530,7 +1600,8 @@ START_TEST(test_random_bytes)
 	static const uint8_t elems[RT_WIRE_TYPE_MAX + 1] = {
 		0, RT_WIRE_ELEMS_REGISTER, RT_WIRE_ELEMS_TRIGGER, RT_WIRE_ELEMS_REMOTE_TRIGGER,
 		RT_WIRE_ELEMS_BREADCRUMB_REPLY, RT_WIRE_ELEMS_SLICE, RT_WIRE_ELEMS_ACK,
-		RT_WIRE_ELEMS_WINDOW_QUERY, RT_WIRE_ELEMS_WINDOW_REPLY, RT_WIRE_ELEMS_WINDOW_RELEASE};
+		RT_WIRE_ELEMS_WINDOW_QUERY, RT_WIRE_ELEMS_WINDOW_REPLY, RT_WIRE_ELEMS_WINDOW_RELEASE,
+		RT_WIRE_ELEMS_POLICY};
 
 	seed_rng(3);
 	for (int it = 0; it < N; it++) {

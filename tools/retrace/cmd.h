@@ -16,6 +16,7 @@ int cli_cmd_alarm(int argc, char **argv);
 int cli_cmd_export(int argc, char **argv);
 int cli_cmd_recollect(int argc, char **argv);
 int cli_cmd_estimate(int argc, char **argv);
+int cli_cmd_policy(int argc, char **argv);
 
 /* "90s", "5m", "2h", "1d", "1500ms" or plain seconds -> ns; 0 if malformed
  * (cli_common.c, as are the store, time and id-list helpers below). */

@@ -29,6 +29,7 @@ static const struct command commands[] = {
 	{ "alarm", cli_cmd_alarm, "alarm an entry API so selection keeps more of its traces" },
 	{ "recollect", cli_cmd_recollect, "traverse stored traces again (after an agent restart)" },
 	{ "estimate", cli_cmd_estimate, "unbiased counts of matching spans and traces, from sampled ones" },
+	{ "policy", cli_cmd_policy, "the adaptive span policy: each span site's belief, probability, rank" },
 #endif
 #ifdef RETRACE_HAVE_WEAVE
 	{ "weave", cli_cmd_weave, "reconstruct links across hops without context in an OTLP/JSON file" },

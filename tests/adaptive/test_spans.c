@@ -1,0 +1,353 @@
+/*
+ * The adaptive span policy end to end in one process: the agent's side
+ * publishes a policy table into a real pool (rt_pool_policy_publish), the real
+ * client (libretrace) writes spans under it, the pool is drained, the buffers
+ * become a SLICE as the agent would send it, and the coordinator's decoder
+ * reads it back. Checked:
+ *   - a dropped span records nothing; its children, logs and the outgoing
+ *     context attach to the nearest recorded ancestor; its attributes go
+ *     nowhere; the decode is complete (no hole is flagged);
+ *   - self time: the ancestor's decoded self time excludes its dropped
+ *     descendants (nested, and with recorded spans inside them);
+ *   - a dropped span that ends in error is recorded at its end, under the
+ *     ancestor, with the error;
+ *   - a kept span records the probability it was kept with; p = 0.5 keeps
+ *     about half;
+ *   - never dropped: roots, a host's entry span (remote parent), CLIENT spans,
+ *     spans after a fired trigger, and everything when no table is published.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/collect.h"
+#include "common/testpool.h"
+#include "decode.h"
+#include "retrace/retrace.h"
+#include "retrace/tracer.h"
+
+#define SERVICE "adaptsvc"
+
+static struct rt_pool pool;
+static char pool_name[64];
+
+static void pool_up(void)
+{
+	test_pool_name(pool_name, sizeof pool_name, "adspans");
+	test_pool_create(&pool, pool_name, 16384, 512);
+	test_client_init(pool_name, 1);
+	ck_assert_int_eq(retrace_set_service_name(SERVICE), RETRACE_OK);
+}
+
+static void pool_down(void)
+{
+	retrace_shutdown();
+	test_pool_destroy(&pool);
+}
+
+static uint64_t site(const char *op)
+{
+	return rt_adapt_site_hash(SERVICE, strlen(SERVICE), op, strlen(op));
+}
+
+/* Publish {op -> p} pairs (NULL-terminated ops). */
+static void publish(const char *const *ops, const double *p)
+{
+	uint64_t sites[16];
+	size_t n = 0;
+	for (; ops[n]; n++)
+		sites[n] = site(ops[n]);
+	ck_assert_int_eq(rt_pool_policy_publish(&pool, sites, p, n), 0);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void spin_us(unsigned us)
+{
+	uint64_t end = now_ns() + us * 1000ull;
+	while (now_ns() < end)
+		;
+}
+
+/* Drain the pool and decode trace `id` as the coordinator would. */
+static void decode_trace(retrace_trace_id id, struct rt_decoded_trace *out)
+{
+	struct collection col;
+	struct rt_wire_slice_buffer *wb;
+	struct rt_wire_slice sl;
+	struct rt_decoder *d;
+	size_t i, n = 0;
+	retrace_flush();
+	memset(&col, 0, sizeof col);
+	collect_all(&pool, &col);
+	wb = calloc(col.n_bufs + 1, sizeof *wb);
+	for (i = 0; i < col.n_bufs; i++) {
+		const struct collected_buffer *b = &col.bufs[i];
+		if (b->h.trace_lo != id.lo)
+			continue;
+		wb[n] = (struct rt_wire_slice_buffer){ b->h.pid, b->h.tid, b->h.seq, b->h.flags,
+						       b->h.first_tick, b->payload, b->e.bytes };
+		n++;
+	}
+	memset(&sl, 0, sizeof sl);
+	sl.agent_id = 42;
+	sl.trace_hi = id.hi;
+	sl.trace_lo = id.lo;
+	sl.tsc_hz = pool.hdr->tsc_hz;
+	sl.tsc_ref_tick = pool.hdr->tsc_ref_tick;
+	sl.tsc_ref_unix_ns = pool.hdr->tsc_ref_unix_ns;
+	sl.buffer_count = (uint32_t)n;
+	sl.buffers = wb;
+	d = rt_decoder_new(id.hi, id.lo);
+	ck_assert_ptr_nonnull(d);
+	ck_assert_int_eq(rt_decoder_add_slice(d, &sl), 0);
+	ck_assert_int_eq(rt_decoder_finish(d, out), 0);
+	free(wb);
+	collection_free(&col);
+}
+
+static const struct rt_span *by_id(const struct rt_decoded_trace *t, uint64_t id)
+{
+	uint32_t i;
+	for (i = 0; i < t->n_spans; i++)
+		if (t->spans[i].span_id == id)
+			return &t->spans[i];
+	return NULL;
+}
+
+static uint32_t count_named(const struct rt_decoded_trace *t, const char *name)
+{
+	uint32_t i, n = 0;
+	for (i = 0; i < t->n_spans; i++)
+		n += strcmp(t->spans[i].name, name) == 0;
+	return n;
+}
+
+static const retrace_trace_id TRACE = {0x1234ull, 0xadad0001ull};
+
+START_TEST(test_drop_attach_and_self_time)
+{
+	static const char *const ops[] = { "drop", NULL };
+	static const double p[] = { 0.0 };
+	struct rt_decoded_trace t;
+	struct retrace_tracer_stats st0, st;
+	int64_t *self;
+	uint64_t root, a, b, c, d, e, f;
+	const struct rt_span *sr, *sb, *sd, *sf, *se = NULL;
+	uint32_t i, ri;
+
+	pool_up();
+	publish(ops, p);
+	retrace_tracer_stats(&st0);
+	ck_assert_int_eq(retrace_begin(TRACE), 1);
+	root = retrace_span_start("drop", RETRACE_SPAN_SERVER); /* a root: never dropped */
+	a = retrace_span_start("drop", RETRACE_SPAN_INTERNAL);  /* dropped */
+	ck_assert_uint_eq(a, root);            /* the recorded ancestor stands in */
+	ck_assert_uint_eq(retrace_current_span(), root);
+	retrace_attr_str("lost", "x");          /* describes a dropped span: nowhere */
+	retrace_log_text(RETRACE_LOG_INFO, "inside a dropped span");
+	spin_us(1500);
+	b = retrace_span_start("keep", RETRACE_SPAN_INTERNAL);
+	spin_us(1000);
+	retrace_span_end();
+	c = retrace_span_start("drop", RETRACE_SPAN_INTERNAL); /* nested, dropped */
+	ck_assert_uint_eq(c, root);
+	spin_us(1000);
+	d = retrace_span_start("keep", RETRACE_SPAN_INTERNAL);
+	spin_us(1000);
+	retrace_span_end();
+	retrace_span_end(); /* c */
+	retrace_span_end(); /* a */
+	e = retrace_span_start("drop", RETRACE_SPAN_INTERNAL); /* dropped, ends in error */
+	ck_assert_uint_eq(e, root);
+	spin_us(1000);
+	f = retrace_span_start("keep", RETRACE_SPAN_INTERNAL);
+	spin_us(1000);
+	retrace_span_end();
+	retrace_span_end_error(7, "late failure"); /* e: recorded now */
+	retrace_span_end_ok(); /* root */
+	retrace_end();
+	retrace_tracer_stats(&st);
+	ck_assert_uint_eq(st.spans_dropped - st0.spans_dropped, 3);
+	ck_assert_uint_eq(st.spans_recovered - st0.spans_recovered, 1);
+
+	decode_trace(TRACE, &t);
+	ck_assert_msg(rt_decode_complete(&t.st), "dropped spans must not leave a hole");
+	ck_assert_uint_eq(t.n_spans, 5); /* root, b, d, f, and e recovered */
+	sr = by_id(&t, root);
+	sb = by_id(&t, b);
+	sd = by_id(&t, d);
+	sf = by_id(&t, f);
+	ck_assert(sr && sb && sd && sf);
+	ck_assert_uint_eq(sb->parent_id, root);
+	ck_assert_uint_eq(sd->parent_id, root);
+	ck_assert_uint_eq(sf->parent_id, root);
+	ck_assert_uint_eq(sr->n_attrs, 0);
+	ck_assert_uint_eq(sr->n_logs, 1);
+	ck_assert_uint_eq(count_named(&t, "drop"), 2); /* root and the recovered e */
+	for (i = 0; i < t.n_spans; i++)
+		if (t.spans[i].span_id != root && strcmp(t.spans[i].name, "drop") == 0)
+			se = &t.spans[i];
+	ck_assert_ptr_nonnull(se);
+	ck_assert_uint_eq(se->parent_id, root);
+	ck_assert_uint_eq(se->status, RETRACE_STATUS_ERROR);
+	ck_assert_int_eq(se->status_code, 7);
+	ck_assert_str_eq(se->status_message, "late failure");
+	ck_assert_uint_eq(se->adapt_p16, RT_SPAN_P16_ALWAYS);
+	ck_assert_uint_ge(se->end_ns - se->start_ns, 2000000);
+	ck_assert_uint_eq(sr->adapt_p16, RT_SPAN_P16_ALWAYS);
+	/* dur(a) - b - d - f: not 0; negative when f (inside the recovered e) ran
+	 * longer than a's own time, which a preempted spin can do */
+	ck_assert_int_ne(sr->dropped_ns, 0);
+
+	/* Self times: root did nothing itself; a and c spun 2.5 ms between them. */
+	self = calloc(t.n_spans, sizeof *self);
+	rt_decode_self_times(&t, self);
+	ri = (uint32_t)(sr - t.spans);
+	ck_assert_msg(self[ri] < 400000, "root self time %lld ns: dropped time left in it",
+		      (long long)self[ri]);
+	ck_assert_uint_ge(sr->end_ns - sr->start_ns, 6500000);
+	ck_assert_int_ge(self[sb - t.spans], 1000000);
+	ck_assert_int_ge(self[sd - t.spans], 1000000);
+	free(self);
+	rt_decoded_trace_free(&t);
+	pool_down();
+}
+END_TEST
+
+START_TEST(test_kept_spans_record_their_probability)
+{
+	static const char *const ops[] = { "half", NULL };
+	static const double p[] = { 0.5 };
+	const retrace_trace_id id = {0x1234ull, 0xadad0002ull};
+	struct rt_decoded_trace t;
+	uint32_t i, kept = 0;
+	pool_up();
+	publish(ops, p);
+	ck_assert_int_eq(retrace_begin(id), 1);
+	retrace_span_start("root", RETRACE_SPAN_SERVER);
+	for (i = 0; i < 1000; i++) {
+		retrace_span_start("half", RETRACE_SPAN_INTERNAL);
+		retrace_span_end();
+	}
+	retrace_span_end();
+	retrace_end();
+	decode_trace(id, &t);
+	ck_assert(rt_decode_complete(&t.st));
+	for (i = 0; i < t.n_spans; i++) {
+		if (strcmp(t.spans[i].name, "half") != 0)
+			continue;
+		kept++;
+		ck_assert_uint_eq(t.spans[i].adapt_p16, rt_adapt_p16(0.5));
+	}
+	/* Binomial(1000, 0.5): sd 16; a bound of 8 sd never fails by chance. */
+	ck_assert_msg(kept > 370 && kept < 630, "kept %u of 1000 at p = 0.5", kept);
+	rt_decoded_trace_free(&t);
+	pool_down();
+}
+END_TEST
+
+START_TEST(test_never_dropped)
+{
+	static const char *const ops[] = { "entry", "call", "late", "inner", NULL };
+	static const double p[] = { 0.0, 0.0, 0.0, 0.0 };
+	const retrace_trace_id id = {0x1234ull, 0xadad0003ull};
+	const retrace_trace_id id2 = {0x1234ull, 0xadad0004ull};
+	struct rt_decoded_trace t;
+	struct retrace_wire_context wc;
+	uint64_t entry, call, inner, late;
+	pool_up();
+	publish(ops, p);
+	/* A host's entry span under a remote parent. */
+	ck_assert_int_eq(retrace_deserialize("00-000000000000123400000000adad0003-00000000000000aa-01",
+					     NULL, &wc), RETRACE_OK);
+	ck_assert_int_eq(retrace_begin(id), 1);
+	entry = retrace_span_start("entry", RETRACE_SPAN_SERVER);
+	call = retrace_span_start("call", RETRACE_SPAN_CLIENT); /* the next hop's parent */
+	retrace_span_end();
+	inner = retrace_span_start("inner", RETRACE_SPAN_INTERNAL); /* dropped */
+	retrace_span_end();
+	ck_assert_uint_eq(inner, entry);
+	retrace_trigger(id, 9, NULL, 0);
+	late = retrace_span_start("late", RETRACE_SPAN_INTERNAL); /* after a trigger */
+	retrace_span_end();
+	retrace_span_end();
+	retrace_end();
+	decode_trace(id, &t);
+	ck_assert_ptr_nonnull(by_id(&t, entry));
+	ck_assert_uint_eq(by_id(&t, entry)->parent_id, 0xaa);
+	ck_assert_uint_ne(call, entry); /* a dropped span would return its ancestor */
+	ck_assert_uint_ne(late, entry);
+	ck_assert_uint_eq(count_named(&t, "call"), 1);
+	ck_assert_uint_eq(count_named(&t, "late"), 1);
+	ck_assert_uint_eq(count_named(&t, "entry"), 1);
+	ck_assert_uint_eq(count_named(&t, "inner"), 0);
+	rt_decoded_trace_free(&t);
+
+	/* An empty table: everything is recorded again. */
+	ck_assert_int_eq(rt_pool_policy_publish(&pool, NULL, NULL, 0), 0);
+	ck_assert_int_eq(retrace_begin(id2), 1);
+	retrace_span_start("entry", RETRACE_SPAN_SERVER);
+	inner = retrace_span_start("inner", RETRACE_SPAN_INTERNAL);
+	retrace_span_end();
+	retrace_span_end();
+	retrace_end();
+	decode_trace(id2, &t);
+	ck_assert_uint_eq(count_named(&t, "inner"), 1);
+	ck_assert_ptr_nonnull(by_id(&t, inner));
+	ck_assert_uint_eq(by_id(&t, inner)->adapt_p16, RT_SPAN_P16_ALWAYS);
+	rt_decoded_trace_free(&t);
+	pool_down();
+}
+END_TEST
+
+/* A name buffer reused for another name of the same length: its own site
+ * (the client's per-thread site cache is keyed by address, length, service
+ * and the name's ends). */
+START_TEST(test_reused_name_buffer)
+{
+	static const char *const ops[] = { "drop.site.one", NULL };
+	static const double p[] = { 0.0 };
+	const retrace_trace_id id = {0x1234ull, 0xadad0005ull};
+	struct retrace_tracer_stats st0, st;
+	char buf[32];
+	pool_up();
+	publish(ops, p);
+	retrace_tracer_stats(&st0);
+	ck_assert_int_eq(retrace_begin(id), 1);
+	retrace_span_start("root", RETRACE_SPAN_SERVER);
+	for (int i = 0; i < 3; i++) {
+		snprintf(buf, sizeof buf, "%s", "keep.site.one"); /* not in the table */
+		retrace_span_start(buf, RETRACE_SPAN_INTERNAL);
+		retrace_span_end();
+		snprintf(buf, sizeof buf, "%s", "drop.site.one"); /* same address, length */
+		retrace_span_start(buf, RETRACE_SPAN_INTERNAL);
+		retrace_span_end();
+	}
+	retrace_span_end();
+	retrace_end();
+	retrace_tracer_stats(&st);
+	ck_assert_uint_eq(st.spans_dropped - st0.spans_dropped, 3);
+	ck_assert_uint_eq(st.spans_started - st0.spans_started, 4); /* root + 3 keep */
+	pool_down();
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("adaptive_spans");
+	TCase *tc = tcase_create("spans");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_drop_attach_and_self_time);
+	tcase_add_test(tc, test_kept_spans_record_their_probability);
+	tcase_add_test(tc, test_never_dropped);
+	tcase_add_test(tc, test_reused_name_buffer);
+	suite_add_tcase(s, tc);
+	return test_run_suite(s);
+}
