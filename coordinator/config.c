@@ -38,6 +38,8 @@ static const struct opt_row rows[] = {
 	{ "collector", T_STR, F(collector), "URL", "where agents send slices (default tcp://127.0.0.1:7701)" },
 	{ "store", T_STR, F(store), "STORE", "the store: PATH or sqlite:PATH (a SQLite file), or clickhouse://HOST:PORT/DB (docs/store.md; default ./retrace.db)" },
 	{ "sync-full", T_FLAG, F(sync_full), NULL, "fsync every commit: acknowledged slices survive a power cut, not just a crash" },
+	{ "commit-interval", T_SECONDS, F(commit_interval), "SEC", "group commit: one store transaction gathers turns for up to SEC, acknowledging their slices after it (default 0 for SQLite: every turn; 0.25 for ClickHouse)" },
+	{ "commit-slices", T_U32, F(commit_slices), "N", "group commit: commit as soon as N slices wait for it (default 0 = as many as the collector's contexts, 128)" },
 	{ "settle", T_SECONDS, F(settle), "SEC", "quiet time after the last slice before a trace closes (default 1)" },
 	{ "collect-timeout", T_SECONDS, F(collect_timeout), "SEC", "close a trace this long after its trigger regardless (default 10)" },
 	{ "state-ttl", T_SECONDS, F(state_ttl), "SEC", "remember closed traces this long for late slices (default 60)" },
@@ -78,6 +80,7 @@ void rt_coord_config_defaults(struct rt_coord_config *c)
 	snprintf(c->listen, sizeof c->listen, "tcp://127.0.0.1:7700");
 	snprintf(c->collector, sizeof c->collector, "tcp://127.0.0.1:7701");
 	snprintf(c->store, sizeof c->store, "%s", RT_STORE_DEFAULT_PATH);
+	c->commit_interval = -1; /* the store's default (batch.c) */
 	c->settle = 1.0;
 	c->collect_timeout = 10.0;
 	c->state_ttl = 60.0;

@@ -24,7 +24,9 @@
 #define COORD_GROUP_TRACES RT_WIRE_MAX_TRACES /* a trace mask fits a uint64_t */
 #define COORD_MAX_GROUP_TRIGGERS 64           /* (agent, seq) keys kept per group */
 #define COORD_IN_COORD 16                     /* REP contexts on the coordinator socket */
-#define COORD_IN_COLLECT 32                   /* REP contexts on the collector socket */
+/* REP contexts on the collector socket. A context whose slice waits for the
+ * group commit (batch.c) cannot receive, so this bounds a commit's slices. */
+#define COORD_IN_COLLECT 128
 #define COORD_MAX_REQS 1024                   /* remote triggers in flight */
 #define COORD_LATENCY_RING 8192               /* traversal latency samples kept */
 /* Requests on the coordinator socket: a TRIGGER is at most ~85 KB (64 traces of
@@ -237,8 +239,27 @@ struct coord_loop_stats {
 	uint64_t last_slow_log_ns;
 };
 
+/*
+ * Group commit (batch.c): one store transaction spans turns until it is due
+ * (--commit-interval passed since it opened, --commit-slices slices held, or
+ * the contexts running out); the replies that promise something stored wait
+ * in `held` until its commit.
+ */
+struct coord_batch {
+	int open;                  /* a store transaction is open */
+	uint64_t opened_ns;        /* monotonic */
+	uint64_t interval_ns;      /* 0: commit every turn */
+	uint32_t max_slices;
+	uint32_t nheld, nslices, nreqs, turns;
+	struct coord_in *held[COORD_IN_COORD + COORD_IN_COLLECT];
+	/* figures */
+	uint64_t commits, commit_failures, committed_slices, max_slices_seen;
+	uint64_t turns_batched;    /* turns that ended without a commit */
+};
+
 struct rt_coord {
 	struct rt_coord_config cfg;
+	struct coord_batch batch;
 	struct rt_store *store;
 	nng_socket coord_sock, collect_sock;
 	char listen_addr[RT_COORD_URL_MAX], collector_addr[RT_COORD_URL_MAX];
@@ -374,7 +395,23 @@ void coord_auth_figures(struct rt_figures *w, struct rt_coord *c);
 /* The name of a phase of the loop's turns (coordinator.c). */
 const char *coord_phase_name(enum coord_phase p);
 
+/* batch.c */
+void coord_batch_init(struct rt_coord *c);
+/* The wait for the next turn: at most until the open batch is due. */
+uint64_t coord_batch_wait(const struct rt_coord *c, uint64_t wait_ns);
+/* Open the store transaction unless one is open; 0 or a store error. */
+int coord_batch_begin(struct rt_coord *c);
+/* Keep in's reply until the batch commits (slices; requests that promise durability). */
+void coord_batch_hold(struct rt_coord *c, struct coord_in *in);
+/* 1 when the open batch must commit now. */
+int coord_batch_due(const struct rt_coord *c, uint64_t now_ns);
+/* Commit (rc == 0) or roll back (rc != 0: every held durable reply becomes an
+ * error ACK), then send every held reply. Returns the outcome (0 committed). */
+int coord_batch_finish(struct rt_coord *c, int rc);
+void coord_batch_figures(struct rt_figures *w, const struct rt_coord *c);
+
 /* coordinator.c */
+void coord_send_reply(struct coord_in *in);
 void coord_reply(struct rt_coord *c, struct coord_in *in, const void *data, size_t len);
 void coord_reply_ack(struct rt_coord *c, struct coord_in *in, int32_t status,
 		     const uint64_t *seqs, uint32_t n);

@@ -124,7 +124,7 @@ void coord_reply(struct rt_coord *c, struct coord_in *in, const void *data, size
 	memcpy(nng_msg_body(in->reply), data, len);
 }
 
-static void send_reply(struct coord_in *in)
+void coord_send_reply(struct coord_in *in)
 {
 	in->durable = 0;
 	if (!in->reply) {
@@ -340,11 +340,12 @@ const char *coord_phase_name(enum coord_phase p)
 }
 
 /*
- * One turn: everything that arrived is handled inside one store transaction,
- * the traversal's timers run in it too (closing traces writes their rows), and
- * only after the commit do the replies go out. If the commit fails, every
- * reply that promised durability becomes an error ACK, so agents send again.
- * Each phase's time is counted (the "loop" figures; slow turns are logged).
+ * One turn: everything that arrived is handled inside the open store
+ * transaction (batch.c opens it, and it may span turns: group commit), the
+ * traversal's timers run in it too (closing traces writes their rows), and the
+ * replies that promise something stored wait for its commit. If the commit
+ * fails, every such reply becomes an error ACK, so agents send again. Each
+ * phase's time is counted (the "loop" figures; slow turns are logged).
  */
 static void run_once(struct rt_coord *c, uint64_t wait_ns)
 {
@@ -355,7 +356,7 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 	uint64_t start, mark, turn[COORD_PHASES] = { 0 };
 	int rc;
 
-	take_ready(c, &in, &rq, wait_ns);
+	take_ready(c, &in, &rq, coord_batch_wait(c, wait_ns));
 	start = mark = coord_now_ns();
 	for (; in; in = in->next_ready) {
 		if (in->collector && ns < COORD_IN_COLLECT)
@@ -368,7 +369,7 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 		coord_handle_reply(c, rq);
 		rq = next;
 	}
-	rc = rt_store_begin(c->store);
+	rc = coord_batch_begin(c);
 	if (rc == 0) {
 		/* Refused slices and requests get their replies here (auth.c). */
 		coord_process_slices(c, admitted, coord_admit_slices(c, slices, ns, admitted));
@@ -390,24 +391,20 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 		coord_selection_tick(c, coord_now_ns());
 		phase_done(c, COORD_PHASE_SELECTION, &mark, turn);
 		serve_replies(c);
-		rc = rt_store_commit(c->store);
-		phase_done(c, COORD_PHASE_COMMIT, &mark, turn);
-	}
-	coord_stream_turn_done(c, rc == 0); /* committed rows only: the exporter reads them */
-	if (rc != 0) {
-		c->st.store_errors++;
-		coord_log(c, LOG_ERROR, "store transaction failed: %s", rt_store_errmsg(c->store));
-		rt_store_rollback(c->store);
-		for (i = 0; i < ns; i++)
-			coord_reply_ack(c, slices[i], RT_STORE_E_IO, NULL, 0);
+	} else {
 		for (i = 0; i < nc; i++)
-			if (reqs[i]->durable)
-				coord_reply_ack(c, reqs[i], RT_STORE_E_IO, NULL, 0);
+			reqs[i]->durable = 1; /* nothing was handled: each gets the error ACK */
 	}
 	for (i = 0; i < ns; i++)
-		send_reply(slices[i]);
+		coord_batch_hold(c, slices[i]);
 	for (i = 0; i < nc; i++)
-		send_reply(reqs[i]);
+		coord_batch_hold(c, reqs[i]);
+	if (rc != 0 || coord_batch_due(c, coord_now_ns())) {
+		rc = coord_batch_finish(c, rc);
+		phase_done(c, COORD_PHASE_COMMIT, &mark, turn);
+	} else {
+		c->batch.turns_batched++;
+	}
 	phase_done(c, COORD_PHASE_REPLIES, &mark, turn);
 	turn_done(c, start, turn, ns, nc);
 }
@@ -423,6 +420,8 @@ void rt_coord_run(struct rt_coord *c, volatile int *stop)
 		if (rt_metrics_wanted(rt_http_api_status(c->http)))
 			rt_metrics_serve(rt_http_api_status(c->http), coord_status_json_render, c);
 	}
+	if (c->batch.open) /* what the last turns stored is acknowledged before we stop */
+		coord_batch_finish(c, 0);
 }
 
 /* ------------------------------------------------------ open / close ---- */
@@ -604,6 +603,7 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 		rt_coord_close(c);
 		return NULL;
 	}
+	coord_batch_init(c);
 	coord_dir_load(c);
 	resume_pending(c);
 	write_ready_file(c);

@@ -31,6 +31,9 @@ struct rt_coord_config {
 	char store[RT_COORD_URL_MAX];      /* SQLite file (default retrace.db) */
 	char ready_file[RT_COORD_URL_MAX]; /* created once listening */
 	int sync_full;                     /* fsync every commit (power-safe) */
+	double commit_interval;            /* s a group commit may gather turns (0 = every turn;
+	                                      < 0 = the store's default: batch.c) */
+	uint32_t commit_slices;            /* commit once this many slices wait (0 = contexts) */
 	double settle;                     /* s of quiet after the last slice before a trace closes */
 	double collect_timeout;            /* s after the trigger when a trace closes regardless */
 	double state_ttl;                  /* s a closed trace is remembered for late slices */

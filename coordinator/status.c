@@ -214,6 +214,7 @@ static void loop_section(struct rt_figures *w, const struct rt_coord *c)
 		snprintf(key, sizeof key, "%s_ms", coord_phase_name((enum coord_phase)p));
 		rt_fig_time_f(w, key, c->loop.phase_ns[p] / 1e6, 1e-3); /* summed over the turns */
 	}
+	coord_batch_figures(w, c); /* group commit (batch.c) */
 }
 
 static void all_figures(struct rt_figures *w, struct rt_coord *c)
