@@ -12,9 +12,17 @@
  * A batch commits when the first of these comes:
  *   - commit_interval passed since it opened (--commit-interval; 0 = every
  *     turn, as before group commit);
+ *   - a turn brought nothing while replies wait (the loop waited up to its 5 ms
+ *     tick, or to the interval's end): the senders are all waiting for these
+ *     ACKs (an agent has 8 slices in flight at most), so waiting longer would
+ *     gather nothing and only delay them. Under load the batch is therefore as
+ *     large as what the agents have in flight, and the interval bounds a
+ *     trickle's delay;
  *   - commit_slices slices wait (--commit-slices; 0 = the collector's contexts);
  *   - the held contexts run short: every collector context but one holds a
- *     reply, or half the coordinator socket's (status must still get through);
+ *     reply (--collector-contexts, 512 by default; 32 before group commit), or
+ *     all the coordinator socket's but 16 (128 in all: status and registrations
+ *     must still get through);
  *   - the loop stops.
  * Why: ClickHouse pays per INSERT (a part per table, merged in the background),
  * so a commit per turn of ~10 traces caps it at tens of traces/s; SQLite pays
@@ -43,9 +51,13 @@ void coord_batch_init(struct rt_coord *c)
 					 : 0;
 	else
 		b->interval_ns = (uint64_t)(s * 1e9);
-	b->max_slices = c->cfg.commit_slices && c->cfg.commit_slices < COORD_IN_COLLECT
-				? c->cfg.commit_slices
-				: COORD_IN_COLLECT - 1;
+	b->contexts = c->cfg.collector_contexts && c->cfg.collector_contexts < COORD_IN_COLLECT
+			      ? c->cfg.collector_contexts
+			      : COORD_IN_COLLECT;
+	/* One context stays free, so a batch never waits on a slice it cannot take. */
+	b->max_slices = b->contexts > 1 ? b->contexts - 1 : 1;
+	if (c->cfg.commit_slices && c->cfg.commit_slices < b->max_slices)
+		b->max_slices = c->cfg.commit_slices;
 }
 
 uint64_t coord_batch_wait(const struct rt_coord *c, uint64_t wait_ns)
@@ -89,13 +101,14 @@ void coord_batch_hold(struct rt_coord *c, struct coord_in *in)
 		b->nreqs++;
 }
 
-int coord_batch_due(const struct rt_coord *c, uint64_t now_ns)
+int coord_batch_due(const struct rt_coord *c, uint64_t now_ns, int quiet)
 {
 	const struct coord_batch *b = &c->batch;
 	if (!b->open)
 		return 0;
 	return b->interval_ns == 0 || now_ns - b->opened_ns >= b->interval_ns ||
-	       b->nslices >= b->max_slices || b->nreqs >= COORD_IN_COORD / 2;
+	       b->nslices >= b->max_slices || b->nreqs >= COORD_IN_COORD - 16 ||
+	       (quiet && b->nheld);
 }
 
 int coord_batch_finish(struct rt_coord *c, int rc)
@@ -131,6 +144,7 @@ void coord_batch_figures(struct rt_figures *w, const struct rt_coord *c)
 {
 	const struct coord_batch *b = &c->batch;
 	rt_fig_time_f(w, "commit_interval_ms", b->interval_ns / 1e6, 1e-3);
+	rt_fig_u64(w, "collector_contexts", b->contexts);
 	rt_fig_u64(w, "commits", b->commits);
 	rt_fig_u64(w, "commit_failures", b->commit_failures);
 	rt_fig_u64(w, "committed_slices", b->committed_slices);

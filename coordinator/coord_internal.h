@@ -23,10 +23,12 @@
 
 #define COORD_GROUP_TRACES RT_WIRE_MAX_TRACES /* a trace mask fits a uint64_t */
 #define COORD_MAX_GROUP_TRIGGERS 64           /* (agent, seq) keys kept per group */
-#define COORD_IN_COORD 16                     /* REP contexts on the coordinator socket */
+/* REP contexts on the coordinator socket: TRIGGERs (each held until the group
+ * commit that stores it), registrations, operators' requests. */
+#define COORD_IN_COORD 128
 /* REP contexts on the collector socket. A context whose slice waits for the
  * group commit (batch.c) cannot receive, so this bounds a commit's slices. */
-#define COORD_IN_COLLECT 128
+#define COORD_IN_COLLECT 512 /* at most; --collector-contexts opens fewer */
 #define COORD_MAX_REQS 1024                   /* remote triggers in flight */
 #define COORD_LATENCY_RING 8192               /* traversal latency samples kept */
 /* Requests on the coordinator socket: a TRIGGER is at most ~85 KB (64 traces of
@@ -250,6 +252,7 @@ struct coord_batch {
 	uint64_t opened_ns;        /* monotonic */
 	uint64_t interval_ns;      /* 0: commit every turn */
 	uint32_t max_slices;
+	uint32_t contexts;         /* collector contexts open (--collector-contexts) */
 	uint32_t nheld, nslices, nreqs, turns;
 	struct coord_in *held[COORD_IN_COORD + COORD_IN_COLLECT];
 	/* figures */
@@ -403,8 +406,9 @@ uint64_t coord_batch_wait(const struct rt_coord *c, uint64_t wait_ns);
 int coord_batch_begin(struct rt_coord *c);
 /* Keep in's reply until the batch commits (slices; requests that promise durability). */
 void coord_batch_hold(struct rt_coord *c, struct coord_in *in);
-/* 1 when the open batch must commit now. */
-int coord_batch_due(const struct rt_coord *c, uint64_t now_ns);
+/* 1 when the open batch must commit now; `quiet`: the turn brought nothing
+ * (the senders wait for their ACKs: waiting longer gathers nothing more). */
+int coord_batch_due(const struct rt_coord *c, uint64_t now_ns, int quiet);
 /* Commit (rc == 0) or roll back (rc != 0: every held durable reply becomes an
  * error ACK), then send every held reply. Returns the outcome (0 committed). */
 int coord_batch_finish(struct rt_coord *c, int rc);

@@ -399,7 +399,7 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 		coord_batch_hold(c, slices[i]);
 	for (i = 0; i < nc; i++)
 		coord_batch_hold(c, reqs[i]);
-	if (rc != 0 || coord_batch_due(c, coord_now_ns())) {
+	if (rc != 0 || coord_batch_due(c, coord_now_ns(), ns + nc == 0)) {
 		rc = coord_batch_finish(c, rc);
 		phase_done(c, COORD_PHASE_COMMIT, &mark, turn);
 	} else {
@@ -569,7 +569,11 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 	if (open_rep(c, &c->coord_sock, cfg->listen, "--listen", c->listen_addr, 0, c->in,
 		     COORD_IN_COORD, err, errlen) != 0 ||
 	    open_rep(c, &c->collect_sock, cfg->collector, "--collector", c->collector_addr, 1,
-		     c->in + COORD_IN_COORD, COORD_IN_COLLECT, err, errlen) != 0) {
+		     c->in + COORD_IN_COORD,
+		     cfg->collector_contexts && cfg->collector_contexts < COORD_IN_COLLECT
+			     ? (int)cfg->collector_contexts
+			     : COORD_IN_COLLECT,
+		     err, errlen) != 0) {
 		rt_coord_close(c);
 		return NULL;
 	}

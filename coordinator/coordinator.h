@@ -34,6 +34,7 @@ struct rt_coord_config {
 	double commit_interval;            /* s a group commit may gather turns (0 = every turn;
 	                                      < 0 = the store's default: batch.c) */
 	uint32_t commit_slices;            /* commit once this many slices wait (0 = contexts) */
+	uint32_t collector_contexts;       /* slices received at once (0 = 512, the most) */
 	double settle;                     /* s of quiet after the last slice before a trace closes */
 	double collect_timeout;            /* s after the trigger when a trace closes regardless */
 	double state_ttl;                  /* s a closed trace is remembered for late slices */
