@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define RT_AGENT_ADDR_MAX 256
+#define RT_AGENT_ADDR_MAX 1024 /* a URL, or a member list ID=URL,... */
 
 enum rt_log_level { RT_LOG_ERROR = 0, RT_LOG_WARN, RT_LOG_INFO, RT_LOG_DEBUG };
 

@@ -69,6 +69,8 @@ struct rt_trace_entry {
 	uint8_t ncrumbs;
 	uint8_t in_use;
 	uint8_t list;            /* enum rt_trace_list */
+	uint8_t route;           /* coordinator member + 1 that acknowledged part of it
+	                            (agent/route.h: the trace stays with it); 0 = none */
 	uint32_t crumbs[RT_INDEX_MAX_CRUMBS];
 };
 
