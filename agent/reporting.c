@@ -125,6 +125,13 @@ void rt_agent_queue_pinned(struct rt_agent *a, uint32_t t, uint32_t n)
 
 static void abandon(struct rt_agent *a, struct rt_report_class *c, uint32_t t);
 
+/* The member a trace's messages go to, if one is set: the one that
+ * acknowledged part of it, else the one that asked for it last (route.h). */
+static uint8_t sticky_of(const struct rt_trace_entry *e)
+{
+	return e->route ? e->route : e->asked;
+}
+
 static void post_trigger(struct rt_agent *a, const struct rt_trigger_entry *g, unsigned int n)
 {
 	struct rt_wire_trace traces[RT_WIRE_MAX_TRACES];
@@ -155,7 +162,7 @@ static void post_trigger(struct rt_agent *a, const struct rt_trigger_entry *g, u
 	a->msg.len = 0;
 	if (rt_wire_encode_trigger(&a->msg, &m) == 0) {
 		/* The whole group goes where its triggered trace goes (route.h). */
-		uint8_t sticky = t0 != RT_INDEX_NONE ? a->ix.traces[t0].route : 0;
+		uint8_t sticky = t0 != RT_INDEX_NONE ? sticky_of(&a->ix.traces[t0]) : 0;
 		uint32_t mem = rt_route_member(&a->route, traces[0].trace_lo, sticky);
 		rt_uplink_post(&a->route.up[mem], &a->msg, m.trigger_id, traces[0].trace_lo);
 	}
@@ -563,7 +570,7 @@ static void send_new_slices(struct rt_agent *a)
 		struct rt_uplink_slot *s =
 			via_spool ? &a->spool_slot
 				  : rt_uplink_free_slot(
-					    &a->route.up[rt_route_member(&a->route, e->lo, e->route)]);
+					    &a->route.up[rt_route_member(&a->route, e->lo, sticky_of(e))]);
 		if (!s)
 			return;
 		cut_slice(a, t, c, s);
@@ -638,7 +645,7 @@ static void drain_spool(struct rt_agent *a)
 	}
 	{
 		uint32_t t = rt_index_find(&a->ix, lo);
-		uint8_t sticky = t != RT_INDEX_NONE ? a->ix.traces[t].route : 0;
+		uint8_t sticky = t != RT_INDEX_NONE ? sticky_of(&a->ix.traces[t]) : 0;
 		if (!(s = rt_uplink_free_slot(&a->route.up[rt_route_member(&a->route, lo, sticky)])))
 			return;
 	}
@@ -674,7 +681,7 @@ static void route_upkeep(struct rt_agent *a)
 				break;
 			t = rt_index_find(&a->ix, lo);
 			to = rt_route_member(&a->route, lo,
-					     t != RT_INDEX_NONE ? a->ix.traces[t].route : 0);
+					     t != RT_INDEX_NONE ? sticky_of(&a->ix.traces[t]) : 0);
 			if (to != m)
 				a->route.moved++;
 			rt_uplink_post(&a->route.up[to], &a->msg, trig, lo);
@@ -778,6 +785,11 @@ static size_t remote_trigger(struct rt_agent *a, const struct rt_wire_remote_tri
 			a->st.remote_open_traces++;
 		if (t == RT_INDEX_NONE)
 			continue;
+		if (rq->member[0]) { /* a sharded group's member works on it (route.h) */
+			int k = rt_ring_find(&a->route.ring, rq->member);
+			if (k >= 0)
+				a->ix.traces[t].asked = (uint8_t)(k + 1);
+		}
 		reply_figures(&a->ix.traces[t], &traces[i]);
 		traces[i].open += unfinished_runs(&a->ix.traces[t]);
 		if (traces[i].open && !open[i])

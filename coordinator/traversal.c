@@ -311,6 +311,8 @@ static int encode_request(struct rt_coord *c, struct coord_group *g, uint64_t ma
 			n++;
 		}
 	m.request_id = request_id;
+	/* In a sharded group the agent keeps the traces we ask about with us. */
+	snprintf(m.member, sizeof m.member, "%s", c->cfg.member_id);
 	m.trigger_id = g->ntrig ? g->trigger_ids[0] : 0;
 	m.trace_count = n;
 	m.traces = traces;
