@@ -274,7 +274,7 @@ int rt_coord_config_parse(struct rt_coord_config *c, int argc, char **argv, FILE
 		fprintf(err, "retrace-coordinator: --select-window must be at least 0.01 s\n");
 		return -1;
 	}
-	if (c->peers[0] || c->member_id[0]) {
+	if (c->peers[0]) {
 		struct rt_ring_entry e[RT_RING_MAX];
 		char why[256];
 		int n = c->peers[0] ? rt_ring_parse(c->peers, e, RT_RING_MAX, why, sizeof why) : 0, k;

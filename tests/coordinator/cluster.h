@@ -53,6 +53,14 @@ extern const char *cl_store_locator;
 extern const char *cl_agent_args[CL_MAX_AGENT_ARGS + 1];
 extern const char *cl_agent_tls_dir;
 
+/* Sharded coordinators (docs/scaling.md): when set, every agent gets these
+ * member lists ("ID=URL,...") as --coordinator and --collector instead of the
+ * cluster's own coordinator. */
+extern const char *cl_agent_coordinators;
+extern const char *cl_agent_collectors;
+/* Start n more hosts (agent ids from c->nhosts + 1) after cl_start; 0 or -1. */
+int cl_start_hosts(struct cluster *c, int nhosts, uint32_t buffers);
+
 /* Start a coordinator and n hosts (agent ids 1..n), each pool with `buffers` 8 KiB buffers;
  * returns once the coordinator's directory holds every agent (-1 if not within 30 s). */
 int cl_start(struct cluster *c, int nhosts, uint32_t buffers);
