@@ -306,6 +306,7 @@ struct rt_coord {
 	struct rt_metrics *metrics;  /* /metrics (daemon/metrics.h); NULL: off */
 	struct coord_stream *stream; /* stream.c: continuous export; NULL: off */
 	struct rt_http_api *http;    /* web UI and /api (http_api.h); NULL: off */
+	struct coord_peers *peers;   /* peers.c: the ring of --peers; NULL: not sharded */
 };
 
 uint64_t coord_now_ns(void);      /* CLOCK_MONOTONIC */
@@ -413,6 +414,13 @@ int coord_batch_due(const struct rt_coord *c, uint64_t now_ns, int quiet);
  * error ACK), then send every held reply. Returns the outcome (0 committed). */
 int coord_batch_finish(struct rt_coord *c, int rc);
 void coord_batch_figures(struct rt_figures *w, const struct rt_coord *c);
+
+/* peers.c: the coordinator group's ring, for status (docs/scaling.md) */
+int coord_peers_open(struct rt_coord *c, char *err, size_t errlen);
+void coord_peers_close(struct rt_coord *c);
+void coord_peers_tick(struct rt_coord *c, uint64_t now); /* probes the peers' load */
+size_t coord_peers_load_reply(struct rt_coord *c, char *out, size_t cap); /* "load" */
+void coord_peers_figures(struct rt_figures *w, struct rt_coord *c);
 
 /* coordinator.c */
 void coord_send_reply(struct coord_in *in);

@@ -174,6 +174,8 @@ static void handle_text(struct rt_coord *c, struct coord_in *in, const uint8_t *
 		n = coord_alarm_request(c, (const char *)b, len, out, cap) + 1;
 	else if (is_text(b, len, "recollect"))
 		n = coord_recollect_request(c, (const char *)b, len, out, cap) + 1;
+	else if (is_text(b, len, "load")) /* a peer's probe (peers.c) */
+		n = coord_peers_load_reply(c, out, cap) + 1;
 	else if (is_text(b, len, "ping"))
 		n = (size_t)snprintf(out, cap, "pong coordinator") + 1;
 	else
@@ -413,6 +415,7 @@ void rt_coord_run(struct rt_coord *c, volatile int *stop)
 {
 	while (!*stop) {
 		run_once(c, 5000000ull);
+		coord_peers_tick(c, coord_now_ns());
 		/* A scrape of /metrics waits for this thread, which owns the figures. */
 		if (rt_metrics_wanted(c->metrics))
 			rt_metrics_serve(c->metrics, coord_metrics_render, c);
@@ -608,6 +611,10 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 		return NULL;
 	}
 	coord_batch_init(c);
+	if (coord_peers_open(c, err, errlen) != 0) {
+		rt_coord_close(c);
+		return NULL;
+	}
 	coord_dir_load(c);
 	resume_pending(c);
 	write_ready_file(c);
@@ -646,6 +653,7 @@ void rt_coord_close(struct rt_coord *c)
 		if (c->in[i].msg)
 			nng_msg_free(c->in[i].msg);
 	}
+	coord_peers_close(c);
 	coord_traversal_free(c);
 	coord_stream_close(c); /* before the store: it flushes from it */
 	coord_selection_free(c);

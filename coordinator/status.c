@@ -220,6 +220,7 @@ static void loop_section(struct rt_figures *w, const struct rt_coord *c)
 static void all_figures(struct rt_figures *w, struct rt_coord *c)
 {
 	coordinator_section(w, c);
+	coord_peers_figures(w, c); /* section "ring", when sharded */
 	agents_section(w, c);
 	traversal_section(w, c);
 	shares_section(w, c);

@@ -45,11 +45,17 @@ static double mono_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static char peers[200];
+
 static void member_args(const char *id)
 {
 	int n = 0;
 	cl_coord_args[n++] = "--member-id";
 	cl_coord_args[n++] = id;
+	if (peers[0]) { /* c0 knows the ring (c1 started first, before c0 had a port) */
+		cl_coord_args[n++] = "--peers";
+		cl_coord_args[n++] = peers;
+	}
 	cl_coord_args[n++] = "--commit-interval"; /* group commit on: acks wait for it */
 	cl_coord_args[n++] = "0.05";
 	cl_coord_args[n] = NULL;
@@ -58,8 +64,10 @@ static void member_args(const char *id)
 /* Member c1 first (no hosts), then c0, then three agents routing over both. */
 static void start_pair(void)
 {
+	peers[0] = 0;
 	member_args("c1");
 	ck_assert_int_eq(cl_start(&cb, 0, 512), 0);
+	snprintf(peers, sizeof peers, "c0=tcp://127.0.0.1:0,c1=%s", cb.coord_url);
 	member_args("c0");
 	ck_assert_int_eq(cl_start(&ca, 0, 512), 0);
 	snprintf(coords, sizeof coords, "c0=%s,c1=%s", ca.coord_url, cb.coord_url);
@@ -167,6 +175,14 @@ START_TEST(sharded_collection)
 	}
 	ck_assert_msg(count[0] > 0 && count[1] > 0, "one member got every trace (%d/%d)", count[0],
 		      count[1]);
+	/* c0's status shows the ring: two members, both live (its probes reach c1). */
+	ck_assert_int_eq(cl_coord_figure(&ca, "ring", "members"), 2);
+	{
+		double end = mono_s() + 30;
+		while (cl_coord_figure(&ca, "ring", "members_live") < 2 && mono_s() < end)
+			nap_ms(50);
+		ck_assert_int_eq(cl_coord_figure(&ca, "ring", "members_live"), 2);
+	}
 	stop_pair();
 }
 END_TEST
