@@ -31,7 +31,7 @@
 #include "daemon/ring.h"
 #include "uplink.h"
 
-#define RT_ROUTE_MAX 16  /* members an agent links to */
+#define RT_ROUTE_MAX 64  /* members an agent links to (RT_RING_MAX) */
 #define RT_ROUTE_FAILS 3 /* round trips failed in a row before a member is dropped */
 
 struct rt_route {
