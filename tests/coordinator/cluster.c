@@ -527,3 +527,15 @@ long long cl_coord_figure(struct cluster *c, const char *section, const char *ke
 	snprintf(target, sizeof target, "--coordinator %s", c->coord_url);
 	return status_figure(target, section, key);
 }
+
+long long cl_store_slices(struct cluster *c)
+{
+	struct rt_store_options o = { .path = c->store, .readonly = 1 };
+	struct rt_store_stats st;
+	struct rt_store *s = NULL;
+	long long n = -1;
+	if (rt_store_open(&s, &o) == 0 && rt_store_stats(s, &st) == 0)
+		n = (long long)st.slices;
+	rt_store_close(s);
+	return n;
+}

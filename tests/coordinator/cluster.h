@@ -103,6 +103,9 @@ int cl_trigger(struct cluster *c, int h, uint64_t hi, uint64_t lo, uint32_t trig
 uint8_t cl_record_byte(uint64_t lo, int host, int record, uint32_t offset);
 uint32_t cl_record_len(uint64_t lo, int host, int record);
 
+/* Slice rows in the cluster's store (rt_store_stats), -1 if it cannot be read. */
+long long cl_store_slices(struct cluster *c);
+
 /* Wait until the store has the trace; 0 and *out, or -1 after timeout_s. */
 int cl_wait_trace(struct cluster *c, uint64_t hi, uint64_t lo, double timeout_s,
 		  struct rt_store_trace *out);

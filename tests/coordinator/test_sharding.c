@@ -100,18 +100,6 @@ static int in_store(struct cluster *c, uint64_t lo, struct rt_store_trace *out)
 	return rc == 0;
 }
 
-static long long store_slices(struct cluster *c)
-{
-	struct rt_store_options o = { .path = c->store, .readonly = 1 };
-	struct rt_store_stats st;
-	struct rt_store *s = NULL;
-	long long n = -1;
-	if (rt_store_open(&s, &o) == 0 && rt_store_stats(s, &st) == 0)
-		n = (long long)st.slices;
-	rt_store_close(s);
-	return n;
-}
-
 /* A request 1 -> 2 -> 3 on the three hosts (breadcrumbs back to the caller). */
 static void write_trace(uint64_t lo)
 {
@@ -219,7 +207,7 @@ START_TEST(member_kill9_and_return)
 		ck_assert_int_ge(a, 1);
 		acked += a;
 	}
-	stored = store_slices(&ca) + store_slices(&cb);
+	stored = cl_store_slices(&ca) + cl_store_slices(&cb);
 	ck_assert_msg(stored >= acked, "agents count %lld slices acknowledged, the stores hold %lld",
 		      acked, stored);
 	stop_pair();
