@@ -8,6 +8,9 @@
  * byte, whatever the coordinators' own counters say.
  *   - sharded_collection: every trace is stored by its owner, never by the
  *     other member, and both members get a share.
+ *   - clickhouse_pair: the same with each member writing into its own
+ *     ClickHouse server, two shards of one cluster: a Distributed table reads
+ *     every trace once (skipped, exit 77, without clickhouse-server).
  *   - member_kill9_and_return: kill -9 of one member while traces are being
  *     triggered, triggers go on, the member restarts: no trace lost, none in
  *     both stores, every one complete, every slice an agent counts as
@@ -24,6 +27,7 @@
 #include "cluster.h"
 #include "common/suite.h"
 #include "daemon/ring.h"
+#include "store/chserver.h"
 
 #define HI 0x5a5a5a5a00000000ull
 #define RECORDS 6
@@ -140,15 +144,14 @@ static int check_trace(uint64_t lo, double timeout_s)
 	return where;
 }
 
-START_TEST(sharded_collection)
+/* n traces from 0x7001 triggered on host 2: each at its owner, once, complete. */
+static void collect_at_owners(int n)
 {
 	struct rt_ring ring;
 	int count[2] = { 0, 0 };
-	const int n = 24;
 	rt_ring_init(&ring);
 	rt_ring_add(&ring, "c0");
 	rt_ring_add(&ring, "c1");
-	start_pair();
 	for (int i = 0; i < n; i++)
 		write_trace(0x7001 + (uint64_t)i);
 	for (int i = 0; i < n; i++)
@@ -163,6 +166,12 @@ START_TEST(sharded_collection)
 	}
 	ck_assert_msg(count[0] > 0 && count[1] > 0, "one member got every trace (%d/%d)", count[0],
 		      count[1]);
+}
+
+START_TEST(sharded_collection)
+{
+	start_pair();
+	collect_at_owners(24);
 	/* c0's status shows the ring: two members, both live (its probes reach c1). */
 	ck_assert_int_eq(cl_coord_figure(&ca, "ring", "members"), 2);
 	{
@@ -172,6 +181,70 @@ START_TEST(sharded_collection)
 		ck_assert_int_eq(cl_coord_figure(&ca, "ring", "members_live"), 2);
 	}
 	stop_pair();
+}
+END_TEST
+
+static struct chserver ch[2];
+
+/* SELECT on server k; the reply as a number. */
+static long long ch_count(int k, const char *sql)
+{
+	char *reply = NULL;
+	long long v;
+	ck_assert_msg(chs_sql(&ch[k], sql, &reply) == 0, "%s: %s", sql, reply ? reply : "");
+	v = atoll(reply);
+	free(reply);
+	return v;
+}
+
+START_TEST(clickhouse_pair)
+{
+	char why[4096], remote[512], loc[2][192];
+	const int n = 16;
+	int tcp[2] = { chs_free_port(), chs_free_port() };
+	snprintf(remote, sizeof remote,
+		 "<retrace_2shards>"
+		 "<shard><replica><host>127.0.0.1</host><port>%d</port></replica></shard>"
+		 "<shard><replica><host>127.0.0.1</host><port>%d</port></replica></shard>"
+		 "</retrace_2shards>", tcp[0], tcp[1]);
+	for (int k = 0; k < 2; k++) {
+		ck_assert_msg(chs_start_on(&ch[k], 0, tcp[k], remote, why, sizeof why) == 0,
+			      "clickhouse-server %d: %s", k, why);
+		snprintf(loc[k], sizeof loc[k], "%s/retrace", ch[k].url);
+	}
+	/* c1 writes to server 1, c0 to server 0: a shard per member. */
+	cl_store_locator = loc[1];
+	peers[0] = 0;
+	member_args("c1");
+	ck_assert_int_eq(cl_start(&cb, 0, 512), 0);
+	cl_store_locator = loc[0];
+	member_args("c0");
+	ck_assert_int_eq(cl_start(&ca, 0, 512), 0);
+	cl_store_locator = NULL;
+	snprintf(coords, sizeof coords, "c0=%s,c1=%s", ca.coord_url, cb.coord_url);
+	snprintf(colls, sizeof colls, "c0=%s,c1=%s", ca.collect_url, cb.collect_url);
+	cl_agent_coordinators = coords;
+	cl_agent_collectors = colls;
+	ck_assert_int_eq(cl_start_hosts(&ca, 3, 512), 0);
+	cb.nhosts = 3;
+	ck_assert_int_eq(cl_wait_registered(&cb, 30), 0);
+	cb.nhosts = 0;
+	collect_at_owners(n);
+	/* The union of the two shards, read from either server: each trace once. */
+	for (int k = 0; k < 2; k++) {
+		ck_assert_int_eq(chs_sql(&ch[k], "CREATE TABLE IF NOT EXISTS retrace.traces_all AS "
+					 "retrace.traces ENGINE = Distributed(retrace_2shards, "
+					 "retrace, traces)", NULL), 0);
+		ck_assert_int_eq(ch_count(k, "SELECT count() FROM (SELECT trace_lo, deleted FROM "
+					  "retrace.traces_all FINAL) WHERE deleted = 0"), n);
+		ck_assert_int_eq(ch_count(k, "SELECT uniqExact(trace_lo) FROM (SELECT trace_lo, "
+					  "deleted FROM retrace.traces_all FINAL) WHERE deleted = 0"), n);
+		ck_assert_int_eq(ch_count(k, "SELECT min(coherent) FROM (SELECT coherent, deleted "
+					  "FROM retrace.traces_all FINAL) WHERE deleted = 0"), 1);
+	}
+	stop_pair();
+	chs_stop(&ch[0]);
+	chs_stop(&ch[1]);
 }
 END_TEST
 
@@ -219,12 +292,22 @@ int main(void)
 	Suite *s = suite_create("coordinator_sharding");
 	/* One TCase per test, named as it (CK_RUN_CASE runs one per ctest entry). */
 	TCase *t1 = tcase_create("sharded_collection"), *t2 = tcase_create("member_kill9_and_return");
+	TCase *t3 = tcase_create("clickhouse_pair");
+	const char *only = getenv("CK_RUN_CASE");
 	tcase_set_timeout(t1, 240);
 	tcase_set_timeout(t2, 240);
+	tcase_set_timeout(t3, 240);
 	tcase_add_test(t1, sharded_collection);
 	tcase_add_test(t2, member_kill9_and_return);
+	tcase_add_test(t3, clickhouse_pair);
 	suite_add_tcase(s, t1);
 	suite_add_tcase(s, t2);
+	if (chs_binary()) {
+		suite_add_tcase(s, t3);
+	} else if (only && !strcmp(only, "clickhouse_pair")) {
+		printf("SKIP: clickhouse-server is not installed (bash scripts/deps.sh installs it)\n");
+		return 77;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	return test_run_suite(s);
 }
