@@ -310,7 +310,7 @@ static int run(const char *name, const char *locator, const struct workload *w, 
  */
 #define GROUP_S 0.25
 #define COORD_AGENTS 12
-#define COORD_TRACES(quick) ((quick) ? 600 : 3000)
+#define COORD_TRACES(quick) ((quick) ? 300 : 3000)
 
 static int coord_part(const char *name, char locs[3][2][320], const struct cl_workload *w,
 		      double *out_ratio_group, double *out_ratio_two)
