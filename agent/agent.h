@@ -33,6 +33,7 @@
 #include "index.h"
 #include "log.h"
 #include "report.h"
+#include "route.h"
 #include "uplink.h"
 #include "window.h"
 #include "shm/pool.h"
@@ -153,7 +154,7 @@ struct rt_agent {
 	uint32_t *recycle;          /* buffers waiting to go back to the available queue */
 	uint32_t nrecycle, recycle_cap;
 	struct rt_report rep;
-	struct rt_uplink up;
+	struct rt_route route;      /* one uplink per coordinator of the group (route.h) */
 	struct rt_spool *spool;     /* NULL: no spool */
 	int collector_down;         /* last round trip failed: spool until a probe succeeds */
 	uint64_t next_probe_ns;

@@ -17,6 +17,7 @@
 #include "daemon/log.h" /* the levels */
 
 #define RT_AGENT_ADDR_MAX 256
+#define RT_AGENT_LIST_MAX 1024 /* a URL, or a member list ID=URL,... (docs/scaling.md) */
 
 
 struct rt_agent_config {
@@ -34,14 +35,14 @@ struct rt_agent_config {
 	long group;                 /* -1: none */
 	char listen[RT_AGENT_ADDR_MAX];      /* nng URL for the coordinator */
 	char status_addr[RT_AGENT_ADDR_MAX]; /* local nng URL for `retrace status` */
-	char coordinator[RT_AGENT_ADDR_MAX]; /* empty: none */
+	char coordinator[RT_AGENT_LIST_MAX]; /* empty: none; ID=URL,...: a sharded group */
 	int log_level;
 	double liveness_interval;   /* seconds between client liveness scans */
 	int unlink_at_exit;         /* remove the pool at a clean exit */
 	int replace;                /* unlink an incompatible pool and start afresh */
 	char ready_file[256];       /* touched once ready (scripts, tests) */
 	/* reporting (agent/report.h, agent/uplink.h) */
-	char collector[RT_AGENT_ADDR_MAX];   /* nng URL of the collector; empty: none */
+	char collector[RT_AGENT_LIST_MAX];   /* nng URL of the collector (or ID=URL,...); empty: none */
 	char host[64];              /* host name sent at registration (default: hostname) */
 	double trigger_rate;        /* local trigger groups per second per trigger id */
 	double trigger_burst;

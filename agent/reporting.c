@@ -125,18 +125,28 @@ void rt_agent_queue_pinned(struct rt_agent *a, uint32_t t, uint32_t n)
 
 static void abandon(struct rt_agent *a, struct rt_report_class *c, uint32_t t);
 
+/* The member a trace's messages go to, if one is set: the one that
+ * acknowledged part of it, else the one that asked for it last (route.h). */
+static uint8_t sticky_of(const struct rt_trace_entry *e)
+{
+	return e->route ? e->route : e->asked;
+}
+
 static void post_trigger(struct rt_agent *a, const struct rt_trigger_entry *g, unsigned int n)
 {
 	struct rt_wire_trace traces[RT_WIRE_MAX_TRACES];
 	struct rt_wire_trigger m;
 	unsigned int i, k = 0;
-	if (!a->up.coord_open)
+	uint32_t t0 = RT_INDEX_NONE;
+	if (!a->route.has_coord)
 		return;
 	for (i = 0; i < n && k < RT_WIRE_MAX_TRACES; i++) {
 		uint32_t t = g[i].trace_lo ? rt_index_find(&a->ix, g[i].trace_lo) : RT_INDEX_NONE;
 		memset(&traces[k], 0, sizeof traces[k]);
 		traces[k].trace_hi = g[i].trace_hi;
 		traces[k].trace_lo = g[i].trace_lo;
+		if (k == 0)
+			t0 = t;
 		if (t != RT_INDEX_NONE) {
 			traces[k].breadcrumb_count = a->ix.traces[t].ncrumbs;
 			traces[k].breadcrumbs = a->ix.traces[t].crumbs;
@@ -150,8 +160,12 @@ static void post_trigger(struct rt_agent *a, const struct rt_trigger_entry *g, u
 	m.trace_count = k;
 	m.traces = traces;
 	a->msg.len = 0;
-	if (rt_wire_encode_trigger(&a->msg, &m) == 0)
-		rt_uplink_post(&a->up, &a->msg, m.trigger_id);
+	if (rt_wire_encode_trigger(&a->msg, &m) == 0) {
+		/* The whole group goes where its triggered trace goes (route.h). */
+		uint8_t sticky = t0 != RT_INDEX_NONE ? sticky_of(&a->ix.traces[t0]) : 0;
+		uint32_t mem = rt_route_member(&a->route, traces[0].trace_lo, sticky);
+		rt_uplink_post(&a->route.up[mem], &a->msg, m.trigger_id, traces[0].trace_lo);
+	}
 }
 
 void rt_agent_post_crumbs(struct rt_agent *a, uint32_t t)
@@ -470,9 +484,20 @@ static int spool_mark_done(struct rt_agent *a, uint64_t id)
 	return -1;
 }
 
+/* A coordinator member acknowledged part of trace lo: the trace stays with it. */
+static void stick(struct rt_agent *a, uint64_t lo, uint32_t member)
+{
+	uint32_t t = lo ? rt_index_find(&a->ix, lo) : RT_INDEX_NONE;
+	if (t != RT_INDEX_NONE && !a->ix.traces[t].route)
+		a->ix.traces[t].route = (uint8_t)(member + 1);
+}
+
 static void finish_slot(struct rt_agent *a, struct rt_uplink_slot *s)
 {
+	uint32_t member = rt_route_index(&a->route, s->up);
+	rt_route_result(&a->route, member, s->x.ok);
 	if (s->x.ok) {
+		stick(a, s->trace_lo, member);
 		a->collector_down = 0;
 		if (s->from_spool) {
 			a->st.spool_sent++;
@@ -486,8 +511,9 @@ static void finish_slot(struct rt_agent *a, struct rt_uplink_slot *s)
 		}
 	} else {
 		if (!a->collector_down)
-			rt_log(RT_LOG_WARN, "collector %s did not acknowledge a slice; %s",
-			       a->cfg.collector, a->spool ? "spooling" : "will retry");
+			rt_log(RT_LOG_WARN, "collector %s of %s did not acknowledge a slice; %s",
+			       a->route.ring.id[member], a->cfg.collector,
+			       a->spool ? "spooling" : "will retry");
 		a->collector_down = 1;
 		a->next_probe_ns = a->pass_now_ns + PROBE_EVERY_NS;
 		a->st.slices_failed++;
@@ -529,16 +555,22 @@ static void send_new_slices(struct rt_agent *a)
 	struct rt_report_class *c;
 	uint32_t t;
 	int via_spool = a->spool && (a->collector_down || spool_pending(a) > 0 ||
-				     !a->up.coll_open);
+				     !a->route.has_coll);
 	if (via_spool && a->pass_now_ns < a->spool_retry_ns)
 		return;
-	if (!a->spool && (!a->up.coll_open ||
+	if (!a->spool && (!a->route.has_coll ||
 			  (a->collector_down && a->pass_now_ns < a->next_probe_ns)))
 		return; /* nowhere to put them yet: they wait, pinned, under the overload policy */
 	if (!a->spool && a->collector_down)
 		a->next_probe_ns = a->pass_now_ns + PROBE_EVERY_NS; /* this pass probes */
 	while ((t = rt_report_next(&a->rep, &a->ix, &c)) != RT_INDEX_NONE) {
-		struct rt_uplink_slot *s = via_spool ? &a->spool_slot : rt_uplink_free_slot(&a->up);
+		/* The slice goes to the trace's member (route.h); if its slots are
+		 * all busy the schedule waits for them, in order. */
+		const struct rt_trace_entry *e = &a->ix.traces[t];
+		struct rt_uplink_slot *s =
+			via_spool ? &a->spool_slot
+				  : rt_uplink_free_slot(
+					    &a->route.up[rt_route_member(&a->route, e->lo, sticky_of(e))]);
 		if (!s)
 			return;
 		cut_slice(a, t, c, s);
@@ -552,7 +584,7 @@ static void send_new_slices(struct rt_agent *a)
 			drop_unsendable(a, s);
 			continue;
 		}
-		if (rt_uplink_send_slice(&a->up, s, a->msg.data, a->msg.len) != 0) {
+		if (rt_uplink_send_slice(s->up, s, a->msg.data, a->msg.len) != 0) {
 			return_slice_buffers(a, s);
 			return;
 		}
@@ -566,7 +598,8 @@ static void drain_spool(struct rt_agent *a)
 	size_t len;
 	uint64_t id;
 	struct rt_uplink_slot *s;
-	uint32_t i;
+	uint32_t i, m;
+	uint64_t lo, seq;
 	int rc;
 	if (!a->spool || spool_pending(a) == 0)
 		return;
@@ -574,14 +607,14 @@ static void drain_spool(struct rt_agent *a)
 	if (a->spool_unconsumed &&
 	    (a->pass_now_ns < a->cursor_retry_ns || spool_mark_done(a, a->spool_unconsumed) != 0))
 		return;
-	if (!a->up.coll_open || spool_pending(a) == 0)
+	if (!a->route.has_coll || spool_pending(a) == 0)
 		return;
-	for (i = 0; i < RT_UPLINK_SLOTS; i++)
-		if (a->up.slots[i].x.state != RT_SLOT_FREE && a->up.slots[i].from_spool)
-			return;
+	for (m = 0; m < a->route.n; m++)
+		for (i = 0; i < RT_UPLINK_SLOTS; i++)
+			if (a->route.up[m].slots[i].x.state != RT_SLOT_FREE &&
+			    a->route.up[m].slots[i].from_spool)
+				return;
 	if (a->collector_down && a->pass_now_ns < a->next_probe_ns)
-		return;
-	if (!(s = rt_uplink_free_slot(&a->up)))
 		return;
 	if ((rc = rt_spool_peek(a->spool, &rec, &len, &id)) != 0) {
 		if (rc < 0) {
@@ -606,23 +639,65 @@ static void drain_spool(struct rt_agent *a)
 			spool_mark_done(a, id);
 			return;
 		}
-		s->seq = m.slice.slice_seq;
+		lo = m.slice.trace_lo;
+		seq = m.slice.slice_seq;
 		rt_wire_msg_free(&m);
 	}
+	{
+		uint32_t t = rt_index_find(&a->ix, lo);
+		uint8_t sticky = t != RT_INDEX_NONE ? sticky_of(&a->ix.traces[t]) : 0;
+		if (!(s = rt_uplink_free_slot(&a->route.up[rt_route_member(&a->route, lo, sticky)])))
+			return;
+	}
+	s->seq = seq;
+	s->trace_lo = lo; /* for the route's stickiness on its ACK */
 	s->from_spool = 1;
 	s->spool_id = id;
 	s->nbuf = 0;
 	a->next_probe_ns = a->pass_now_ns + PROBE_EVERY_NS;
-	rt_uplink_send_slice(&a->up, s, rec, len);
+	rt_uplink_send_slice(s->up, s, rec, len);
+}
+
+/*
+ * The coordinator group's upkeep: triggers a member acknowledged stick their
+ * traces to it; the outbox of a member dropped from the live set goes to each
+ * message's member now (a message for a trace that member acknowledged part
+ * of stays, waiting for its return: route.h).
+ */
+static void route_upkeep(struct rt_agent *a)
+{
+	uint32_t m, k, n, trig;
+	uint64_t lo;
+	for (m = 0; m < a->route.n; m++) {
+		struct rt_uplink *u = &a->route.up[m];
+		while (rt_uplink_take_acked(u, &lo) == 0)
+			stick(a, lo, m);
+		if (a->route.ring.live[m] || !u->out_len)
+			continue;
+		for (n = u->out_len, k = 0; k < n; k++) {
+			uint32_t t, to;
+			a->msg.len = 0;
+			if (rt_uplink_take(u, &a->msg, &trig, &lo) != 0)
+				break;
+			t = rt_index_find(&a->ix, lo);
+			to = rt_route_member(&a->route, lo,
+					     t != RT_INDEX_NONE ? sticky_of(&a->ix.traces[t]) : 0);
+			if (to != m)
+				a->route.moved++;
+			rt_uplink_post(&a->route.up[to], &a->msg, trig, lo);
+		}
+	}
 }
 
 void rt_agent_report_pump(struct rt_agent *a)
 {
-	uint32_t i;
-	for (i = 0; i < RT_UPLINK_SLOTS; i++)
-		if (a->up.coll_open && rt_uplink_slot_done(&a->up.slots[i]))
-			finish_slot(a, &a->up.slots[i]);
-	rt_uplink_pump_coordinator(&a->up, a->pass_now_ns);
+	uint32_t i, m;
+	for (m = 0; m < a->route.n; m++)
+		for (i = 0; i < RT_UPLINK_SLOTS; i++)
+			if (a->route.up[m].coll_open && rt_uplink_slot_done(&a->route.up[m].slots[i]))
+				finish_slot(a, &a->route.up[m].slots[i]);
+	rt_route_pump(&a->route, a->pass_now_ns);
+	route_upkeep(a);
 	drain_spool(a);
 	rt_report_refill(&a->rep, a->pass_now_ns);
 	send_new_slices(a);
@@ -723,6 +798,11 @@ static size_t remote_trigger(struct rt_agent *a, const struct rt_wire_remote_tri
 			a->st.remote_open_traces++;
 		if (t == RT_INDEX_NONE)
 			continue;
+		if (rq->member[0]) { /* a sharded group's member works on it (route.h) */
+			int k = rt_ring_find(&a->route.ring, rq->member);
+			if (k >= 0)
+				a->ix.traces[t].asked = (uint8_t)(k + 1);
+		}
 		reply_figures(&a->ix.traces[t], &traces[i]);
 		traces[i].open += unfinished_runs(&a->ix.traces[t]);
 		if (traces[i].open && !open[i])
@@ -857,14 +937,14 @@ int rt_agent_connect(struct rt_agent *a, const char *control_addr, char *err, si
 		snprintf(err, errlen, "cannot encode the registration");
 		return -1;
 	}
-	return rt_uplink_open(&a->up, a->cfg.collector, a->cfg.coordinator,
-			      a->pool.geo.buffer_count, a->cfg.outbox,
-			      (int)a->cfg.report_timeout_ms, &a->msg, err, errlen);
+	return rt_route_open(&a->route, a->cfg.collector, a->cfg.coordinator,
+			     a->pool.geo.buffer_count, a->cfg.outbox,
+			     (int)a->cfg.report_timeout_ms, &a->msg, err, errlen);
 }
 
 void rt_agent_reporting_close(struct rt_agent *a)
 {
-	rt_uplink_close(&a->up);
+	rt_route_close(&a->route);
 	if (a->spool) {
 		rt_spool_close(a->spool);
 		free(a->spool);

@@ -133,10 +133,12 @@ static void client_section(struct rt_figures *w, const struct rt_agent *a)
 
 static void reporting_section(struct rt_figures *w, const struct rt_agent *a)
 {
+	struct rt_uplink_stats up;
+	rt_route_stats(&a->route, &up);
 	rt_fig_section(w, "reporting");
 	rt_fig_str(w, "collector", a->cfg.collector[0] ? a->cfg.collector : "none");
 	rt_fig_gauge(w, "collector_down", (uint64_t)a->collector_down);
-	rt_fig_gauge(w, "slices_in_flight", rt_uplink_inflight(&a->up));
+	rt_fig_gauge(w, "slices_in_flight", rt_route_inflight(&a->route));
 	rt_fig_gauge(w, "buffers_in_flight", a->ix.st.inflight_buffers);
 	rt_fig_gauge(w, "queued_buffers", a->rep.queued_buffers);
 	rt_fig_u64(w, "slices_sent", a->st.slices_sent);
@@ -151,16 +153,22 @@ static void reporting_section(struct rt_figures *w, const struct rt_agent *a)
 	rt_fig_u64(w, "crumb_updates", a->st.crumb_updates);
 	rt_fig_u64(w, "bad_requests", a->st.bad_requests);
 	rt_fig_u64(w, "triggered_expired", a->st.triggered_expired);
-	rt_fig_gauge(w, "coordinator_triggers_waiting", a->up.out_len);
-	rt_fig_gauge(w, "coordinator_in_flight", rt_uplink_coord_inflight(&a->up));
-	rt_fig_u64(w, "coordinator_sent", a->up.st.coord_sent);
-	rt_fig_u64(w, "coordinator_acked", a->up.st.coord_acked);
-	rt_fig_u64(w, "coordinator_failed", a->up.st.coord_failed);
-	rt_fig_u64(w, "coordinator_dropped", a->up.st.coord_dropped);
-	rt_fig_u64(w, "coordinator_reordered", a->up.st.coord_reordered);
-	rt_fig_u64(w, "coordinator_evicted", a->up.st.coord_evicted);
-	rt_fig_u64(w, "registrations", a->up.st.registrations);
-	rt_fig_u64(w, "registrations_refused", a->up.st.registrations_refused);
+	rt_fig_gauge(w, "coordinator_triggers_waiting", rt_route_waiting(&a->route));
+	rt_fig_gauge(w, "coordinator_in_flight", rt_route_coord_inflight(&a->route));
+	rt_fig_u64(w, "coordinator_sent", up.coord_sent);
+	rt_fig_u64(w, "coordinator_acked", up.coord_acked);
+	rt_fig_u64(w, "coordinator_failed", up.coord_failed);
+	rt_fig_u64(w, "coordinator_dropped", up.coord_dropped);
+	rt_fig_u64(w, "coordinator_reordered", up.coord_reordered);
+	rt_fig_u64(w, "coordinator_evicted", up.coord_evicted);
+	rt_fig_u64(w, "registrations", up.registrations);
+	rt_fig_u64(w, "registrations_refused", up.registrations_refused);
+	/* The coordinator group (route.h): members, live, moves. */
+	rt_fig_gauge(w, "coordinator_members", a->route.n);
+	rt_fig_gauge(w, "coordinator_members_live", rt_route_live(&a->route));
+	rt_fig_u64(w, "coordinator_members_dropped", a->route.dropped);
+	rt_fig_u64(w, "coordinator_members_returned", a->route.returned);
+	rt_fig_u64(w, "coordinator_messages_moved", a->route.moved);
 	rt_fig_str(w, "spool", a->spool ? a->cfg.spool_dir : "none");
 	rt_fig_u64(w, "slices_spooled", a->st.slices_spooled);
 	rt_fig_u64(w, "spool_sent", a->st.spool_sent);

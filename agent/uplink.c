@@ -179,7 +179,8 @@ int rt_uplink_open(struct rt_uplink *u, const char *collector, const char *coord
 		u->out_cap = outbox_cap ? outbox_cap : 1024;
 		u->outbox = calloc(u->out_cap, sizeof *u->outbox);
 		u->out_trigger = calloc(u->out_cap, sizeof *u->out_trigger);
-		if (!u->outbox || !u->out_trigger || open_coord_slots(u) != 0) {
+		u->out_lo = calloc(u->out_cap, sizeof *u->out_lo);
+		if (!u->outbox || !u->out_trigger || !u->out_lo || open_coord_slots(u) != 0) {
 			snprintf(err, errlen, "cannot set up the coordinator link");
 			rt_uplink_close(u);
 			return -1;
@@ -214,6 +215,7 @@ void rt_uplink_close(struct rt_uplink *u)
 		rt_wire_buf_free(&u->outbox[k]);
 	free(u->outbox);
 	free(u->out_trigger);
+	free(u->out_lo);
 	rt_wire_buf_free(&u->register_msg);
 	memset(u, 0, sizeof *u);
 }
@@ -306,6 +308,7 @@ static int make_room_fairly(struct rt_uplink *u, uint32_t incoming)
 		uint32_t to = (u->out_head + j) % u->out_cap, from = (u->out_head + j + 1) % u->out_cap;
 		u->outbox[to] = u->outbox[from];
 		u->out_trigger[to] = u->out_trigger[from];
+		u->out_lo[to] = u->out_lo[from];
 	}
 	u->outbox[(u->out_head + u->out_len - 1) % u->out_cap] = gone; /* its memory is reused */
 	u->out_len--;
@@ -315,7 +318,8 @@ static int make_room_fairly(struct rt_uplink *u, uint32_t incoming)
 	return 0;
 }
 
-int rt_uplink_post(struct rt_uplink *u, const struct rt_wire_buf *msg, uint32_t trigger_id)
+int rt_uplink_post(struct rt_uplink *u, const struct rt_wire_buf *msg, uint32_t trigger_id,
+		   uint64_t route_lo)
 {
 	struct rt_wire_buf *b;
 	uint32_t slot;
@@ -328,6 +332,7 @@ int rt_uplink_post(struct rt_uplink *u, const struct rt_wire_buf *msg, uint32_t 
 	slot = (u->out_head + u->out_len) % u->out_cap;
 	b = &u->outbox[slot];
 	u->out_trigger[slot] = trigger_id;
+	u->out_lo[slot] = route_lo;
 	b->len = 0;
 	if (rt_wire_buf_reserve(b, msg->len) != 0) {
 		u->st.coord_dropped++;
@@ -337,6 +342,37 @@ int rt_uplink_post(struct rt_uplink *u, const struct rt_wire_buf *msg, uint32_t 
 	b->len = msg->len;
 	u->out_len++;
 	u->fair[fair_slot(u, trigger_id)].queued++;
+	return 0;
+}
+
+int rt_uplink_take(struct rt_uplink *u, struct rt_wire_buf *msg, uint32_t *trigger_id,
+		   uint64_t *route_lo)
+{
+	struct rt_wire_buf *b;
+	uint32_t f;
+	if (!u->coord_open || !u->out_len)
+		return -1;
+	b = &u->outbox[u->out_head];
+	if (rt_wire_buf_reserve(msg, b->len) != 0)
+		return -1;
+	memcpy(msg->data, b->data, b->len);
+	msg->len = b->len;
+	*trigger_id = u->out_trigger[u->out_head];
+	*route_lo = u->out_lo[u->out_head];
+	b->len = 0;
+	u->out_head = (u->out_head + 1) % u->out_cap;
+	u->out_len--;
+	f = fair_slot(u, *trigger_id);
+	if (u->fair[f].queued)
+		u->fair[f].queued--;
+	return 0;
+}
+
+int rt_uplink_take_acked(struct rt_uplink *u, uint64_t *route_lo)
+{
+	if (!u->nacked)
+		return -1;
+	*route_lo = u->acked_lo[--u->nacked];
 	return 0;
 }
 
@@ -375,6 +411,7 @@ static void take_fair(struct rt_uplink *u, struct rt_uplink_coord_slot *cs)
 	uint64_t best_served = UINT64_MAX;
 	struct rt_wire_buf chosen;
 	uint32_t trig;
+	uint64_t lo;
 	for (f = 0; f < u->nfair; f++)
 		if (u->fair[f].queued && u->fair[f].served < best_served) {
 			best_served = u->fair[f].served;
@@ -386,10 +423,12 @@ static void take_fair(struct rt_uplink *u, struct rt_uplink_coord_slot *cs)
 	best = i < u->out_len ? i : 0; /* counts out of step cannot happen; be safe */
 	chosen = u->outbox[(u->out_head + best) % u->out_cap];
 	trig = u->out_trigger[(u->out_head + best) % u->out_cap];
+	lo = u->out_lo[(u->out_head + best) % u->out_cap];
 	for (i = best; i > 0; i--) {
 		uint32_t to = (u->out_head + i) % u->out_cap, from = (u->out_head + i - 1) % u->out_cap;
 		u->outbox[to] = u->outbox[from];
 		u->out_trigger[to] = u->out_trigger[from];
+		u->out_lo[to] = u->out_lo[from];
 	}
 	if (best)
 		u->st.coord_reordered++;
@@ -397,6 +436,7 @@ static void take_fair(struct rt_uplink *u, struct rt_uplink_coord_slot *cs)
 	u->outbox[u->out_head].len = 0;
 	cs->msg = chosen;
 	cs->trigger_id = trig;
+	cs->route_lo = lo;
 	u->out_head = (u->out_head + 1) % u->out_cap;
 	u->out_len--;
 	f = fair_slot(u, trig);
@@ -422,6 +462,7 @@ static void requeue_front(struct rt_uplink *u, struct rt_uplink_coord_slot *cs)
 	spare = u->outbox[u->out_head];
 	u->outbox[u->out_head] = cs->msg;
 	u->out_trigger[u->out_head] = cs->trigger_id;
+	u->out_lo[u->out_head] = cs->route_lo;
 	cs->msg = spare;
 	cs->msg.len = 0;
 	u->out_len++;
@@ -444,6 +485,7 @@ static void finish_register(struct rt_uplink *u, uint64_t now_ns)
 	if (__atomic_load_n(&u->register_x.state, __ATOMIC_ACQUIRE) != RT_SLOT_DONE)
 		return;
 	if (u->register_x.ok) {
+		u->coord_fails_in_row = 0;
 		u->st.coord_acked++;
 		u->st.registrations++;
 		u->registered = 1;
@@ -465,6 +507,7 @@ static void finish_register(struct rt_uplink *u, uint64_t now_ns)
 			u->register_refused = 1;
 		}
 		u->st.coord_failed++;
+		u->coord_fails_in_row++;
 		u->registered = 0;
 		u->coord_retry_ns = now_ns + COORD_RETRY_NS;
 		u->next_register_ns = now_ns;
@@ -482,9 +525,13 @@ static void finish_messages(struct rt_uplink *u, uint64_t now_ns)
 			continue;
 		if (cs->x.ok) {
 			u->st.coord_acked++;
+			u->coord_fails_in_row = 0;
+			if (u->nacked < RT_UPLINK_ACKED)
+				u->acked_lo[u->nacked++] = cs->route_lo;
 			cs->msg.len = 0;
 		} else {
 			u->st.coord_failed++;
+			u->coord_fails_in_row++;
 			u->coord_retry_ns = now_ns + COORD_RETRY_NS;
 			requeue_front(u, cs);
 		}

@@ -71,7 +71,10 @@ struct rt_uplink_coord_slot {
 	struct rt_exchange x;
 	struct rt_wire_buf msg;
 	uint32_t trigger_id;
+	uint64_t route_lo;       /* the trace it is routed by (agent/route.h) */
 };
+
+#define RT_UPLINK_ACKED 64 /* acknowledged route keys kept for the caller */
 
 struct rt_uplink_stats {
 	uint64_t slices_sent, slices_acked, slices_failed;
@@ -96,6 +99,12 @@ struct rt_uplink {
 	struct rt_uplink_coord_slot coord_slots[RT_UPLINK_COORD_SLOTS];
 	struct rt_wire_buf *outbox; /* ring of encoded messages not yet in flight */
 	uint32_t *out_trigger;      /* per outbox slot: the trigger id of its message */
+	uint64_t *out_lo;           /* per outbox slot: the trace it is routed by */
+	/* route keys of acknowledged messages, for rt_uplink_take_acked (a trace
+	 * a coordinator stored part of stays with it: agent/route.h) */
+	uint64_t acked_lo[RT_UPLINK_ACKED];
+	uint32_t nacked;
+	uint32_t coord_fails_in_row;    /* coordinator round trips failed in a row */
 	uint32_t out_head, out_len, out_cap;
 	/* Fair order across trigger ids (uplink.c, take_fair): when each id was last
 	 * served, by a counter of sends, and how many of its messages the ring
@@ -144,7 +153,16 @@ uint32_t rt_uplink_inflight(const struct rt_uplink *u);
  * round robin across ids, so a storm of one trigger cannot hold another's
  * messages behind its backlog.
  */
-int rt_uplink_post(struct rt_uplink *u, const struct rt_wire_buf *msg, uint32_t trigger_id);
+int rt_uplink_post(struct rt_uplink *u, const struct rt_wire_buf *msg, uint32_t trigger_id,
+		   uint64_t route_lo);
+
+/* Take the oldest message out of the outbox (to route it elsewhere): 0, or -1
+ * when empty. msg is overwritten (reset its len first). */
+int rt_uplink_take(struct rt_uplink *u, struct rt_wire_buf *msg, uint32_t *trigger_id,
+		   uint64_t *route_lo);
+
+/* The route key of an acknowledged coordinator message: 0, or -1 when none. */
+int rt_uplink_take_acked(struct rt_uplink *u, uint64_t *route_lo);
 
 /* Drive the coordinator link: finish, retry, send the next messages, re-register. */
 void rt_uplink_pump_coordinator(struct rt_uplink *u, uint64_t now_ns);

@@ -18,10 +18,11 @@
 
 #include "store.h"
 #include "daemon/log.h"
+#include "daemon/ring.h"
 #include "daemon/metrics.h"
 #include "http_api.h"
 
-enum opt_type { T_STR, T_SECONDS, T_U32, T_U64, T_FLAG, T_LEVEL, T_CONFIG, T_GID };
+enum opt_type { T_STR, T_LIST, T_SECONDS, T_U32, T_U64, T_FLAG, T_LEVEL, T_CONFIG, T_GID };
 
 struct opt_row {
 	const char *name;
@@ -39,6 +40,11 @@ static const struct opt_row rows[] = {
 	{ "collector", T_STR, F(collector), "URL", "where agents send slices (default tcp://127.0.0.1:7701)" },
 	{ "store", T_STR, F(store), "STORE", "the store: PATH or sqlite:PATH (a SQLite file), or clickhouse://HOST:PORT/DB (docs/store.md; default ./retrace.db)" },
 	{ "sync-full", T_FLAG, F(sync_full), NULL, "fsync every commit: acknowledged slices survive a power cut, not just a crash" },
+	{ "commit-interval", T_SECONDS, F(commit_interval), "SEC", "group commit: one store transaction gathers turns for up to SEC, acknowledging their slices after it (default 0 for SQLite: every turn; 0.25 for ClickHouse)" },
+	{ "commit-slices", T_U32, F(commit_slices), "N", "group commit: commit as soon as N slices wait for it (default 0 = all the collector's contexts but one)" },
+	{ "collector-contexts", T_U32, F(collector_contexts), "N", "slices the collector receives at once, 1..512: it holds each until its commit (default 512)" },
+	{ "member-id", T_STR, F(member_id), "ID", "this coordinator's id in --peers: agents route each trace to the member rendezvous hashing gives it (docs/scaling.md)" },
+	{ "peers", T_LIST, F(peers), "ID=URL,...", "every member of the coordinator group (this one included) with its --listen URL; `retrace status` shows the ring" },
 	{ "settle", T_SECONDS, F(settle), "SEC", "quiet time after the last slice before a trace closes (default 1)" },
 	{ "collect-timeout", T_SECONDS, F(collect_timeout), "SEC", "close a trace this long after its trigger regardless (default 10)" },
 	{ "state-ttl", T_SECONDS, F(state_ttl), "SEC", "remember closed traces this long for late slices (default 60)" },
@@ -85,6 +91,7 @@ void rt_coord_config_defaults(struct rt_coord_config *c)
 	snprintf(c->listen, sizeof c->listen, "tcp://127.0.0.1:7700");
 	snprintf(c->collector, sizeof c->collector, "tcp://127.0.0.1:7701");
 	snprintf(c->store, sizeof c->store, "%s", RT_STORE_DEFAULT_PATH);
+	c->commit_interval = -1; /* the store's default (batch.c) */
 	c->settle = 1.0;
 	c->collect_timeout = 10.0;
 	c->state_ttl = 60.0;
@@ -175,6 +182,11 @@ static int parse_value(const struct opt_row *r, const char *v, struct rt_coord_c
 		if (strlen(v) >= RT_COORD_URL_MAX || !*v)
 			goto bad;
 		snprintf(p, RT_COORD_URL_MAX, "%s", v);
+		return 0;
+	case T_LIST:
+		if (strlen(v) >= RT_COORD_PEERS_MAX || !*v)
+			goto bad;
+		snprintf(p, RT_COORD_PEERS_MAX, "%s", v);
 		return 0;
 	case T_SECONDS: {
 		double d = strtod(v, &end);
@@ -281,6 +293,21 @@ int rt_coord_config_parse(struct rt_coord_config *c, int argc, char **argv, FILE
 	    c->adaptive_max_sites > 65536) {
 		fprintf(err, "retrace-coordinator: --adaptive-window must be at least 0.01 s, --adaptive-batch at least 1, --adaptive-max-sites 1..65536\n");
 		return -1;
+	}
+	if (c->peers[0]) {
+		struct rt_ring_entry e[RT_RING_MAX];
+		char why[256];
+		int n = c->peers[0] ? rt_ring_parse(c->peers, e, RT_RING_MAX, why, sizeof why) : 0, k;
+		if (n < 0) {
+			fprintf(err, "retrace-coordinator: --peers: %s\n", why);
+			return -1;
+		}
+		for (k = 0; k < n && strcmp(e[k].id, c->member_id); k++)
+			;
+		if (!c->member_id[0] || k == n) {
+			fprintf(err, "retrace-coordinator: --member-id must name one of --peers\n");
+			return -1;
+		}
 	}
 	if (c->agent_timeout <= 0) {
 		fprintf(err, "retrace-coordinator: --agent-timeout must be > 0\n");

@@ -24,8 +24,12 @@
 
 #define COORD_GROUP_TRACES RT_WIRE_MAX_TRACES /* a trace mask fits a uint64_t */
 #define COORD_MAX_GROUP_TRIGGERS 64           /* (agent, seq) keys kept per group */
-#define COORD_IN_COORD 16                     /* REP contexts on the coordinator socket */
-#define COORD_IN_COLLECT 32                   /* REP contexts on the collector socket */
+/* REP contexts on the coordinator socket: TRIGGERs (each held until the group
+ * commit that stores it), registrations, operators' requests. */
+#define COORD_IN_COORD 128
+/* REP contexts on the collector socket. A context whose slice waits for the
+ * group commit (batch.c) cannot receive, so this bounds a commit's slices. */
+#define COORD_IN_COLLECT 512 /* at most; --collector-contexts opens fewer */
 #define COORD_MAX_REQS 1024                   /* remote triggers in flight */
 #define COORD_MAX_ASKS 8192                   /* (group, agent) asks awaiting a flush */
 #define COORD_LATENCY_RING 8192               /* traversal latency samples kept */
@@ -273,8 +277,28 @@ struct coord_loop_stats {
 	uint64_t last_slow_log_ns;
 };
 
+/*
+ * Group commit (batch.c): one store transaction spans turns until it is due
+ * (--commit-interval passed since it opened, --commit-slices slices held, or
+ * the contexts running out); the replies that promise something stored wait
+ * in `held` until its commit.
+ */
+struct coord_batch {
+	int open;                  /* a store transaction is open */
+	uint64_t opened_ns;        /* monotonic */
+	uint64_t interval_ns;      /* 0: commit every turn */
+	uint32_t max_slices;
+	uint32_t contexts;         /* collector contexts open (--collector-contexts) */
+	uint32_t nheld, nslices, nreqs, turns;
+	struct coord_in *held[COORD_IN_COORD + COORD_IN_COLLECT];
+	/* figures */
+	uint64_t commits, commit_failures, committed_slices, max_slices_seen;
+	uint64_t turns_batched;    /* turns that ended without a commit */
+};
+
 struct rt_coord {
 	struct rt_coord_config cfg;
+	struct coord_batch batch;
 	struct rt_store *store;
 	nng_socket coord_sock, collect_sock;
 	char listen_addr[RT_COORD_URL_MAX], collector_addr[RT_COORD_URL_MAX];
@@ -322,6 +346,7 @@ struct rt_coord {
 	struct coord_stream *stream; /* stream.c: continuous export; NULL: off */
 	struct rt_http_api *http;    /* web UI and /api (http_api.h); NULL: off */
 	struct coord_weave *weave;   /* weave.c; NULL: --weave off */
+	struct coord_peers *peers;   /* peers.c: the ring of --peers; NULL: not sharded */
 };
 
 uint64_t coord_now_ns(void);      /* CLOCK_MONOTONIC */
@@ -460,7 +485,31 @@ void coord_auth_figures(struct rt_figures *w, struct rt_coord *c);
 /* The name of a phase of the loop's turns (coordinator.c). */
 const char *coord_phase_name(enum coord_phase p);
 
+/* batch.c */
+void coord_batch_init(struct rt_coord *c);
+/* The wait for the next turn: at most until the open batch is due. */
+uint64_t coord_batch_wait(const struct rt_coord *c, uint64_t wait_ns);
+/* Open the store transaction unless one is open; 0 or a store error. */
+int coord_batch_begin(struct rt_coord *c);
+/* Keep in's reply until the batch commits (slices; requests that promise durability). */
+void coord_batch_hold(struct rt_coord *c, struct coord_in *in);
+/* 1 when the open batch must commit now; `quiet`: the turn brought nothing
+ * (the senders wait for their ACKs: waiting longer gathers nothing more). */
+int coord_batch_due(const struct rt_coord *c, uint64_t now_ns, int quiet);
+/* Commit (rc == 0) or roll back (rc != 0: every held durable reply becomes an
+ * error ACK), then send every held reply. Returns the outcome (0 committed). */
+int coord_batch_finish(struct rt_coord *c, int rc);
+void coord_batch_figures(struct rt_figures *w, const struct rt_coord *c);
+
+/* peers.c: the coordinator group's ring, for status (docs/scaling.md) */
+int coord_peers_open(struct rt_coord *c, char *err, size_t errlen);
+void coord_peers_close(struct rt_coord *c);
+void coord_peers_tick(struct rt_coord *c, uint64_t now); /* probes the peers' load */
+size_t coord_peers_load_reply(struct rt_coord *c, char *out, size_t cap); /* "load" */
+void coord_peers_figures(struct rt_figures *w, struct rt_coord *c);
+
 /* coordinator.c */
+void coord_send_reply(struct coord_in *in);
 void coord_reply(struct rt_coord *c, struct coord_in *in, const void *data, size_t len);
 void coord_reply_ack(struct rt_coord *c, struct coord_in *in, int32_t status,
 		     const uint64_t *seqs, uint32_t n);

@@ -116,7 +116,7 @@ void coord_reply(struct rt_coord *c, struct coord_in *in, const void *data, size
 	memcpy(nng_msg_body(in->reply), data, len);
 }
 
-static void send_reply(struct coord_in *in)
+void coord_send_reply(struct coord_in *in)
 {
 	in->durable = 0;
 	if (!in->reply) {
@@ -168,10 +168,12 @@ static void handle_text(struct rt_coord *c, struct coord_in *in, const uint8_t *
 		n = coord_recollect_request(c, (const char *)b, len, out, cap) + 1;
 	else if (is_text(b, len, "policy"))
 		n = coord_adaptive_request(c, (const char *)b, len, out, cap) + 1;
+	else if (is_text(b, len, "load")) /* a peer's probe (peers.c) */
+		n = coord_peers_load_reply(c, out, cap) + 1;
 	else if (is_text(b, len, "ping"))
 		n = (size_t)snprintf(out, cap, "pong coordinator") + 1;
 	else
-		n = (size_t)snprintf(out, cap, "error: unknown request (try status, status json, ping, alarm list, recollect TRACE_ID, policy)") + 1;
+		n = (size_t)snprintf(out, cap, "error: unknown request (try status, status json, ping, alarm list, recollect TRACE_ID, policy, load)") + 1;
 	coord_reply(c, in, out, n);
 	free(out);
 }
@@ -337,11 +339,12 @@ const char *coord_phase_name(enum coord_phase p)
 }
 
 /*
- * One turn: everything that arrived is handled inside one store transaction,
- * the traversal's timers run in it too (closing traces writes their rows), and
- * only after the commit do the replies go out. If the commit fails, every
- * reply that promised durability becomes an error ACK, so agents send again.
- * Each phase's time is counted (the "loop" figures; slow turns are logged).
+ * One turn: everything that arrived is handled inside the open store
+ * transaction (batch.c opens it, and it may span turns: group commit), the
+ * traversal's timers run in it too (closing traces writes their rows), and the
+ * replies that promise something stored wait for its commit. If the commit
+ * fails, every such reply becomes an error ACK, so agents send again. Each
+ * phase's time is counted (the "loop" figures; slow turns are logged).
  */
 static void run_once(struct rt_coord *c, uint64_t wait_ns)
 {
@@ -352,7 +355,7 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 	uint64_t start, mark, turn[COORD_PHASES] = { 0 };
 	int rc;
 
-	take_ready(c, &in, &rq, wait_ns);
+	take_ready(c, &in, &rq, coord_batch_wait(c, wait_ns));
 	start = mark = coord_now_ns();
 	for (; in; in = in->next_ready) {
 		if (in->collector && ns < COORD_IN_COLLECT)
@@ -366,7 +369,7 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 		rq = next;
 	}
 	coord_traversal_flush(c);
-	rc = rt_store_begin(c->store);
+	rc = coord_batch_begin(c);
 	if (rc == 0) {
 		/* Refused slices and requests get their replies here (auth.c). */
 		coord_process_slices(c, admitted, coord_admit_slices(c, slices, ns, admitted));
@@ -389,25 +392,21 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 		coord_adaptive_tick(c, coord_now_ns());
 		phase_done(c, COORD_PHASE_SELECTION, &mark, turn);
 		serve_replies(c);
-		rc = rt_store_commit(c->store);
-		phase_done(c, COORD_PHASE_COMMIT, &mark, turn);
-	}
-	coord_stream_turn_done(c, rc == 0); /* committed rows only: the exporter reads them */
-	if (rc != 0) {
-		c->st.store_errors++;
-		coord_log(c, LOG_ERROR, "store transaction failed: %s", rt_store_errmsg(c->store));
-		rt_store_rollback(c->store);
-		for (i = 0; i < ns; i++)
-			coord_reply_ack(c, slices[i], RT_STORE_E_IO, NULL, 0);
+	} else {
 		for (i = 0; i < nc; i++)
-			if (reqs[i]->durable)
-				coord_reply_ack(c, reqs[i], RT_STORE_E_IO, NULL, 0);
+			reqs[i]->durable = 1; /* nothing was handled: each gets the error ACK */
 	}
 	for (i = 0; i < ns; i++)
-		send_reply(slices[i]);
+		coord_batch_hold(c, slices[i]);
 	for (i = 0; i < nc; i++)
-		send_reply(reqs[i]);
+		coord_batch_hold(c, reqs[i]);
 	coord_traversal_flush(c); /* a turn whose transaction failed asked too */
+	if (rc != 0 || coord_batch_due(c, coord_now_ns(), ns + nc == 0)) {
+		rc = coord_batch_finish(c, rc);
+		phase_done(c, COORD_PHASE_COMMIT, &mark, turn);
+	} else {
+		c->batch.turns_batched++;
+	}
 	phase_done(c, COORD_PHASE_REPLIES, &mark, turn);
 	turn_done(c, start, turn, ns, nc);
 }
@@ -416,6 +415,7 @@ void rt_coord_run(struct rt_coord *c, volatile int *stop)
 {
 	while (!*stop) {
 		run_once(c, 5000000ull);
+		coord_peers_tick(c, coord_now_ns());
 		/* A scrape of /metrics waits for this thread, which owns the figures. */
 		if (rt_metrics_wanted(c->metrics))
 			rt_metrics_serve(c->metrics, coord_metrics_render, c);
@@ -423,6 +423,8 @@ void rt_coord_run(struct rt_coord *c, volatile int *stop)
 		if (rt_metrics_wanted(rt_http_api_status(c->http)))
 			rt_metrics_serve(rt_http_api_status(c->http), coord_status_json_render, c);
 	}
+	if (c->batch.open) /* what the last turns stored is acknowledged before we stop */
+		coord_batch_finish(c, 0);
 }
 
 /* ------------------------------------------------------ open / close ---- */
@@ -570,7 +572,11 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 	if (open_rep(c, &c->coord_sock, cfg->listen, "--listen", c->listen_addr, 0, c->in,
 		     COORD_IN_COORD, err, errlen) != 0 ||
 	    open_rep(c, &c->collect_sock, cfg->collector, "--collector", c->collector_addr, 1,
-		     c->in + COORD_IN_COORD, COORD_IN_COLLECT, err, errlen) != 0) {
+		     c->in + COORD_IN_COORD,
+		     cfg->collector_contexts && cfg->collector_contexts < COORD_IN_COLLECT
+			     ? (int)cfg->collector_contexts
+			     : COORD_IN_COLLECT,
+		     err, errlen) != 0) {
 		rt_coord_close(c);
 		return NULL;
 	}
@@ -613,6 +619,11 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 		rt_coord_close(c);
 		return NULL;
 	}
+	coord_batch_init(c);
+	if (coord_peers_open(c, err, errlen) != 0) {
+		rt_coord_close(c);
+		return NULL;
+	}
 	coord_dir_load(c);
 	resume_pending(c);
 	write_ready_file(c);
@@ -651,6 +662,7 @@ void rt_coord_close(struct rt_coord *c)
 		if (c->in[i].msg)
 			nng_msg_free(c->in[i].msg);
 	}
+	coord_peers_close(c);
 	coord_traversal_free(c);
 	coord_weave_free(c);
 	coord_stream_close(c); /* before the store: it flushes from it */

@@ -24,6 +24,7 @@
 #include <stdio.h>
 
 #define RT_COORD_URL_MAX 256
+#define RT_COORD_PEERS_MAX 4096
 
 struct rt_coord_config {
 	char listen[RT_COORD_URL_MAX];     /* REGISTER, TRIGGER, status (default tcp://127.0.0.1:7700) */
@@ -31,6 +32,13 @@ struct rt_coord_config {
 	char store[RT_COORD_URL_MAX];      /* SQLite file (default retrace.db) */
 	char ready_file[RT_COORD_URL_MAX]; /* created once listening */
 	int sync_full;                     /* fsync every commit (power-safe) */
+	double commit_interval;            /* s a group commit may gather turns (0 = every turn;
+	                                      < 0 = the store's default: batch.c) */
+	uint32_t commit_slices;            /* commit once this many slices wait (0 = contexts) */
+	uint32_t collector_contexts;       /* slices received at once (0 = 512, the most) */
+	/* A group of coordinators sharded by trace id (ring.c, docs/scaling.md). */
+	char member_id[RT_COORD_URL_MAX];  /* our id in --peers (empty: not sharded) */
+	char peers[RT_COORD_PEERS_MAX];    /* "ID=URL,..." every member's --listen URL */
 	double settle;                     /* s of quiet after the last slice before a trace closes */
 	double collect_timeout;            /* s after the trigger when a trace closes regardless */
 	double state_ttl;                  /* s a closed trace is remembered for late slices */

@@ -215,11 +215,13 @@ static void loop_section(struct rt_figures *w, const struct rt_coord *c)
 		snprintf(key, sizeof key, "%s_ms", coord_phase_name((enum coord_phase)p));
 		rt_fig_time_f(w, key, c->loop.phase_ns[p] / 1e6, 1e-3); /* summed over the turns */
 	}
+	coord_batch_figures(w, c); /* group commit (batch.c) */
 }
 
 static void all_figures(struct rt_figures *w, struct rt_coord *c)
 {
 	coordinator_section(w, c);
+	coord_peers_figures(w, c); /* section "ring", when sharded */
 	agents_section(w, c);
 	traversal_section(w, c);
 	shares_section(w, c);

@@ -320,6 +320,8 @@ static int encode_request(struct rt_coord *c, const struct coord_req *r, uint32_
 			}
 	}
 	m.request_id = r->request_id;
+	/* In a sharded group the agent keeps the traces we ask about with us. */
+	snprintf(m.member, sizeof m.member, "%s", c->cfg.member_id);
 	m.trigger_id = trigger_id;
 	m.trace_count = n;
 	m.traces = traces;

@@ -172,6 +172,14 @@ struct ch_store {
 	struct chc cache;          /* its own slices and rows (clickhouse_cache.h) */
 	struct chc_trigs trigs;    /* every trigger key held, with its state */
 	int trigs_loaded;
+	/* The trace_lo of every trace row the database may hold (the trigger
+	 * map's slots reused, agent 0): loaded at open, grown by put_trace. A
+	 * lookup of a trace outside it is answered "not found" without a query,
+	 * which would also send the open batch (the coordinator asks for every
+	 * slice that arrives before its trigger). Valid because the handle is
+	 * its database's one writer; off (every lookup asks) past PRESENT_MAX. */
+	struct chc_trigs present;
+	int present_on;
 	char err[512];
 };
 
@@ -396,6 +404,7 @@ static int insert_rows(struct ch_store *s, enum table t)
 
 static int settle_unknown(struct ch_store *s);
 static int load_triggers(struct ch_store *s);
+static int load_present(struct ch_store *s);
 static int tombstone_spans(struct ch_store *s, const char *where, const char *what);
 
 /* Send every buffered row (commit, a read, a write outside a transaction); first
@@ -681,6 +690,7 @@ static void ch_close(struct rt_store *base)
 	free(s->keys);
 	chc_free(&s->cache);
 	chc_trig_free(&s->trigs);
+	chc_trig_free(&s->present);
 	free(s);
 }
 
@@ -705,7 +715,7 @@ static int ch_open(struct rt_store **out, const struct rt_store_options *o)
 		return seterr(NULL, RT_STORE_E_OPEN, "clickhouse: out of memory");
 	}
 	if ((rc = run_sql(s, "SELECT 1", NULL, "connect")) || (rc = check_schema(s)) ||
-	    (!s->readonly && (rc = load_triggers(s)))) {
+	    (!s->readonly && ((rc = load_triggers(s)) || (rc = load_present(s))))) {
 		snprintf(open_err, sizeof open_err, "%s", s->err);
 		ch_close(&s->base);
 		return rc == RT_STORE_E_IO ? RT_STORE_E_OPEN : rc;
@@ -982,6 +992,51 @@ static void read_trace(struct cursor *c, struct rt_store_trace *t)
 	}
 }
 
+#define PRESENT_MAX (2u << 20) /* trace keys remembered; a larger store asks the server */
+
+/* Note that the database may hold a row of trace_lo; past PRESENT_MAX (or out
+ * of memory) the filter turns off for good. */
+static void note_present(struct ch_store *s, uint64_t lo)
+{
+	struct chc_trig *t;
+	if (!s->present_on)
+		return;
+	if (s->present.n >= PRESENT_MAX || !(t = chc_trig_put(&s->present, 0, lo))) {
+		s->present_on = 0;
+		chc_trig_free(&s->present);
+		return;
+	}
+	t->state = CHT_STORED;
+}
+
+/* 0 when the database holds no row of trace_lo for sure (the filter is on). */
+static int maybe_present(struct ch_store *s, uint64_t lo)
+{
+	return !s->present_on || chc_trig_find(&s->present, 0, lo) != NULL;
+}
+
+/* The keys of every trace row, tombstones included (they are "maybe"). */
+static int load_present(struct ch_store *s)
+{
+	struct rt_buf r = { 0 };
+	struct cursor c;
+	int rc = query(s, &r, "load trace keys",
+		       "SELECT DISTINCT trace_lo FROM %s.traces LIMIT %u FORMAT RowBinary", s->db,
+		       PRESENT_MAX + 1);
+	s->present_on = 1;
+	c = (struct cursor){ r.p, r.p + r.len, 0 };
+	while (!rc && s->present_on && c.p < c.end) {
+		uint64_t lo = get_u64(&c);
+		if (c.bad) {
+			rc = malformed(s, "load trace keys");
+			break;
+		}
+		note_present(s, lo);
+	}
+	rt_buf_free(&r);
+	return rc;
+}
+
 static int ch_put_trace(struct rt_store *base, const struct rt_store_trace *t)
 {
 	struct ch_store *s = (struct ch_store *)base;
@@ -993,6 +1048,7 @@ static int ch_put_trace(struct rt_store *base, const struct rt_store_trace *t)
 	row = *t;
 	row.has_selection = 0; /* like SQLite's INSERT OR REPLACE: selection is set later */
 	cache_row(s, &row, 0);
+	note_present(s, row.trace_lo);
 	return row_added(s, T_TRACES, encode_trace(&s->rows[T_TRACES], &row, next_version(s), 0));
 }
 
@@ -1004,6 +1060,9 @@ static int fetch_trace(struct ch_store *s, uint64_t hi, uint64_t lo, int exact,
 	struct cursor c;
 	const struct chc_trace *t = exact ? chc_get(&s->cache, lo) : NULL;
 	int rc;
+	if (!s->readonly && !maybe_present(s, lo))
+		return seterr(s, RT_STORE_E_NOTFOUND, "%s: %s: no trace %016llx%016llx", s->locator,
+			      what, (unsigned long long)hi, (unsigned long long)lo);
 	if (t && t->row && t->row->trace_hi == hi) { /* this handle wrote the newest row */
 		if (t->row_deleted)
 			return seterr(s, RT_STORE_E_NOTFOUND, "%s: %s: no trace %016llx%016llx",

@@ -348,12 +348,15 @@ static int rd_trigger(struct cur *c, struct rt_wire_msg *out)
 	return rd_traces(c, out, RT_WIRE_TRIGGER, 1, &t->traces, &t->trace_count);
 }
 
-static int rd_remote(struct cur *c, struct rt_wire_msg *out)
+static int rd_remote(struct cur *c, struct rt_wire_msg *out, uint32_t elems)
 {
 	struct rt_wire_remote_trigger *r = &out->remote;
 	TRY(rd_u64(c, &r->request_id));
 	TRY(rd_u32(c, &r->trigger_id));
-	return rd_traces(c, out, RT_WIRE_REMOTE_TRIGGER, 1, &r->traces, &r->trace_count);
+	TRY(rd_traces(c, out, RT_WIRE_REMOTE_TRIGGER, 1, &r->traces, &r->trace_count));
+	if (elems == RT_WIRE_ELEMS_REMOTE_TRIGGER_MAX)
+		TRY(rd_cstr(c, r->member));
+	return 0;
 }
 
 static int rd_reply(struct cur *c, struct rt_wire_msg *out)
@@ -531,7 +534,9 @@ static uint32_t elems_of(uint64_t type)
 /* The most elements a message of this type may have (an optional last field). */
 static uint32_t max_elems_of(uint64_t type)
 {
-	return type == RT_WIRE_SLICE ? RT_WIRE_ELEMS_SLICE_MAX : elems_of(type);
+	return type == RT_WIRE_SLICE		? RT_WIRE_ELEMS_SLICE_MAX
+	       : type == RT_WIRE_REMOTE_TRIGGER ? RT_WIRE_ELEMS_REMOTE_TRIGGER_MAX
+						: elems_of(type);
 }
 
 /*
@@ -592,7 +597,7 @@ int rt_wire_decode(const void *data, size_t len, struct rt_wire_msg *out)
 	switch (type) {
 	case RT_WIRE_REGISTER: rc = rd_register(&c, &out->reg); break;
 	case RT_WIRE_TRIGGER: rc = rd_trigger(&c, out); break;
-	case RT_WIRE_REMOTE_TRIGGER: rc = rd_remote(&c, out); break;
+	case RT_WIRE_REMOTE_TRIGGER: rc = rd_remote(&c, out, elems); break;
 	case RT_WIRE_BREADCRUMB_REPLY: rc = rd_reply(&c, out); break;
 	case RT_WIRE_SLICE: rc = rd_slice(&c, out, elems); break;
 	case RT_WIRE_WINDOW_QUERY: rc = rd_window_query(&c, &out->wquery); break;

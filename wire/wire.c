@@ -117,6 +117,8 @@ static int check_msg(const struct rt_wire_msg *m)
 	case RT_WIRE_TRIGGER:
 		return check_traces(m->trigger.traces, m->trigger.trace_count, 1, 1);
 	case RT_WIRE_REMOTE_TRIGGER:
+		if ((rc = check_str(m->remote.member)))
+			return rc;
 		return check_traces(m->remote.traces, m->remote.trace_count, 1, 0);
 	case RT_WIRE_BREADCRUMB_REPLY:
 		return check_traces(m->reply.traces, m->reply.trace_count, 0, 1);
@@ -241,12 +243,15 @@ static void pack_msg(msgpack_packer *pk, const struct rt_wire_msg *m)
 	}
 	case RT_WIRE_REMOTE_TRIGGER: {
 		const struct rt_wire_remote_trigger *r = &m->remote;
-		msgpack_pack_array(pk, RT_WIRE_ELEMS_REMOTE_TRIGGER);
+		msgpack_pack_array(pk, r->member[0] ? RT_WIRE_ELEMS_REMOTE_TRIGGER_MAX
+						    : RT_WIRE_ELEMS_REMOTE_TRIGGER);
 		msgpack_pack_uint32(pk, RT_WIRE_VERSION);
 		msgpack_pack_uint32(pk, RT_WIRE_REMOTE_TRIGGER);
 		msgpack_pack_uint64(pk, r->request_id);
 		msgpack_pack_uint32(pk, r->trigger_id);
 		pack_traces(pk, r->traces, r->trace_count, RT_WIRE_REMOTE_TRIGGER);
+		if (r->member[0]) /* absent means "": old decoders keep reading it */
+			pack_str(pk, r->member);
 		break;
 	}
 	case RT_WIRE_BREADCRUMB_REPLY: {

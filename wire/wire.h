@@ -59,7 +59,8 @@ enum rt_wire_type {
 /* Elements of each message's top-level array, version and type included. */
 #define RT_WIRE_ELEMS_REGISTER 12u
 #define RT_WIRE_ELEMS_TRIGGER 7u
-#define RT_WIRE_ELEMS_REMOTE_TRIGGER 5u
+#define RT_WIRE_ELEMS_REMOTE_TRIGGER 5u     /* without member */
+#define RT_WIRE_ELEMS_REMOTE_TRIGGER_MAX 6u /* with the optional member */
 #define RT_WIRE_ELEMS_BREADCRUMB_REPLY 5u
 #define RT_WIRE_ELEMS_SLICE 11u     /* without rate_exp (rate 1) */
 #define RT_WIRE_ELEMS_SLICE_MAX 12u /* with the optional rate_exp */
@@ -129,6 +130,10 @@ struct rt_wire_remote_trigger {
 	uint32_t trigger_id;
 	uint32_t trace_count; /* 1..RT_WIRE_MAX_TRACES; only trace_hi/lo travel */
 	const struct rt_wire_trace *traces;
+	/* The asking coordinator's member id in a sharded group (--member-id,
+	 * daemon/ring.h): the agent keeps these traces' messages with it. Optional
+	 * 6th element, written only when non-empty; absent decodes as "". */
+	char member[RT_WIRE_MAX_STR + 1];
 };
 
 struct rt_wire_breadcrumb_reply {

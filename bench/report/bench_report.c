@@ -309,7 +309,7 @@ static void agent_phase(uint32_t bytes, double secs, struct result *r)
 			fprintf(stderr, "  t=%.2f acked_mb=%.1f produced_mb=%.1f inflight=%u queued=%llu\n",
 				now_s() - t0, (double)(agent.st.slice_bytes_acked - b0) / 1e6,
 				(double)__atomic_load_n(&produced, __ATOMIC_ACQUIRE) / 1e6,
-				rt_uplink_inflight(&agent.up),
+				rt_route_inflight(&agent.route),
 				(unsigned long long)agent.rep.queued_buffers);
 		}
 		if (rt_agent_poll(&agent) == 0) {
@@ -331,7 +331,7 @@ static void agent_phase(uint32_t bytes, double secs, struct result *r)
 	{
 		double end = now_s() + 5;
 		while (now_s() < end && (agent.rep.queued_buffers || agent.ix.st.inflight_buffers ||
-					 rt_uplink_inflight(&agent.up)))
+					 rt_route_inflight(&agent.route)))
 			rt_agent_poll(&agent);
 	}
 	r->abandoned = agent.st.abandoned_traces - ab0;

@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "coord_load.h"
 #include "evgen.h"
 #include "store.h"
 #include "store/chserver.h"
@@ -71,19 +72,20 @@ static uint64_t cpu_ns(void)
 	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
 }
 
-/* One agent's part of trace i: SPANS spans, each with attributes and a log. */
-static void build_part(struct eg *g, int i, uint32_t agent)
+/* One agent's part of trace i (the part-th of its AGENTS): SPANS spans, each
+ * with attributes and a log. */
+static void build_part(struct eg *g, int i, uint32_t agent, int part)
 {
 	static const char *const service[AGENTS] = { "frontend", "cart", "payment" };
 	struct eg_stream *s = eg_stream(g, agent, 100 + agent, 1);
 	char host[32], name[64];
 	snprintf(host, sizeof host, "host-%u", agent);
-	eg_resource(s, service[agent - 1], host);
+	eg_resource(s, service[part], host);
 	eg_template(s, "charged %d items for user %s");
 	for (int k = 0; k < SPANS; k++) {
 		uint64_t id = ((uint64_t)agent << 32) | (uint64_t)(k + 1), t = EG_T(1000 * k + i);
 		struct eg_arg args[2] = { EG_I(k + i % 7), EG_S("user-4711") };
-		snprintf(name, sizeof name, "%s op %d", service[agent - 1], k % 4);
+		snprintf(name, sizeof name, "%s op %d", service[part], k % 4);
 		eg_span_start(s, id, k ? id - 1 : 0, 2, t, name);
 		eg_attr(s, id, "http.status_code", EG_I(200 + (i + k) % 3));
 		eg_attr(s, id, "request.bytes", EG_U((uint64_t)(i * 31 + k * 7) % 5000));
@@ -106,7 +108,7 @@ static int build(struct workload *w, int traces)
 		for (uint32_t a = 1; a <= AGENTS; a++)
 			eg_agent(&g, a, 2000000000ull + a, 1000ull * a, 0);
 		for (uint32_t a = 1; a <= AGENTS; a++)
-			build_part(&g, i, a);
+			build_part(&g, i, a, (int)a - 1);
 		eg_finish(&g);
 		for (uint32_t a = 1; a <= AGENTS; a++) {
 			struct rt_wire_buf *m = &w->msg[i * AGENTS + (int)a - 1];
@@ -118,6 +120,58 @@ static int build(struct workload *w, int traces)
 		eg_free(&g);
 	}
 	return 0;
+}
+
+/* The coordinator part's workload: trace i's parts on agents i, i+1, i+2 of
+ * `agents` (so every agent answers for a third of the traces it is asked about). */
+static int build_coord(struct cl_workload *w, int traces, int agents)
+{
+	memset(w, 0, sizeof *w);
+	w->traces = traces;
+	w->agents = agents;
+	w->hi = HI;
+	w->lo0 = 0x100000;
+	w->msg = calloc((size_t)traces * CL_PARTS, sizeof *w->msg);
+	w->agent = calloc((size_t)traces * CL_PARTS, sizeof *w->agent);
+	w->buffers = calloc((size_t)traces * CL_PARTS, sizeof *w->buffers);
+	w->payload = calloc((size_t)traces * CL_PARTS, sizeof *w->payload);
+	if (!w->msg || !w->agent || !w->buffers || !w->payload)
+		return -1;
+	for (int i = 0; i < traces; i++) {
+		struct eg g;
+		eg_init(&g, HI, w->lo0 + (uint64_t)i, 8192 - 64);
+		for (int k = 0; k < CL_PARTS; k++) {
+			uint32_t a = (uint32_t)((i + k) % agents) + 1;
+			w->agent[i * CL_PARTS + k] = a;
+			eg_agent(&g, a, 2000000000ull + a, 1000ull * a, 0);
+		}
+		for (int k = 0; k < CL_PARTS; k++)
+			build_part(&g, i, w->agent[i * CL_PARTS + k], k);
+		eg_finish(&g);
+		for (int k = 0; k < CL_PARTS; k++) {
+			struct rt_wire_buf *m = &w->msg[i * CL_PARTS + k];
+			struct rt_wire_msg d;
+			if (eg_slice_msg(&g, w->agent[i * CL_PARTS + k], NULL, 0, m) != 0 ||
+			    rt_wire_decode(m->data, m->len, &d) != 0)
+				return -1;
+			w->buffers[i * CL_PARTS + k] = d.slice.buffer_count;
+			for (uint32_t b = 0; b < d.slice.buffer_count; b++)
+				w->payload[i * CL_PARTS + k] += d.slice.buffers[b].len;
+			rt_wire_msg_free(&d);
+		}
+		eg_free(&g);
+	}
+	return 0;
+}
+
+static void free_coord(struct cl_workload *w)
+{
+	for (int i = 0; w->msg && i < w->traces * CL_PARTS; i++)
+		rt_wire_buf_free(&w->msg[i]);
+	free(w->msg);
+	free(w->agent);
+	free(w->buffers);
+	free(w->payload);
 }
 
 static void trace_row(struct rt_store_trace *t, int i, uint64_t t0)
@@ -242,6 +296,64 @@ static int run(const char *name, const char *locator, const struct workload *w, 
 	return 0;
 }
 
+/*
+ * The coordinator part: the same traces through real coordinators, three ways
+ * in the same run:
+ *   turn   one coordinator, a commit per loop turn and 32 collector contexts:
+ *          the path before group commit (--commit-interval 0
+ *          --collector-contexts 32), the baseline;
+ *   group  one coordinator, group commit (--commit-interval GROUP_S, 512
+ *          contexts);
+ *   group  two coordinators, trace ids split by rendezvous hashing, each its
+ *          own store (and its own CPU when the machine has two).
+ * `locs` holds three store locators per run (one per coordinator slot).
+ */
+#define GROUP_S 0.25
+#define COORD_AGENTS 12
+#define COORD_TRACES(quick) ((quick) ? 300 : 3000)
+
+static int coord_part(const char *name, char locs[3][2][320], const struct cl_workload *w,
+		      double *out_ratio_group, double *out_ratio_two)
+{
+	static const struct { int n, contexts; double interval; const char *mode; } runs[3] = {
+		{ 1, 32, 0, "turn" }, { 1, 0, GROUP_S, "group" }, { 2, 0, GROUP_S, "group" }
+	};
+	double tps[3];
+	for (int r = 0; r < 3; r++) {
+		struct cl_run run = { .coordinators = runs[r].n, .commit_interval = runs[r].interval,
+				      .collector_contexts = runs[r].contexts,
+				      .pin = runs[r].n > 1 && sysconf(_SC_NPROCESSORS_ONLN) > 1 };
+		struct cl_result res;
+		run.store[0] = locs[r][0];
+		run.store[1] = locs[r][1];
+		if (cl_load_run(w, &run, &res) != 0) {
+			fprintf(stderr, "bench_scale: coordinator run %s/%d failed\n", name, r);
+			return -1;
+		}
+		tps[r] = res.closed / res.wall_s;
+		printf("bench scale part=coordinator store=%s coordinators=%d commit=%s"
+		       " commit_interval_ms=%.0f collector_contexts=%d traces=%d agents=%d closed=%" PRIu64
+		       " coherent=%" PRIu64 " per_coordinator=%" PRIu64 "/%" PRIu64
+		       " traces_per_s=%.0f spans_per_s=%.0f commits=%" PRIu64 " slices_per_commit=%.1f\n",
+		       name, runs[r].n, runs[r].mode, runs[r].interval * 1e3,
+		       runs[r].contexts ? runs[r].contexts : 512, w->traces, w->agents, res.closed,
+		       res.coherent, res.per_coord[0], res.per_coord[1], tps[r],
+		       tps[r] * CL_PARTS * SPANS, res.commits,
+		       res.commits ? (double)res.slices / (double)res.commits : 0.0);
+		fflush(stdout);
+	}
+	*out_ratio_group = tps[1] / tps[0];
+	*out_ratio_two = tps[2] / tps[1];
+	printf("bench scale part=coordinator store=%s figure=group_commit baseline=turn"
+	       " traces_per_s=%.0f baseline_traces_per_s=%.0f ratio=%.2f\n",
+	       name, tps[1], tps[0], tps[1] / tps[0]);
+	printf("bench scale part=coordinator store=%s figure=two_coordinators baseline=one"
+	       " traces_per_s=%.0f baseline_traces_per_s=%.0f ratio=%.2f target_ratio=1.8 met=%s\n",
+	       name, tps[2], tps[1], tps[2] / tps[1], tps[2] / tps[1] >= 1.8 ? "yes" : "no");
+	fflush(stdout);
+	return 0;
+}
+
 int main(void)
 {
 	int quick = getenv("RETRACE_BENCH_QUICK") != NULL;
@@ -252,18 +364,30 @@ int main(void)
 	struct chserver srv;
 	struct result sq[2], chr[2];
 	int have_ch;
+	/* RETRACE_BENCH_SCALE_PARTS=store or =coordinator runs one part alone. */
+	const char *parts = getenv("RETRACE_BENCH_SCALE_PARTS");
+	int do_store = !parts || strstr(parts, "store"), do_coord = !parts || strstr(parts, "coord");
+	struct cl_workload cw = { 0 };
+	char cloc[3][2][320];
+	double ratio_group, ratio_two;
 
 	snprintf(dir, sizeof dir, "%s/rt-bench-scale-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(dir) || build(&w, traces) != 0) {
+	if (!mkdtemp(dir) || build(&w, traces) != 0 ||
+	    (do_coord && build_coord(&cw, COORD_TRACES(quick), COORD_AGENTS) != 0)) {
 		fprintf(stderr, "bench_scale: cannot set up\n");
 		return 1;
 	}
 	for (int mix = 0; mix < 2; mix++) {
 		snprintf(path[mix], sizeof path[mix], "%s/store-%d.db", dir, mix);
-		if (run("sqlite", path[mix], &w, mix, mix ? TURN_TRACES(quick) : traces, &sq[mix],
+		if (do_store && run("sqlite", path[mix], &w, mix, mix ? TURN_TRACES(quick) : traces, &sq[mix],
 			NULL) != 0)
 			return 1;
 	}
+	for (int r = 0; r < 3; r++)
+		for (int k = 0; k < 2; k++)
+			snprintf(cloc[r][k], sizeof cloc[r][k], "%s/coord-%d-%d.db", dir, r, k);
+	if (do_coord && coord_part("sqlite", cloc, &cw, &ratio_group, &ratio_two) != 0)
+		return 1;
 	have_ch = chs_binary() != NULL;
 	if (!have_ch) {
 		printf("bench scale store=clickhouse skipped=not-installed\n");
@@ -273,14 +397,25 @@ int main(void)
 	} else {
 		for (int mix = 0; mix < 2; mix++) {
 			snprintf(ch[mix], sizeof ch[mix], "%s/bench%d", srv.url, mix);
-			if (run("clickhouse", ch[mix], &w, mix, mix ? TURN_TRACES(quick) : traces,
-				&chr[mix], &srv) != 0) {
+			if (do_store && run("clickhouse", ch[mix], &w, mix,
+					    mix ? TURN_TRACES(quick) : traces, &chr[mix], &srv) != 0) {
+				chs_stop(&srv);
+				return 1;
+			}
+		}
+		if (do_coord) {
+			char chloc[3][2][320];
+			for (int r = 0; r < 3; r++)
+				for (int k = 0; k < 2; k++)
+					snprintf(chloc[r][k], sizeof chloc[r][k], "%s/coord%d_%d", srv.url,
+						 r, k);
+			if (coord_part("clickhouse", chloc, &cw, &ratio_group, &ratio_two) != 0) {
 				chs_stop(&srv);
 				return 1;
 			}
 		}
 		chs_stop(&srv);
-		for (int mix = 0; mix < 2; mix++)
+		for (int mix = 0; do_store && mix < 2; mix++)
 			printf("bench scale store=clickhouse mix=%s baseline=sqlite "
 			       "spans_per_s=%.0f baseline_spans_per_s=%.0f ratio=%.2f "
 			       "target_spans_per_s=50000 met=%s\n",
@@ -289,14 +424,16 @@ int main(void)
 			       sq[mix].wall_s / chr[mix].wall_s,
 			       chr[mix].spans / chr[mix].wall_s >= 50000 ? "yes" : "no");
 	}
-	for (int mix = 0; mix < 2; mix++) {
+	for (int i = 0; i < 2 + 6; i++) {
 		static const char *const suffix[] = { "", "-wal", "-shm" };
+		const char *base = i < 2 ? path[i] : cloc[(i - 2) / 2][(i - 2) % 2];
 		for (int k = 0; k < 3; k++) {
 			char f[700];
-			snprintf(f, sizeof f, "%s%s", path[mix], suffix[k]);
+			snprintf(f, sizeof f, "%s%s", base, suffix[k]);
 			unlink(f);
 		}
 	}
+	free_coord(&cw);
 	rmdir(dir);
 	for (int i = 0; i < w.traces * AGENTS; i++)
 		rt_wire_buf_free(&w.msg[i]);

@@ -42,6 +42,8 @@ const char *cl_coord_args[CL_MAX_COORD_ARGS + 1];
 const char *cl_store_locator;
 const char *cl_agent_args[CL_MAX_AGENT_ARGS + 1];
 const char *cl_agent_tls_dir;
+const char *cl_agent_coordinators;
+const char *cl_agent_collectors;
 
 static void nap_ms(double ms)
 {
@@ -266,7 +268,9 @@ static int start_host(struct cluster *c, int h, uint32_t buffers)
 	char *argv[21 + 6 + CL_MAX_AGENT_ARGS + 1] = {
 		AGENT_BIN, "--pool", x->pool, "--agent-id", id, "--buffers", nbuf,
 		"--buffer-size", "8192", "--listen", "tcp://127.0.0.1:0", "--coordinator",
-		c->coord_url, "--collector", c->collect_url, "--unlink", "--ready-file", ready,
+		cl_agent_coordinators ? (char *)cl_agent_coordinators : c->coord_url, "--collector",
+		cl_agent_collectors ? (char *)cl_agent_collectors : c->collect_url, "--unlink",
+		"--ready-file", ready,
 		"--report-timeout", "1000", NULL };
 	int to[2], from[2], n = 20;
 	if (cl_agent_tls_dir) {
@@ -327,7 +331,13 @@ int cl_start(struct cluster *c, int nhosts, uint32_t buffers)
 	snprintf(c->collect_url, sizeof c->collect_url, "tcp://127.0.0.1:0");
 	if (cl_start_coordinator(c) != 0)
 		return -1;
-	for (int h = 0; h < nhosts; h++) {
+	return cl_start_hosts(c, nhosts, buffers);
+}
+
+int cl_start_hosts(struct cluster *c, int nhosts, uint32_t buffers)
+{
+	int first = c->nhosts;
+	for (int h = first; h < first + nhosts && h < CL_MAX_HOSTS; h++) {
 		c->nhosts = h + 1;
 		if (start_host(c, h, buffers) != 0)
 			return -1;
@@ -516,4 +526,16 @@ long long cl_coord_figure(struct cluster *c, const char *section, const char *ke
 	char target[96];
 	snprintf(target, sizeof target, "--coordinator %s", c->coord_url);
 	return status_figure(target, section, key);
+}
+
+long long cl_store_slices(struct cluster *c)
+{
+	struct rt_store_options o = { .path = c->store, .readonly = 1 };
+	struct rt_store_stats st;
+	struct rt_store *s = NULL;
+	long long n = -1;
+	if (rt_store_open(&s, &o) == 0 && rt_store_stats(s, &st) == 0)
+		n = (long long)st.slices;
+	rt_store_close(s);
+	return n;
 }

@@ -53,6 +53,14 @@ extern const char *cl_store_locator;
 extern const char *cl_agent_args[CL_MAX_AGENT_ARGS + 1];
 extern const char *cl_agent_tls_dir;
 
+/* Sharded coordinators (docs/scaling.md): when set, every agent gets these
+ * member lists ("ID=URL,...") as --coordinator and --collector instead of the
+ * cluster's own coordinator. */
+extern const char *cl_agent_coordinators;
+extern const char *cl_agent_collectors;
+/* Start n more hosts (agent ids from c->nhosts + 1) after cl_start; 0 or -1. */
+int cl_start_hosts(struct cluster *c, int nhosts, uint32_t buffers);
+
 /* Start a coordinator and n hosts (agent ids 1..n), each pool with `buffers` 8 KiB buffers;
  * returns once the coordinator's directory holds every agent (-1 if not within 30 s). */
 int cl_start(struct cluster *c, int nhosts, uint32_t buffers);
@@ -94,6 +102,9 @@ int cl_trigger(struct cluster *c, int h, uint64_t hi, uint64_t lo, uint32_t trig
 
 uint8_t cl_record_byte(uint64_t lo, int host, int record, uint32_t offset);
 uint32_t cl_record_len(uint64_t lo, int host, int record);
+
+/* Slice rows in the cluster's store (rt_store_stats), -1 if it cannot be read. */
+long long cl_store_slices(struct cluster *c);
 
 /* Wait until the store has the trace; 0 and *out, or -1 after timeout_s. */
 int cl_wait_trace(struct cluster *c, uint64_t hi, uint64_t lo, double timeout_s,

@@ -154,18 +154,6 @@ START_TEST(eviction_race_is_incoherent)
 }
 END_TEST
 
-static long long store_slices(struct cluster *c)
-{
-	struct rt_store_options o = { .path = c->store, .readonly = 1 };
-	struct rt_store_stats st;
-	struct rt_store *s = NULL;
-	long long n = -1;
-	if (rt_store_open(&s, &o) == 0 && rt_store_stats(s, &st) == 0)
-		n = (long long)st.slices;
-	rt_store_close(s);
-	return n;
-}
-
 /* kill -9 of the coordinator while a traversal waits on a slow agent, then restart. */
 START_TEST(coordinator_kill9_mid_traversal)
 {
@@ -201,7 +189,7 @@ START_TEST(coordinator_kill9_mid_traversal)
 		ck_assert_int_ge(a, 1);
 		acked += a;
 	}
-	ck_assert_int_ge(store_slices(&c), acked);
+	ck_assert_int_ge(cl_store_slices(&c), acked);
 	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
 }
 END_TEST

@@ -215,6 +215,8 @@ static void gen_msg(struct owned *o, int type, enum gen_mode mode)
 		m->remote.trigger_id = rnd_u32();
 		gen_traces(o, type, pick_count(1, RT_WIRE_MAX_TRACES, mode), mode,
 			   &m->remote.traces, &m->remote.trace_count);
+		if (rnd_below(2)) /* the optional member id (a sharded group's coordinator) */
+			snprintf(m->remote.member, sizeof m->remote.member, "c%u", rnd_u32() % 100);
 		break;
 	case RT_WIRE_BREADCRUMB_REPLY:
 		m->reply.request_id = rnd_u64();
@@ -378,6 +380,8 @@ static int msg_eq(const struct rt_wire_msg *a, const struct rt_wire_msg *b, char
 		const struct rt_wire_remote_trigger *x = &a->remote, *y = &b->remote;
 		if (x->request_id != y->request_id || x->trigger_id != y->trigger_id)
 			NEQ("remote scalar");
+		if (strcmp(x->member, y->member))
+			NEQ("remote member");
 		if (x->trace_count != y->trace_count)
 			NEQ("trace_count");
 		return traces_eq(a->type, x->traces, y->traces, x->trace_count, why, whylen);
@@ -1453,6 +1457,8 @@ static void base_msg(struct owned *o, int type)
 	       (type == RT_WIRE_POLICY && o->m.policy.entry_count != 2));
 	if (type == RT_WIRE_SLICE)
 		o->m.slice.rate_exp = 0; /* the 11-element form; the 12th: test_slice_rate_exp */
+	if (type == RT_WIRE_REMOTE_TRIGGER)
+		o->m.remote.member[0] = 0; /* the 5-element form; the 6th is a string */
 }
 
 START_TEST(test_malformed_table)
@@ -1477,8 +1483,11 @@ START_TEST(test_malformed_table)
 		t.root = &u.data;
 		/* the message itself, as msgpack-c re-packs it, is valid */
 		expect(&t, RT_WIRE_OK, "unchanged");
-		/* a SLICE may have one more element: rate_exp, and 0 is a valid one */
-		tuple_edits(&t, t.root, type == RT_WIRE_SLICE ? RT_WIRE_OK : RT_WIRE_E_EXTRA);
+		/* An optional last element: SLICE's rate_exp takes the 0; REMOTE_TRIGGER's
+		 * member must be a string. */
+		tuple_edits(&t, t.root, type == RT_WIRE_SLICE		  ? RT_WIRE_OK
+					: type == RT_WIRE_REMOTE_TRIGGER ? RT_WIRE_E_TYPE
+									  : RT_WIRE_E_EXTRA);
 		/* version and type: wrong values and kinds */
 		snprintf(t.path, sizeof t.path, "version");
 		swap_expect(&t, &t.root->via.array.ptr[0], obj_u64(2), RT_WIRE_E_VERSION, "2");

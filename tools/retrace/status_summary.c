@@ -171,6 +171,15 @@ static void coordinator_summary(json_t *d)
 	printf("coordinator (pid %.0f, up %s), store %s\n", num(d, "coordinator", "pid", NULL),
 	       secs_h(num(d, "coordinator", "uptime_s", NULL), a, sizeof a),
 	       str(d, "coordinator", "store"));
+	if (sec(d, "ring")) { /* a sharded coordinator group (docs/scaling.md) */
+		const char *k;
+		json_t *v;
+		printf("  ring       member %s of %.0f (%.0f live)\n", str(d, "ring", "member_id"),
+		       num(d, "ring", "members", NULL), num(d, "ring", "members_live", NULL));
+		json_object_foreach(sec(d, "ring"), k, v)
+			if (!strncmp(k, "member.", 7) && json_is_string(v))
+				printf("    %-8s %s\n", k + 7, json_string_value(v));
+	}
 	printf("  agents     %.0f known\n", num(d, "agents", "known", NULL));
 	printf("  traces     %.0f coherent, %.0f incoherent (%.1f %% coherent), %.0f in flight; "
 	       "traversal p50 %.1f ms, p99 %.1f ms\n",

@@ -68,7 +68,7 @@ static inline void rp_open(struct rt_agent *a, const struct rt_agent_config *c)
 static inline int rp_quiet(const struct rt_agent *a)
 {
 	return a->rep.queued_buffers == 0 && a->ix.st.inflight_buffers == 0 &&
-	       rt_uplink_inflight(&a->up) == 0 && rt_agent_queue_depth(a, RT_Q_COMPLETE) == 0 &&
+	       rt_route_inflight(&a->route) == 0 && rt_agent_queue_depth(a, RT_Q_COMPLETE) == 0 &&
 	       rt_agent_queue_depth(a, RT_Q_TRIGGER) == 0;
 }
 

@@ -145,7 +145,7 @@ START_TEST(test_outbox)
 	ck_assert_msg(ok, "triggers: %llu groups", (unsigned long long)a.st.trigger_groups);
 	/* Past a failed registration attempt: the triggers wait. */
 	RP_UNTIL(ok, &a, 1.0, 0);
-	ck_assert_msg(a.up.out_len == OB_K + 1, "outbox holds %u of %u", a.up.out_len, OB_K + 1);
+	ck_assert_msg(a.route.up[0].out_len == OB_K + 1, "outbox holds %u of %u", a.route.up[0].out_len, OB_K + 1);
 	rt_agent_status(&a, 1, st, sizeof st);
 	ck_assert_msg(strstr(st, "\"coordinator_triggers_waiting\":13") != NULL,
 		      "status: %s", strstr(st, "coordinator_triggers_waiting"));
@@ -153,10 +153,10 @@ START_TEST(test_outbox)
 
 	/* The coordinator comes up on the same URL. */
 	ck_assert_msg(tc_start(&co, NULL, err, sizeof err) == 0, "restart: %s", err);
-	RP_UNTIL(ok, &a, 30, a.up.out_len == 0 && all_seqs(&co, OB_AGENT, base, OB_K + 1) &&
+	RP_UNTIL(ok, &a, 30, a.route.up[0].out_len == 0 && all_seqs(&co, OB_AGENT, base, OB_K + 1) &&
 				     tc_nregs(&co) >= 1);
 	ck_assert_msg(ok, "outbox %u, triggers at the coordinator %zu, registrations %zu",
-		      a.up.out_len, tc_ntriggers(&co), tc_nregs(&co));
+		      a.route.up[0].out_len, tc_ntriggers(&co), tc_nregs(&co));
 	ag_assert_exited_ok(kid, 20, "outbox child");
 
 	tc_lock(&co);
@@ -231,7 +231,7 @@ START_TEST(test_crumb_order)
 	/* ...then, in order, as one thread would: X's breadcrumb, then X's trigger. */
 	ag_push_crumb(&a.pool, x, 0xABC);
 	ag_push_triggers(&a.pool, &tg, 1);
-	RP_UNTIL(ok, &a, 20, tc_ntriggers(&co) >= 1 && a.up.out_len == 0);
+	RP_UNTIL(ok, &a, 20, tc_ntriggers(&co) >= 1 && a.route.up[0].out_len == 0);
 	ck_assert_msg(ok, "no TRIGGER at the coordinator");
 	{
 		uint32_t t = rt_index_find(&a.ix, x);
@@ -272,7 +272,7 @@ START_TEST(test_pipelined)
 	snprintf(cfg.coordinator, sizeof cfg.coordinator, "%s", co.url);
 	cfg.report_timeout_ms = 120000; /* no message may time out during the test */
 	rp_open(&a, &cfg);
-	RP_UNTIL(ok, &a, 20, a.up.registered && tc_nregs(&co) >= 1);
+	RP_UNTIL(ok, &a, 20, a.route.up[0].registered && tc_nregs(&co) >= 1);
 	ck_assert_msg(ok, "the agent did not register");
 	tc_set_silent(&co, 1); /* from now on: receive, record, never answer */
 	for (k = 0; k < RT_UPLINK_COORD_SLOTS + 4; k++) {
@@ -282,10 +282,10 @@ START_TEST(test_pipelined)
 	RP_UNTIL(ok, &a, 30, tc_ntriggers(&co) >= RT_UPLINK_COORD_SLOTS);
 	ck_assert_msg(ok, "%zu TRIGGER messages reached a coordinator that holds its replies "
 		      "(%u in flight, %u waiting): the link does not pipeline",
-		      tc_ntriggers(&co), rt_uplink_coord_inflight(&a.up), a.up.out_len);
-	ck_assert_uint_eq(a.up.st.coord_failed, 0);
-	ck_assert_uint_eq(rt_uplink_coord_inflight(&a.up), RT_UPLINK_COORD_SLOTS);
-	ck_assert_uint_eq(a.up.out_len, 4);
+		      tc_ntriggers(&co), rt_route_coord_inflight(&a.route), a.route.up[0].out_len);
+	ck_assert_uint_eq(a.route.up[0].st.coord_failed, 0);
+	ck_assert_uint_eq(rt_route_coord_inflight(&a.route), RT_UPLINK_COORD_SLOTS);
+	ck_assert_uint_eq(a.route.up[0].out_len, 4);
 	tc_lock(&co);
 	n = co.ntriggers < RT_UPLINK_COORD_SLOTS + 4 ? co.ntriggers : RT_UPLINK_COORD_SLOTS + 4;
 	for (i = 0; i < n; i++) {
@@ -311,7 +311,7 @@ static void post_one(struct rt_uplink *u, uint32_t trigger_id, uint64_t seq)
 				     .traces = &tr };
 	struct rt_wire_buf b = { 0 };
 	ck_assert_int_eq(rt_wire_encode_trigger(&b, &m), 0);
-	ck_assert_int_eq(rt_uplink_post(u, &b, trigger_id), 0);
+	ck_assert_int_eq(rt_uplink_post(u, &b, trigger_id, 0), 0);
 	rt_wire_buf_free(&b);
 }
 
@@ -381,14 +381,14 @@ START_TEST(test_restart_seq)
 	cfg.unlink_at_exit = 0;
 	rp_open(&a, &cfg);
 	fire_three(&a, 0);
-	RP_UNTIL(ok, &a, 20, tc_ntriggers(&co) >= 3 && a.up.out_len == 0);
+	RP_UNTIL(ok, &a, 20, tc_ntriggers(&co) >= 3 && a.route.up[0].out_len == 0);
 	ck_assert_msg(ok, "first life: %zu triggers", tc_ntriggers(&co));
 	rt_agent_close(&a);
 
 	cfg.unlink_at_exit = 1;
 	rp_open(&a, &cfg); /* takes the pool over: same agent, next life */
 	fire_three(&a, 100);
-	RP_UNTIL(ok, &a, 20, tc_ntriggers(&co) >= 6 && a.up.out_len == 0);
+	RP_UNTIL(ok, &a, 20, tc_ntriggers(&co) >= 6 && a.route.up[0].out_len == 0);
 	ck_assert_msg(ok, "second life: %zu triggers", tc_ntriggers(&co));
 	tc_lock(&co);
 	for (i = 0; i < co.ntriggers; i++)

@@ -135,7 +135,7 @@ static void coherent_child(const char *pool, int fd, int go)
 static int ov_slots_busy(const struct rt_agent *a)
 {
 	for (int i = 0; i < RT_UPLINK_SLOTS; i++) {
-		int st = __atomic_load_n(&a->up.slots[i].x.state, __ATOMIC_ACQUIRE);
+		int st = __atomic_load_n(&a->route.up[0].slots[i].x.state, __ATOMIC_ACQUIRE);
 		if (st == RT_SLOT_SENDING || st == RT_SLOT_RECEIVING)
 			return 1;
 	}
@@ -459,7 +459,7 @@ START_TEST(test_abandon_at_trigger)
 	rp_config(&cfg, pool, 128, 4096, 0xAA7, "");
 	snprintf(cfg.coordinator, sizeof cfg.coordinator, "%s", co.url);
 	rp_open(&a, &cfg);
-	RP_UNTIL(ok, &a, 20, a.up.registered);
+	RP_UNTIL(ok, &a, 20, a.route.up[0].registered);
 	ck_assert_msg(ok, "the agent did not register");
 	c = rt_report_class_of(&a.rep, 0x77);
 	ck_assert_ptr_nonnull(c);
@@ -477,8 +477,8 @@ START_TEST(test_abandon_at_trigger)
 		ag_push_triggers(&a.pool, &e[0], 1);
 		ag_push_triggers(&a.pool, &e[1], 1);
 	}
-	RP_UNTIL(ok, &a, 20, a.st.trigger_groups == 2 && tc_ntriggers(&co) >= 1 && a.up.out_len == 0 &&
-				     rt_uplink_coord_inflight(&a.up) == 0);
+	RP_UNTIL(ok, &a, 20, a.st.trigger_groups == 2 && tc_ntriggers(&co) >= 1 && a.route.up[0].out_len == 0 &&
+				     rt_route_coord_inflight(&a.route) == 0);
 	ck_assert_msg(ok, "groups %llu, at the coordinator %zu", (unsigned long long)a.st.trigger_groups,
 		      tc_ntriggers(&co));
 	ck_assert_uint_eq(a.st.abandoned_at_trigger, 1);

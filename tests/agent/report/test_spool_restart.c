@@ -412,7 +412,7 @@ START_TEST(test_spool_full)
 		      "spool_errors %llu",
 		      (unsigned long long)a.st.slices_spooled, (unsigned long long)a.st.slices_sent,
 		      (unsigned long long)a.st.slices_failed, (unsigned long long)a.st.triggered_traces,
-		      (unsigned long long)a.rep.queued_buffers, rt_uplink_inflight(&a.up),
+		      (unsigned long long)a.rep.queued_buffers, rt_route_inflight(&a.route),
 		      a.collector_down, (unsigned long long)a.spool->st.bytes_pending, e.nreps,
 		      (unsigned long long)a.st.spool_errors);
 	ag_assert_exited_ok(kid, 20, "spool child");
@@ -467,12 +467,12 @@ START_TEST(test_clean_stop)
 	kid = sp_start_child(&e, 0, k, &rd);
 	RP_UNTIL(ok, &a, 30, sp_read(&e, &rd) && a.st.triggered_traces >= k &&
 				     rt_agent_queue_depth(&a, RT_Q_COMPLETE) == 0 &&
-				     rt_uplink_inflight(&a.up) > 0);
+				     rt_route_inflight(&a.route) > 0);
 	ck_assert_msg(ok, "triggered %llu", (unsigned long long)a.st.triggered_traces);
 	ag_assert_exited_ok(kid, 20, "spool child");
 	close(rd.fd);
 	fprintf(stderr, "report_spool clean_stop: at stop %u slices in flight, %llu buffers queued, "
-		"%llu spooled\n", rt_uplink_inflight(&a.up), (unsigned long long)a.rep.queued_buffers,
+		"%llu spooled\n", rt_route_inflight(&a.route), (unsigned long long)a.rep.queued_buffers,
 		(unsigned long long)a.st.slices_spooled);
 	rt_agent_close(&a); /* SIGTERM: rt_agent_close, as retrace-agent does */
 
@@ -607,7 +607,7 @@ static void sp_patient(struct rt_agent *a)
 {
 	uint32_t i;
 	for (i = 0; i < RT_UPLINK_SLOTS; i++)
-		nng_aio_set_timeout(a->up.slots[i].x.aio, 20000);
+		nng_aio_set_timeout(a->route.up[0].slots[i].x.aio, 20000);
 }
 
 /* How many of the reported traces the collector holds any slice of. */

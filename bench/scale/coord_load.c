@@ -1,0 +1,489 @@
+/*
+ * bench/scale/coord_load.c — collected traces per second through real
+ * coordinators.
+ *
+ * The coordinators are the library (coordinator/), opened in this process,
+ * each running rt_coord_run on a thread of its own (pinned to a CPU each when
+ * asked). The agents are fakes speaking the wire protocol: each registers
+ * with every coordinator, answers REMOTE_TRIGGER on its own REP socket with
+ * what it holds of each trace (buffers and payload bytes of its slice, nothing
+ * open, no further hops), and the load side sends, for each trace, the
+ * origin's TRIGGER (naming the other two agents as breadcrumbs) and the three
+ * slices to the trace's owner (daemon/ring.h over the coordinators' ids), in
+ * that order as an agent mostly does (the trigger goes out at once, its slices
+ * with the next report pass). Messages travel on many REQ contexts at once
+ * (SLOTS per coordinator, as 24 agents with their 8 slots each would), each
+ * sent again until its ACK says stored. A run ends when the coordinators have closed every trace (their own
+ * figures, read with "status json"); the figure is traces over that time.
+ */
+#include "coord_load.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "coordinator.h"
+#include "daemon/ring.h"
+
+#define SLOTS 192      /* messages in flight per coordinator (a trace's trigger, then its slices) */
+#define MAX_AGENTS 64
+#define DONE_WAIT_S 300
+
+struct load;
+
+struct fagent {
+	uint32_t id;
+	nng_socket rep;
+	char url[64];
+	pthread_t th;
+	struct load *L;
+};
+
+struct slot {
+	struct load *L;
+	int coord, busy;
+	int sending;
+	int on;             /* the socket of the message in flight */
+	long item;          /* trace (of the side's list) * 4 + 0 trigger, 1..3 a slice */
+	nng_ctx ctx[2];     /* on the collector, on the coordinator socket */
+	nng_aio *aio[2];
+};
+
+struct side {
+	struct rt_coord *c;
+	pthread_t th;
+	volatile int stop;
+	int cpu;
+	nng_socket coll, ctl;
+	int *owned, nowned;
+	atomic_long next;
+	struct slot slots[SLOTS];
+};
+
+struct load {
+	const struct cl_workload *w;
+	volatile int stop_agents;
+	struct fagent agents[MAX_AGENTS];
+	struct side side[2];
+	int nside;
+	atomic_long retries;
+	atomic_int busy;
+};
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ----------------------------------------------------------- fake agents ---- */
+
+static int part_of(const struct cl_workload *w, long t, uint32_t agent)
+{
+	for (int k = 0; k < CL_PARTS; k++)
+		if (w->agent[t * CL_PARTS + k] == agent)
+			return k;
+	return -1;
+}
+
+static void *agent_serve(void *arg)
+{
+	struct fagent *a = arg;
+	const struct cl_workload *w = a->L->w;
+	struct rt_wire_buf out = { 0 };
+	struct rt_wire_trace tr[RT_WIRE_MAX_TRACES];
+	while (!a->L->stop_agents) {
+		nng_msg *m;
+		struct rt_wire_msg q;
+		if (nng_recvmsg(a->rep, &m, 0) != 0)
+			continue; /* the receive timeout: look at the stop flag */
+		if (rt_wire_decode(nng_msg_body(m), nng_msg_len(m), &q) == 0 &&
+		    q.type == RT_WIRE_REMOTE_TRIGGER) {
+			struct rt_wire_breadcrumb_reply r = { .request_id = q.remote.request_id,
+							      .agent_id = a->id,
+							      .trace_count = q.remote.trace_count,
+							      .traces = tr };
+			for (uint32_t j = 0; j < q.remote.trace_count; j++) {
+				long t = (long)(q.remote.traces[j].trace_lo - w->lo0);
+				int k = t >= 0 && t < w->traces ? part_of(w, t, a->id) : -1;
+				memset(&tr[j], 0, sizeof tr[j]);
+				tr[j].trace_hi = q.remote.traces[j].trace_hi;
+				tr[j].trace_lo = q.remote.traces[j].trace_lo;
+				if (k >= 0) {
+					tr[j].buffers = w->buffers[t * CL_PARTS + k];
+					tr[j].bytes = w->payload[t * CL_PARTS + k];
+				}
+			}
+			out.len = 0;
+			rt_wire_encode_breadcrumb_reply(&out, &r);
+		} else {
+			struct rt_wire_ack ack = { .status = RT_WIRE_E_UNKNOWN_TYPE };
+			out.len = 0;
+			rt_wire_encode_ack(&out, &ack);
+		}
+		rt_wire_msg_free(&q);
+		nng_msg_clear(m);
+		nng_msg_append(m, out.data, out.len);
+		if (nng_sendmsg(a->rep, m, 0) != 0)
+			nng_msg_free(m);
+	}
+	rt_wire_buf_free(&out);
+	return NULL;
+}
+
+static int agent_open(struct fagent *a)
+{
+	nng_listener l;
+	nng_sockaddr sa;
+	if (nng_rep0_open(&a->rep) != 0 ||
+	    nng_socket_set_ms(a->rep, NNG_OPT_RECVTIMEO, 100) != 0 ||
+	    nng_listen(a->rep, "tcp://127.0.0.1:0", &l, 0) != 0 ||
+	    nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) != 0)
+		return -1;
+	snprintf(a->url, sizeof a->url, "tcp://127.0.0.1:%u",
+		 (unsigned)((sa.s_in.sa_port >> 8) | ((sa.s_in.sa_port & 0xff) << 8)));
+	return pthread_create(&a->th, NULL, agent_serve, a) == 0 ? 0 : -1;
+}
+
+/* One synchronous request on a fresh REQ socket: 0 if the ACK says 0. */
+static int request(const char *url, const struct rt_wire_buf *msg, char *text, size_t textcap)
+{
+	nng_socket s;
+	nng_msg *m = NULL;
+	int rc = -1;
+	if (nng_req0_open(&s) != 0)
+		return -1;
+	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 10000);
+	if (nng_dial(s, url, NULL, 0) == 0 && nng_send(s, msg->data, msg->len, 0) == 0 &&
+	    nng_recvmsg(s, &m, 0) == 0) {
+		if (text) {
+			size_t n = nng_msg_len(m) < textcap - 1 ? nng_msg_len(m) : textcap - 1;
+			memcpy(text, nng_msg_body(m), n);
+			text[n] = 0;
+			rc = 0;
+		} else {
+			struct rt_wire_msg a;
+			rc = rt_wire_decode(nng_msg_body(m), nng_msg_len(m), &a) == 0 &&
+					     a.type == RT_WIRE_ACK && a.ack.status == 0
+				     ? 0
+				     : -1;
+			rt_wire_msg_free(&a);
+		}
+		nng_msg_free(m);
+	}
+	nng_close(s);
+	return rc;
+}
+
+static int agent_register(const struct fagent *a, const char *coord_url)
+{
+	struct rt_wire_register r = { .agent_id = a->id, .pid = (uint32_t)getpid(),
+				      .start_unix_ns = 1, .buffer_size = 8192,
+				      .buffer_count = 1024, .tsc_hz = 1000000000ull };
+	struct rt_wire_buf b = { 0 };
+	int rc;
+	snprintf(r.host, sizeof r.host, "bench-%u", a->id);
+	snprintf(r.control_addr, sizeof r.control_addr, "%s", a->url);
+	rc = rt_wire_encode_register(&b, &r) == 0 ? request(coord_url, &b, NULL, 0) : -1;
+	rt_wire_buf_free(&b);
+	return rc;
+}
+
+/* ------------------------------------------------------------ the load ---- */
+
+/* The message of a slot's item: a slice, or the trace's TRIGGER (into tmp). */
+static int item_msg(struct load *L, const struct slot *s, struct rt_wire_buf *tmp,
+		    const struct rt_wire_buf **out)
+{
+	const struct cl_workload *w = L->w;
+	const struct side *sd = &L->side[s->coord];
+	long t = sd->owned[s->item / (CL_PARTS + 1)];
+	int part = (int)(s->item % (CL_PARTS + 1));
+	if (part) {
+		*out = &w->msg[t * CL_PARTS + part - 1];
+		return 0;
+	}
+	uint32_t crumbs[CL_PARTS - 1];
+	for (int k = 1; k < CL_PARTS; k++)
+		crumbs[k - 1] = w->agent[t * CL_PARTS + k];
+	struct rt_wire_trace tr = { .trace_hi = w->hi, .trace_lo = w->lo0 + (uint64_t)t,
+				    .breadcrumb_count = CL_PARTS - 1, .breadcrumbs = crumbs };
+	struct rt_wire_trigger g = { .agent_id = w->agent[t * CL_PARTS], .trigger_id = 7,
+				     .trigger_seq = (uint64_t)t + 1, .fired_unix_ns = 1,
+				     .trace_count = 1, .traces = &tr };
+	tmp->len = 0;
+	*out = tmp;
+	return rt_wire_encode_trigger(tmp, &g);
+}
+
+static void slot_send(struct slot *s)
+{
+	struct rt_wire_buf tmp = { 0 };
+	const struct rt_wire_buf *b;
+	nng_msg *m;
+	if (item_msg(s->L, s, &tmp, &b) != 0 || nng_msg_alloc(&m, 0) != 0 ||
+	    nng_msg_append(m, b->data, b->len) != 0) {
+		fprintf(stderr, "bench_scale: cannot build a message\n");
+		abort();
+	}
+	rt_wire_buf_free(&tmp);
+	s->sending = 1;
+	s->on = s->item % (CL_PARTS + 1) == 0;
+	nng_aio_set_msg(s->aio[s->on], m);
+	nng_ctx_send(s->ctx[s->on], s->aio[s->on]);
+}
+
+/* The next item for slot s, or 0 when its list is done. */
+static int slot_next(struct slot *s)
+{
+	struct side *sd = &s->L->side[s->coord];
+	long n = atomic_fetch_add(&sd->next, 1);
+	if (n >= (long)sd->nowned * (CL_PARTS + 1))
+		return 0;
+	s->item = n;
+	return 1;
+}
+
+static void slot_cb(void *arg)
+{
+	struct slot *s = arg;
+	nng_aio *aio = s->aio[s->on];
+	int rv = nng_aio_result(aio), ok = 0;
+	if (s->sending) {
+		s->sending = 0;
+		if (rv != 0) {
+			nng_msg_free(nng_aio_get_msg(aio));
+			if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
+				goto idle;
+			atomic_fetch_add(&s->L->retries, 1);
+			slot_send(s);
+			return;
+		}
+		nng_ctx_recv(s->ctx[s->on], aio);
+		return;
+	}
+	if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
+		goto idle;
+	if (rv == 0) {
+		nng_msg *m = nng_aio_get_msg(aio);
+		struct rt_wire_msg a;
+		ok = rt_wire_decode(nng_msg_body(m), nng_msg_len(m), &a) == 0 &&
+		     a.type == RT_WIRE_ACK && a.ack.status == 0;
+		rt_wire_msg_free(&a);
+		nng_msg_free(m);
+	}
+	if (!ok) { /* a timeout or an error ACK: the same item again */
+		atomic_fetch_add(&s->L->retries, 1);
+		slot_send(s);
+		return;
+	}
+	if (slot_next(s)) {
+		slot_send(s);
+		return;
+	}
+idle:
+	s->busy = 0;
+	atomic_fetch_sub(&s->L->busy, 1);
+}
+
+static void *coord_thread(void *arg)
+{
+	struct side *sd = arg;
+	if (sd->cpu >= 0) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(sd->cpu, &set);
+		pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+	}
+	rt_coord_run(sd->c, &sd->stop);
+	return NULL;
+}
+
+static long long figure(const char *json, const char *key)
+{
+	char pat[64];
+	const char *p;
+	snprintf(pat, sizeof pat, "\"%s\":", key);
+	p = strstr(json, pat);
+	return p ? atoll(p + strlen(pat)) : -1;
+}
+
+static int side_figures(struct side *sd, long long *closed, long long *coherent,
+			long long *commits, long long *slices)
+{
+	static char text[1 << 20];
+	struct rt_wire_buf q = { .data = (uint8_t *)"status json", .len = 12 };
+	if (request(rt_coord_listen_addr(sd->c), &q, text, sizeof text) != 0)
+		return -1;
+	*coherent = figure(text, "traces_coherent");
+	*closed = *coherent + figure(text, "traces_incoherent");
+	*commits = figure(text, "commits");
+	*slices = figure(text, "committed_slices");
+	if (getenv("RETRACE_BENCH_VERBOSE") && *closed >= sd->nowned) {
+		const char *p = strstr(text, "\"loop\"");
+		fprintf(stderr, "coordinator %s: %s\n", rt_coord_listen_addr(sd->c), p ? p : text);
+	}
+	return 0;
+}
+
+static int open_side(struct load *L, int k, const struct cl_run *run)
+{
+	struct side *sd = &L->side[k];
+	struct rt_coord_config cfg;
+	char err[512];
+	rt_coord_config_defaults(&cfg);
+	snprintf(cfg.listen, sizeof cfg.listen, "tcp://127.0.0.1:0");
+	snprintf(cfg.collector, sizeof cfg.collector, "tcp://127.0.0.1:0");
+	snprintf(cfg.store, sizeof cfg.store, "%s", run->store[k]);
+	cfg.settle = 0.1;
+	cfg.collect_timeout = 60;
+	cfg.log_level = 0;
+	cfg.commit_interval = run->commit_interval;
+	cfg.collector_contexts = run->collector_contexts;
+	if (!(sd->c = rt_coord_open(&cfg, err, sizeof err))) {
+		fprintf(stderr, "bench_scale: coordinator: %s\n", err);
+		return -1;
+	}
+	sd->cpu = run->pin ? k % (int)sysconf(_SC_NPROCESSORS_ONLN) : -1;
+	if (pthread_create(&sd->th, NULL, coord_thread, sd) != 0)
+		return -1;
+	if (nng_req0_open(&sd->coll) != 0 || nng_req0_open(&sd->ctl) != 0 ||
+	    nng_dial(sd->coll, rt_coord_collector_addr(sd->c), NULL, 0) != 0 ||
+	    nng_dial(sd->ctl, rt_coord_listen_addr(sd->c), NULL, 0) != 0)
+		return -1;
+	for (int i = 0; i < SLOTS; i++) {
+		struct slot *s = &sd->slots[i];
+		s->L = L;
+		s->coord = k;
+		for (int j = 0; j < 2; j++) {
+			if (nng_ctx_open(&s->ctx[j], j ? sd->ctl : sd->coll) != 0 ||
+			    nng_aio_alloc(&s->aio[j], slot_cb, s) != 0)
+				return -1;
+			nng_aio_set_timeout(s->aio[j], 30000);
+		}
+	}
+	return 0;
+}
+
+static void close_side(struct side *sd)
+{
+	for (int i = 0; i < SLOTS; i++)
+		for (int j = 0; j < 2; j++)
+			if (sd->slots[i].aio[j])
+				nng_aio_stop(sd->slots[i].aio[j]);
+	if (nng_socket_id(sd->coll) > 0)
+		nng_close(sd->coll);
+	if (nng_socket_id(sd->ctl) > 0)
+		nng_close(sd->ctl);
+	for (int i = 0; i < SLOTS; i++)
+		for (int j = 0; j < 2; j++) {
+			if (nng_ctx_id(sd->slots[i].ctx[j]) > 0)
+				nng_ctx_close(sd->slots[i].ctx[j]);
+			if (sd->slots[i].aio[j])
+				nng_aio_free(sd->slots[i].aio[j]);
+		}
+	if (sd->c) {
+		sd->stop = 1;
+		pthread_join(sd->th, NULL);
+		rt_coord_close(sd->c);
+	}
+	free(sd->owned);
+}
+
+int cl_load_run(const struct cl_workload *w, const struct cl_run *run, struct cl_result *out)
+{
+	struct load *L = calloc(1, sizeof *L);
+	struct rt_ring ring;
+	double t0, end;
+	int rc = -1, nagents = w->agents < MAX_AGENTS ? w->agents : MAX_AGENTS;
+	memset(out, 0, sizeof *out);
+	if (!L)
+		return -1;
+	L->w = w;
+	L->nside = run->coordinators;
+	rt_ring_init(&ring);
+	for (int k = 0; k < L->nside; k++) {
+		char id[8];
+		snprintf(id, sizeof id, "c%d", k);
+		rt_ring_add(&ring, id);
+		if (open_side(L, k, run) != 0)
+			goto done;
+		if (!(L->side[k].owned = calloc((size_t)w->traces, sizeof(int))))
+			goto done;
+	}
+	for (int t = 0; t < w->traces; t++) {
+		struct side *sd = &L->side[rt_ring_owner(&ring, w->lo0 + (uint64_t)t)];
+		sd->owned[sd->nowned++] = t;
+	}
+	for (int i = 0; i < nagents; i++) {
+		L->agents[i].id = (uint32_t)i + 1;
+		L->agents[i].L = L;
+		if (agent_open(&L->agents[i]) != 0)
+			goto done;
+		for (int k = 0; k < L->nside; k++)
+			if (agent_register(&L->agents[i], rt_coord_listen_addr(L->side[k].c)) != 0) {
+				fprintf(stderr, "bench_scale: agent %d could not register\n", i + 1);
+				goto done;
+			}
+	}
+	t0 = mono_s();
+	for (int k = 0; k < L->nside; k++)
+		for (int i = 0; i < SLOTS; i++) {
+			struct slot *s = &L->side[k].slots[i];
+			if (!slot_next(s))
+				continue;
+			s->busy = 1;
+			atomic_fetch_add(&L->busy, 1);
+			slot_send(s);
+		}
+	end = t0 + DONE_WAIT_S;
+	for (;;) {
+		long long total = 0, coherent = 0, commits = 0, slices = 0;
+		for (int k = 0; k < L->nside; k++) {
+			long long cl, co, cm, sl;
+			if (side_figures(&L->side[k], &cl, &co, &cm, &sl) != 0)
+				goto done;
+			out->per_coord[k] = (uint64_t)cl;
+			total += cl;
+			coherent += co;
+			commits += cm;
+			slices += sl;
+		}
+		if (total >= w->traces && atomic_load(&L->busy) == 0) {
+			out->wall_s = mono_s() - t0;
+			out->closed = (uint64_t)total;
+			out->coherent = (uint64_t)coherent;
+			out->commits = (uint64_t)commits;
+			out->slices = (uint64_t)slices;
+			rc = 0;
+			break;
+		}
+		if (mono_s() > end) {
+			fprintf(stderr, "bench_scale: %lld of %d traces closed after %d s\n", total,
+				w->traces, DONE_WAIT_S);
+			break;
+		}
+		usleep(20000);
+	}
+done:
+	for (int k = 0; k < L->nside; k++)
+		close_side(&L->side[k]);
+	L->stop_agents = 1;
+	for (int i = 0; i < nagents; i++)
+		if (L->agents[i].th) {
+			pthread_join(L->agents[i].th, NULL);
+			nng_close(L->agents[i].rep);
+		}
+	free(L);
+	return rc;
+}

@@ -1,0 +1,323 @@
+/*
+ * tests/coordinator/test_sharding.c — two coordinators sharing the trace-id
+ * space by rendezvous hashing (daemon/ring.h, agent/route.c), three agents,
+ * real processes on loopback, a SQLite store each.
+ *
+ * Ground truth is what the writers wrote (cl_record_byte): every trace must be
+ * in exactly one of the two stores, coherent, with each host's records byte for
+ * byte, whatever the coordinators' own counters say.
+ *   - sharded_collection: every trace is stored by its owner, never by the
+ *     other member, and both members get a share.
+ *   - clickhouse_pair: the same with each member writing into its own
+ *     ClickHouse server, two shards of one cluster: a Distributed table reads
+ *     every trace once (skipped, exit 77, without clickhouse-server).
+ *   - member_kill9_and_return: kill -9 of one member while traces are being
+ *     triggered, triggers go on, the member restarts: no trace lost, none in
+ *     both stores, every one complete, every slice an agent counts as
+ *     acknowledged is in a store.
+ * Waits are on conditions with generous bounds, never on time alone.
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cluster.h"
+#include "common/suite.h"
+#include "daemon/ring.h"
+#include "store/chserver.h"
+
+#define HI 0x5a5a5a5a00000000ull
+#define RECORDS 6
+#define TRIGGER 9
+
+static struct cluster ca, cb; /* members c0 and c1 */
+static char coords[200], colls[200];
+
+static void nap_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static char peers[200];
+
+static void member_args(const char *id)
+{
+	int n = 0;
+	cl_coord_args[n++] = "--member-id";
+	cl_coord_args[n++] = id;
+	if (peers[0]) { /* c0 knows the ring (c1 started first, before c0 had a port) */
+		cl_coord_args[n++] = "--peers";
+		cl_coord_args[n++] = peers;
+	}
+	cl_coord_args[n++] = "--commit-interval"; /* group commit on: acks wait for it */
+	cl_coord_args[n++] = "0.05";
+	cl_coord_args[n] = NULL;
+}
+
+/* Member c1 first (no hosts), then c0, then three agents routing over both. */
+static void start_pair(void)
+{
+	peers[0] = 0;
+	member_args("c1");
+	ck_assert_int_eq(cl_start(&cb, 0, 512), 0);
+	snprintf(peers, sizeof peers, "c0=tcp://127.0.0.1:0,c1=%s", cb.coord_url);
+	member_args("c0");
+	ck_assert_int_eq(cl_start(&ca, 0, 512), 0);
+	snprintf(coords, sizeof coords, "c0=%s,c1=%s", ca.coord_url, cb.coord_url);
+	snprintf(colls, sizeof colls, "c0=%s,c1=%s", ca.collect_url, cb.collect_url);
+	cl_agent_coordinators = coords;
+	cl_agent_collectors = colls;
+	ck_assert_int_eq(cl_start_hosts(&ca, 3, 512), 0);
+	cb.nhosts = 3; /* wait until c1 knows the three agents too */
+	ck_assert_int_eq(cl_wait_registered(&cb, 30), 0);
+	cb.nhosts = 0;
+}
+
+static void stop_pair(void)
+{
+	ck_assert_msg(cl_stop(&ca) == 0, "an agent did not exit on SIGTERM");
+	cl_stop(&cb);
+	cl_agent_coordinators = cl_agent_collectors = NULL;
+	cl_coord_args[0] = NULL;
+}
+
+/* One look: is the trace in this member's store? */
+static int in_store(struct cluster *c, uint64_t lo, struct rt_store_trace *out)
+{
+	struct rt_store_options o = { .path = c->store, .readonly = 1 };
+	struct rt_store *s = NULL;
+	int rc = -1;
+	if (rt_store_open(&s, &o) == 0)
+		rc = rt_store_get_trace(s, HI, lo, out);
+	rt_store_close(s);
+	return rc == 0;
+}
+
+/* A request 1 -> 2 -> 3 on the three hosts (breadcrumbs back to the caller). */
+static void write_trace(uint64_t lo)
+{
+	uint32_t to1 = 1, to2 = 2;
+	ck_assert_int_eq(cl_write(&ca, 0, HI, lo, RECORDS, NULL, 0), 0);
+	ck_assert_int_eq(cl_write(&ca, 1, HI, lo, RECORDS, &to1, 1), 0);
+	ck_assert_int_eq(cl_write(&ca, 2, HI, lo, RECORDS, &to2, 1), 0);
+}
+
+/* Wait until the trace is in one of the stores; then it must be in that one only,
+ * coherent, with every host's records as written. Returns the member (0, 1). */
+static int check_trace(uint64_t lo, double timeout_s)
+{
+	struct rt_store_trace t, u;
+	double end = mono_s() + timeout_s;
+	int where = -1;
+	while (where < 0 && mono_s() < end) {
+		if (in_store(&ca, lo, &t))
+			where = 0;
+		else if (in_store(&cb, lo, &t))
+			where = 1;
+		else
+			nap_ms(50);
+	}
+	ck_assert_msg(where >= 0, "trace %llx in neither store after %.0f s (logs in %s, %s)",
+		      (unsigned long long)lo, timeout_s, ca.dir, cb.dir);
+	ck_assert_msg(!in_store(where ? &ca : &cb, lo, &u), "trace %llx stored by both members",
+		      (unsigned long long)lo);
+	ck_assert_msg(t.coherent, "trace %llx incoherent at c%d: %u agents, %u missing",
+		      (unsigned long long)lo, where, t.agent_count, t.missing_count);
+	ck_assert_uint_eq(t.agent_count, 3);
+	for (int h = 0; h < 3; h++) {
+		char why[256] = "";
+		ck_assert_msg(cl_check_records(where ? &cb : &ca, HI, lo, h, RECORDS, why,
+					       sizeof why) == 0,
+			      "trace %llx host %d at c%d: %s", (unsigned long long)lo, h, where, why);
+	}
+	return where;
+}
+
+/* n traces from 0x7001 triggered on host 2: each at its owner, once, complete. */
+static void collect_at_owners(int n)
+{
+	struct rt_ring ring;
+	int count[2] = { 0, 0 };
+	rt_ring_init(&ring);
+	rt_ring_add(&ring, "c0");
+	rt_ring_add(&ring, "c1");
+	for (int i = 0; i < n; i++)
+		write_trace(0x7001 + (uint64_t)i);
+	for (int i = 0; i < n; i++)
+		ck_assert_int_eq(cl_trigger(&ca, 2, HI, 0x7001 + (uint64_t)i, TRIGGER, NULL, 0), 0);
+	for (int i = 0; i < n; i++) {
+		uint64_t lo = 0x7001 + (uint64_t)i;
+		int where = check_trace(lo, 60);
+		ck_assert_msg(where == rt_ring_owner(&ring, lo),
+			      "trace %llx stored by c%d, its owner is c%d", (unsigned long long)lo,
+			      where, rt_ring_owner(&ring, lo));
+		count[where]++;
+	}
+	ck_assert_msg(count[0] > 0 && count[1] > 0, "one member got every trace (%d/%d)", count[0],
+		      count[1]);
+}
+
+START_TEST(sharded_collection)
+{
+	start_pair();
+	collect_at_owners(24);
+	/* c0's status shows the ring: two members, both live (its probes reach c1). */
+	ck_assert_int_eq(cl_coord_figure(&ca, "ring", "members"), 2);
+	{
+		double end = mono_s() + 30;
+		while (cl_coord_figure(&ca, "ring", "members_live") < 2 && mono_s() < end)
+			nap_ms(50);
+		ck_assert_int_eq(cl_coord_figure(&ca, "ring", "members_live"), 2);
+	}
+	stop_pair();
+}
+END_TEST
+
+static struct chserver ch[2];
+
+/* SELECT on server k; the reply as a number. */
+static long long ch_count(int k, const char *sql)
+{
+	char *reply = NULL;
+	long long v;
+	ck_assert_msg(chs_sql(&ch[k], sql, &reply) == 0, "%s: %s", sql, reply ? reply : "");
+	v = atoll(reply);
+	free(reply);
+	return v;
+}
+
+START_TEST(clickhouse_pair)
+{
+	char why[4096], remote[512], loc[2][192];
+	const int n = 16;
+	int tcp[2] = { chs_free_port(), chs_free_port() };
+	snprintf(remote, sizeof remote,
+		 "<retrace_2shards>"
+		 "<shard><replica><host>127.0.0.1</host><port>%d</port></replica></shard>"
+		 "<shard><replica><host>127.0.0.1</host><port>%d</port></replica></shard>"
+		 "</retrace_2shards>", tcp[0], tcp[1]);
+	for (int k = 0; k < 2; k++) {
+		ck_assert_msg(chs_start_on(&ch[k], 0, tcp[k], remote, why, sizeof why) == 0,
+			      "clickhouse-server %d: %s", k, why);
+		snprintf(loc[k], sizeof loc[k], "%s/retrace", ch[k].url);
+	}
+	/* c1 writes to server 1, c0 to server 0: a shard per member. */
+	cl_store_locator = loc[1];
+	peers[0] = 0;
+	member_args("c1");
+	ck_assert_int_eq(cl_start(&cb, 0, 512), 0);
+	cl_store_locator = loc[0];
+	member_args("c0");
+	ck_assert_int_eq(cl_start(&ca, 0, 512), 0);
+	cl_store_locator = NULL;
+	snprintf(coords, sizeof coords, "c0=%s,c1=%s", ca.coord_url, cb.coord_url);
+	snprintf(colls, sizeof colls, "c0=%s,c1=%s", ca.collect_url, cb.collect_url);
+	cl_agent_coordinators = coords;
+	cl_agent_collectors = colls;
+	ck_assert_int_eq(cl_start_hosts(&ca, 3, 512), 0);
+	cb.nhosts = 3;
+	ck_assert_int_eq(cl_wait_registered(&cb, 30), 0);
+	cb.nhosts = 0;
+	collect_at_owners(n);
+	/* The union of the two shards, read from either server: each trace once. */
+	for (int k = 0; k < 2; k++) {
+		ck_assert_int_eq(chs_sql(&ch[k], "CREATE TABLE IF NOT EXISTS retrace.traces_all AS "
+					 "retrace.traces ENGINE = Distributed(retrace_2shards, "
+					 "retrace, traces)", NULL), 0);
+		ck_assert_int_eq(ch_count(k, "SELECT count() FROM (SELECT trace_lo, deleted FROM "
+					  "retrace.traces_all FINAL) WHERE deleted = 0"), n);
+		ck_assert_int_eq(ch_count(k, "SELECT uniqExact(trace_lo) FROM (SELECT trace_lo, "
+					  "deleted FROM retrace.traces_all FINAL) WHERE deleted = 0"), n);
+		ck_assert_int_eq(ch_count(k, "SELECT min(coherent) FROM (SELECT coherent, deleted "
+					  "FROM retrace.traces_all FINAL) WHERE deleted = 0"), 1);
+	}
+	stop_pair();
+	chs_stop(&ch[0]);
+	chs_stop(&ch[1]);
+}
+END_TEST
+
+START_TEST(member_kill9_and_return)
+{
+	const int n = 30;
+	long long acked = 0, stored;
+	struct rt_ring ring;
+	int moved = 0;
+	start_pair();
+	for (int i = 0; i < n; i++)
+		write_trace(0x9001 + (uint64_t)i);
+	for (int i = 0; i < n / 2; i++)
+		ck_assert_int_eq(cl_trigger(&ca, 2, HI, 0x9001 + (uint64_t)i, TRIGGER, NULL, 0), 0);
+	/* Under load: the first half's traversals and slices are in flight. */
+	while (cl_coord_figure(&ca, "collection", "slices") < 3)
+		nap_ms(10);
+	cl_kill_coordinator(&ca);
+	for (int i = n / 2; i < n; i++)
+		ck_assert_int_eq(cl_trigger(&ca, 2, HI, 0x9001 + (uint64_t)i, TRIGGER, NULL, 0), 0);
+	/* Until every agent has dropped c0, the traces it would own wait for it. */
+	for (int h = 0; h < 3; h++) {
+		double end = mono_s() + 60;
+		while (cl_agent_figure(&ca, h, "reporting", "coordinator_members_dropped") < 1 &&
+		       mono_s() < end)
+			nap_ms(50);
+	}
+	member_args("c0");
+	ck_assert_int_eq(cl_start_coordinator(&ca), 0);
+	rt_ring_init(&ring);
+	rt_ring_add(&ring, "c0");
+	rt_ring_add(&ring, "c1");
+	for (int i = 0; i < n; i++) {
+		uint64_t lo = 0x9001 + (uint64_t)i;
+		int where = check_trace(lo, 90);
+		/* c0's range moved: traces triggered while it was down went to c1 */
+		moved += i >= n / 2 && rt_ring_owner(&ring, lo) == 0 && where == 1;
+	}
+	ck_assert_msg(moved > 0, "no trace of c0's range triggered while it was down went to c1");
+	/* Nothing an agent saw acknowledged is missing from the stores. */
+	for (int h = 0; h < 3; h++) {
+		long long a = cl_agent_figure(&ca, h, "reporting", "slices_acked");
+		ck_assert_int_ge(a, 1);
+		acked += a;
+	}
+	stored = cl_store_slices(&ca) + cl_store_slices(&cb);
+	ck_assert_msg(stored >= acked, "agents count %lld slices acknowledged, the stores hold %lld",
+		      acked, stored);
+	stop_pair();
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("coordinator_sharding");
+	/* One TCase per test, named as it (CK_RUN_CASE runs one per ctest entry). */
+	TCase *t1 = tcase_create("sharded_collection"), *t2 = tcase_create("member_kill9_and_return");
+	TCase *t3 = tcase_create("clickhouse_pair");
+	const char *only = getenv("CK_RUN_CASE");
+	tcase_set_timeout(t1, 240);
+	tcase_set_timeout(t2, 240);
+	tcase_set_timeout(t3, 240);
+	tcase_add_test(t1, sharded_collection);
+	tcase_add_test(t2, member_kill9_and_return);
+	tcase_add_test(t3, clickhouse_pair);
+	suite_add_tcase(s, t1);
+	suite_add_tcase(s, t2);
+	if (chs_binary()) {
+		suite_add_tcase(s, t3);
+	} else if (only && !strcmp(only, "clickhouse_pair")) {
+		printf("SKIP: clickhouse-server is not installed (bash scripts/deps.sh installs it)\n");
+		return 77;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	return test_run_suite(s);
+}
