@@ -565,8 +565,24 @@ static void acquire_buffer(struct rt_thread *t, size_t need)
  * complete. One push per ended trace that wrote data; full buffers in the
  * middle of a trace still travel in batches.
  */
+/*
+ * The name of a user trigger the trace fired, for the coordinator
+ * (trigger_names.c): written at the trace's end or detach, not in
+ * retrace_trigger, which may run in a signal handler interrupting a write.
+ */
+static void write_trigger_name(struct rt_thread *t)
+{
+	uint32_t id = t->named_trigger;
+	const char *name = retrace_trigger_name_get(id);
+	t->named_trigger = 0;
+	if (name && t->ctx.active && t->ctx.recorded)
+		rt_tracer_trigger_event(t, id, name);
+}
+
 static void end_trace(struct rt_thread *t)
 {
+	if (__builtin_expect(t->named_trigger != 0, 0))
+		write_trigger_name(t);
 	seal_buffer(t, 1, 1);
 	flush_pending(t);
 	t->ctx.active = 0;
@@ -592,6 +608,7 @@ int retrace_begin(retrace_trace_id id)
 	c->id = id;
 	c->active = 1;
 	c->fired = 0;
+	t->named_trigger = 0;
 	c->span_id = 0;
 	c->span_origin = RT_SPAN_NONE;
 	c->resource_written = 0;
@@ -798,6 +815,8 @@ void retrace_detach(retrace_context *out)
 	struct retrace_fast *f = &retrace_fast_tls;
 	struct rt_trace_ctx c;
 
+	if (t->named_trigger)
+		write_trigger_name(t);
 	/* The discard buffer is the thread's own: never hand it to another thread. */
 	if (t->ctx.buffer_id == RT_BUFFER_DISCARD)
 		seal_buffer(t, 0, 0);
@@ -889,8 +908,11 @@ int retrace_trigger(retrace_trace_id id, uint32_t trigger_id,
 	if (!t->in_ring_op && t->initialized)
 		flush_pending(t);
 	rc = rt_push_trigger_group(t, id, trigger_id, lateral, n_lateral);
-	if (t->ctx.active && t->ctx.id.lo == id.lo && t->ctx.id.hi == id.hi)
+	if (t->ctx.active && t->ctx.id.lo == id.lo && t->ctx.id.hi == id.hi) {
 		t->ctx.fired = 1;
+		if (trigger_id <= RETRACE_TRIGGER_USER_MAX && retrace_trigger_name_get(trigger_id))
+			t->named_trigger = trigger_id; /* its name goes out at the end */
+	}
 	t->in_trigger = 0;
 	return rc;
 }
@@ -978,6 +1000,7 @@ static void at_fork_child(void)
 		t->n_spare = 0;
 		t->n_pending = 0;
 		t->kept_pool = NULL;
+		t->named_trigger = 0;
 		t->incoming.valid = 0;
 		memset(&t->stats, 0, sizeof t->stats);
 		memset(&t->tracer.stats, 0, sizeof t->tracer.stats);

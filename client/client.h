@@ -95,6 +95,9 @@ struct rt_thread {
 	uint32_t stream_next, stream_end; /* this thread's block of writer-stream ids */
 	unsigned fork_generation;
 	struct rt_trace_ctx ctx;
+	/* A named user trigger the current trace fired: its TRIGGER event is written
+	 * at the trace's end or detach (0: none). Not in ctx: retrace_context is full. */
+	uint32_t named_trigger;
 	struct rt_incoming incoming;
 	struct rt_pool *spare_pool;  /* pool the spare ids belong to */
 	uint32_t spare[RT_MAX_BATCH];
@@ -163,6 +166,7 @@ uint64_t rt_mono_ns(void);
  * (the parent's generator would repeat its ids) and re-init the resource lock. */
 void rt_tracer_seed(struct rt_thread *t);
 void rt_tracer_fork_child(struct rt_thread *t);
+void rt_tracer_trigger_event(struct rt_thread *t, uint32_t trigger_id, const char *name);
 
 /* A new trace context on this thread (begin, attach): the span stack is empty and
  * log templates must be written again. */

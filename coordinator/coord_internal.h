@@ -210,6 +210,8 @@ struct coord_stats {
 	uint64_t slices, slice_bytes, slice_duplicates, late_slices, orphan_slices;
 	uint64_t late_slices_unselected; /* late, for a trace selection deleted: acked, not stored */
 	uint64_t store_errors;
+	uint64_t trigger_names_learned;  /* trigger_names.c: names written to the store */
+	uint64_t trigger_names_uncached; /* past the name cache (written, not cached) */
 	uint64_t remote_sent, remote_retries, remote_failed, remote_bad_replies;
 	uint64_t unknown_agents;
 	uint64_t groups_opened, groups_closed, groups_dropped, traces_dropped;
@@ -282,10 +284,20 @@ struct rt_coord {
 	struct rt_metrics *metrics;  /* /metrics (daemon/metrics.h); NULL: off */
 	struct coord_stream *stream; /* stream.c: continuous export; NULL: off */
 	struct rt_http_api *http;    /* web UI and /api (http_api.h); NULL: off */
+	struct coord_names *names;   /* trigger_names.c: learned trigger names */
 };
 
 uint64_t coord_now_ns(void);      /* CLOCK_MONOTONIC */
 uint64_t coord_unix_ns(void);
+
+/* trigger_names.c: names of user trigger ids, from the TRIGGER events of
+ * closed traces into the store */
+int coord_names_init(struct rt_coord *c);
+void coord_names_free(struct rt_coord *c);
+/* 1 if the row fired a user trigger id whose name is not known yet */
+int coord_names_unknown(const struct rt_coord *c, const struct rt_store_trace *row);
+struct rt_decoded_trace;
+void coord_names_learn(struct rt_coord *c, const struct rt_decoded_trace *dt);
 
 /* traversal.c */
 int coord_traversal_init(struct rt_coord *c);

@@ -604,6 +604,11 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 		rt_coord_close(c);
 		return NULL;
 	}
+	if (coord_names_init(c) != 0) {
+		snprintf(err, errlen, "out of memory for trigger names");
+		rt_coord_close(c);
+		return NULL;
+	}
 	coord_dir_load(c);
 	resume_pending(c);
 	write_ready_file(c);
@@ -645,6 +650,7 @@ void rt_coord_close(struct rt_coord *c)
 	coord_traversal_free(c);
 	coord_stream_close(c); /* before the store: it flushes from it */
 	coord_selection_free(c);
+	coord_names_free(c);
 	coord_dir_free(c);
 	coord_auth_close(c);
 	rt_store_close(c->store);

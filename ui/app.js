@@ -103,9 +103,20 @@ function setNav(which) {
 
 // ------------------------------------------------------------------ search
 
+// "payment-error (7), head-sampled": a named trigger with its id, a built-in by
+// name, an unnamed one by id (trigger_names runs beside triggers, null: none).
+function triggerLabels(t) {
+  const names = t.trigger_names || [];
+  return t.triggers.map((id, i) => {
+    const n = names[i];
+    if (!n) return String(id);
+    return id >= 0xFFFFFF00 ? n : n + ' (' + id + ')';
+  }).join(', ');
+}
+
 const FILTERS = [
   ['service', 'service', 'text'], ['operation', 'operation', 'text'],
-  ['trigger', 'trigger id', 'text'], ['group', 'selection group', 'text'],
+  ['trigger', 'trigger (name or id)', 'text'], ['group', 'selection group', 'text'],
   ['min_ms', 'min ms', 'text'], ['max_ms', 'max ms', 'text'],
 ];
 const WITHIN = [['', 'any time'], ['15', 'last 15 min'], ['60', 'last hour'], ['1440', 'last day']];
@@ -156,7 +167,7 @@ async function searchView(params) {
       el('td', { class: 'num' }, t.spans),
       el('td', {}, t.services.join(', ')),
       el('td', {}, coherentBadge(t.coherent)),
-      el('td', {}, t.triggers.join(', ')),
+      el('td', { class: 'triggers' }, triggerLabels(t)),
       el('td', { class: 'num' }, t.errors ? el('span', { class: 'badge error' }, t.errors) : '0'),
       el('td', {}, t.selection.group || '-'),
       el('td', { class: 'num' }, t.selection.selected ? t.selection.score.toFixed(1) : '-')));
@@ -227,7 +238,7 @@ async function traceView(id) {
     el('div', {}, el('span', {}, 'agents'), t.agents.map(agentName).join(', ') || '-'),
     t.missing.length ? el('div', { class: 'error' }, 'missing slices from agent(s) ' + t.missing.join(', ') +
       ' (' + t.missing.map(n => names[n] || '?').join(', ') + ')') : null,
-    el('div', {}, el('span', {}, 'triggers'), t.triggers.join(', ') || '-'),
+    el('div', {}, el('span', {}, 'triggers'), triggerLabels(t) || '-'),
     el('div', {}, el('span', {}, 'triggered'), fmtTime(t.triggered_ns)),
     el('div', {}, el('span', {}, 'traversal'), fmtDur(t.traversal_ns)),
     t.selection.selected ? el('div', {}, el('span', {}, 'group'), t.selection.group + ' (score ' + t.selection.score.toFixed(1) + ')') : null,

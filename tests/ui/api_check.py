@@ -65,7 +65,7 @@ for path, kind in (("/index.html", "text/html"), ("/app.js", "text/javascript"),
                         served), f"{path} loads nothing from elsewhere")
 
 # ------------------------------------------------ search: every trace ----
-ROW_KEYS = ["trace_id", "group", "triggers", "agents", "missing", "coherent", "bytes", "slices",
+ROW_KEYS = ["trace_id", "group", "triggers", "trigger_names", "agents", "missing", "coherent", "bytes", "slices",
             "late_slices", "first_ns", "last_ns", "triggered_ns", "closed_ns", "traversal_ns",
             "selection"]
 
@@ -187,6 +187,38 @@ check(ids("/api/traces?limit=3") == cli_ids("--limit", "3"), "limit=3 is --limit
 check(ids("/api/traces") == all_ids[:100], "default limit 100")
 for trig in sorted({t for r in rows for t in r["triggers"]}):
     check(ids(f"/api/traces?trigger={trig}") == cli_ids("--trigger", str(trig)), f"trigger={trig}")
+# Trigger names: the shop names its error trigger (100) "shop-error" with
+# retrace_trigger_name and its percentile autotrigger (101) is "percentile-p99";
+# they travel in the traces to the coordinator's store. The CLI and the API show
+# the same names and filter by name as by id.
+named = {}
+for r in rows:
+    check(len(r.get("trigger_names", [])) == len(r["triggers"]), f"CLI trigger_names beside triggers: {r}")
+    for tid, name in zip(r["triggers"], r.get("trigger_names", [])):
+        if name is not None:
+            named[tid] = name
+check(named.get(100) == "shop-error", f"trigger 100 is named shop-error in the CLI: {named}")
+check(named.get(0xFFFFFFF1) in (None, "upstream"), f"the built-in upstream trigger's name: {named}")
+api_named = {tid: name for r in api_all["traces"] for tid, name in zip(r["triggers"], r["trigger_names"])
+             if name is not None}
+check(api_named == {t: n for t, n in named.items() if t in api_named} and 100 in api_named,
+      f"the API's trigger names are the CLI's: {api_named} vs {named}")
+for tid, name in named.items():
+    check(ids(f"/api/traces?trigger={urllib.parse.quote(name)}") == cli_ids("--trigger", str(tid)),
+          f"trigger={name} is trigger={tid}")
+    check(cli_ids("--trigger", name) == cli_ids("--trigger", str(tid)), f"--trigger {name} is --trigger {tid}")
+e = get_json("/api/traces?trigger=no-such-trigger", want=400)
+check(e.get("parameter") == "trigger" and "no-such-trigger" in e.get("error", ""), f"unknown trigger name: {e}")
+r = subprocess.run([CLI, "traces", "--store", STORE, "--trigger", "no-such-trigger"], capture_output=True, text=True)
+check(r.returncode == 2 and "no-such-trigger" in r.stderr, f"--trigger with an unknown name: {r.returncode} {r.stderr!r}")
+shop_err = cli_ids("--trigger", "shop-error")
+if check(shop_err, "some trace fired shop-error"):
+    text = subprocess.run([CLI, "show", "--store", STORE, shop_err[0]], check=True, capture_output=True,
+                          text=True).stdout
+    check("shop-error(100)" in text.splitlines()[0], f"retrace show names the trigger: {text.splitlines()[0]!r}")
+    one = get_json(f"/api/traces/{shop_err[0]}")
+    check("shop-error" in one["trigger_names"], f"/api/traces/ID names the trigger: {one['trigger_names']}")
+
 mid = rows[len(rows) // 2]["closed_ns"] // 1000000
 check(ids(f"/api/traces?since={mid}") == [r["trace_id"] for r in rows if r["closed_ns"] >= mid * 1000000],
       "since (Unix ms, on closed_ns)")

@@ -7,6 +7,7 @@
 #define RETRACE_TOOLS_CMD_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 int cli_cmd_status(int argc, char **argv);
@@ -34,6 +35,31 @@ int cli_parse_trace_id(const char *v, uint64_t *hi, uint64_t *lo);
 uint64_t retrace_decode_problems(const struct rt_decode_stats *st, char *out, size_t cap);
 void cli_format_time(uint64_t unix_ns, char *out, size_t cap);
 void cli_list_ids(char *out, size_t cap, const uint32_t *ids, uint32_t n, const char *sep);
+
+/* Trigger names: the built-ins' and those the coordinator stored (a client's
+ * retrace_trigger_name). Loaded once per command; a store without the table
+ * has none. */
+struct cli_trigger_names {
+	uint32_t n, cap;
+	struct cli_trigger_name {
+		uint32_t id;
+		char name[64];
+	} *e;
+};
+/* 0, or -1 with "retrace CMD: ..." printed (a store error). */
+int cli_trigger_names_load(const char *cmd, struct rt_store *s, struct cli_trigger_names *out);
+void cli_trigger_names_free(struct cli_trigger_names *t);
+int cli_trigger_names_add(void *t, uint32_t id, const char *name); /* 0 or out of memory */
+const char *cli_trigger_name(const struct cli_trigger_names *t, uint32_t id); /* or NULL */
+/* "payment-error(7),head-sampled,9" (a user id's name with its id; a built-in's
+ * name; an unnamed id as a number). */
+void cli_list_triggers(char *out, size_t cap, const struct cli_trigger_names *t,
+		       const uint32_t *ids, uint32_t n);
+/* JSON array of the names of ids, null for an unnamed one. */
+void cli_json_trigger_names(FILE *f, const struct cli_trigger_names *t, const uint32_t *ids,
+			    uint32_t n);
+/* A --trigger argument: a number, or a name; -1 if neither (unknown name). */
+int cli_parse_trigger(const struct cli_trigger_names *t, const char *arg, uint32_t *id);
 
 /* A request/reply round trip to a daemon's control address (nng REQ). With
  * certificates (below) a tcp:// URL is dialled as tls+tcp://, and the daemon

@@ -380,9 +380,10 @@ static void print_agent_line(const struct rt_decoded_trace *t, uint32_t agent)
 	       spans == 1 ? "" : "s", logs, logs == 1 ? "" : "s");
 }
 
-static void print_header(const struct rt_store_trace *row, const struct rt_decoded_trace *t)
+static void print_header(const struct rt_store_trace *row, const struct rt_decoded_trace *t,
+			 const struct cli_trigger_names *names)
 {
-	char trig[128], ag[512], dur[32];
+	char trig[640], ag[512], dur[32];
 	uint64_t t0 = 0, t1 = 0;
 	uint32_t i;
 	for (i = 0; i < t->n_spans; i++) {
@@ -391,7 +392,7 @@ static void print_header(const struct rt_store_trace *row, const struct rt_decod
 		if (t->spans[i].end_ns > t1)
 			t1 = t->spans[i].end_ns;
 	}
-	cli_list_ids(trig, sizeof trig, row->trigger_ids, row->trigger_count, ",");
+	cli_list_triggers(trig, sizeof trig, names, row->trigger_ids, row->trigger_count);
 	cli_list_ids(ag, sizeof ag, row->agents, row->agent_count, ",");
 	format_duration(t1 > t0 ? t1 - t0 : 0, dur, sizeof dur);
 	printf("trace %016" PRIx64 "%016" PRIx64 "  %s  agents %s  triggers %s  bytes %" PRIu64
@@ -441,7 +442,8 @@ static void print_stats_json(const struct rt_decode_stats *st)
 	       rt_decode_complete(st) ? "true" : "false");
 }
 
-static int print_json(const struct rt_store_trace *row, const struct rt_decoded_trace *t)
+static int print_json(const struct rt_store_trace *row, const struct rt_decoded_trace *t,
+		      const struct cli_trigger_names *names)
 {
 	struct rt_wire_buf doc = { 0 };
 	char trig[128], ag[512], miss[512];
@@ -458,6 +460,8 @@ static int print_json(const struct rt_store_trace *row, const struct rt_decoded_
 	       row->trace_hi, row->trace_lo, row->coherent ? "true" : "false", trig, ag, miss,
 	       row->bytes, row->slices, row->late_slices, t->n_spans, t->n_loose_logs);
 	print_stats_json(&t->st);
+	printf(",\"trigger_names\":");
+	cli_json_trigger_names(stdout, names, row->trigger_ids, row->trigger_count);
 	/* the document ends with a newline: leave it out inside the object */
 	printf(",\"otlp\":%.*s}\n", (int)(doc.len ? doc.len - 1 : 0), (const char *)doc.data);
 	rt_wire_buf_free(&doc);
@@ -724,6 +728,7 @@ static void show_usage(FILE *out)
 
 static int show_decoded(struct rt_store *s, const struct rt_store_trace *row, int json, int attrs)
 {
+	struct cli_trigger_names names;
 	struct rt_decoded_trace t;
 	char err[256];
 	int rc;
@@ -731,14 +736,24 @@ static int show_decoded(struct rt_store *s, const struct rt_store_trace *row, in
 		fprintf(stderr, "retrace show: %s\n", err);
 		return -1;
 	}
+	/* The store's names, and those the trace itself carries (TRIGGER events:
+	 * there before the coordinator stored them). */
+	if (cli_trigger_names_load("show", s, &names) != 0) {
+		rt_decoded_trace_free(&t);
+		return -1;
+	}
+	for (uint32_t i = 0; i < t.n_trigger_names; i++)
+		if (!cli_trigger_name(&names, t.trigger_names[i].id))
+			cli_trigger_names_add(&names, t.trigger_names[i].id, t.trigger_names[i].name);
 	if (json) {
-		rc = print_json(row, &t);
+		rc = print_json(row, &t, &names);
 	} else {
-		print_header(row, &t);
+		print_header(row, &t, &names);
 		rc = print_tree(&t, attrs);
 		if (rc == 0)
 			print_footer(&t);
 	}
+	cli_trigger_names_free(&names);
 	rt_decoded_trace_free(&t);
 	return rc;
 }
