@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -159,6 +160,23 @@ static int is_text(const uint8_t *b, size_t len, const char *word)
 	return len >= n && memcmp(b, word, n) == 0 && (len == n || b[n] == 0 || b[n] == ' ');
 }
 
+/*
+ * "store": where this coordinator's store is, for `retrace traces|show|export|
+ * estimate` run without --store (tools/retrace, cli_store_locator): "ok
+ * LOCATOR", a SQLite file as an absolute path (the CLI's working directory is
+ * not ours), a ClickHouse locator as given.
+ */
+static size_t store_reply(const struct rt_coord *c, char *out, size_t cap)
+{
+	const char *p = rt_store_path(c->store);
+	char abs[PATH_MAX];
+	if (!p)
+		return (size_t)snprintf(out, cap, "error: no store");
+	if (!strcmp(rt_store_backend_name(c->store), "sqlite") && p[0] != '/' && realpath(p, abs))
+		p = abs;
+	return (size_t)snprintf(out, cap, "ok %s", p);
+}
+
 static void handle_text(struct rt_coord *c, struct coord_in *in, const uint8_t *b, size_t len)
 {
 	size_t cap = 1u << 20, n;
@@ -174,10 +192,12 @@ static void handle_text(struct rt_coord *c, struct coord_in *in, const uint8_t *
 		n = coord_alarm_request(c, (const char *)b, len, out, cap) + 1;
 	else if (is_text(b, len, "recollect"))
 		n = coord_recollect_request(c, (const char *)b, len, out, cap) + 1;
+	else if (is_text(b, len, "store"))
+		n = store_reply(c, out, cap) + 1;
 	else if (is_text(b, len, "ping"))
 		n = (size_t)snprintf(out, cap, "pong coordinator") + 1;
 	else
-		n = (size_t)snprintf(out, cap, "error: unknown request (try status, status json, ping, alarm list, recollect TRACE_ID)") + 1;
+		n = (size_t)snprintf(out, cap, "error: unknown request (try status, status json, ping, store, alarm list, recollect TRACE_ID)") + 1;
 	coord_reply(c, in, out, n);
 	free(out);
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <nng/nng.h>
 
 #include "cmd.h"
@@ -35,10 +36,41 @@ uint64_t retrace_parse_duration_ns(const char *v)
 	return 0;
 }
 
-const char *retrace_default_store(void)
+int cli_store_locator(const char *cmd, const char *given, const char *coord, char *out,
+		      size_t cap)
 {
-	const char *s = getenv("RETRACE_STORE");
-	return s && *s ? s : RT_STORE_DEFAULT_PATH;
+	const char *env = getenv("RETRACE_STORE");
+	char err[512], *reply = NULL;
+	size_t len = 0;
+	if (given || (env && *env)) {
+		snprintf(out, cap, "%s", given ? given : env);
+		return 0;
+	}
+	if (!coord || !*coord)
+		coord = getenv("RETRACE_COORDINATOR");
+	if (!coord || !*coord)
+		coord = RETRACE_DEFAULT_COORDINATOR;
+	if (cli_request(coord, "store", 2000, &reply, &len, err, sizeof err) == 0) {
+		int ok = len > 3 && !strncmp(reply, "ok ", 3) && memchr(reply, 0, len) &&
+			 strlen(reply + 3) < cap;
+		if (ok)
+			snprintf(out, cap, "%s", reply + 3);
+		else
+			fprintf(stderr, "retrace %s: the coordinator at %s did not say where its store "
+					"is (%.*s); give the store with --store\n", cmd, coord,
+				(int)(len > 200 ? 200 : len), reply);
+		nng_free(reply, len);
+		return ok ? 0 : -1;
+	}
+	if (access(RT_STORE_DEFAULT_PATH, F_OK) == 0) {
+		snprintf(out, cap, "%s", RT_STORE_DEFAULT_PATH);
+		return 0;
+	}
+	fprintf(stderr, "retrace %s: which store? give --store PATH (or clickhouse://HOST:PORT/DB), "
+			"or set $RETRACE_STORE; no coordinator answered at %s to say where its store "
+			"is (--coordinator URL): %s; and there is no ./%s\n", cmd, coord, err,
+		RT_STORE_DEFAULT_PATH);
+	return -1;
 }
 
 int cli_open_store(const char *cmd, const char *path, struct rt_store **s)
@@ -46,7 +78,7 @@ int cli_open_store(const char *cmd, const char *path, struct rt_store **s)
 	struct rt_store_options o = { .path = path, .readonly = 1 };
 	int rc = rt_store_open(s, &o);
 	if (rc != 0) {
-		fprintf(stderr, "retrace %s: cannot open the store %s: %s\n", cmd, path,
+		fprintf(stderr, "retrace %s: cannot open the store %s (--store): %s\n", cmd, path,
 			rt_store_errmsg(*s));
 		rt_store_close(*s);
 		*s = NULL;

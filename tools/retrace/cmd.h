@@ -26,7 +26,16 @@ uint64_t retrace_parse_duration_ns(const char *v);
 struct rt_store;
 struct rt_decoded_trace;
 struct rt_decode_stats;
-const char *retrace_default_store(void); /* $RETRACE_STORE or ./retrace.db */
+/*
+ * The store a command reads (traces, show, export, estimate): `given` (--store),
+ * else $RETRACE_STORE, else the store the coordinator says it writes (the
+ * request "store" to `coord`: --coordinator, else $RETRACE_COORDINATOR, else
+ * RETRACE_DEFAULT_COORDINATOR), else ./retrace.db if it exists. 0 with the
+ * locator in out, or -1 with "retrace CMD: ..." printed, naming --store.
+ */
+#define RETRACE_DEFAULT_COORDINATOR "tcp://127.0.0.1:7700"
+int cli_store_locator(const char *cmd, const char *given, const char *coord, char *out,
+		      size_t cap);
 /* Open read-only; on failure print "retrace CMD: cannot open ..." and return -1. */
 int cli_open_store(const char *cmd, const char *path, struct rt_store **s);
 /* 32 hex digits, or the low 16 (hi = 0); -1 if malformed or zero. */

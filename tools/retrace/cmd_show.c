@@ -710,7 +710,8 @@ out:
 static void show_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: retrace show TRACE_ID [--attrs] [--json] [--records] [--store STORE]\n"
+		"usage: retrace show TRACE_ID [--attrs] [--json] [--records]\n"
+		"                    [--store STORE | --coordinator URL]\n"
 		"Print one collected trace, decoded: its row (coherent, agents, triggers, bytes),\n"
 		"then its spans as a tree across hosts with a waterfall bar, status, flags and\n"
 		"logs; a last line sums up decode problems. TRACE_ID is the 32-hex id or its low\n"
@@ -721,8 +722,12 @@ static void show_usage(FILE *out)
 		"  -r, --records     the raw view instead: slices by agent, every record in hex\n"
 		"                    (with --json: the per-agent summary as JSON)\n"
 		"  -S, --store STORE the store: PATH or sqlite:PATH (a SQLite file), or\n"
-		"                    clickhouse://HOST:PORT/DB (default $RETRACE_STORE\n"
-		"                    or ./retrace.db)\n"
+		"                    clickhouse://HOST:PORT/DB; default $RETRACE_STORE, else\n"
+		"                    the one the coordinator says it writes, else\n"
+		"                    ./retrace.db\n"
+		"  -C, --coordinator URL\n"
+		"                    the coordinator to ask (default $RETRACE_COORDINATOR\n"
+		"                    or tcp://127.0.0.1:7700)\n"
 		"  -h, --help        this text\n");
 }
 
@@ -762,22 +767,24 @@ int cli_cmd_show(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "records", no_argument, NULL, 'r' }, { "json", no_argument, NULL, 'j' },
-		{ "attrs", no_argument, NULL, 'a' },   { "store", required_argument, NULL, 'S' },
+		{ "attrs", no_argument, NULL, 'a' },   { "store", required_argument, NULL, 'S' }, { "coordinator", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },    { 0, 0, 0, 0 },
 	};
-	const char *path = retrace_default_store();
+	char store_buf[1024];
+	const char *path = NULL, *coord = NULL;
 	struct rt_store_trace row;
 	struct rt_store *s = NULL;
 	uint64_t hi, lo;
 	int ch, json = 0, records = 0, attrs = 0, rc;
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "rjaS:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "rjaSC:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'r': records = 1; break;
 		case 'j': json = 1; break;
 		case 'a': attrs = 1; break;
 		case 'S': path = optarg; break;
+		case 'C': coord = optarg; break;
 		case 'h': show_usage(stdout); return 0;
 		default: show_usage(stderr); return 2;
 		}
@@ -786,6 +793,9 @@ int cli_cmd_show(int argc, char **argv)
 		fprintf(stderr, "retrace show: give one trace id (32 hex digits, or the low 16)\n");
 		return 2;
 	}
+	if (cli_store_locator("show", path, coord, store_buf, sizeof store_buf) != 0)
+		return 1;
+	path = store_buf;
 	if (cli_open_store("show", path, &s) != 0)
 		return 1;
 	if (rt_store_get_trace(s, hi, lo, &row) != 0) {

@@ -94,7 +94,7 @@ static void traces_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: retrace traces [--trigger ID|NAME] [--since DURATION] [--incoherent] [--limit N]\n"
-		"                      [--json] [--store STORE]\n"
+		"                      [--json] [--store STORE | --coordinator URL]\n"
 		"List the traces the coordinator collected, newest first, with selection's\n"
 		"verdict on kept ones: anomaly score, inclusion weight, pattern id and group\n"
 		"(entry API); \"-\" until their window closed, or when they bypassed selection.\n\n"
@@ -105,8 +105,12 @@ static void traces_usage(FILE *out)
 		"  -n, --limit N        at most N traces (default all)\n"
 		"  -j, --json           a JSON array\n"
 		"  -S, --store STORE    the store: PATH or sqlite:PATH (a SQLite file), or\n"
-		"                       clickhouse://HOST:PORT/DB (default $RETRACE_STORE\n"
-		"                       or ./retrace.db)\n"
+		"                       clickhouse://HOST:PORT/DB; default $RETRACE_STORE, else\n"
+		"                       the one the coordinator says it writes, else\n"
+		"                       ./retrace.db\n"
+		"  -C, --coordinator URL\n"
+		"                       the coordinator to ask (default $RETRACE_COORDINATOR\n"
+		"                       or tcp://127.0.0.1:7700)\n"
 		"  -h, --help           this text\n");
 }
 
@@ -115,12 +119,13 @@ int cli_cmd_traces(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "trigger", required_argument, NULL, 't' }, { "since", required_argument, NULL, 's' },
 		{ "incoherent", no_argument, NULL, 'i' },    { "limit", required_argument, NULL, 'n' },
-		{ "json", no_argument, NULL, 'j' },          { "store", required_argument, NULL, 'S' },
+		{ "json", no_argument, NULL, 'j' },          { "store", required_argument, NULL, 'S' }, { "coordinator", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },          { 0, 0, 0, 0 },
 	};
 	struct rt_store_query q = { 0 };
 	struct list_ctx l = { 0 };
-	const char *path = retrace_default_store();
+	char store_buf[1024];
+	const char *path = NULL, *coord = NULL;
 	struct rt_store *s = NULL;
 	uint64_t since = 0;
 	const char *trigger = NULL;
@@ -128,7 +133,7 @@ int cli_cmd_traces(int argc, char **argv)
 	int ch, rc;
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "t:s:in:jS:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "t:s:in:jSC:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 't':
 			trigger = optarg;
@@ -151,6 +156,7 @@ int cli_cmd_traces(int argc, char **argv)
 			break;
 		case 'j': l.json = 1; break;
 		case 'S': path = optarg; break;
+		case 'C': coord = optarg; break;
 		case 'h': traces_usage(stdout); return 0;
 		default: traces_usage(stderr); return 2;
 		}
@@ -164,6 +170,9 @@ int cli_cmd_traces(int argc, char **argv)
 		clock_gettime(CLOCK_REALTIME, &ts);
 		q.since_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - since;
 	}
+	if (cli_store_locator("traces", path, coord, store_buf, sizeof store_buf) != 0)
+		return 1;
+	path = store_buf;
 	if (cli_open_store("traces", path, &s) != 0)
 		return 1;
 	if (cli_trigger_names_load("traces", s, &l.names) != 0) {
