@@ -188,13 +188,19 @@ static int attach_locked(void)
 		.expect_buffer_size = rt_client.cfg.expect_buffer_size,
 		.expect_buffer_count = rt_client.cfg.expect_buffer_count,
 	};
+	struct rt_pool *dst = &rt_client.pool_storage;
 	char err[256];
 	int rc;
 
 	if (rt_client.pool)
 		return RETRACE_OK;
-	rc = rt_pool_attach(&ao, &rt_client.pool_storage, err, sizeof err);
+	/* After a retired pool, the storage of the mapping we left stays in use. */
+	if (rt_client.retired && !(dst = malloc(sizeof *dst)))
+		return RETRACE_E_SYS;
+	rc = rt_pool_attach(&ao, dst, err, sizeof err);
 	if (rc != RETRACE_OK) {
+		if (dst != &rt_client.pool_storage)
+			free(dst);
 		if (!rt_client.warned && !rt_client.cfg.quiet)
 			fprintf(stderr,
 				"retrace: not tracing to a pool: %s; writes go to a discard buffer "
@@ -203,13 +209,43 @@ static int attach_locked(void)
 		rt_client.next_attach_ns = rt_mono_ns() + ATTACH_RETRY_NS;
 		return rc;
 	}
-	rt_client.slot = registry_claim(&rt_client.pool_storage);
+	rt_client.slot = registry_claim(dst);
 	if (rt_client.warned && !rt_client.cfg.quiet)
 		fprintf(stderr, "retrace: attached to pool %s\n", ao.name);
 	rt_client.warned = 0;
 	ck_pr_fence_store();
-	ck_pr_store_ptr(&rt_client.pool, &rt_client.pool_storage);
+	ck_pr_store_ptr(&rt_client.pool, dst);
 	return RETRACE_OK;
+}
+
+/*
+ * The pool `old` says RT_POOL_CLOSED: its agent retired it before unlinking or
+ * replacing it (shm/pool.h, rt_pool_retire). Leave it — logged once per
+ * retirement — and attach to the pool that now has its name; until there is
+ * one, writes go to the discard buffer and attach is retried once a second, as
+ * at start. The old mapping is not unmapped: other threads may still be inside
+ * a segment there (their next fresh buffer brings them over). Never blocks: a
+ * thread that finds another one switching uses what that one leaves.
+ */
+static struct rt_pool *leave_retired(struct rt_pool *old)
+{
+	if (pthread_mutex_trylock(&rt_client.attach_lock) != 0)
+		return NULL;
+	if (ck_pr_load_ptr(&rt_client.pool) == old) {
+		registry_release(old, rt_client.slot);
+		rt_client.slot = UINT32_MAX;
+		ck_pr_store_ptr(&rt_client.pool, NULL);
+		rt_client.retired++;
+		if (!rt_client.cfg.quiet)
+			fprintf(stderr, "retrace: pool %s was retired by its agent (--unlink or "
+				"--replace); re-attaching to the pool of that name\n",
+				rt_client.cfg.pool_name);
+		rt_client.warned = 1; /* "attached to pool" follows when it succeeds */
+		rt_client.next_attach_ns = 0;
+		attach_locked();
+	}
+	pthread_mutex_unlock(&rt_client.attach_lock);
+	return ck_pr_load_ptr(&rt_client.pool);
 }
 
 int retrace_init(const struct retrace_config *cfg)
@@ -508,6 +544,14 @@ static void acquire_buffer(struct rt_thread *t, size_t need)
 	struct rt_pool *p = pool_or_retry();
 	struct rt_buffer_header *h;
 	uint32_t id, off = 0;
+
+	/* One load of a header word per fresh segment: was the pool retired? */
+	if (p && __builtin_expect(ck_pr_load_32(&p->hdr->state) != RT_POOL_READY, 0))
+		p = leave_retired(p);
+	/* Sealed entries of this trace's segments in a pool we left go to that pool
+	 * (harmless there), never into the next one, whose ids they do not name. */
+	if (t->n_pending && c->pool && c->pool != p)
+		flush_pending(t);
 
 	if (p && p->hdr->buffer_size != t->discard_size) {
 		/* Size the discard buffer like the pool's (once per thread), so that
@@ -1022,6 +1066,8 @@ void retrace_shutdown(void)
 		rt_client.slot = UINT32_MAX;
 		ck_pr_store_ptr(&rt_client.pool, NULL);
 		rt_pool_detach(p);
+		if (p != &rt_client.pool_storage)
+			free(p);
 	}
 	t->spare_pool = NULL;
 	t->kept_pool = NULL;

@@ -135,6 +135,10 @@ struct rt_client_state {
 	int warned;
 	unsigned fork_generation;
 	uint32_t next_stream;          /* writer-stream ids handed out, in blocks */
+	/* Pools left because their agent retired them (--unlink, --replace): each
+	 * stays mapped until the process exits — a thread may still be writing the
+	 * segment it began there — so the next attach maps into fresh storage. */
+	uint32_t retired;
 	int one_per_buffer;            /* RETRACE_ONE_TRACE_PER_BUFFER=1: leave the buffer
 					  at every trace's end (the layout before ABI 5,
 					  kept to measure against) */
