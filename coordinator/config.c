@@ -65,6 +65,7 @@ static const struct opt_row rows[] = {
 	{ "export-batch", T_U32, F(export_batch), "N", "traces per push (default 128)" },
 	{ "export-interval", T_SECONDS, F(export_interval), "SEC", "push what waits at least this often (default 1)" },
 	{ "http-listen", T_STR, F(http_listen), "URL", "serve the web UI and its JSON API (/api/...) at this http:// URL, e.g. http://127.0.0.1:9480 (default: off; loopback unless --insecure; docs/ui.md)" },
+	{ "history-interval", T_SECONDS, F(history_interval), "SEC", "with --http-listen: sample per-trigger rates, agents' event horizon and drops and selection windows this often for the UI's history (/api/history; default 5, 0 = off)" },
 	{ "check-config", T_FLAG, F(check_config), NULL, "check every setting's syntax and range (flags and --config file), then exit: 0, or 2 with the reason" },
 };
 
@@ -87,6 +88,7 @@ void rt_coord_config_defaults(struct rt_coord_config *c)
 	c->max_groups = 4096;
 	c->log_level = 2;
 	c->select_window = 60.0;
+	c->history_interval = 5.0;
 	c->store_group = -1;
 }
 

@@ -285,10 +285,21 @@ struct rt_coord {
 	struct coord_stream *stream; /* stream.c: continuous export; NULL: off */
 	struct rt_http_api *http;    /* web UI and /api (http_api.h); NULL: off */
 	struct coord_names *names;   /* trigger_names.c: learned trigger names */
+	struct coord_history *history; /* history.c: the UI's samples; NULL: off */
 };
 
 uint64_t coord_now_ns(void);      /* CLOCK_MONOTONIC */
 uint64_t coord_unix_ns(void);
+
+/* history.c (history.h): periodic samples for the UI, with --http-listen */
+struct rt_figures;
+int coord_history_open(struct rt_coord *c);
+void coord_history_close(struct rt_coord *c);
+void coord_history_tick(struct rt_coord *c, uint64_t now);
+void coord_history_figures(struct rt_figures *w, struct rt_coord *c);
+/* selection.c: its cumulative counters, for the history */
+void coord_selection_counts(const struct rt_coord *c, uint64_t *windows, uint64_t *kept,
+			    uint64_t *dropped, uint64_t *last_alarmed);
 
 /* trigger_names.c: names of user trigger ids, from the TRIGGER events of
  * closed traces into the store */

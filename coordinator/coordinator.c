@@ -408,6 +408,7 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 		coord_traversal_tick(c, coord_now_ns());
 		phase_done(c, COORD_PHASE_TRAVERSAL, &mark, turn);
 		coord_selection_tick(c, coord_now_ns());
+		coord_history_tick(c, coord_now_ns());
 		phase_done(c, COORD_PHASE_SELECTION, &mark, turn);
 		serve_replies(c);
 		rc = rt_store_commit(c->store);
@@ -629,6 +630,12 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 		rt_coord_close(c);
 		return NULL;
 	}
+	if (c->http && coord_history_open(c) != 0) {
+		snprintf(err, errlen, "out of memory for the UI's history");
+		rt_coord_close(c);
+		return NULL;
+	}
+	rt_http_api_set_history(c->http, c->history);
 	coord_dir_load(c);
 	resume_pending(c);
 	write_ready_file(c);
@@ -653,6 +660,7 @@ void rt_coord_close(struct rt_coord *c)
 	c->metrics = NULL;
 	rt_http_api_stop(c->http); /* likewise /api/status */
 	c->http = NULL;
+	coord_history_close(c); /* after the API that reads it */
 	for (i = 0; i < COORD_IN_COORD + COORD_IN_COLLECT; i++)
 		if (c->in[i].aio)
 			nng_aio_stop(c->in[i].aio);

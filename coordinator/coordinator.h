@@ -60,6 +60,7 @@ struct rt_coord_config {
 	long store_group;                  /* -1: store file 0600; else 0640 with this group */
 	char metrics_listen[RT_COORD_URL_MAX]; /* http:// URL of /metrics (docs/metrics.md); empty: off */
 	char http_listen[RT_COORD_URL_MAX];    /* http:// URL of the web UI and /api (docs/ui.md); empty: off */
+	double history_interval;           /* s between the UI's history samples (history.h; 0 = off) */
 };
 
 void rt_coord_config_defaults(struct rt_coord_config *c);

@@ -51,6 +51,7 @@
 #include "daemon/tls.h"
 #include "nng_close.h"
 #include "decode.h"
+#include "history.h"
 #include "retrace/retrace.h"
 #include "retrace/tracer.h"
 #include "store.h"
@@ -78,6 +79,7 @@ struct rt_http_api {
 			char name[RT_STORE_TRIGGER_NAME_MAX];
 		} e[RT_API_TRIGGER_NAMES];
 	} names;                     /* under mu */
+	struct coord_history *history; /* /api/history; NULL: off */
 };
 
 /* ------------------------------------------------------ reply buffer ---- */
@@ -1225,6 +1227,76 @@ static void api_alarms(struct rt_http_api *a, nng_aio *aio, nng_http_req *req, c
 /* ---------------------------------------------------------- routing ---- */
 
 /* GET /api/traces[?...], /api/traces/ID and /api/agents[?...]. */
+/* ------------------------------------------------------- history ---- */
+
+/* {"trigger_names": {"ID": NAME, ...}, "history": {...}} (docs/api.md). */
+static void api_history(struct rt_http_api *a, nng_aio *aio, const char *query)
+{
+	struct coord_history *h;
+	struct out o = { 0 };
+	uint64_t since = 0;
+	char key[32], val[64], err[300];
+	const char *p = query;
+	char *body;
+	size_t len = 0;
+	while (p && *p) { /* since=UNIX_MS, the only parameter */
+		size_t n = strcspn(p, "&"), k = strcspn(p, "=");
+		if (k > n || k >= sizeof key || n - k - 1 >= sizeof val) {
+			send_error(a, aio, 400, NULL, "parameter: since=UNIX_MS is the only one");
+			return;
+		}
+		memcpy(key, p, k);
+		key[k] = 0;
+		memcpy(val, p + k + 1, n - k - 1);
+		val[n - k - 1] = 0;
+		if (strcmp(key, "since") != 0) {
+			send_error(a, aio, 400, key, "unknown parameter (since)");
+			return;
+		}
+		if (*val && parse_u64(val, &since) != 0) {
+			send_error(a, aio, 400, "since", "parameter since: a time in Unix milliseconds");
+			return;
+		}
+		p += n + (p[n] == '&');
+	}
+	pthread_mutex_lock(&a->mu);
+	h = a->history;
+	if (!h) {
+		pthread_mutex_unlock(&a->mu);
+		send_error(a, aio, 404, NULL, "no history (--history-interval 0)");
+		return;
+	}
+	put(&o, "{\"trigger_names\":{", 18);
+	{
+		struct rt_store *s = store_of(a, err, sizeof err);
+		uint32_t i;
+		if (s)
+			load_names(a, s);
+		else
+			a->names.n = 0;
+		for (i = 0; i < a->names.n; i++) {
+			putf(&o, "%s\"%u\":", i ? "," : "", a->names.e[i].id);
+			put_str(&o, a->names.e[i].name);
+		}
+		for (uint32_t b = RETRACE_TRIGGER_HEAD_SAMPLED; b <= RETRACE_TRIGGER_CRASH; b++) {
+			putf(&o, "%s\"%u\":", (i || b != RETRACE_TRIGGER_HEAD_SAMPLED) ? "," : "", b);
+			put_str(&o, retrace_builtin_trigger_name(b));
+		}
+	}
+	pthread_mutex_unlock(&a->mu);
+	if (!(body = coord_history_json(h, since, &len))) {
+		free(o.p);
+		send_error(a, aio, 500, NULL, "out of memory");
+		return;
+	}
+	put(&o, "},\"history\":", 12);
+	put(&o, body, len);
+	put(&o, "}", 1);
+	free(body);
+	send_json(a, aio, &o);
+	free(o.p);
+}
+
 static void on_api(nng_aio *aio)
 {
 	nng_http_req *req = nng_aio_get_input(aio, 0);
@@ -1258,9 +1330,11 @@ static void on_api(nng_aio *aio)
 		api_agents(a, aio, query);
 	} else if (!strcmp(path, "/api/alarms")) {
 		api_alarms(a, aio, req, query);
+	} else if (!strcmp(path, "/api/history")) {
+		api_history(a, aio, query);
 	} else {
 		send_error(a, aio, 404, NULL,
-			   "no such path (GET /api/traces, /api/traces/ID, /api/agents, /api/status)");
+			   "no such path (GET /api/traces, /api/traces/ID, /api/agents, /api/history, /api/status)");
 	}
 }
 
@@ -1346,6 +1420,7 @@ struct rt_http_api *rt_http_api_start(const char *url, int insecure, const char 
 	}
 	if ((rv = add_handler(a, "/api/traces", "GET", 1)) != 0 ||
 	    (rv = add_handler(a, "/api/agents", "GET", 0)) != 0 ||
+	    (rv = add_handler(a, "/api/history", "GET", 0)) != 0 ||
 	    (rv = add_handler(a, "/api/alarms", "GET", 0)) != 0 ||
 	    (rv = add_handler(a, "/api/alarms", "POST", 0)) != 0 ||
 	    (rv = add_handler(a, "/api/alarms", "DELETE", 0)) != 0 || (rv = add_assets(a)) != 0) {
@@ -1360,6 +1435,15 @@ struct rt_http_api *rt_http_api_start(const char *url, int insecure, const char 
 	snprintf(tcp, sizeof tcp, "tcp://%s", a->hostport);
 	a->loopback = rt_url_is_local(tcp);
 	return a;
+}
+
+void rt_http_api_set_history(struct rt_http_api *a, struct coord_history *h)
+{
+	if (!a)
+		return;
+	pthread_mutex_lock(&a->mu);
+	a->history = h;
+	pthread_mutex_unlock(&a->mu);
 }
 
 void rt_http_api_set_control(struct rt_http_api *a, const char *url, int tls)

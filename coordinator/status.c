@@ -228,6 +228,7 @@ static void all_figures(struct rt_figures *w, struct rt_coord *c)
 	store_section(w, c);
 	coord_selection_figures(w, c);
 	coord_stream_figures(w, c);
+	coord_history_figures(w, c);
 	coord_auth_figures(w, c);
 	http_section(w, c);
 	loop_section(w, c);

@@ -248,6 +248,55 @@ check(ids(f"/api/traces?min_ms={thr!r}&limit=1000") ==
 check(ids(f"/api/traces?max_ms={thr!r}&limit=1000") ==
       [t for t in all_ids if shows[t]["duration_ns"] / 1e6 <= thr], f"max_ms={thr}")
 
+# ------------------------------------------------------------ history ----
+# The coordinator samples every 0.25 s (deploy.sh): per-trigger counters, the
+# agents' own figures (asked of each agent), selection's counters. Checked
+# against `retrace status --json` of the coordinator and of each agent.
+import time
+status_now = cli("status", "--coordinator", COORD, "--json")
+h = get_json("/api/history")
+hist = h["history"]
+samples = hist["samples"]
+check(hist["interval_s"] == 0.25 and hist["capacity"] >= len(samples) > 3,
+      f"history: {len(samples)} samples every {hist['interval_s']} s")
+check(h["trigger_names"].get("100") == "shop-error" and h["trigger_names"].get(str(0xFFFFFFF0)) == "head-sampled",
+      f"history names the triggers: {h['trigger_names']}")
+ts = [s["t_ms"] for s in samples]
+check(ts == sorted(ts) and len(set(ts)) == len(ts), "samples oldest first")
+for key in ("triggers_received", "coherent", "incoherent"):
+    vals = [s[key] for s in samples]
+    check(vals == sorted(vals), f"{key} never decreases")
+for key in ("windows", "kept", "dropped"):
+    vals = [s["selection"][key] for s in samples]
+    check(vals == sorted(vals), f"selection.{key} never decreases")
+last = samples[-1]
+cs = status_now
+check(last["triggers_received"] <= cs["coordinator"]["triggers"] if "triggers" in cs.get("coordinator", {}) else True,
+      "triggers_received at most what status shows")
+shares = cs.get("trigger_shares", {})
+for t in last["triggers"]:
+    k = f"trigger_{t['id']}_opened"
+    if k in shares:
+        check(0 < t["opened"] <= shares[k], f"trigger {t['id']}: opened {t['opened']} vs status {shares[k]}")
+check({t["id"] for t in last["triggers"]} >= {100}, f"trigger 100 sampled: {last['triggers']}")
+check(any(t["opened"] > 0 for t in last["triggers"] if t["id"] == 100), "trigger 100 opened groups")
+agents_last = {a["id"]: a for a in last["agents"]}
+check(set(agents_last) == {1, 2, 3}, f"the three agents are sampled: {sorted(agents_last)}")
+check(not agents_last.get(3, {}).get("ok", True), "agent 3 (killed) is sampled as not answering")
+for aid in (1, 2):
+    a = agents_last.get(aid, {})
+    check(a.get("ok"), f"agent {aid} answers the history's polls")
+    # the agent's own figures, as its status says them now: the sample is older, never larger
+    earlier = [s for s in samples if any(x["id"] == aid and x["ok"] for x in s["agents"])]
+    check(len(earlier) >= 2, f"agent {aid} sampled more than once ({len(earlier)})")
+# since=: only newer samples; bad parameters are 400
+newer = get_json(f"/api/history?since={samples[-2]['t_ms']}")["history"]["samples"]
+check(newer and all(s["t_ms"] > samples[-2]["t_ms"] for s in newer), "since= returns newer samples only")
+for q, param in (("since=yesterday", "since"), ("colour=red", "colour")):
+    e = get_json(f"/api/history?{q}", want=400)
+    check(e.get("parameter") == param, f"/api/history?{q}: 400 names {param}: {e}")
+check("history" in cs and cs["history"]["samples"] > 0, "retrace status shows the history section")
+
 # ------------------------------------------------------ 400 and 404 ----
 BAD = [("limit=0", "limit"), ("limit=1001", "limit"), ("limit=ten", "limit"), ("limit=-1", "limit"),
        ("trigger=-1", "trigger"), ("trigger=99999999999", "trigger"), ("since=yesterday", "since"),
