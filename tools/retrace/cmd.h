@@ -36,6 +36,16 @@ struct rt_decode_stats;
 #define RETRACE_DEFAULT_COORDINATOR "tcp://127.0.0.1:7700"
 int cli_store_locator(const char *cmd, const char *given, const char *coord, char *out,
 		      size_t cap);
+/* The --store and --coordinator lines of their usage texts; `pad`: spaces that
+ * line the text up with the command's other options. */
+#define RETRACE_STORE_USAGE(pad)                                                          \
+	"  -S, --store STORE " pad "the store: PATH or sqlite:PATH (a SQLite file), or\n"   \
+	"                    " pad "clickhouse://HOST:PORT/DB; default $RETRACE_STORE, else\n" \
+	"                    " pad "the one the coordinator says it writes, else\n"         \
+	"                    " pad "./retrace.db\n"                                          \
+	"  -C, --coordinator URL\n"                                                          \
+	"                    " pad "the coordinator to ask (default $RETRACE_COORDINATOR\n"  \
+	"                    " pad "or tcp://127.0.0.1:7700)\n"
 /* Open read-only; on failure print "retrace CMD: cannot open ..." and return -1. */
 int cli_open_store(const char *cmd, const char *path, struct rt_store **s);
 /* 32 hex digits, or the low 16 (hi = 0); -1 if malformed or zero. */

@@ -516,13 +516,7 @@ static void estimate_usage(FILE *out)
 		"  -b, --by KEY         one row per service or operation of the matching spans\n"
 		"  -s, --since D        only traces closed in the last D (90s, 5m, 2h, 1d)\n"
 		"  -j, --json           one JSON object\n"
-		"  -S, --store STORE    the store: PATH or sqlite:PATH (a SQLite file), or\n"
-		"                       clickhouse://HOST:PORT/DB; default $RETRACE_STORE, else\n"
-		"                       the one the coordinator says it writes, else\n"
-		"                       ./retrace.db\n"
-		"  -C, --coordinator URL\n"
-		"                       the coordinator to ask (default $RETRACE_COORDINATOR\n"
-		"                       or tcp://127.0.0.1:7700)\n"
+		RETRACE_STORE_USAGE("   ")
 		"  -h, --help           this text\n"
 		"example: retrace estimate --where service=payment,status=error --by operation\n");
 }

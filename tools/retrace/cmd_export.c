@@ -89,7 +89,7 @@ static void export_usage(FILE *out)
 		"usage: retrace export (TRACE_ID... | --all | --since DURATION)\n"
 		"                      [--format otlp-json|zipkin] [-o FILE] [--otlp-endpoint URL]\n"
 		"                      [--attempts N] [--timeout MS] [--max-request-size N]\n"
-		"                      [--no-gzip] [--pretty] [--quiet] [--store STORE]\n"
+		"                      [--no-gzip] [--pretty] [--quiet] [--store STORE | --coordinator URL]\n"
 		"Write collected traces as one OTLP/JSON document (an ExportTraceServiceRequest,\n"
 		"what an OpenTelemetry collector's /v1/traces takes) or one Zipkin v2 span list\n"
 		"(Zipkin's POST /api/v2/spans, Jaeger's Zipkin port), or push OTLP/JSON over HTTP.\n"
@@ -114,12 +114,7 @@ static void export_usage(FILE *out)
 		"      --no-gzip            send the push uncompressed (default: gzip)\n"
 		"  -p, --pretty             indent the JSON written (the push stays compact)\n"
 		"  -q, --quiet              no progress or summary on stderr\n"
-		"  -S, --store STORE        the store: PATH or sqlite:PATH (a SQLite file), or\n"
-		"                           clickhouse://HOST:PORT/DB; default $RETRACE_STORE, else\n"
-		"                           the one the coordinator says it writes, else\n"
-		"                           ./retrace.db\n"
-		"  -C, --coordinator URL    the coordinator to ask (default\n"
-		"                           $RETRACE_COORDINATOR or tcp://127.0.0.1:7700)\n"
+		RETRACE_STORE_USAGE("       ")
 		"  -h, --help               this text\n");
 }
 

@@ -721,13 +721,7 @@ static void show_usage(FILE *out)
 		"                    ({\"trace_id\",...,\"decode\":{...},\"otlp\":{\"resourceSpans\"}})\n"
 		"  -r, --records     the raw view instead: slices by agent, every record in hex\n"
 		"                    (with --json: the per-agent summary as JSON)\n"
-		"  -S, --store STORE the store: PATH or sqlite:PATH (a SQLite file), or\n"
-		"                    clickhouse://HOST:PORT/DB; default $RETRACE_STORE, else\n"
-		"                    the one the coordinator says it writes, else\n"
-		"                    ./retrace.db\n"
-		"  -C, --coordinator URL\n"
-		"                    the coordinator to ask (default $RETRACE_COORDINATOR\n"
-		"                    or tcp://127.0.0.1:7700)\n"
+		RETRACE_STORE_USAGE("")
 		"  -h, --help        this text\n");
 }
 

@@ -104,13 +104,7 @@ static void traces_usage(FILE *out)
 		"  -i, --incoherent     only traces with a missing slice\n"
 		"  -n, --limit N        at most N traces (default all)\n"
 		"  -j, --json           a JSON array\n"
-		"  -S, --store STORE    the store: PATH or sqlite:PATH (a SQLite file), or\n"
-		"                       clickhouse://HOST:PORT/DB; default $RETRACE_STORE, else\n"
-		"                       the one the coordinator says it writes, else\n"
-		"                       ./retrace.db\n"
-		"  -C, --coordinator URL\n"
-		"                       the coordinator to ask (default $RETRACE_COORDINATOR\n"
-		"                       or tcp://127.0.0.1:7700)\n"
+		RETRACE_STORE_USAGE("   ")
 		"  -h, --help           this text\n");
 }
 
