@@ -5,7 +5,8 @@
  * carries a TRIGGER event {id, name} (shm/events.h), decoded with the trace's
  * spans. At a trace's close the coordinator reads those names from the decoded
  * trace (the coherent ones are decoded anyway; an incoherent one only when it
- * fired a user id whose name is not known yet) and writes a name it did not
+ * fired a user id whose name is not known yet, at most once a minute per such
+ * id: "looked for, not found" is cached too) and writes a name it did not
  * have, or that changed, to the store's trigger_names table, where `retrace`,
  * the JSON API and the UI read it. A bounded cache of COORD_TRIGGER_NAMES ids,
  * filled from the store at start, keeps that to one store write per new name;
@@ -20,11 +21,14 @@
 
 #define COORD_TRIGGER_NAMES 1024
 
+#define RETRY_UNNAMED_NS 60000000000ull /* an id no trace named: look again after 1 min */
+
 struct coord_names {
 	uint32_t n;
 	struct {
 		uint32_t id;
-		char name[RT_STORE_TRIGGER_NAME_MAX];
+		char name[RT_STORE_TRIGGER_NAME_MAX]; /* "": looked for, not found */
+		uint64_t tried_ns;                    /* then: when (monotonic) */
 	} e[COORD_TRIGGER_NAMES];
 };
 
@@ -72,13 +76,35 @@ void coord_names_free(struct rt_coord *c)
 	c->names = NULL;
 }
 
-int coord_names_unknown(const struct rt_coord *c, const struct rt_store_trace *row)
+/* A user id of the row whose name is not known and was not looked for in the
+ * last minute: decoding an incoherent trace just for names stops once every id
+ * it fired is named, and happens once a minute per unnamed id (a service that
+ * names none of its triggers costs one decode a minute, not one per trace). */
+int coord_names_unknown(struct rt_coord *c, const struct rt_store_trace *row)
 {
-	for (uint32_t i = 0; c->names && i < row->trigger_count && i < RT_STORE_MAX_TRIGGERS; i++)
-		if (row->trigger_ids[i] && row->trigger_ids[i] <= RETRACE_TRIGGER_USER_MAX &&
-		    find(c->names, row->trigger_ids[i]) < 0)
-			return 1;
-	return 0;
+	uint64_t now = coord_now_ns();
+	int want = 0;
+	for (uint32_t i = 0; c->names && i < row->trigger_count && i < RT_STORE_MAX_TRIGGERS; i++) {
+		uint32_t id = row->trigger_ids[i];
+		int k;
+		if (!id || id > RETRACE_TRIGGER_USER_MAX)
+			continue;
+		k = find(c->names, id);
+		if (k >= 0 && (c->names->e[k].name[0] || now < c->names->e[k].tried_ns + RETRY_UNNAMED_NS))
+			continue;
+		if (k < 0) {
+			if (c->names->n == COORD_TRIGGER_NAMES) {
+				c->st.trigger_names_uncached++;
+				continue; /* past the cache: only coherent traces teach it */
+			}
+			k = (int)c->names->n++;
+			c->names->e[k].id = id;
+			c->names->e[k].name[0] = 0;
+		}
+		c->names->e[k].tried_ns = now;
+		want = 1;
+	}
+	return want;
 }
 
 void coord_names_learn(struct rt_coord *c, const struct rt_decoded_trace *dt)
@@ -86,6 +112,7 @@ void coord_names_learn(struct rt_coord *c, const struct rt_decoded_trace *dt)
 	for (uint32_t i = 0; c->names && i < dt->n_trigger_names; i++) {
 		const struct rt_trigger_name *t = &dt->trigger_names[i];
 		int k = find(c->names, t->id);
+		int renamed = k >= 0 && c->names->e[k].name[0];
 		if (t->id > RETRACE_TRIGGER_USER_MAX ||
 		    (k >= 0 && strcmp(c->names->e[k].name, t->name) == 0))
 			continue;
@@ -95,7 +122,7 @@ void coord_names_learn(struct rt_coord *c, const struct rt_decoded_trace *dt)
 			continue;
 		}
 		coord_log(c, LOG_INFO, "trigger %u is named \"%s\"%s", t->id, t->name,
-			  k >= 0 ? " (renamed)" : "");
+			  renamed ? " (renamed)" : "");
 		cache_put(c, t->id, t->name);
 		c->st.trigger_names_learned++;
 	}
