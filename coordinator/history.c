@@ -6,7 +6,8 @@
  * selection counters: loop-owned data, read where it lives) and the list of
  * agents to poll (id, control address) into `next`, under the history's mutex,
  * and wakes the poller. The poller thread asks each agent "status json" over a
- * REQ socket of its own (dialled per poll, one second for dial and reply, TLS
+ * REQ socket of its own (dialled per poll without blocking, one second for the
+ * connection and the request, one for the reply, TLS
  * with the coordinator's identity when configured, the peer checked as
  * agent-N as the traversal does), reads the few figures it keeps out of the
  * reply, and appends the finished sample to the ring. A sample due while the
@@ -118,7 +119,9 @@ static void poll_agent(struct coord_history *h, const struct hist_target *t, str
 	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 1000);
 	nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 1000);
 	snprintf(peer, sizeof peer, "agent-%u", t->id);
-	if (rt_tls_dial(s, h->tls, t->addr, peer, 0, err, sizeof err) != 0 ||
+	/* Not blocking: an address that black-holes the connect costs the send's
+	 * one second, not the kernel's connect timeout. */
+	if (rt_tls_dial(s, h->tls, t->addr, peer, NNG_FLAG_NONBLOCK, err, sizeof err) != 0 ||
 	    nng_send(s, "status json", sizeof "status json", 0) != 0 ||
 	    nng_recv(s, &reply, &len, NNG_FLAG_ALLOC) != 0) {
 		rt_nng_close_bounded(s, RT_NNG_CLOSE_WAIT_MS);

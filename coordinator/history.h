@@ -14,8 +14,8 @@
  * Promises: memory is fixed at open (RT_HIST_SAMPLES samples); the loop thread
  * never waits on an agent (a thread of the history's own polls them); readers
  * (HTTP threads) take a consistent copy under the history's mutex. An agent
- * that does not answer is recorded as not ok (its figures 0), never waited for
- * past one second.
+ * that does not answer is recorded as not ok (its figures 0), waited for two
+ * seconds at most (the request's send, then its reply).
  */
 #ifndef RETRACE_COORDINATOR_HISTORY_H
 #define RETRACE_COORDINATOR_HISTORY_H
