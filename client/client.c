@@ -195,12 +195,16 @@ static int attach_locked(void)
 	if (rt_client.pool)
 		return RETRACE_OK;
 	/* After a retired pool, the storage of the mapping we left stays in use. */
-	if (rt_client.retired && !(dst = malloc(sizeof *dst)))
-		return RETRACE_E_SYS;
+	if (rt_client.retired) {
+		struct rt_pool_box *box = malloc(sizeof *box);
+		if (!box)
+			return RETRACE_E_SYS;
+		dst = &box->pool;
+	}
 	rc = rt_pool_attach(&ao, dst, err, sizeof err);
 	if (rc != RETRACE_OK) {
 		if (dst != &rt_client.pool_storage)
-			free(dst);
+			free((struct rt_pool_box *)dst);
 		if (!rt_client.warned && !rt_client.cfg.quiet)
 			fprintf(stderr,
 				"retrace: not tracing to a pool: %s; writes go to a discard buffer "
@@ -236,6 +240,11 @@ static struct rt_pool *leave_retired(struct rt_pool *old)
 		rt_client.slot = UINT32_MAX;
 		ck_pr_store_ptr(&rt_client.pool, NULL);
 		rt_client.retired++;
+		if (old != &rt_client.pool_storage) { /* kept (mapped) until exit */
+			struct rt_pool_box *box = (struct rt_pool_box *)old;
+			box->next = rt_client.retired_boxes;
+			rt_client.retired_boxes = box;
+		}
 		if (!rt_client.cfg.quiet)
 			fprintf(stderr, "retrace: pool %s was retired by its agent (--unlink or "
 				"--replace); re-attaching to the pool of that name\n",
@@ -1067,7 +1076,7 @@ void retrace_shutdown(void)
 		ck_pr_store_ptr(&rt_client.pool, NULL);
 		rt_pool_detach(p);
 		if (p != &rt_client.pool_storage)
-			free(p);
+			free((struct rt_pool_box *)p);
 	}
 	t->spare_pool = NULL;
 	t->kept_pool = NULL;

@@ -123,6 +123,12 @@ struct rt_thread {
 	struct rt_tracer_thread tracer;
 };
 
+/* The storage of a pool attached after a retired one (client.c). */
+struct rt_pool_box {
+	struct rt_pool pool; /* first: a struct rt_pool * to it is one to the box */
+	struct rt_pool_box *next;
+};
+
 struct rt_client_state {
 	pthread_mutex_t attach_lock;
 	struct rt_pool pool_storage;
@@ -139,6 +145,7 @@ struct rt_client_state {
 	 * stays mapped until the process exits — a thread may still be writing the
 	 * segment it began there — so the next attach maps into fresh storage. */
 	uint32_t retired;
+	struct rt_pool_box *retired_boxes; /* the left mappings' storage after the first */
 	int one_per_buffer;            /* RETRACE_ONE_TRACE_PER_BUFFER=1: leave the buffer
 					  at every trace's end (the layout before ABI 5,
 					  kept to measure against) */

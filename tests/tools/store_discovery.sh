@@ -13,6 +13,11 @@ co=
 cleanup() {
   local rc=$?
   [ -n "$co" ] && { kill -TERM "$co" 2>/dev/null || true; wait "$co" 2>/dev/null || true; }
+  # under ASan/UBSan a report lands in the coordinator's or the CLI's stderr
+  if grep -q "Sanitizer\|runtime error:" "$D"/*.err 2>/dev/null; then
+    echo "store discovery: a sanitizer report:" >&2; grep -h -A20 "Sanitizer\|runtime error:" "$D"/*.err | head -40 >&2
+    rc=1
+  fi
   rm -rf "$D"
   exit $rc
 }

@@ -21,6 +21,10 @@ cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   rm -f "/dev/shm${POOL}"
+  # under ASan/UBSan a process's report lands in its log: that fails the test
+  if grep -q "Sanitizer\|runtime error:" "$D"/*.log 2>/dev/null; then
+    echo "unlink/reattach: a sanitizer report in the logs" >&2; rc=1
+  fi
   [ $rc = 0 ] || { for f in "$D"/*.log; do echo "--- $f" >&2; tail -20 "$f" >&2; done; }
   rm -rf "$D"
   exit $rc
