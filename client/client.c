@@ -612,13 +612,6 @@ static void acquire_buffer(struct rt_thread *t, size_t need)
 /* ---------------------------------------------------- trace scope ---- */
 
 /*
- * The trace's last buffer is handed in at its end, always: a sealed buffer left
- * in the pending batch of a thread that then goes idle (a pool worker after a
- * burst) would stay invisible to the agent, and the trace could never be shown
- * complete. One push per ended trace that wrote data; full buffers in the
- * middle of a trace still travel in batches.
- */
-/*
  * The name of a user trigger the trace fired, for the coordinator
  * (trigger_names.c): written at the trace's end or detach, not in
  * retrace_trigger, which may run in a signal handler interrupting a write.
@@ -632,6 +625,13 @@ static void write_trigger_name(struct rt_thread *t)
 		rt_tracer_trigger_event(t, id, name);
 }
 
+/*
+ * The trace's last buffer is handed in at its end, always: a sealed buffer left
+ * in the pending batch of a thread that then goes idle (a pool worker after a
+ * burst) would stay invisible to the agent, and the trace could never be shown
+ * complete. One push per ended trace that wrote data; full buffers in the
+ * middle of a trace still travel in batches.
+ */
 static void end_trace(struct rt_thread *t)
 {
 	if (__builtin_expect(t->named_trigger != 0, 0))
