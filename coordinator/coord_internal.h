@@ -305,6 +305,8 @@ void coord_selection_counts(const struct rt_coord *c, uint64_t *windows, uint64_
  * closed traces into the store */
 int coord_names_init(struct rt_coord *c);
 void coord_names_free(struct rt_coord *c);
+/* After a rolled back transaction: what the store has, not what the turn learned. */
+void coord_names_reload(struct rt_coord *c);
 /* 1 if the row fired a user trigger id whose name is not known yet (and was
  * not looked for in the last minute): decode it for its TRIGGER events */
 int coord_names_unknown(struct rt_coord *c, const struct rt_store_trace *row);

@@ -419,6 +419,7 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 		c->st.store_errors++;
 		coord_log(c, LOG_ERROR, "store transaction failed: %s", rt_store_errmsg(c->store));
 		rt_store_rollback(c->store);
+		coord_names_reload(c); /* names learned in the turn went with it */
 		for (i = 0; i < ns; i++)
 			coord_reply_ack(c, slices[i], RT_STORE_E_IO, NULL, 0);
 		for (i = 0; i < nc; i++)

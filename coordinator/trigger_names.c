@@ -65,9 +65,17 @@ int coord_names_init(struct rt_coord *c)
 {
 	if (!(c->names = calloc(1, sizeof *c->names)))
 		return -1;
+	coord_names_reload(c);
+	return 0;
+}
+
+void coord_names_reload(struct rt_coord *c)
+{
+	if (!c->names)
+		return;
+	c->names->n = 0;
 	if (rt_store_trigger_names(c->store, load_one, c) < 0)
 		coord_log(c, LOG_WARN, "store: trigger names: %s", rt_store_errmsg(c->store));
-	return 0;
 }
 
 void coord_names_free(struct rt_coord *c)
