@@ -1060,7 +1060,8 @@ static int create_or_take_over(struct rt_agent *a, char *err, size_t errlen)
 	}
 	if (rc == RETRACE_E_EXISTS || !a->cfg.replace)
 		return rc;
-	rt_log(RT_LOG_WARN, "replacing pool %s that cannot be taken over: %s", a->cfg.pool, err);
+	rt_log(RT_LOG_WARN, "replacing pool %s that cannot be taken over: %s (its clients, if of "
+	       "this ABI, re-attach to the new one)", a->cfg.pool, err);
 	o.replace = 1;
 	return rt_pool_create(&o, &a->pool, err, errlen);
 }
@@ -1105,8 +1106,18 @@ void rt_agent_close(struct rt_agent *a)
 	if (a->pool.base) {
 		recycle_flush(a);
 		if (a->cfg.unlink_at_exit) {
+			/* Retired first: attached clients see CLOSED when they next take
+			 * a buffer and re-attach by name (to the next agent's pool)
+			 * instead of writing into a deleted one. */
+			uint32_t i, attached = 0;
+			for (i = 0; i < a->pool.geo.registry_slots; i++)
+				attached += ck_pr_load_32(&a->pool.registry[i].pid) != 0;
 			ck_pr_store_32(&a->pool.hdr->state, RT_POOL_CLOSED);
 			rt_pool_unlink(a->pool.name);
+			if (attached)
+				rt_log(RT_LOG_INFO, "pool %s retired and unlinked (--unlink); %u "
+				       "attached client%s will re-attach to the next pool of that name",
+				       a->pool.name, attached, attached == 1 ? "" : "s");
 		} else {
 			ck_pr_store_32(&a->pool.hdr->agent_pid, 0);
 		}

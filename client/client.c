@@ -240,13 +240,23 @@ static int attach_locked(void)
 		.expect_buffer_size = rt_client.cfg.expect_buffer_size,
 		.expect_buffer_count = rt_client.cfg.expect_buffer_count,
 	};
+	struct rt_pool *dst = &rt_client.pool_storage;
 	char err[256];
 	int rc;
 
 	if (rt_client.pool)
 		return RETRACE_OK;
-	rc = rt_pool_attach(&ao, &rt_client.pool_storage, err, sizeof err);
+	/* After a retired pool, the storage of the mapping we left stays in use. */
+	if (rt_client.retired) {
+		struct rt_pool_box *box = malloc(sizeof *box);
+		if (!box)
+			return RETRACE_E_SYS;
+		dst = &box->pool;
+	}
+	rc = rt_pool_attach(&ao, dst, err, sizeof err);
 	if (rc != RETRACE_OK) {
+		if (dst != &rt_client.pool_storage)
+			free((struct rt_pool_box *)dst);
 		if (!rt_client.warned && !rt_client.cfg.quiet)
 			fprintf(stderr,
 				"retrace: not tracing to a pool: %s; writes go to a discard buffer "
@@ -255,13 +265,48 @@ static int attach_locked(void)
 		rt_client.next_attach_ns = rt_mono_ns() + ATTACH_RETRY_NS;
 		return rc;
 	}
-	rt_client.slot = registry_claim(&rt_client.pool_storage);
+	rt_client.slot = registry_claim(dst);
 	if (rt_client.warned && !rt_client.cfg.quiet)
 		fprintf(stderr, "retrace: attached to pool %s\n", ao.name);
 	rt_client.warned = 0;
 	ck_pr_fence_store();
-	ck_pr_store_ptr(&rt_client.pool, &rt_client.pool_storage);
+	ck_pr_store_ptr(&rt_client.pool, dst);
 	return RETRACE_OK;
+}
+
+/*
+ * The pool `old` says RT_POOL_CLOSED: its agent retired it before unlinking or
+ * replacing it (shm/pool.h, rt_pool_retire). Leave it — logged once per
+ * retirement — and attach to the pool that now has its name; until there is
+ * one, writes go to the discard buffer and attach is retried once a second, as
+ * at start. The old mapping is not unmapped: other threads may still be inside
+ * a segment there (their next fresh buffer brings them over). Never blocks: a
+ * thread that finds another one switching uses what that one leaves.
+ */
+static struct rt_pool *leave_retired(struct rt_pool *old)
+{
+	if (pthread_mutex_trylock(&rt_client.attach_lock) != 0)
+		return NULL;
+	if (ck_pr_load_ptr(&rt_client.pool) == old) {
+		registry_release(old, rt_client.slot);
+		rt_client.slot = UINT32_MAX;
+		ck_pr_store_ptr(&rt_client.pool, NULL);
+		rt_client.retired++;
+		if (old != &rt_client.pool_storage) { /* kept (mapped) until exit */
+			struct rt_pool_box *box = (struct rt_pool_box *)old;
+			box->next = rt_client.retired_boxes;
+			rt_client.retired_boxes = box;
+		}
+		if (!rt_client.cfg.quiet)
+			fprintf(stderr, "retrace: pool %s was retired by its agent (--unlink or "
+				"--replace); re-attaching to the pool of that name\n",
+				rt_client.cfg.pool_name);
+		rt_client.warned = 1; /* "attached to pool" follows when it succeeds */
+		rt_client.next_attach_ns = 0;
+		attach_locked();
+	}
+	pthread_mutex_unlock(&rt_client.attach_lock);
+	return ck_pr_load_ptr(&rt_client.pool);
 }
 
 int retrace_init(const struct retrace_config *cfg)
@@ -566,6 +611,14 @@ static void acquire_buffer(struct rt_thread *t, size_t need)
 	struct rt_buffer_header *h;
 	uint32_t id, off = 0;
 
+	/* One load of a header word per fresh segment: was the pool retired? */
+	if (p && __builtin_expect(ck_pr_load_32(&p->hdr->state) != RT_POOL_READY, 0))
+		p = leave_retired(p);
+	/* Sealed entries of this trace's segments in a pool we left go to that pool
+	 * (harmless there), never into the next one, whose ids they do not name. */
+	if (t->n_pending && c->pool && c->pool != p)
+		flush_pending(t);
+
 	if (p && p->hdr->buffer_size != t->discard_size) {
 		/* Size the discard buffer like the pool's (once per thread), so that
 		 * discard counts compare with buffer counts. */
@@ -616,6 +669,20 @@ static void acquire_buffer(struct rt_thread *t, size_t need)
 /* ---------------------------------------------------- trace scope ---- */
 
 /*
+ * The name of a user trigger the trace fired, for the coordinator
+ * (trigger_names.c): written at the trace's end or detach, not in
+ * retrace_trigger, which may run in a signal handler interrupting a write.
+ */
+static void write_trigger_name(struct rt_thread *t)
+{
+	uint32_t id = t->named_trigger;
+	const char *name = retrace_trigger_name_get(id);
+	t->named_trigger = 0;
+	if (name && t->ctx.active && t->ctx.recorded)
+		rt_tracer_trigger_event(t, id, name);
+}
+
+/*
  * The trace's last buffer is handed in at its end, always: a sealed buffer left
  * in the pending batch of a thread that then goes idle (a pool worker after a
  * burst) would stay invisible to the agent, and the trace could never be shown
@@ -624,6 +691,8 @@ static void acquire_buffer(struct rt_thread *t, size_t need)
  */
 static void end_trace(struct rt_thread *t)
 {
+	if (__builtin_expect(t->named_trigger != 0, 0))
+		write_trigger_name(t);
 	seal_buffer(t, 1, 1);
 	flush_pending(t);
 	t->ctx.active = 0;
@@ -649,6 +718,7 @@ int retrace_begin(retrace_trace_id id)
 	c->id = id;
 	c->active = 1;
 	c->fired = 0;
+	t->named_trigger = 0;
 	c->span_id = 0;
 	c->span_origin = RT_SPAN_NONE;
 	c->resource_written = 0;
@@ -866,6 +936,8 @@ void retrace_detach(retrace_context *out)
 	struct retrace_fast *f = &retrace_fast_tls;
 	struct rt_trace_ctx c;
 
+	if (t->named_trigger)
+		write_trigger_name(t);
 	/* The discard buffer is the thread's own: never hand it to another thread. */
 	if (t->ctx.buffer_id == RT_BUFFER_DISCARD)
 		seal_buffer(t, 0, 0);
@@ -957,8 +1029,11 @@ int retrace_trigger(retrace_trace_id id, uint32_t trigger_id,
 	if (!t->in_ring_op && t->initialized)
 		flush_pending(t);
 	rc = rt_push_trigger_group(t, id, trigger_id, lateral, n_lateral);
-	if (t->ctx.active && t->ctx.id.lo == id.lo && t->ctx.id.hi == id.hi)
+	if (t->ctx.active && t->ctx.id.lo == id.lo && t->ctx.id.hi == id.hi) {
 		t->ctx.fired = 1;
+		if (trigger_id <= RETRACE_TRIGGER_USER_MAX && retrace_trigger_name_get(trigger_id))
+			t->named_trigger = trigger_id; /* its name goes out at the end */
+	}
 	t->in_trigger = 0;
 	return rc;
 }
@@ -1046,6 +1121,7 @@ static void at_fork_child(void)
 		t->n_spare = 0;
 		t->n_pending = 0;
 		t->kept_pool = NULL;
+		t->named_trigger = 0;
 		t->incoming.valid = 0;
 		memset(&t->stats, 0, sizeof t->stats);
 		memset(&t->tracer.stats, 0, sizeof t->tracer.stats);
@@ -1067,6 +1143,8 @@ void retrace_shutdown(void)
 		rt_client.slot = UINT32_MAX;
 		ck_pr_store_ptr(&rt_client.pool, NULL);
 		rt_pool_detach(p);
+		if (p != &rt_client.pool_storage)
+			free((struct rt_pool_box *)p);
 	}
 	t->spare_pool = NULL;
 	t->kept_pool = NULL;

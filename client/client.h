@@ -135,6 +135,9 @@ struct rt_thread {
 	uint32_t stream_next, stream_end; /* this thread's block of writer-stream ids */
 	unsigned fork_generation;
 	struct rt_trace_ctx ctx;
+	/* A named user trigger the current trace fired: its TRIGGER event is written
+	 * at the trace's end or detach (0: none). Not in ctx: retrace_context is full. */
+	uint32_t named_trigger;
 	struct rt_incoming incoming;
 	struct rt_pool *spare_pool;  /* pool the spare ids belong to */
 	uint32_t spare[RT_MAX_BATCH];
@@ -164,6 +167,12 @@ struct rt_thread {
 	uint32_t rate_begins; /* trace_rate: begins not yet added to the window */
 };
 
+/* The storage of a pool attached after a retired one (client.c). */
+struct rt_pool_box {
+	struct rt_pool pool; /* first: a struct rt_pool * to it is one to the box */
+	struct rt_pool_box *next;
+};
+
 struct rt_client_state {
 	pthread_mutex_t attach_lock;
 	struct rt_pool pool_storage;
@@ -176,6 +185,11 @@ struct rt_client_state {
 	int warned;
 	unsigned fork_generation;
 	uint32_t next_stream;          /* writer-stream ids handed out, in blocks */
+	/* Pools left because their agent retired them (--unlink, --replace): each
+	 * stays mapped until the process exits — a thread may still be writing the
+	 * segment it began there — so the next attach maps into fresh storage. */
+	uint32_t retired;
+	struct rt_pool_box *retired_boxes; /* the left mappings' storage after the first */
 	int one_per_buffer;            /* RETRACE_ONE_TRACE_PER_BUFFER=1: leave the buffer
 					  at every trace's end (the layout before ABI 5,
 					  kept to measure against) */	/* This host's rate as one word, read by every begin (relaxed): the exponent k
@@ -271,6 +285,7 @@ static inline int rt_trace_kept(retrace_trace_id id, uint32_t k, uint8_t source,
  * (the parent's generator would repeat its ids) and re-init the resource lock. */
 void rt_tracer_seed(struct rt_thread *t);
 void rt_tracer_fork_child(struct rt_thread *t);
+void rt_tracer_trigger_event(struct rt_thread *t, uint32_t trigger_id, const char *name);
 
 /* A new trace context on this thread (begin, attach): the span stack is empty and
  * log templates must be written again. */

@@ -1005,6 +1005,20 @@ void retrace_tracer_stats(struct retrace_tracer_stats *out)
 		memset(out, 0, sizeof *out);
 }
 
+/* TRIGGER  trigger_id:u32  name:str — the trace fired a named trigger
+ * (client.c end_trace, trigger_names.c). */
+void rt_tracer_trigger_event(struct rt_thread *t, uint32_t trigger_id, const char *name)
+{
+	size_t n = strlen(name);
+	uint8_t *p0 = event_reserve(t, EV_HEAD + 5 + 3 + n), *p;
+	if (!p0)
+		return;
+	p = put_head(p0, RETRACE_EV_TRIGGER);
+	p = mp_put_u32_fixed(p, trigger_id);
+	p = mp_put_str(p, name, n);
+	retrace_commit((size_t)(p - p0));
+}
+
 void rt_tracer_fork_child(struct rt_thread *t)
 {
 	/* The lock may have been held by a parent thread that does not exist here. */

@@ -122,8 +122,10 @@ int coord_batch_finish(struct rt_coord *c, int rc)
 		c->st.store_errors++;
 		b->commit_failures++;
 		coord_log(c, LOG_ERROR, "store transaction failed: %s", rt_store_errmsg(c->store));
-		if (b->open)
+		if (b->open) {
 			rt_store_rollback(c->store);
+			coord_names_reload(c); /* names learned in the batch went with it */
+		}
 		for (i = 0; i < b->nheld; i++)
 			if (b->held[i]->collector || b->held[i]->durable)
 				coord_reply_ack(c, b->held[i], RT_STORE_E_IO, NULL, 0);

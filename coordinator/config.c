@@ -80,6 +80,7 @@ static const struct opt_row rows[] = {
 	{ "weave", T_STR, F(weave), "on|off", "infer the links of hops that dropped the trace context, and collect the callee's half with the caller's (default off; docs/weaving.md)" },
 	{ "weave-graph", T_STR, F(weave_graph), "FILE", "call-graph edges \"CALLER CALLEE\" per line, for CLIENT spans without peer.service" },
 	{ "weave-timeout", T_SECONDS, F(weave_timeout), "SEC", "how long the agents' candidate answers may take (default 1)" },
+	{ "history-interval", T_SECONDS, F(history_interval), "SEC", "with --http-listen: sample per-trigger rates, agents' event horizon and drops and selection windows this often for the UI's history (/api/history; default 5, 0 = off)" },
 	{ "check-config", T_FLAG, F(check_config), NULL, "check every setting's syntax and range (flags and --config file), then exit: 0, or 2 with the reason" },
 };
 
@@ -107,6 +108,7 @@ void rt_coord_config_defaults(struct rt_coord_config *c)
 	c->adaptive_window = 10.0;
 	c->adaptive_batch = 50;
 	c->adaptive_max_sites = 1000;
+	c->history_interval = 5.0;
 	c->store_group = -1;
 }
 

@@ -251,6 +251,8 @@ struct coord_stats {
 	uint64_t late_slices_unselected; /* late, for a trace selection deleted: acked, not stored */
 	uint64_t store_errors;
 	uint64_t remote_sent, remote_asks, remote_retries, remote_failed, remote_bad_replies;
+	uint64_t trigger_names_learned;  /* trigger_names.c: names written to the store */
+	uint64_t trigger_names_uncached; /* past the name cache (written, not cached) */
 	uint64_t unknown_agents;
 	uint64_t groups_opened, groups_closed, groups_dropped, traces_dropped;
 	uint64_t traces_coherent, traces_incoherent;
@@ -347,10 +349,34 @@ struct rt_coord {
 	struct rt_http_api *http;    /* web UI and /api (http_api.h); NULL: off */
 	struct coord_weave *weave;   /* weave.c; NULL: --weave off */
 	struct coord_peers *peers;   /* peers.c: the ring of --peers; NULL: not sharded */
+	struct coord_names *names;   /* trigger_names.c: learned trigger names */
+	struct coord_history *history; /* history.c: the UI's samples; NULL: off */
 };
 
 uint64_t coord_now_ns(void);      /* CLOCK_MONOTONIC */
 uint64_t coord_unix_ns(void);
+
+/* history.c (history.h): periodic samples for the UI, with --http-listen */
+struct rt_figures;
+int coord_history_open(struct rt_coord *c);
+void coord_history_close(struct rt_coord *c);
+void coord_history_tick(struct rt_coord *c, uint64_t now);
+void coord_history_figures(struct rt_figures *w, struct rt_coord *c);
+/* selection.c: its cumulative counters, for the history */
+void coord_selection_counts(const struct rt_coord *c, uint64_t *windows, uint64_t *kept,
+			    uint64_t *dropped, uint64_t *last_alarmed);
+
+/* trigger_names.c: names of user trigger ids, from the TRIGGER events of
+ * closed traces into the store */
+int coord_names_init(struct rt_coord *c);
+void coord_names_free(struct rt_coord *c);
+/* After a rolled back transaction: what the store has, not what the turn learned. */
+void coord_names_reload(struct rt_coord *c);
+/* 1 if the row fired a user trigger id whose name is not known yet (and was
+ * not looked for in the last minute): decode it for its TRIGGER events */
+int coord_names_unknown(struct rt_coord *c, const struct rt_store_trace *row);
+struct rt_decoded_trace;
+void coord_names_learn(struct rt_coord *c, const struct rt_decoded_trace *dt);
 
 /* traversal.c */
 int coord_traversal_init(struct rt_coord *c);

@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -151,6 +152,23 @@ static int is_text(const uint8_t *b, size_t len, const char *word)
 	return len >= n && memcmp(b, word, n) == 0 && (len == n || b[n] == 0 || b[n] == ' ');
 }
 
+/*
+ * "store": where this coordinator's store is, for `retrace traces|show|export|
+ * estimate` run without --store (tools/retrace, cli_store_locator): "ok
+ * LOCATOR", a SQLite file as an absolute path (the CLI's working directory is
+ * not ours), a ClickHouse locator as given.
+ */
+static size_t store_reply(const struct rt_coord *c, char *out, size_t cap)
+{
+	const char *p = rt_store_path(c->store);
+	char abs[PATH_MAX];
+	if (!p)
+		return (size_t)snprintf(out, cap, "error: no store");
+	if (!strcmp(rt_store_backend_name(c->store), "sqlite") && p[0] != '/' && realpath(p, abs))
+		p = abs;
+	return (size_t)snprintf(out, cap, "ok %s", p);
+}
+
 static void handle_text(struct rt_coord *c, struct coord_in *in, const uint8_t *b, size_t len)
 {
 	size_t cap = 1u << 20, n;
@@ -170,10 +188,12 @@ static void handle_text(struct rt_coord *c, struct coord_in *in, const uint8_t *
 		n = coord_adaptive_request(c, (const char *)b, len, out, cap) + 1;
 	else if (is_text(b, len, "load")) /* a peer's probe (peers.c) */
 		n = coord_peers_load_reply(c, out, cap) + 1;
+	else if (is_text(b, len, "store"))
+		n = store_reply(c, out, cap) + 1;
 	else if (is_text(b, len, "ping"))
 		n = (size_t)snprintf(out, cap, "pong coordinator") + 1;
 	else
-		n = (size_t)snprintf(out, cap, "error: unknown request (try status, status json, ping, alarm list, recollect TRACE_ID, policy, load)") + 1;
+		n = (size_t)snprintf(out, cap, "error: unknown request (try status, status json, ping, store, alarm list, recollect TRACE_ID, policy, load)") + 1;
 	coord_reply(c, in, out, n);
 	free(out);
 }
@@ -390,6 +410,7 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 		phase_done(c, COORD_PHASE_TRAVERSAL, &mark, turn);
 		coord_selection_tick(c, coord_now_ns());
 		coord_adaptive_tick(c, coord_now_ns());
+		coord_history_tick(c, coord_now_ns());
 		phase_done(c, COORD_PHASE_SELECTION, &mark, turn);
 		serve_replies(c);
 	} else {
@@ -624,6 +645,17 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 		rt_coord_close(c);
 		return NULL;
 	}
+	if (coord_names_init(c) != 0) {
+		snprintf(err, errlen, "out of memory for trigger names");
+		rt_coord_close(c);
+		return NULL;
+	}
+	if (c->http && coord_history_open(c) != 0) {
+		snprintf(err, errlen, "out of memory for the UI's history");
+		rt_coord_close(c);
+		return NULL;
+	}
+	rt_http_api_set_history(c->http, c->history);
 	coord_dir_load(c);
 	resume_pending(c);
 	write_ready_file(c);
@@ -648,6 +680,7 @@ void rt_coord_close(struct rt_coord *c)
 	c->metrics = NULL;
 	rt_http_api_stop(c->http); /* likewise /api/status */
 	c->http = NULL;
+	coord_history_close(c); /* after the API that reads it */
 	for (i = 0; i < COORD_IN_COORD + COORD_IN_COLLECT; i++)
 		if (c->in[i].aio)
 			nng_aio_stop(c->in[i].aio);
@@ -668,6 +701,7 @@ void rt_coord_close(struct rt_coord *c)
 	coord_stream_close(c); /* before the store: it flushes from it */
 	coord_selection_free(c);
 	coord_adaptive_free(c); /* its sends use the agents' sockets */
+	coord_names_free(c);
 	coord_dir_free(c);
 	coord_auth_close(c);
 	rt_store_close(c->store);

@@ -78,6 +78,7 @@ struct rt_coord_config {
 	char weave[RT_COORD_URL_MAX];          /* "on" or "off" (default off) */
 	char weave_graph[RT_COORD_URL_MAX];    /* "CALLER CALLEE" lines for clients without peer.service */
 	double weave_timeout;                  /* s the agents' candidate answers may take (default 1) */
+	double history_interval;           /* s between the UI's history samples (history.h; 0 = off) */
 };
 
 void rt_coord_config_defaults(struct rt_coord_config *c);

@@ -400,6 +400,8 @@ struct build {
 	const struct in_buf *buf;
 	uint32_t stream, segment;
 	msgpack_unpacked unp;
+	struct rt_trigger_name names[RT_DECODE_MAX_TRIGGER_NAMES];
+	uint32_t n_names;
 };
 
 /* ------------------------------------------------ event field reader ---- */
@@ -666,6 +668,16 @@ static int ev_resource(struct rd *r, struct arena *a, struct event *e)
 	return 0;
 }
 
+static int ev_trigger(struct rd *r, struct arena *a, struct event *e)
+{
+	uint64_t id;
+	if (rd_uint(r, UINT32_MAX, &id) || id == 0 || !(e->str = rd_str(r, a)) ||
+	    !retrace_event_trigger_name_ok(e->str, strlen(e->str)))
+		return -1;
+	e->template_id = id;
+	return 0;
+}
+
 /*
  * Decode one record as an event. Returns 1 (event), 0 (not an event: a raw
  * record) or -1 (an event whose fields do not decode exactly).
@@ -685,6 +697,7 @@ static int decode_event(struct build *b, const uint8_t *rec, size_t len, struct 
 	case RETRACE_EV_LOG: rc = ev_log(&r, b->out, e); break;
 	case RETRACE_EV_LOG_TEXT: rc = ev_log_text(&r, b->out, e); break;
 	case RETRACE_EV_TEMPLATE: rc = ev_template(&r, b->out, e); break;
+	case RETRACE_EV_TRIGGER: rc = ev_trigger(&r, b->out, e); break;
 	default: rc = ev_resource(&r, b->out, e); break;
 	}
 	if (rc != 0 || r.off != r.n) /* trailing bytes are corrupt too */
@@ -860,6 +873,20 @@ static int add_resource(struct build *b, uint32_t agent, uint32_t pid, const str
 	return 0;
 }
 
+/* The first name seen of each trigger id (e->template_id holds the id). */
+static int apply_trigger(struct build *b, const struct event *e)
+{
+	uint32_t i;
+	for (i = 0; i < b->n_names; i++)
+		if (b->names[i].id == (uint32_t)e->template_id)
+			return 0;
+	if (b->n_names < RT_DECODE_MAX_TRIGGER_NAMES) {
+		b->names[b->n_names].id = (uint32_t)e->template_id;
+		b->names[b->n_names++].name = e->str;
+	}
+	return 0;
+}
+
 static int apply_event(struct build *b, const struct event *e)
 {
 	switch (e->type) {
@@ -869,6 +896,7 @@ static int apply_event(struct build *b, const struct event *e)
 	case RETRACE_EV_LOG:
 	case RETRACE_EV_LOG_TEXT: return apply_log(b, e);
 	case RETRACE_EV_TEMPLATE: return apply_template(b, e);
+	case RETRACE_EV_TRIGGER: return apply_trigger(b, e);
 	default: return add_resource(b, b->slice->agent_id, e->pid, e->attrs, e->n_attrs, 0);
 	}
 }
@@ -1596,6 +1624,8 @@ int rt_decoder_finish(struct rt_decoder *d, struct rt_decoded_trace *out)
 	    list_agents(d, arena, out) == 0)
 		rc = 0;
 	out->st = d->st;
+	memcpy(out->trigger_names, b.names, sizeof b.names);
+	out->n_trigger_names = b.n_names;
 	if (rc == 0 && flag_unmatched(out) != 0)
 		rc = -1;
 	build_free(&b);

@@ -165,6 +165,13 @@ struct rt_decode_stats {
  */
 int rt_decode_complete(const struct rt_decode_stats *st);
 
+/* A named trigger the trace fired (a TRIGGER event, shm/events.h). */
+#define RT_DECODE_MAX_TRIGGER_NAMES 8u /* more distinct ones are ignored */
+struct rt_trigger_name {
+	uint32_t id;
+	const char *name;
+};
+
 struct rt_decoded_trace {
 	uint64_t trace_hi, trace_lo;
 	struct rt_span *spans;
@@ -175,6 +182,8 @@ struct rt_decoded_trace {
 	uint32_t n_loose_logs;
 	uint32_t *agents;                /* agents that delivered data, ascending */
 	uint32_t n_agents;
+	struct rt_trigger_name trigger_names[RT_DECODE_MAX_TRIGGER_NAMES]; /* by first seen */
+	uint32_t n_trigger_names;
 	struct rt_decode_stats st;
 	void *arena;                     /* owner of everything above */
 };

@@ -51,12 +51,15 @@
 #include "daemon/tls.h"
 #include "nng_close.h"
 #include "decode.h"
+#include "history.h"
+#include "retrace/retrace.h"
 #include "retrace/tracer.h"
 #include "store.h"
 #include "ui_assets.h"
 
 #define JSON_TYPE "application/json; charset=utf-8"
 #define MAX_SERVICES 16 /* service names listed per search result */
+#define RT_API_TRIGGER_NAMES 1024 /* trigger names the API knows (more: shown as ids) */
 
 struct rt_http_api {
 	struct rt_metrics *listener; /* the server, and /api/status through the loop */
@@ -69,6 +72,14 @@ struct rt_http_api {
 	int loopback;                /* the listener is on loopback */
 	char control[300];           /* coordinator's control URL (under mu); "" unset */
 	int control_tls;
+	struct api_names {           /* trigger names, read from the store per request */
+		uint32_t n;
+		struct {
+			uint32_t id;
+			char name[RT_STORE_TRIGGER_NAME_MAX];
+		} e[RT_API_TRIGGER_NAMES];
+	} names;                     /* under mu */
+	struct coord_history *history; /* /api/history; NULL: off */
 };
 
 /* ------------------------------------------------------ reply buffer ---- */
@@ -218,6 +229,47 @@ static struct rt_store *store_of(struct rt_http_api *a, char *err, size_t errlen
 	return a->store;
 }
 
+static int add_name(void *arg, uint32_t id, const char *name)
+{
+	struct api_names *m = arg;
+	if (m->n == RT_API_TRIGGER_NAMES)
+		return 1;
+	m->e[m->n].id = id;
+	snprintf(m->e[m->n].name, sizeof m->e[m->n].name, "%s", name);
+	m->n++;
+	return 0;
+}
+
+/* The stored trigger names (a small table), fresh for each request; call
+ * with a->mu held. A failure leaves none: ids are shown instead. */
+static void load_names(struct rt_http_api *a, struct rt_store *s)
+{
+	a->names.n = 0;
+	if (rt_store_trigger_names(s, add_name, &a->names) < 0)
+		a->names.n = 0;
+}
+
+static const char *name_of(const struct api_names *m, uint32_t id)
+{
+	const char *b = retrace_builtin_trigger_name(id);
+	for (uint32_t i = 0; !b && i < m->n; i++)
+		if (m->e[i].id == id)
+			return m->e[i].name;
+	return b;
+}
+
+/* A trigger=… value: a number, or a name the store (or a built-in) knows. */
+static int id_of(const struct api_names *m, const char *name, uint32_t *id)
+{
+	for (uint32_t b = RETRACE_TRIGGER_HEAD_SAMPLED; b <= RETRACE_TRIGGER_CRASH; b++)
+		if (!strcmp(retrace_builtin_trigger_name(b), name))
+			return *id = b, 0;
+	for (uint32_t i = 0; i < m->n; i++)
+		if (!strcmp(m->e[i].name, name))
+			return *id = m->e[i].id, 0;
+	return -1;
+}
+
 /* After a failed read: drop the handle, the next request opens it again. */
 static void store_failed(struct rt_http_api *a)
 {
@@ -267,6 +319,7 @@ struct search {
 	char service_buf[512], operation_buf[512], group_buf[RT_STORE_GROUP_MAX];
 	int by_trigger;
 	uint32_t trigger_id;
+	char trigger_name[RT_STORE_TRIGGER_NAME_MAX]; /* "" or a name, resolved later */
 	uint64_t since_ns;           /* 0: open */
 	int has_until;
 	uint64_t until_ns;
@@ -321,10 +374,14 @@ static const char *search_param(struct search *q, const char *key, const char *v
 	} else if (!strcmp(key, "trigger")) {
 		if (!*v)
 			return NULL;
-		if (parse_u64(v, &x) != 0 || x > UINT32_MAX)
-			return "a trigger id (a number 0..4294967295)";
 		q->by_trigger = 1;
-		q->trigger_id = (uint32_t)x;
+		if (parse_u64(v, &x) == 0 && x <= UINT32_MAX) {
+			q->trigger_id = (uint32_t)x;
+		} else {
+			if (strlen(v) >= sizeof q->trigger_name)
+				return "a trigger id (a number 0..4294967295) or a trigger name";
+			snprintf(q->trigger_name, sizeof q->trigger_name, "%s", v);
+		}
 	} else if (!strcmp(key, "since") || !strcmp(key, "until")) {
 		if (!*v)
 			return NULL;
@@ -462,11 +519,22 @@ static int spans_match(const struct rt_decoded_trace *t, const struct search *q)
 }
 
 /* The store row's members (the names `retrace traces --json` uses). */
-static void put_row(struct out *o, const struct rt_store_trace *t)
+static void put_row(struct out *o, const struct rt_store_trace *t, const struct api_names *names)
 {
 	putf(o, "\"trace_id\":\"%016" PRIx64 "%016" PRIx64 "\",\"group\":%" PRIu64 ",\"triggers\":",
 	     t->trace_hi, t->trace_lo, t->group_id);
 	put_ids(o, t->trigger_ids, t->trigger_count);
+	put(o, ",\"trigger_names\":[", 18);
+	for (uint32_t i = 0; i < t->trigger_count && i < RT_STORE_MAX_TRIGGERS; i++) {
+		const char *name = name_of(names, t->trigger_ids[i]);
+		if (i)
+			put(o, ",", 1);
+		if (name)
+			put_str(o, name);
+		else
+			put(o, "null", 4);
+	}
+	put(o, "]", 1);
 	put(o, ",\"agents\":", 10);
 	put_ids(o, t->agents, t->agent_count);
 	put(o, ",\"missing\":", 11);
@@ -574,7 +642,7 @@ static int keep_row(void *arg, const struct rt_store_trace *t)
 
 /* Decode the kept rows in order and write those the span filters pass. */
 static int write_results(struct rt_store *s, const struct search *q, struct rows *r,
-			 struct out *o, char *err, size_t errlen)
+			 struct out *o, const struct api_names *names, char *err, size_t errlen)
 {
 	uint32_t found = 0;
 	size_t i;
@@ -589,7 +657,7 @@ static int write_results(struct rt_store *s, const struct search *q, struct rows
 		ms = (double)(t1 > t0 ? t1 - t0 : 0) / 1e6;
 		if (spans_match(&t, q) && ms >= q->min_ms && (q->max_ms < 0 || ms <= q->max_ms)) {
 			put(o, found ? ",\n{" : "{", found ? 3 : 1);
-			put_row(o, &r->v[i]);
+			put_row(o, &r->v[i], names);
 			put_summary(o, &t);
 			put(o, "}", 1);
 			found++;
@@ -630,6 +698,14 @@ static void api_search(struct rt_http_api *a, nng_aio *aio, const char *query)
 		send_error(a, aio, 503, NULL, "%s", err);
 		return;
 	}
+	load_names(a, s);
+	if (q.trigger_name[0] && id_of(&a->names, q.trigger_name, &sq.trigger_id) != 0) {
+		pthread_mutex_unlock(&a->mu);
+		send_error(a, aio, 400, "trigger", "parameter trigger: no trigger is named '%s' "
+			   "(a trigger id, or a name a client gave with retrace_trigger_name)",
+			   q.trigger_name);
+		return;
+	}
 	rc = rt_store_list(s, &sq, keep_row, &r);
 	if (rc < 0) {
 		snprintf(err, sizeof err, "reading the store: %s", rt_store_errmsg(s));
@@ -638,7 +714,7 @@ static void api_search(struct rt_http_api *a, nng_aio *aio, const char *query)
 		snprintf(err, sizeof err, "out of memory");
 		rc = -1;
 	} else {
-		rc = write_results(s, &q, &r, &o, err, sizeof err);
+		rc = write_results(s, &q, &r, &o, &a->names, err, sizeof err);
 	}
 	pthread_mutex_unlock(&a->mu);
 	if (rc < 0)
@@ -786,13 +862,13 @@ static void put_decode(struct out *o, const struct rt_decode_stats *st)
 }
 
 static void put_trace(struct out *o, const struct rt_store_trace *row,
-		      const struct rt_decoded_trace *t)
+		      const struct rt_decoded_trace *t, const struct api_names *names)
 {
 	uint64_t t0, t1;
 	uint32_t i;
 	time_range(t, &t0, &t1);
 	put(o, "{", 1);
-	put_row(o, row);
+	put_row(o, row, names);
 	putf(o, ",\"start_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"decode\":", t0, t1);
 	put_decode(o, &t->st);
 	put(o, ",\"resources\":[", 14);
@@ -821,6 +897,7 @@ static void put_trace(struct out *o, const struct rt_store_trace *row,
 static void api_trace(struct rt_http_api *a, nng_aio *aio, const char *id)
 {
 	struct rt_store_trace row;
+	uint32_t i;
 	struct rt_decoded_trace t;
 	struct out o = { 0 };
 	struct rt_store *s;
@@ -848,7 +925,12 @@ static void api_trace(struct rt_http_api *a, nng_aio *aio, const char *id)
 		snprintf(err, sizeof err, "reading the store: %s", rt_store_errmsg(s));
 		store_failed(a);
 	} else if ((rc = rt_decode_stored(s, row.trace_hi, row.trace_lo, &t, err, sizeof err)) == 0) {
-		put_trace(&o, &row, &t);
+		load_names(a, s);
+		/* names the trace carries itself, before the coordinator stored them */
+		for (i = 0; i < t.n_trigger_names; i++)
+			if (!name_of(&a->names, t.trigger_names[i].id))
+				add_name(&a->names, t.trigger_names[i].id, t.trigger_names[i].name);
+		put_trace(&o, &row, &t, &a->names);
 		rt_decoded_trace_free(&t);
 	}
 	pthread_mutex_unlock(&a->mu);
@@ -1125,6 +1207,76 @@ static void api_alarms(struct rt_http_api *a, nng_aio *aio, nng_http_req *req, c
 /* ---------------------------------------------------------- routing ---- */
 
 /* GET /api/traces[?...], /api/traces/ID and /api/agents[?...]. */
+/* ------------------------------------------------------- history ---- */
+
+/* {"trigger_names": {"ID": NAME, ...}, "history": {...}} (docs/api.md). */
+static void api_history(struct rt_http_api *a, nng_aio *aio, const char *query)
+{
+	struct coord_history *h;
+	struct out o = { 0 };
+	uint64_t since = 0;
+	char key[32], val[64], err[300];
+	const char *p = query;
+	char *body;
+	size_t len = 0;
+	while (p && *p) { /* since=UNIX_MS, the only parameter */
+		size_t n = strcspn(p, "&"), k = strcspn(p, "=");
+		if (k > n || k >= sizeof key || n - k - 1 >= sizeof val) {
+			send_error(a, aio, 400, NULL, "parameter: since=UNIX_MS is the only one");
+			return;
+		}
+		memcpy(key, p, k);
+		key[k] = 0;
+		memcpy(val, p + k + 1, n - k - 1);
+		val[n - k - 1] = 0;
+		if (strcmp(key, "since") != 0) {
+			send_error(a, aio, 400, key, "unknown parameter (since)");
+			return;
+		}
+		if (*val && parse_u64(val, &since) != 0) {
+			send_error(a, aio, 400, "since", "parameter since: a time in Unix milliseconds");
+			return;
+		}
+		p += n + (p[n] == '&');
+	}
+	pthread_mutex_lock(&a->mu);
+	h = a->history;
+	if (!h) {
+		pthread_mutex_unlock(&a->mu);
+		send_error(a, aio, 404, NULL, "no history (--history-interval 0)");
+		return;
+	}
+	put(&o, "{\"trigger_names\":{", 18);
+	{
+		struct rt_store *s = store_of(a, err, sizeof err);
+		uint32_t i;
+		if (s)
+			load_names(a, s);
+		else
+			a->names.n = 0;
+		for (i = 0; i < a->names.n; i++) {
+			putf(&o, "%s\"%u\":", i ? "," : "", a->names.e[i].id);
+			put_str(&o, a->names.e[i].name);
+		}
+		for (uint32_t b = RETRACE_TRIGGER_HEAD_SAMPLED; b <= RETRACE_TRIGGER_CRASH; b++) {
+			putf(&o, "%s\"%u\":", (i || b != RETRACE_TRIGGER_HEAD_SAMPLED) ? "," : "", b);
+			put_str(&o, retrace_builtin_trigger_name(b));
+		}
+	}
+	pthread_mutex_unlock(&a->mu);
+	if (!(body = coord_history_json(h, since, &len))) {
+		free(o.p);
+		send_error(a, aio, 500, NULL, "out of memory");
+		return;
+	}
+	put(&o, "},\"history\":", 12);
+	put(&o, body, len);
+	put(&o, "}", 1);
+	free(body);
+	send_json(a, aio, &o);
+	free(o.p);
+}
+
 static void on_api(nng_aio *aio)
 {
 	nng_http_req *req = nng_aio_get_input(aio, 0);
@@ -1158,9 +1310,11 @@ static void on_api(nng_aio *aio)
 		api_agents(a, aio, query);
 	} else if (!strcmp(path, "/api/alarms")) {
 		api_alarms(a, aio, req, query);
+	} else if (!strcmp(path, "/api/history")) {
+		api_history(a, aio, query);
 	} else {
 		send_error(a, aio, 404, NULL,
-			   "no such path (GET /api/traces, /api/traces/ID, /api/agents, /api/status)");
+			   "no such path (GET /api/traces, /api/traces/ID, /api/agents, /api/history, /api/status)");
 	}
 }
 
@@ -1246,6 +1400,7 @@ struct rt_http_api *rt_http_api_start(const char *url, int insecure, const char 
 	}
 	if ((rv = add_handler(a, "/api/traces", "GET", 1)) != 0 ||
 	    (rv = add_handler(a, "/api/agents", "GET", 0)) != 0 ||
+	    (rv = add_handler(a, "/api/history", "GET", 0)) != 0 ||
 	    (rv = add_handler(a, "/api/alarms", "GET", 0)) != 0 ||
 	    (rv = add_handler(a, "/api/alarms", "POST", 0)) != 0 ||
 	    (rv = add_handler(a, "/api/alarms", "DELETE", 0)) != 0 || (rv = add_assets(a)) != 0) {
@@ -1260,6 +1415,15 @@ struct rt_http_api *rt_http_api_start(const char *url, int insecure, const char 
 	snprintf(tcp, sizeof tcp, "tcp://%s", a->hostport);
 	a->loopback = rt_url_is_local(tcp);
 	return a;
+}
+
+void rt_http_api_set_history(struct rt_http_api *a, struct coord_history *h)
+{
+	if (!a)
+		return;
+	pthread_mutex_lock(&a->mu);
+	a->history = h;
+	pthread_mutex_unlock(&a->mu);
 }
 
 void rt_http_api_set_control(struct rt_http_api *a, const char *url, int tls)

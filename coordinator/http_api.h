@@ -66,6 +66,10 @@ struct rt_http_api *rt_http_api_start(const char *url, int insecure, const char 
 /* Where alarms go: the coordinator's control address as bound, and whether
  * it runs TLS (then the API refuses alarms). Until called, alarms get 503. */
 void rt_http_api_set_control(struct rt_http_api *a, const char *url, int tls);
+/* The history /api/history serves (coordinator/history.h); NULL: 404. Set once,
+ * before requests can arrive for it, and closed only after rt_http_api_stop. */
+struct coord_history;
+void rt_http_api_set_history(struct rt_http_api *a, struct coord_history *h);
 /* The base URL of the UI, port 0 resolved: http://127.0.0.1:9480/ */
 const char *rt_http_api_url(const struct rt_http_api *a);
 /* The /api/status hand-over the loop serves (rt_metrics_wanted/serve). */

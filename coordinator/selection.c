@@ -778,3 +778,13 @@ void coord_selection_figures(struct rt_figures *w, struct rt_coord *c)
 		rt_fig_str(w, k, v);
 	}
 }
+
+void coord_selection_counts(const struct rt_coord *c, uint64_t *windows, uint64_t *kept,
+			    uint64_t *dropped, uint64_t *last_alarmed)
+{
+	const struct coord_selection *x = c->sel;
+	*windows = x ? x->windows : 0;
+	*kept = x ? x->kept : 0;
+	*dropped = x ? x->dropped : 0;
+	*last_alarmed = x ? x->last_alarmed : 0;
+}

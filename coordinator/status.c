@@ -184,6 +184,8 @@ static void store_section(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_time_f(w, "checkpoint_max_ms", s.checkpoint_max_ns / 1e6, 1e-3);
 	rt_fig_u64(w, "errors", c->st.store_errors);
 	rt_fig_u64(w, "retention_deleted", c->st.retained_deleted);
+	rt_fig_u64(w, "trigger_names_learned", c->st.trigger_names_learned);
+	rt_fig_u64(w, "trigger_names_uncached", c->st.trigger_names_uncached);
 }
 
 /* The web UI's API (http_api.c), when --http-listen is on. */
@@ -231,6 +233,7 @@ static void all_figures(struct rt_figures *w, struct rt_coord *c)
 	coord_weave_figures(w, c);
 	coord_adaptive_figures(w, c);
 	coord_stream_figures(w, c);
+	coord_history_figures(w, c);
 	coord_auth_figures(w, c);
 	http_section(w, c);
 	loop_section(w, c);

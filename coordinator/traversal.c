@@ -1009,10 +1009,19 @@ static void close_group(struct rt_coord *c, struct coord_group *g, uint64_t now)
 		build_row(c, g, (int)i, &row);
 		if (row.coherent)
 			decoded = confirm_complete(c, g, (int)i, &row, &dt);
+		else if (coord_names_unknown(c, &row)) {
+			/* decoded for its TRIGGER events only (trigger_names.c) */
+			if (coord_decode_stored(c, row.trace_hi, row.trace_lo, &dt) == 0)
+				decoded = 2;
+			else
+				rt_decoded_trace_free(&dt);
+		}
 		g->traces[i].complete = (uint8_t)(row.coherent != 0);
 		if (decoded)
+			coord_names_learn(c, &dt);
+		if (decoded == 1)
 			coord_adaptive_add(c, &dt); /* the span learner (adaptive.c) */
-		if (decoded && coord_store_spans(c, &dt) != 0) { /* rows for SQL (ClickHouse) */
+		if (decoded == 1 && coord_store_spans(c, &dt) != 0) { /* rows for SQL (ClickHouse) */
 			c->st.store_errors++;
 			coord_log(c, LOG_ERROR, "store: spans: %s", rt_store_errmsg(c->store));
 		}
@@ -1021,7 +1030,7 @@ static void close_group(struct rt_coord *c, struct coord_group *g, uint64_t now)
 			coord_log(c, LOG_ERROR, "store: %s", rt_store_errmsg(c->store));
 		} else if (!g->recollect) {
 			/* may delete it again at window end */
-			coord_selection_add(c, &row, decoded ? &dt : NULL);
+			coord_selection_add(c, &row, decoded == 1 ? &dt : NULL);
 		}
 		if (decoded)
 			rt_decoded_trace_free(&dt);

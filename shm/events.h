@@ -39,6 +39,10 @@
  *   TEMPLATE    template_id:u64  text:str   (the printf-style format string)
  *   RESOURCE    pid:u32  map{str: str | int | float64 | bool}
  *               (service.name, host.name, process.pid, user attributes)
+ *   TRIGGER     trigger_id:u32  name:str  (1..63 bytes of [A-Za-z0-9-_.:/])
+ *               the trace fired this user trigger, named by the process with
+ *               retrace_trigger_name(); written once at the trace's end by the
+ *               thread that ends it. The coordinator keeps id -> name.
  *
  * Self-description: every writer stream (the buffers one begin..end run wrote:
  * one (pid, tid) of one host, where tid is the stream id of shm/pool.h) carries
@@ -64,14 +68,33 @@ enum retrace_event_type {
 	RETRACE_EV_LOG_TEXT = 5,
 	RETRACE_EV_TEMPLATE = 6,
 	RETRACE_EV_RESOURCE = 7,
+	RETRACE_EV_TRIGGER = 8,
 };
-#define RETRACE_EV_MAX RETRACE_EV_RESOURCE
+#define RETRACE_EV_MAX RETRACE_EV_TRIGGER
 
 /* Limits the encoder enforces (longer strings are cut, counted) and the decoder
  * checks (larger = corrupt). */
 #define RETRACE_EV_MAX_STR 4096u  /* any one string field */
 #define RETRACE_EV_MAX_ARGS 16u   /* arguments of one LOG */
 #define RETRACE_EV_MAX_RESOURCE 32u /* resource attributes */
+
+/* A TRIGGER event's name: 1..RETRACE_EV_MAX_TRIGGER_NAME bytes of letters,
+ * digits and "-_.:/" (safe in a URL, a shell word, CSV and JSON). The client
+ * refuses any other name; the decoder counts any other as corrupt. */
+#define RETRACE_EV_MAX_TRIGGER_NAME 63u
+static inline int retrace_event_trigger_name_ok(const char *name, size_t len)
+{
+	size_t i;
+	if (len == 0 || len > RETRACE_EV_MAX_TRIGGER_NAME)
+		return 0;
+	for (i = 0; i < len; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '_' || c == '.' || c == ':' || c == '/'))
+			return 0;
+	}
+	return 1;
+}
 
 /* FNV-1a, 64-bit: the template id of a format string (never 0). */
 static inline uint64_t retrace_event_template_id(const char *text)

@@ -308,8 +308,10 @@ int rt_pool_create(const struct rt_pool_create_opts *o, struct rt_pool *p,
 		return rc;
 	memset(&proto, 0, sizeof proto);
 	layout(o, &proto);
-	if (o->replace)
+	if (o->replace) {
+		rt_pool_retire(o->name); /* its clients re-attach to the new one */
 		shm_unlink(o->name);
+	}
 	p->fd = shm_open(o->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, o->mode);
 	if (p->fd < 0)
 		return open_error(errno, o->name, "create", err, errlen);
@@ -701,6 +703,31 @@ void rt_pool_detach(struct rt_pool *p)
 	p->base = NULL;
 	p->hdr = NULL;
 	p->fd = -1;
+}
+
+int rt_pool_retire(const char *name)
+{
+	struct rt_pool_header *h;
+	struct stat st;
+	int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0), marked = 0;
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < sizeof *h) {
+		close(fd);
+		return 0;
+	}
+	h = mmap(NULL, sizeof *h, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (h == MAP_FAILED)
+		return -1;
+	if (ck_pr_load_64(&h->magic) == RT_POOL_MAGIC &&
+	    ck_pr_load_32(&h->abi_version) == RT_ABI_VERSION) {
+		ck_pr_fence_store();
+		ck_pr_store_32(&h->state, RT_POOL_CLOSED);
+		marked = 1;
+	}
+	munmap(h, sizeof *h);
+	return marked;
 }
 
 int rt_pool_unlink(const char *name)

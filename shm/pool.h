@@ -401,6 +401,16 @@ int rt_pool_takeover(const char *name, uint32_t agent_id, struct rt_pool *pool,
 /* Unmap; the creator may also unlink. */
 void rt_pool_detach(struct rt_pool *pool);
 int rt_pool_unlink(const char *name);
+/*
+ * Retire the pool `name` before it is unlinked or replaced: if it is a pool of
+ * this ABI, store RT_POOL_CLOSED in its header's state (release). Clients check
+ * that word whenever they take a fresh buffer and then re-attach by name
+ * (client/client.c), so they do not go on writing into a deleted pool. Returns
+ * 1 if marked, 0 if there is no such pool or it is not of this ABI (its clients
+ * cannot be told), -1 on a system error. The agent calls it on its own pool at
+ * --unlink, and rt_pool_create on the old one at replace.
+ */
+int rt_pool_retire(const char *name);
 
 /*
  * Check a header against the size of the object it came from. Used by attach;

@@ -53,6 +53,8 @@ struct rt_store_backend {
 	int (*pending_triggers)(struct rt_store *s, rt_store_trigger_fn fn, void *arg);
 	int (*retain)(struct rt_store *s, uint64_t now_ns, uint64_t *deleted);
 	int (*stats)(struct rt_store *s, struct rt_store_stats *out);
+	int (*put_trigger_name)(struct rt_store *s, uint32_t id, const char *name, uint64_t seen_ns);
+	int (*trigger_names)(struct rt_store *s, rt_store_trigger_name_fn fn, void *arg);
 };
 
 /* The backend a locator names; *rest = the locator less its scheme. */

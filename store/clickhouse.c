@@ -141,6 +141,9 @@ static const char *const schema_sql[] = {
 	" agent_id UInt32, trigger_seq UInt64, received_ns UInt64, msg String,"
 	" done UInt8, done_ns UInt64, version UInt8)"
 	" ENGINE = ReplacingMergeTree(version) ORDER BY (agent_id, trigger_seq)",
+	"CREATE TABLE IF NOT EXISTS %s.trigger_names ("
+	" trigger_id UInt32, name String, seen_ns UInt64)"
+	" ENGINE = ReplacingMergeTree(seen_ns) ORDER BY trigger_id",
 	/* The OpenTelemetry Collector's ClickHouse exporter's otel_traces, in 18.16
 	 * types: DateTime + ns, Nested key/value arrays for its Maps. */
 	"CREATE TABLE IF NOT EXISTS %s.otel_traces ("
@@ -1451,6 +1454,46 @@ static int ch_agents(struct rt_store *base, rt_store_agent_fn fn, void *arg)
 	return walk_agents(s, -1, fn, arg);
 }
 
+/* ---------------------------------------------------- trigger names ---- */
+
+/* store.c lets only the record format's [A-Za-z0-9-_.:/] names through, so
+ * one statement with the name quoted inline is safe. Rare (a coordinator
+ * writes a name once per id), so no batch. */
+static int ch_put_trigger_name(struct rt_store *base, uint32_t id, const char *name,
+			       uint64_t seen_ns)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	if (s->readonly)
+		return readonly_err(s, "put_trigger_name");
+	return query(s, NULL, "put_trigger_name",
+		     "INSERT INTO %s.trigger_names (trigger_id, name, seen_ns) VALUES (%u, '%s', %llu)",
+		     s->db, id, name, (unsigned long long)seen_ns);
+}
+
+static int ch_trigger_names(struct rt_store *base, rt_store_trigger_name_fn fn, void *arg)
+{
+	struct ch_store *s = (struct ch_store *)base;
+	char name[RT_STORE_TRIGGER_NAME_MAX];
+	struct rt_buf r = { 0 };
+	struct cursor c;
+	int rc;
+	if (!fn)
+		return seterr(s, RT_STORE_E_INVAL, "%s: trigger_names: NULL callback", s->locator);
+	rc = query(s, &r, "list trigger names",
+		   "SELECT trigger_id, name FROM %s.trigger_names FINAL ORDER BY trigger_id "
+		   "FORMAT RowBinary", s->db);
+	c = (struct cursor){ r.p, r.p + r.len, 0 };
+	while (!rc && c.p < c.end) {
+		uint32_t id = get_u32(&c);
+		get_text(&c, name, sizeof name);
+		rc = c.bad ? malformed(s, "list trigger names") : fn(arg, id, name);
+	}
+	rt_buf_free(&r);
+	/* A read-only opener of a database no writer of this version opened yet
+	 * has no trigger_names table: no names, as SQLite. */
+	return rc < 0 && s->readonly && c.p == NULL ? 0 : rc;
+}
+
 /* -------------------------------------------------- pending triggers ---- */
 
 static int encode_trigger(struct rt_buf *b, uint32_t agent_id, uint64_t seq, uint64_t received_ns,
@@ -1810,6 +1853,7 @@ const struct rt_store_backend rt_store_clickhouse_backend = {
 	.delete_trace = ch_delete_trace, .get_trace = ch_get_trace, .list = ch_list,
 	.wants_spans = 1, .put_spans = ch_put_spans,
 	.put_agent = ch_put_agent, .delete_agent = ch_delete_agent, .agents = ch_agents,
+	.put_trigger_name = ch_put_trigger_name, .trigger_names = ch_trigger_names,
 	.put_trigger = ch_put_trigger, .done_trigger = ch_done_trigger,
 	.pending_triggers = ch_pending_triggers, .retain = ch_retain, .stats = ch_stats,
 };

@@ -207,6 +207,10 @@ static const char *const v1_text[ST_N] = {
 	[ST_SLICE_RATES] = SLICE_RATES_SQL("0"),
 };
 
+#define TRIGGER_NAMES_SQL                                                              \
+	"CREATE TABLE IF NOT EXISTS trigger_names(trigger_id INTEGER PRIMARY KEY,"      \
+	" name TEXT NOT NULL, seen_ns INTEGER NOT NULL)"
+
 static const char schema_sql[] =
 	"CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
 	"CREATE TABLE traces("
@@ -1144,6 +1148,10 @@ static int sqlite_store_open(struct sqlite_store **out, const struct rt_store_op
 
 	if ((rc = upgrade_selection_cols(s)) || (rc = migrate_v1(s)))
 		return open_fail(s, rc);
+	/* Trigger names (added in session 8 without a version bump: a table an
+	 * older reader never looks at; a reader of an older store finds none). */
+	if (!s->readonly && (rc = exec_sql(s, TRIGGER_NAMES_SQL, "create trigger_names")))
+		return open_fail(s, rc);
 	if (!s->readonly && o->background_checkpoint && (rc = start_checkpointer(s)))
 		return open_fail(s, rc);
 	for (int i = 0; i < ST_N; i++) {
@@ -1516,6 +1524,56 @@ static void copy_text(char *dst, size_t cap, sqlite3_stmt *st, int col)
 	if (n)
 		memcpy(dst, t, n);
 	dst[n] = 0;
+}
+
+/* ---------------------------------------------------- trigger names ---- */
+
+static int sqlite_store_put_trigger_name(struct sqlite_store *s, uint32_t id, const char *name,
+					 uint64_t seen_ns)
+{
+	sqlite3_stmt *st;
+	int rc;
+	if (!s)
+		return RT_STORE_E_INVAL;
+	if (!name || !*name)
+		return seterr(s, RT_STORE_E_INVAL, "%s: put_trigger_name: no name", s->path);
+	if (s->readonly)
+		return readonly_err(s, "put_trigger_name");
+	rc = sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO trigger_names(trigger_id, name, "
+				       "seen_ns) VALUES(?, ?, ?)", -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return sqerr(s, rc, "put_trigger_name");
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+	bind_u64(st, 3, seen_ns);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : sqerr(s, rc, "put_trigger_name");
+}
+
+static int sqlite_store_trigger_names(struct sqlite_store *s, rt_store_trigger_name_fn fn,
+				      void *arg)
+{
+	char name[RT_STORE_TRIGGER_NAME_MAX];
+	sqlite3_stmt *st;
+	int rc, ret = 0;
+	if (!s)
+		return RT_STORE_E_INVAL;
+	if (!fn)
+		return seterr(s, RT_STORE_E_INVAL, "%s: trigger_names: NULL callback", s->path);
+	rc = sqlite3_prepare_v2(s->db, "SELECT trigger_id, name FROM trigger_names "
+				       "ORDER BY trigger_id", -1, &st, NULL);
+	if (rc != SQLITE_OK) /* a store from before trigger names (read-only): none */
+		return s->readonly ? 0 : sqerr(s, rc, "list trigger names");
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		copy_text(name, sizeof name, st, 1);
+		if ((ret = fn(arg, col_u32(st, 0), name)) != 0)
+			break;
+	}
+	if (!ret && rc != SQLITE_DONE)
+		ret = sqerr(s, rc, "list trigger names");
+	sqlite3_finalize(st);
+	return ret;
 }
 
 static int sqlite_store_agents(struct sqlite_store *s, rt_store_agent_fn fn, void *arg)
@@ -1895,6 +1953,14 @@ static int v_pending_triggers(struct rt_store *s, rt_store_trigger_fn fn, void *
 {
 	return sqlite_store_pending_triggers(SQ(s), fn, arg);
 }
+static int v_put_trigger_name(struct rt_store *s, uint32_t id, const char *name, uint64_t ns)
+{
+	return sqlite_store_put_trigger_name(SQ(s), id, name, ns);
+}
+static int v_trigger_names(struct rt_store *s, rt_store_trigger_name_fn fn, void *arg)
+{
+	return sqlite_store_trigger_names(SQ(s), fn, arg);
+}
 static int v_retain(struct rt_store *s, uint64_t now_ns, uint64_t *deleted)
 {
 	return sqlite_store_retain(SQ(s), now_ns, deleted);
@@ -1915,4 +1981,5 @@ const struct rt_store_backend rt_store_sqlite_backend = {
 	.put_agent = v_put_agent, .delete_agent = v_delete_agent, .agents = v_agents,
 	.put_trigger = v_put_trigger, .done_trigger = v_done_trigger,
 	.pending_triggers = v_pending_triggers, .retain = v_retain, .stats = v_stats,
+	.put_trigger_name = v_put_trigger_name, .trigger_names = v_trigger_names,
 };

@@ -182,6 +182,25 @@ int rt_store_delete_agent(struct rt_store *s, uint32_t agent_id)
 	return DISPATCH(s, delete_agent(s, agent_id));
 }
 
+/* The record format's names (shm/events.h): letters, digits and "-_.:/", so a
+ * backend may quote one inline in SQL. */
+#define TRIGGER_NAME_CHARS                                                              \
+	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.:/"
+
+int rt_store_put_trigger_name(struct rt_store *s, uint32_t trigger_id, const char *name,
+			      uint64_t seen_ns)
+{
+	if (s && (!name || !*name || strlen(name) >= RT_STORE_TRIGGER_NAME_MAX ||
+		  strspn(name, TRIGGER_NAME_CHARS) != strlen(name)))
+		return RT_STORE_E_INVAL;
+	return DISPATCH(s, put_trigger_name(s, trigger_id, name, seen_ns));
+}
+
+int rt_store_trigger_names(struct rt_store *s, rt_store_trigger_name_fn fn, void *arg)
+{
+	return DISPATCH(s, trigger_names(s, fn, arg));
+}
+
 int rt_store_agents(struct rt_store *s, rt_store_agent_fn fn, void *arg)
 {
 	return DISPATCH(s, agents(s, fn, arg));

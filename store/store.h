@@ -243,6 +243,21 @@ struct rt_store_span {
 int rt_store_wants_spans(const struct rt_store *s);
 int rt_store_put_spans(struct rt_store *s, const struct rt_store_span *spans, uint32_t n);
 
+/* ----------------------------------------------------- trigger names ---- */
+
+/*
+ * Names of user trigger ids (retrace_trigger_name in a client, learned by the
+ * coordinator from the TRIGGER events of collected traces): one row per id, the
+ * newest name wins. Reserved ids are named by retrace_builtin_trigger_name and
+ * are not stored. A read-only handle on a store from before trigger names
+ * lists none.
+ */
+#define RT_STORE_TRIGGER_NAME_MAX 64 /* bytes of a name, NUL included */
+int rt_store_put_trigger_name(struct rt_store *s, uint32_t trigger_id, const char *name,
+			      uint64_t seen_ns);
+typedef int (*rt_store_trigger_name_fn)(void *arg, uint32_t trigger_id, const char *name);
+int rt_store_trigger_names(struct rt_store *s, rt_store_trigger_name_fn fn, void *arg);
+
 /* -------------------------------------------------- pending triggers ---- */
 
 /*

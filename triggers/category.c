@@ -220,6 +220,7 @@ struct retrace_category *retrace_category_create(
 	if (!c)
 		return NULL;
 	c->trigger_id = cfg->trigger_id;
+	rtt_default_name(cfg->trigger_id, "category", 0);
 	c->width_mask = width - 1u;
 	c->window = (uint32_t)window;
 	c->min_samples = cfg->min_samples ? cfg->min_samples

@@ -79,6 +79,7 @@ int retrace_crash_handler_install(uint32_t trigger_id)
 {
 	atomic_store(&crash_trigger_id,
 		     trigger_id ? trigger_id : RETRACE_TRIGGER_CRASH);
+	rtt_default_name(trigger_id, "crash", 0);
 	if (atomic_load(&crash_installed))
 		return RETRACE_OK;
 

@@ -91,6 +91,9 @@ static inline unsigned int rtt_shard_index(unsigned int count)
  */
 #define RTT_MAX_DEFAULT_SHARDS 64u
 #define RTT_DEFAULT_SHARD_BYTES (16u << 20)
+/* Name `trigger_id` "<kind>-<detail>" unless the process named it already
+ * (retrace_trigger_name): an autotrigger's default name. */
+void rtt_default_name(uint32_t trigger_id, const char *kind, double p);
 unsigned int rtt_default_shards(size_t bytes_per_shard);
 
 /* CLOCK_MONOTONIC_COARSE in ns (vDSO, a few ns). */

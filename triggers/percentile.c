@@ -463,6 +463,7 @@ struct retrace_percentile *retrace_percentile_create(
 	if (!p)
 		return NULL;
 	p->trigger_id = cfg->trigger_id;
+	rtt_default_name(cfg->trigger_id, "percentile", cfg->percentile);
 	p->window = window;
 	p->window_ns = cfg->window_ns;
 	/* Rounded up so that n * tail_q32 >> 32 is floor(n (1-p)) even where

@@ -277,6 +277,7 @@ struct retrace_queue_trigger *retrace_queue_trigger_create(
 		return NULL;
 	q->set = retrace_trigger_set_create_sharded(cfg->lateral ? cfg->lateral : 16u,
 						    cfg->sink, cfg->shards);
+	rtt_default_name(cfg->trigger_id, "queue-wait", cfg->percentile);
 	if (q->set) {
 		struct retrace_percentile_config pc = {
 			.trigger_id = cfg->trigger_id,

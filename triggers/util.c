@@ -14,6 +14,8 @@
 
 #include "internal.h"
 
+#include <stdio.h>
+
 static atomic_uint next_thread_slot;
 _Thread_local unsigned int rtt_thread_slot_plus_one
 	__attribute__((tls_model("initial-exec")));
@@ -62,4 +64,17 @@ void *rtt_zalloc_aligned(size_t size)
 	if (p)
 		memset(p, 0, rounded);
 	return p;
+}
+
+void rtt_default_name(uint32_t trigger_id, const char *kind, double p)
+{
+	char name[RETRACE_TRIGGER_NAME_MAX + 1];
+	if (trigger_id == 0 || trigger_id > RETRACE_TRIGGER_USER_MAX ||
+	    retrace_trigger_name_get(trigger_id))
+		return;
+	if (p > 0)
+		snprintf(name, sizeof name, "%s-p%g", kind, p);
+	else
+		snprintf(name, sizeof name, "%s", kind);
+	(void)retrace_trigger_name(trigger_id, name);
 }

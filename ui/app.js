@@ -1,9 +1,11 @@
-// ui/app.js — the retrace web UI (docs/ui.md): three views drawn from the
+// ui/app.js — the retrace web UI (docs/ui.md): four views drawn from the
 // coordinator's JSON API (docs/api.md), chosen by the URL's #fragment:
 //   #/?service=..&...   trace search: filters above, results table below
 //   #/trace/ID          one trace: span waterfall across hosts, attributes and
 //                       logs inline, coherent/incoherent badge, partial spans marked
 //   #/status            the coordinator's figures, agents and triggers
+//   #/history           per-trigger rates, agents' event horizon and drops and
+//                       selection windows over time (/api/history), as SVG
 // Every string from a trace is untrusted: the DOM is built with textContent,
 // never innerHTML. The page sets data-state="ready" (or "error") on <main>
 // when a view is drawn, which the browser test waits for.
@@ -99,13 +101,25 @@ function colour(name) {
 function setNav(which) {
   document.getElementById('nav-search').classList.toggle('active', which === 'search');
   document.getElementById('nav-status').classList.toggle('active', which === 'status');
+  document.getElementById('nav-history').classList.toggle('active', which === 'history');
 }
 
 // ------------------------------------------------------------------ search
 
+// "payment-error (7), head-sampled": a named trigger with its id, a built-in by
+// name, an unnamed one by id (trigger_names runs beside triggers, null: none).
+function triggerLabels(t) {
+  const names = t.trigger_names || [];
+  return t.triggers.map((id, i) => {
+    const n = names[i];
+    if (!n) return String(id);
+    return id >= 0xFFFFFF00 ? n : n + ' (' + id + ')';
+  }).join(', ');
+}
+
 const FILTERS = [
   ['service', 'service', 'text'], ['operation', 'operation', 'text'],
-  ['trigger', 'trigger id', 'text'], ['group', 'selection group', 'text'],
+  ['trigger', 'trigger (name or id)', 'text'], ['group', 'selection group', 'text'],
   ['min_ms', 'min ms', 'text'], ['max_ms', 'max ms', 'text'],
 ];
 const WITHIN = [['', 'any time'], ['15', 'last 15 min'], ['60', 'last hour'], ['1440', 'last day']];
@@ -156,7 +170,7 @@ async function searchView(params) {
       el('td', { class: 'num' }, t.spans),
       el('td', {}, t.services.join(', ')),
       el('td', {}, coherentBadge(t.coherent)),
-      el('td', {}, t.triggers.join(', ')),
+      el('td', { class: 'triggers' }, triggerLabels(t)),
       el('td', { class: 'num' }, t.errors ? el('span', { class: 'badge error' }, t.errors) : '0'),
       el('td', {}, t.selection.group || '-'),
       el('td', { class: 'num' }, t.selection.selected ? t.selection.score.toFixed(1) : '-')));
@@ -227,7 +241,7 @@ async function traceView(id) {
     el('div', {}, el('span', {}, 'agents'), t.agents.map(agentName).join(', ') || '-'),
     t.missing.length ? el('div', { class: 'error' }, 'missing slices from agent(s) ' + t.missing.join(', ') +
       ' (' + t.missing.map(n => names[n] || '?').join(', ') + ')') : null,
-    el('div', {}, el('span', {}, 'triggers'), t.triggers.join(', ') || '-'),
+    el('div', {}, el('span', {}, 'triggers'), triggerLabels(t) || '-'),
     el('div', {}, el('span', {}, 'triggered'), fmtTime(t.triggered_ns)),
     el('div', {}, el('span', {}, 'traversal'), fmtDur(t.traversal_ns)),
     t.selection.selected ? el('div', {}, el('span', {}, 'group'), t.selection.group + ' (score ' + t.selection.score.toFixed(1) + ')') : null,
@@ -328,6 +342,115 @@ async function statusView() {
     el('h2', {}, 'Coordinator figures'), cards);
 }
 
+// ----------------------------------------------------------------- history
+
+const SVG = 'http://www.w3.org/2000/svg';
+function svgEl(tag, attrs) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  return e;
+}
+const PALETTE = ['#2a6fdb', '#d9480f', '#2b8a3e', '#ae3ec9', '#f08c00', '#0c8599', '#c92a2a', '#5c7cfa'];
+
+// One line chart: series = [{key, label, points: [[t_ms, value or null], ...]}];
+// a null value breaks the line (an agent that did not answer). Plain SVG.
+function lineChart(id, unit, series) {
+  const W = 760, H = 180, L = 56, R = 10, T = 10, B = 24;
+  const pts = series.flatMap(s => s.points.filter(p => p[1] !== null));
+  const wrap = el('div', { class: 'chart', id });
+  if (!pts.length) { wrap.appendChild(el('p', { class: 'muted' }, 'no samples yet')); return wrap; }
+  const t0 = Math.min(...pts.map(p => p[0])), t1 = Math.max(...pts.map(p => p[0]), t0 + 1);
+  const vmax = Math.max(...pts.map(p => p[1])) * 1.1 || 1; // all zero: a 0..1 scale
+  const x = t => L + (t - t0) / (t1 - t0) * (W - L - R), y = v => H - B - v / vmax * (H - T - B);
+  const svg = svgEl('svg', { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: 'img' });
+  svg.appendChild(svgEl('line', { x1: L, y1: H - B, x2: W - R, y2: H - B, class: 'axis' }));
+  svg.appendChild(svgEl('line', { x1: L, y1: T, x2: L, y2: H - B, class: 'axis' }));
+  for (const [v, yy] of [[vmax, T + 10], [vmax / 2, y(vmax / 2) + 4], [0, H - B]]) {
+    const t = svgEl('text', { x: L - 4, y: yy, 'text-anchor': 'end', class: 'tick' });
+    t.textContent = (v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(1) : v.toPrecision(2)) + (v ? ' ' + unit : '');
+    svg.appendChild(t);
+  }
+  for (const [tt, anchor] of [[t0, 'start'], [t1, 'end']]) {
+    const t = svgEl('text', { x: x(tt), y: H - 6, 'text-anchor': anchor, class: 'tick' });
+    t.textContent = new Date(tt).toISOString().slice(11, 19) + 'Z';
+    svg.appendChild(t);
+  }
+  const legend = el('div', { class: 'legend' });
+  series.forEach((s, i) => {
+    const color = PALETTE[i % PALETTE.length];
+    let d = '', pen = false;
+    for (const [t, v] of s.points) {
+      if (v === null) { pen = false; continue; }
+      d += (pen ? 'L' : 'M') + x(t).toFixed(1) + ' ' + y(v).toFixed(1) + ' ';
+      pen = true;
+    }
+    const last = [...s.points].reverse().find(p => p[1] !== null);
+    svg.appendChild(svgEl('path', { d: d.trim() || 'M0 0', class: 'series', stroke: color, 'data-series': s.key,
+      'data-points': s.points.filter(p => p[1] !== null).length, 'data-last': last ? last[1] : '' }));
+    legend.appendChild(el('span', { 'data-legend': s.key },
+      el('i', { style: 'background:' + color }), s.label + (last ? ' ' + fmtNum(last[1]) + ' ' + unit : '')));
+  });
+  wrap.append(svg, legend);
+  return wrap;
+}
+
+function fmtNum(v) { return v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(1) : v.toPrecision(2); }
+
+// Per-second rate of a cumulative counter between consecutive samples.
+function rates(samples, get) {
+  const out = [];
+  for (let i = 1; i < samples.length; i++) {
+    const a = get(samples[i - 1]), b = get(samples[i]), dt = (samples[i].t_ms - samples[i - 1].t_ms) / 1000;
+    out.push([samples[i].t_ms, a === null || b === null || dt <= 0 ? null : Math.max(0, b - a) / dt]);
+  }
+  return out;
+}
+
+async function historyView() {
+  setNav('history');
+  show('loading', el('h1', {}, 'History'), el('p', { class: 'muted' }, 'Loading…'));
+  let h;
+  try { h = await api('/api/history'); } catch (e) { return fail('History', e); }
+  const names = h.trigger_names || {}, samples = h.history.samples;
+  const trigIds = [...new Set(samples.flatMap(s => s.triggers.map(t => t.id)))].sort((a, b) => a - b);
+  const agentIds = [...new Set(samples.flatMap(s => s.agents.map(a => a.id)))].sort((a, b) => a - b);
+  const trig = (s, id) => { const t = s.triggers.find(x => x.id === id); return t ? t.opened : 0; };
+  const agent = (s, id) => s.agents.find(x => x.id === id && x.ok) || null;
+  const drops = a => a.null_buffers + a.trigger_drops + a.breadcrumb_drops + a.complete_drops;
+  const label = id => names[id] ? names[id] + (id < 0xFFFFFF00 ? ' (' + id + ')' : '') : String(id);
+  const triggers = lineChart('chart-triggers', '/s', trigIds.map(id => ({
+    key: 'trigger-' + id, label: label(id), points: rates(samples, s => trig(s, id)) })));
+  const horizon = lineChart('chart-horizon', 's', agentIds.map(id => ({
+    key: 'agent-' + id, label: 'agent ' + id,
+    points: samples.map(s => { const a = agent(s, id); return [s.t_ms, a ? a.horizon_us / 1e6 : null]; }) })));
+  const dropChart = lineChart('chart-drops', '/s', agentIds.map(id => ({
+    key: 'agent-' + id, label: 'agent ' + id,
+    points: rates(samples, s => { const a = agent(s, id); return a ? drops(a) : null; }) })));
+  const selection = lineChart('chart-selection', '/s', [
+    { key: 'kept', label: 'kept', points: rates(samples, s => s.selection.kept) },
+    { key: 'dropped', label: 'dropped', points: rates(samples, s => s.selection.dropped) },
+    { key: 'windows', label: 'windows closed', points: rates(samples, s => s.selection.windows) }]);
+  // The newest sample, as numbers (what the charts end at).
+  const last = samples[samples.length - 1];
+  const table = el('table', { id: 'history-agents' }, el('tr', {}, ...['agent', 'answered', 'event horizon',
+    'discard writes', 'evicted traces', 'trigger drops', 'breadcrumb drops'].map(t => el('th', {}, t))));
+  for (const a of last ? last.agents : [])
+    table.appendChild(el('tr', { 'data-hist-agent': a.id }, el('td', { class: 'num' }, a.id),
+      el('td', {}, a.ok ? 'yes' : 'no'), el('td', { class: 'num' }, a.ok ? fmtDur(a.horizon_us * 1000) : '-'),
+      el('td', { class: 'num' }, a.null_buffers), el('td', { class: 'num' }, a.evicted),
+      el('td', { class: 'num' }, a.trigger_drops), el('td', { class: 'num' }, a.breadcrumb_drops)));
+  show('ready', el('h1', {}, 'History'),
+    el('p', { class: 'muted', id: 'history-meta', 'data-samples': samples.length },
+      samples.length + ' samples, one every ' + h.history.interval_s + ' s (the last ' + h.history.capacity + ' are kept)'),
+    el('h2', {}, 'Trigger rates (trace groups opened per second)'), triggers,
+    el('h2', {}, "Agents' event horizon"),
+    el('p', { class: 'muted' }, 'The age of the data an agent evicted last: 0 until its pool first fills past the eviction threshold.'),
+    horizon,
+    el('h2', {}, "Agents' drops (discard writes and queue drops per second)"), dropChart,
+    el('h2', {}, 'Selection windows (traces kept and dropped per second, windows closed)'), selection,
+    el('h2', {}, 'Newest sample'), table);
+}
+
 // ------------------------------------------------------------------ routes
 
 function route() {
@@ -335,6 +458,7 @@ function route() {
   let m;
   if ((m = /^#\/trace\/([^/?]+)/.exec(h))) return traceView(decodeURIComponent(m[1]));
   if (h.startsWith('#/status')) return statusView();
+  if (h.startsWith('#/history')) return historyView();
   const qi = h.indexOf('?');
   return searchView(new URLSearchParams(qi >= 0 ? h.slice(qi + 1) : ''));
 }

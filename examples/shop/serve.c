@@ -1122,6 +1122,9 @@ static int init_tracing(struct shop *s)
 	int rc = retrace_init(NULL);
 	retrace_set_service_name(s->svc); /* the resource of every slice */
 	retrace_resource_int("shop.threads", s->threads);
+	/* shown and searched by name (`retrace traces --trigger shop-error`);
+	 * trigger 101 gets the percentile's own name, "percentile-p99" */
+	retrace_trigger_name(SHOP_TRIGGER_ERROR, "shop-error");
 	if (rc != RETRACE_OK)
 		fprintf(stderr, "retrace-shop serve %s: not attached (%s); tracing into the "
 			"discard buffer until the pool appears\n", s->svc, retrace_strerror(rc));

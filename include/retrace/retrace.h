@@ -44,6 +44,20 @@ typedef uint32_t retrace_agent_id;
 #define RETRACE_TRIGGER_HEAD_SAMPLED 0xFFFFFFF0u /* head sampling fired at begin */
 #define RETRACE_TRIGGER_UPSTREAM     0xFFFFFFF1u /* a previous hop had fired */
 #define RETRACE_TRIGGER_CRASH        0xFFFFFFF2u /* crash handler (triggers/) */
+#define RETRACE_TRIGGER_USER_MAX     0xFFFFFF00u /* highest user trigger id */
+
+/* The names of the reserved trigger ids (what `retrace traces`, `show`, the JSON
+ * API and the UI print); NULL for any other id. User ids are named with
+ * retrace_trigger_name() below. */
+static inline const char *retrace_builtin_trigger_name(uint32_t trigger_id)
+{
+	switch (trigger_id) {
+	case RETRACE_TRIGGER_HEAD_SAMPLED: return "head-sampled";
+	case RETRACE_TRIGGER_UPSTREAM: return "upstream";
+	case RETRACE_TRIGGER_CRASH: return "crash";
+	default: return (const char *)0;
+	}
+}
 
 /* Most lateral traces one trigger call may carry (the group fits one ring batch). */
 #define RETRACE_MAX_LATERAL 63
@@ -281,6 +295,29 @@ void retrace_attach(const retrace_context *ctx);
  */
 int retrace_trigger(retrace_trace_id id, uint32_t trigger_id,
 		    const retrace_trace_id *lateral, size_t n_lateral);
+
+/*
+ * Name a user trigger id (1 .. RETRACE_TRIGGER_USER_MAX), e.g.
+ * retrace_trigger_name(7, "payment-error"), once at setup, before it fires.
+ * A name is 1..RETRACE_TRIGGER_NAME_MAX bytes of letters, digits and "-_.:/".
+ * When the calling thread's current trace fires a named trigger, its writer
+ * stream carries one TRIGGER event {id, name} at the trace's end (shm/events.h:
+ * retrace_trigger itself writes nothing and stays async-signal-safe); the
+ * coordinator learns the name from the collected trace and keeps it in its
+ * store, so `retrace traces --trigger payment-error`, `retrace show`, the JSON
+ * API and the UI show and filter by it. Names are per process and global per id
+ * across services: give one id one name everywhere (the newest name seen wins).
+ * Returns RETRACE_OK (also when the id already has this name), RETRACE_E_INVAL
+ * (bad id or name), RETRACE_E_EXISTS (the id has another name in this process)
+ * or RETRACE_E_FULL (RETRACE_TRIGGER_NAMES ids are named already).
+ */
+#define RETRACE_TRIGGER_NAME_MAX 63
+#define RETRACE_TRIGGER_NAMES 256
+int retrace_trigger_name(uint32_t trigger_id, const char *name);
+
+/* The name of a trigger id in this process: a built-in's, one given to
+ * retrace_trigger_name, or NULL. Lock-free, async-signal-safe. */
+const char *retrace_trigger_name_get(uint32_t trigger_id);
 
 /* -------------------------------------------------------- propagation ---- */
 

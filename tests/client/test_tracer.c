@@ -862,6 +862,80 @@ START_TEST(test_event_too_big_dropped)
 }
 END_TEST
 
+START_TEST(test_trigger_names)
+{
+	/* retrace_trigger_name: what it refuses, and the TRIGGER event a trace
+	 * that fired a named trigger carries (once, at its end or detach). */
+	static const char long63[] = "a23456789012345678901234567890123456789012345678901234567890123";
+	struct events e;
+	retrace_context ctx;
+	const struct tev *t;
+	pool_up();
+	ck_assert_int_eq(retrace_trigger_name(0, "x"), RETRACE_E_INVAL);
+	ck_assert_int_eq(retrace_trigger_name(RETRACE_TRIGGER_USER_MAX + 1, "x"), RETRACE_E_INVAL);
+	ck_assert_int_eq(retrace_trigger_name(RETRACE_TRIGGER_CRASH, "boom"), RETRACE_E_INVAL);
+	ck_assert_int_eq(retrace_trigger_name(5, ""), RETRACE_E_INVAL);
+	ck_assert_int_eq(retrace_trigger_name(5, NULL), RETRACE_E_INVAL);
+	ck_assert_int_eq(retrace_trigger_name(5, "two words"), RETRACE_E_INVAL);
+	ck_assert_int_eq(retrace_trigger_name(5, "quote\""), RETRACE_E_INVAL);
+	ck_assert_uint_eq(strlen(long63), RETRACE_TRIGGER_NAME_MAX);
+	ck_assert_int_eq(retrace_trigger_name(5, long63), RETRACE_OK);
+	{
+		char long64[sizeof long63 + 1];
+		memcpy(long64, long63, sizeof long63 - 1);
+		memcpy(long64 + sizeof long63 - 1, "x", 2);
+		ck_assert_int_eq(retrace_trigger_name(6, long64), RETRACE_E_INVAL);
+	}
+	ck_assert_int_eq(retrace_trigger_name(7, "payment-error"), RETRACE_OK);
+	ck_assert_int_eq(retrace_trigger_name(7, "payment-error"), RETRACE_OK);
+	ck_assert_int_eq(retrace_trigger_name(7, "other"), RETRACE_E_EXISTS);
+	ck_assert_str_eq(retrace_trigger_name_get(7), "payment-error");
+	ck_assert_str_eq(retrace_trigger_name_get(RETRACE_TRIGGER_CRASH), "crash");
+	ck_assert_str_eq(retrace_trigger_name_get(RETRACE_TRIGGER_HEAD_SAMPLED), "head-sampled");
+	ck_assert_ptr_null(retrace_trigger_name_get(8));
+	ck_assert_ptr_null(retrace_trigger_name_get(0));
+
+	/* A: a named and an unnamed trigger: one TRIGGER event, the named one. */
+	ck_assert_int_eq(retrace_begin(TRACE_A), 1);
+	ck_assert_uint_ne(retrace_span_start("op", RETRACE_SPAN_SERVER), 0);
+	ck_assert_int_eq(retrace_trigger(TRACE_A, 7, NULL, 0), RETRACE_OK);
+	ck_assert_int_eq(retrace_trigger(TRACE_A, 8, NULL, 0), RETRACE_OK);
+	retrace_span_end();
+	retrace_end();
+	/* B: detached after its trigger; the event goes out at the detach. */
+	ck_assert_int_eq(retrace_begin(TRACE_B), 1);
+	ck_assert_int_eq(retrace_trigger(TRACE_B, 7, NULL, 0), RETRACE_OK);
+	retrace_detach(&ctx);
+	retrace_attach(&ctx);
+	retrace_end();
+	/* C: an unnamed trigger and a named one for another trace: nothing. */
+	{
+		static const retrace_trace_id c = {0x3333ull, 0x4444ull};
+		ck_assert_int_eq(retrace_begin(c), 1);
+		retrace_log_text(RETRACE_LOG_INFO, "c");
+		ck_assert_int_eq(retrace_trigger(c, 8, NULL, 0), RETRACE_OK);
+		ck_assert_int_eq(retrace_trigger(TRACE_A, 7, NULL, 0), RETRACE_OK);
+		retrace_end();
+	}
+	collect_events(&pool, &e);
+	ck_assert_uint_eq(count_events(&e, RETRACE_EV_TRIGGER), 2);
+	t = nth_in_trace(&e, TRACE_A.lo, RETRACE_EV_TRIGGER, 0);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_uint_eq(t->nf, 2);
+	ck_assert_int_eq(t->f[0].t, 'u');
+	ck_assert_uint_eq(t->f[0].u, 7);
+	assert_str(&t->f[1], "payment-error");
+	/* after the span's end: written at the trace's end */
+	ck_assert_uint_gt(index_of(&e, t), index_of(&e, nth_in_trace(&e, TRACE_A.lo, RETRACE_EV_SPAN_END, 0)));
+	t = nth_in_trace(&e, TRACE_B.lo, RETRACE_EV_TRIGGER, 0);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_uint_eq(t->f[0].u, 7);
+	ck_assert_ptr_null(nth_in_trace(&e, 0x4444ull, RETRACE_EV_TRIGGER, 0));
+	events_free(&e);
+	pool_down();
+}
+END_TEST
+
 static Suite *tracer_suite(void)
 {
 	Suite *s = suite_create("tracer");
@@ -877,6 +951,7 @@ static Suite *tracer_suite(void)
 	tcase_add_test(tc, test_detach_attach_carries_span);
 	tcase_add_test(tc, test_outside_trace_records_nothing);
 	tcase_add_test(tc, test_event_too_big_dropped);
+	tcase_add_test(tc, test_trigger_names);
 	suite_add_tcase(s, tc);
 	return s;
 }

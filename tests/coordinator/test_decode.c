@@ -959,6 +959,13 @@ START_TEST(test_strict_fields)
 		{ "RESOURCE short map", { 0xC1, 7, 1, 0x82, 0xa1, 'k', 1 }, 7 },
 		{ "ext type", { 0xC1, 3, 1, 0xa1, 'k', 0xd4, 1, 1 }, 8 },
 		{ "reserved byte", { 0xC1, 3, 1, 0xa1, 'k', 0xc1 }, 6 },
+		{ "TRIGGER id 0", { 0xC1, 8, 0, 0xa1, 'n' }, 5 },
+		{ "TRIGGER id > u32", { 0xC1, 8, 0xcf, 0, 0, 0, 1, 0, 0, 0, 0, 0xa1, 'n' }, 13 },
+		{ "TRIGGER empty name", { 0xC1, 8, 7, 0xa0 }, 4 },
+		{ "TRIGGER name with space", { 0xC1, 8, 7, 0xa3, 'a', ' ', 'b' }, 7 },
+		{ "TRIGGER name with quote", { 0xC1, 8, 7, 0xa2, 'a', '"' }, 6 },
+		{ "TRIGGER no name", { 0xC1, 8, 7 }, 3 },
+		{ "TRIGGER trailing", { 0xC1, 8, 7, 0xa1, 'n', 0xc0 }, 6 },
 	};
 	static const struct variant good[] = {
 		{ "START", { 0xC1, 1, 1, 0, 1, 5, 0xa1, 'n' }, 8 },
@@ -976,6 +983,7 @@ START_TEST(test_strict_fields)
 		{ "TEMPLATE", { 0xC1, 6, 9, 0xa1, 'x' }, 5 },
 		{ "RESOURCE empty", { 0xC1, 7, 1, 0x80 }, 4 },
 		{ "RESOURCE map16", { 0xC1, 7, 1, 0xde, 0, 1, 0xa1, 'k', 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0 }, 17 },
+		{ "TRIGGER", { 0xC1, 8, 0xce, 0, 0, 0, 7, 0xa5, 'p', 'a', 'y', '-', 'e' }, 13 },
 	};
 	size_t i;
 	for (i = 0; i < sizeof bad / sizeof bad[0] + sizeof good / sizeof good[0]; i++) {
@@ -994,6 +1002,12 @@ START_TEST(test_strict_fields)
 			      v->what, t.st.corrupt_events);
 		ck_assert_msg(t.st.events == (is_bad ? 0u : 1u), "%s: events %" PRIu64, v->what,
 			      t.st.events);
+		if (v->bytes[1] == RETRACE_EV_TRIGGER) /* a trigger's name only when it decodes */
+			ck_assert_uint_eq(t.n_trigger_names, is_bad ? 0 : 1);
+		if (v->bytes[1] == RETRACE_EV_TRIGGER && !is_bad) {
+			ck_assert_uint_eq(t.trigger_names[0].id, 7);
+			ck_assert_str_eq(t.trigger_names[0].name, "pay-e");
+		}
 		rt_decoded_trace_free(&t);
 		eg_free(&g);
 	}

@@ -211,6 +211,12 @@ static int dump_agent_cb(void *arg, const struct rt_store_agent *a)
 	return 0;
 }
 
+static int dump_name_cb(void *arg, uint32_t id, const char *name)
+{
+	tprintf(arg, "trigger name %u '%s'\n", id, name);
+	return 0;
+}
+
 static int dump_trigger_cb(void *arg, uint32_t agent, uint64_t seq, uint64_t received,
 			   const void *msg, size_t len)
 {
@@ -278,6 +284,8 @@ static char *dump(struct rt_store *s)
 	ck_assert_int_eq(rt_store_slices(s, 0, 999, dump_slice_cb, &d), 0);
 	tprintf(&d, "# agents\n");
 	ck_assert_int_eq(rt_store_agents(s, dump_agent_cb, &d), 0);
+	tprintf(&d, "# trigger names\n");
+	ck_assert_int_eq(rt_store_trigger_names(s, dump_name_cb, &d), 0);
 	tprintf(&d, "# pending triggers\n");
 	ck_assert_int_eq(rt_store_pending_triggers(s, dump_trigger_cb, &d), 0);
 	ck_assert_int_eq(rt_store_stats(s, &st), 0);
@@ -334,6 +342,14 @@ static void scenario(struct rt_store *s)
 	ck_assert_int_eq(rt_store_done_trigger(s, 1, 11), 0);
 	ck_assert_int_eq(rt_store_done_trigger(s, 1, 11), 0);
 	ck_assert_int_eq(rt_store_done_trigger(s, 9, 9), RT_STORE_E_NOTFOUND);
+
+	/* Trigger names: the newest name of an id wins; bad names are refused. */
+	ck_assert_int_eq(rt_store_put_trigger_name(s, 7, "payment-error", 1100 * SEC), 0);
+	ck_assert_int_eq(rt_store_put_trigger_name(s, 9, "percentile-p99.9", 1100 * SEC), 0);
+	ck_assert_int_eq(rt_store_put_trigger_name(s, 7, "payment-error-v2", 1200 * SEC), 0);
+	ck_assert_int_eq(rt_store_put_trigger_name(s, 8, "it's", 1200 * SEC), RT_STORE_E_INVAL);
+	ck_assert_int_eq(rt_store_put_trigger_name(s, 8, "", 1200 * SEC), RT_STORE_E_INVAL);
+	ck_assert_int_eq(rt_store_put_trigger_name(s, 8, NULL, 1200 * SEC), RT_STORE_E_INVAL);
 
 	/* One transaction: slices of four traces (two share trace_lo 100), a
 	 * duplicate inside it, an orphan, and the trace rows. */
@@ -413,6 +429,7 @@ START_TEST(same_state_as_sqlite)
 	b = dump(ch);
 	ck_assert_msg(strstr(a, "sel=1 score=0.8125") && strstr(a, "late=1") &&
 		      strstr(a, "pending 1/10") && !strstr(a, "pending 1/11") &&
+		      strstr(a, "trigger name 7 'payment-error-v2'\ntrigger name 9 'percentile-p99.9'\n#") &&
 		      !strstr(a, "0000000000000005000000000000012c") && !strstr(a, "agent 2 "),
 		      "the SQLite dump misses what the scenario wrote:\n%s", a);
 	ck_assert_msg(strcmp(a, b) == 0, "dumps differ\n--- sqlite\n%s\n--- clickhouse\n%s", a, b);

@@ -1,7 +1,7 @@
 /*
  * test_category.c — Category(f): a rare label fires, a common one does not, a
  * rare label that becomes common stops firing, and memory stays bounded with
- * many distinct labels.
+ * many distinct labels. Autotriggers name their trigger ids.
  */
 #include <check.h>
 
@@ -121,6 +121,32 @@ START_TEST(bad_configs_and_labels)
 }
 END_TEST
 
+/* Autotriggers name their id unless the process named it first (docs/triggers.md). */
+START_TEST(autotriggers_name_their_ids)
+{
+	struct recording_sink rec = {0};
+	struct retrace_category *c = category(0.01, 1000, &rec);
+	struct retrace_percentile_config pc = {.trigger_id = 22, .percentile = 99.9};
+	struct retrace_percentile_config named = {.trigger_id = 23, .percentile = 99.0};
+	struct retrace_percentile *p, *q;
+	ck_assert_ptr_nonnull(c);
+	ck_assert_str_eq(retrace_trigger_name_get(21), "category");
+	p = retrace_percentile_create(&pc);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_str_eq(retrace_trigger_name_get(22), "percentile-p99.9");
+	ck_assert_int_eq(retrace_trigger_name(23, "checkout-slow"), RETRACE_OK);
+	q = retrace_percentile_create(&named);
+	ck_assert_ptr_nonnull(q);
+	ck_assert_str_eq(retrace_trigger_name_get(23), "checkout-slow");
+	ck_assert_int_eq(retrace_crash_handler_install(0), 0);
+	ck_assert_str_eq(retrace_trigger_name_get(RETRACE_TRIGGER_CRASH), "crash");
+	retrace_crash_handler_uninstall();
+	retrace_percentile_destroy(q);
+	retrace_percentile_destroy(p);
+	retrace_category_destroy(c);
+}
+END_TEST
+
 static Suite *category_suite(void)
 {
 	Suite *s = suite_create("category");
@@ -130,6 +156,7 @@ static Suite *category_suite(void)
 	tcase_add_test(tc, rare_label_stops_firing_once_common);
 	tcase_add_test(tc, many_labels_bounded_and_accurate);
 	tcase_add_test(tc, bad_configs_and_labels);
+	tcase_add_test(tc, autotriggers_name_their_ids);
 	suite_add_tcase(s, tc);
 	return s;
 }

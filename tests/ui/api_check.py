@@ -65,7 +65,7 @@ for path, kind in (("/index.html", "text/html"), ("/app.js", "text/javascript"),
                         served), f"{path} loads nothing from elsewhere")
 
 # ------------------------------------------------ search: every trace ----
-ROW_KEYS = ["trace_id", "group", "triggers", "agents", "missing", "coherent", "bytes", "slices",
+ROW_KEYS = ["trace_id", "group", "triggers", "trigger_names", "agents", "missing", "coherent", "bytes", "slices",
             "late_slices", "first_ns", "last_ns", "triggered_ns", "closed_ns", "traversal_ns",
             "selection"]
 
@@ -187,6 +187,38 @@ check(ids("/api/traces?limit=3") == cli_ids("--limit", "3"), "limit=3 is --limit
 check(ids("/api/traces") == all_ids[:100], "default limit 100")
 for trig in sorted({t for r in rows for t in r["triggers"]}):
     check(ids(f"/api/traces?trigger={trig}") == cli_ids("--trigger", str(trig)), f"trigger={trig}")
+# Trigger names: the shop names its error trigger (100) "shop-error" with
+# retrace_trigger_name and its percentile autotrigger (101) is "percentile-p99";
+# they travel in the traces to the coordinator's store. The CLI and the API show
+# the same names and filter by name as by id.
+named = {}
+for r in rows:
+    check(len(r.get("trigger_names", [])) == len(r["triggers"]), f"CLI trigger_names beside triggers: {r}")
+    for tid, name in zip(r["triggers"], r.get("trigger_names", [])):
+        if name is not None:
+            named[tid] = name
+check(named.get(100) == "shop-error", f"trigger 100 is named shop-error in the CLI: {named}")
+check(named.get(0xFFFFFFF1) in (None, "upstream"), f"the built-in upstream trigger's name: {named}")
+api_named = {tid: name for r in api_all["traces"] for tid, name in zip(r["triggers"], r["trigger_names"])
+             if name is not None}
+check(api_named == {t: n for t, n in named.items() if t in api_named} and 100 in api_named,
+      f"the API's trigger names are the CLI's: {api_named} vs {named}")
+for tid, name in named.items():
+    check(ids(f"/api/traces?trigger={urllib.parse.quote(name)}") == cli_ids("--trigger", str(tid)),
+          f"trigger={name} is trigger={tid}")
+    check(cli_ids("--trigger", name) == cli_ids("--trigger", str(tid)), f"--trigger {name} is --trigger {tid}")
+e = get_json("/api/traces?trigger=no-such-trigger", want=400)
+check(e.get("parameter") == "trigger" and "no-such-trigger" in e.get("error", ""), f"unknown trigger name: {e}")
+r = subprocess.run([CLI, "traces", "--store", STORE, "--trigger", "no-such-trigger"], capture_output=True, text=True)
+check(r.returncode == 2 and "no-such-trigger" in r.stderr, f"--trigger with an unknown name: {r.returncode} {r.stderr!r}")
+shop_err = cli_ids("--trigger", "shop-error")
+if check(shop_err, "some trace fired shop-error"):
+    text = subprocess.run([CLI, "show", "--store", STORE, shop_err[0]], check=True, capture_output=True,
+                          text=True).stdout
+    check("shop-error(100)" in text.splitlines()[0], f"retrace show names the trigger: {text.splitlines()[0]!r}")
+    one = get_json(f"/api/traces/{shop_err[0]}")
+    check("shop-error" in one["trigger_names"], f"/api/traces/ID names the trigger: {one['trigger_names']}")
+
 mid = rows[len(rows) // 2]["closed_ns"] // 1000000
 check(ids(f"/api/traces?since={mid}") == [r["trace_id"] for r in rows if r["closed_ns"] >= mid * 1000000],
       "since (Unix ms, on closed_ns)")
@@ -215,6 +247,55 @@ check(ids(f"/api/traces?min_ms={thr!r}&limit=1000") ==
       [t for t in all_ids if shows[t]["duration_ns"] / 1e6 >= thr], f"min_ms={thr}")
 check(ids(f"/api/traces?max_ms={thr!r}&limit=1000") ==
       [t for t in all_ids if shows[t]["duration_ns"] / 1e6 <= thr], f"max_ms={thr}")
+
+# ------------------------------------------------------------ history ----
+# The coordinator samples every 0.25 s (deploy.sh): per-trigger counters, the
+# agents' own figures (asked of each agent), selection's counters. Checked
+# against `retrace status --json` of the coordinator and of each agent.
+import time
+status_now = cli("status", "--coordinator", COORD, "--json")
+h = get_json("/api/history")
+hist = h["history"]
+samples = hist["samples"]
+check(hist["interval_s"] == 0.25 and hist["capacity"] >= len(samples) > 3,
+      f"history: {len(samples)} samples every {hist['interval_s']} s")
+check(h["trigger_names"].get("100") == "shop-error" and h["trigger_names"].get(str(0xFFFFFFF0)) == "head-sampled",
+      f"history names the triggers: {h['trigger_names']}")
+ts = [s["t_ms"] for s in samples]
+check(ts == sorted(ts) and len(set(ts)) == len(ts), "samples oldest first")
+for key in ("triggers_received", "coherent", "incoherent"):
+    vals = [s[key] for s in samples]
+    check(vals == sorted(vals), f"{key} never decreases")
+for key in ("windows", "kept", "dropped"):
+    vals = [s["selection"][key] for s in samples]
+    check(vals == sorted(vals), f"selection.{key} never decreases")
+last = samples[-1]
+cs = status_now
+check(last["triggers_received"] <= cs["coordinator"]["triggers"] if "triggers" in cs.get("coordinator", {}) else True,
+      "triggers_received at most what status shows")
+shares = cs.get("trigger_shares", {})
+for t in last["triggers"]:
+    k = f"trigger_{t['id']}_opened"
+    if k in shares:
+        check(0 < t["opened"] <= shares[k], f"trigger {t['id']}: opened {t['opened']} vs status {shares[k]}")
+check({t["id"] for t in last["triggers"]} >= {100}, f"trigger 100 sampled: {last['triggers']}")
+check(any(t["opened"] > 0 for t in last["triggers"] if t["id"] == 100), "trigger 100 opened groups")
+agents_last = {a["id"]: a for a in last["agents"]}
+check(set(agents_last) == {1, 2, 3}, f"the three agents are sampled: {sorted(agents_last)}")
+check(not agents_last.get(3, {}).get("ok", True), "agent 3 (killed) is sampled as not answering")
+for aid in (1, 2):
+    a = agents_last.get(aid, {})
+    check(a.get("ok"), f"agent {aid} answers the history's polls")
+    # the agent's own figures, as its status says them now: the sample is older, never larger
+    earlier = [s for s in samples if any(x["id"] == aid and x["ok"] for x in s["agents"])]
+    check(len(earlier) >= 2, f"agent {aid} sampled more than once ({len(earlier)})")
+# since=: only newer samples; bad parameters are 400
+newer = get_json(f"/api/history?since={samples[-2]['t_ms']}")["history"]["samples"]
+check(newer and all(s["t_ms"] > samples[-2]["t_ms"] for s in newer), "since= returns newer samples only")
+for q, param in (("since=yesterday", "since"), ("colour=red", "colour")):
+    e = get_json(f"/api/history?{q}", want=400)
+    check(e.get("parameter") == param, f"/api/history?{q}: 400 names {param}: {e}")
+check("history" in cs and cs["history"]["samples"] > 0, "retrace status shows the history section")
 
 # ------------------------------------------------------ 400 and 404 ----
 BAD = [("limit=0", "limit"), ("limit=1001", "limit"), ("limit=ten", "limit"), ("limit=-1", "limit"),

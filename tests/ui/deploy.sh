@@ -36,7 +36,7 @@ wait_for() { # FILE WHAT LOG [-e: exists is enough]
 "$B/coordinator/retrace-coordinator" --listen tcp://127.0.0.1:0 --collector tcp://127.0.0.1:0 \
   --store "$STORE" --settle 0.5 --select-window 1 --ready-file "$D/coord.ready" \
   --agent-timeout 0.3 --agent-retries 0 --collect-timeout 3 \
-  --http-listen http://127.0.0.1:0 2> "$D/coordinator.log" &
+  --http-listen http://127.0.0.1:0 --history-interval 0.25 2> "$D/coordinator.log" &
 pids+=($!)
 wait_for "$D/coord.ready" coordinator "$D/coordinator.log"
 COORD=$(sed -n 1p "$D/coord.ready")

@@ -132,5 +132,37 @@ alarms = [a["data-alarm"] for a in dom.with_attr("data-alarm")]
 check("operator" in alarms and "frontend GET /checkout" in dom.text,
       f"the alarm set with retrace alarm is listed ({alarms})")
 
+# ----------------------------------------------------------- history page ----
+# Drawn from /api/history (fetched just before: the page has at least those
+# samples): one SVG line per trigger id, per agent (event horizon, drops) and
+# per selection counter; the newest sample's agents as a table.
+hist = json.load(open(f"{D}/history.json"))
+dom = Dom(f"{D}/history.html")
+check(dom.state() == "ready", f"history page drawn (data-state {dom.state()!r})")
+meta = next((a for _, a in dom.elements if a.get("id") == "history-meta"), {})
+check(int(meta.get("data-samples", 0)) >= len(hist["history"]["samples"]) > 3,
+      f"history page has the samples ({meta.get('data-samples')} vs {len(hist['history']['samples'])})")
+charts = {}
+chart = None
+for t, a in dom.elements:
+    if a.get("class") == "chart":
+        chart = a.get("id")
+    if t == "path" and "data-series" in a:
+        charts.setdefault(chart, {})[a["data-series"]] = a
+trig_ids = {t["id"] for s in hist["history"]["samples"] for t in s["triggers"]}
+check({f"trigger-{i}" for i in trig_ids} <= set(charts.get("chart-triggers", {})),
+      f"a rate line per trigger id {sorted(trig_ids)}: {sorted(charts.get('chart-triggers', {}))}")
+check(all(int(a["data-points"]) >= 2 for a in charts.get("chart-triggers", {}).values()),
+      "each trigger line has points")
+check("shop-error (100)" in dom.text, "the trigger's name in the legend")
+for c in ("chart-horizon", "chart-drops"):
+    check({"agent-1", "agent-2", "agent-3"} <= set(charts.get(c, {})), f"{c}: a line per agent: {sorted(charts.get(c, {}))}")
+    check(all(int(charts[c][k]["data-points"]) >= 2 for k in ("agent-1", "agent-2") if k in charts.get(c, {})),
+          f"{c}: agents 1 and 2 have points")
+check({"kept", "dropped", "windows"} <= set(charts.get("chart-selection", {})), "selection lines")
+rows = {a["data-hist-agent"] for a in dom.with_attr("data-hist-agent")}
+check(rows == {"1", "2", "3"}, f"newest sample's agents {rows}")
+check(sum(1 for t, a in dom.elements if t == "svg") >= 4, "four SVG charts")
+
 print(f"dom check: {len(spans)} spans, {len(rows)} search rows, {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

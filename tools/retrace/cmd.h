@@ -7,6 +7,7 @@
 #define RETRACE_TOOLS_CMD_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 int cli_cmd_status(int argc, char **argv);
@@ -26,13 +27,57 @@ uint64_t retrace_parse_duration_ns(const char *v);
 struct rt_store;
 struct rt_decoded_trace;
 struct rt_decode_stats;
-const char *retrace_default_store(void); /* $RETRACE_STORE or ./retrace.db */
+/*
+ * The store a command reads (traces, show, export, estimate): `given` (--store),
+ * else $RETRACE_STORE, else the store the coordinator says it writes (the
+ * request "store" to `coord`: --coordinator, else $RETRACE_COORDINATOR, else
+ * RETRACE_DEFAULT_COORDINATOR), else ./retrace.db if it exists. 0 with the
+ * locator in out, or -1 with "retrace CMD: ..." printed, naming --store.
+ */
+#define RETRACE_DEFAULT_COORDINATOR "tcp://127.0.0.1:7700"
+int cli_store_locator(const char *cmd, const char *given, const char *coord, char *out,
+		      size_t cap);
+/* The --store and --coordinator lines of their usage texts; `pad`: spaces that
+ * line the text up with the command's other options. */
+#define RETRACE_STORE_USAGE(pad)                                                          \
+	"  -S, --store STORE " pad "the store: PATH or sqlite:PATH (a SQLite file), or\n"   \
+	"                    " pad "clickhouse://HOST:PORT/DB; default $RETRACE_STORE, else\n" \
+	"                    " pad "the one the coordinator says it writes, else\n"         \
+	"                    " pad "./retrace.db\n"                                          \
+	"  -C, --coordinator URL\n"                                                          \
+	"                    " pad "the coordinator to ask (default $RETRACE_COORDINATOR\n"  \
+	"                    " pad "or tcp://127.0.0.1:7700)\n"
 /* Open read-only; on failure print "retrace CMD: cannot open ..." and return -1. */
 int cli_open_store(const char *cmd, const char *path, struct rt_store **s);
 /* "2 gaps, 1 partial span" into out; returns the number of problems (0: clean). */
 uint64_t retrace_decode_problems(const struct rt_decode_stats *st, char *out, size_t cap);
 void cli_format_time(uint64_t unix_ns, char *out, size_t cap);
 void cli_list_ids(char *out, size_t cap, const uint32_t *ids, uint32_t n, const char *sep);
+
+/* Trigger names: the built-ins' and those the coordinator stored (a client's
+ * retrace_trigger_name). Loaded once per command; a store without the table
+ * has none. */
+struct cli_trigger_names {
+	uint32_t n, cap;
+	struct cli_trigger_name {
+		uint32_t id;
+		char name[64];
+	} *e;
+};
+/* 0, or -1 with "retrace CMD: ..." printed (a store error). */
+int cli_trigger_names_load(const char *cmd, struct rt_store *s, struct cli_trigger_names *out);
+void cli_trigger_names_free(struct cli_trigger_names *t);
+int cli_trigger_names_add(void *t, uint32_t id, const char *name); /* 0 or out of memory */
+const char *cli_trigger_name(const struct cli_trigger_names *t, uint32_t id); /* or NULL */
+/* "payment-error(7),head-sampled,9" (a user id's name with its id; a built-in's
+ * name; an unnamed id as a number). */
+void cli_list_triggers(char *out, size_t cap, const struct cli_trigger_names *t,
+		       const uint32_t *ids, uint32_t n);
+/* JSON array of the names of ids, null for an unnamed one. */
+void cli_json_trigger_names(FILE *f, const struct cli_trigger_names *t, const uint32_t *ids,
+			    uint32_t n);
+/* A --trigger argument: a number, or a name; -1 if neither (unknown name). */
+int cli_parse_trigger(const struct cli_trigger_names *t, const char *arg, uint32_t *id);
 
 /* A request/reply round trip to a daemon's control address (nng REQ). With
  * certificates (below) a tcp:// URL is dialled as tls+tcp://, and the daemon

@@ -501,7 +501,7 @@ static void estimate_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: retrace estimate --where FILTER [--by service|operation] [--since D]\n"
-		"                        [--json] [--store STORE]\n"
+		"                        [--json] [--store STORE | --coordinator URL]\n"
 		"Estimate how many spans matched FILTER, and how many traces had one, among all\n"
 		"the requests the services served, not only the ones kept: every stored span is\n"
 		"weighed by the inverse of the rate its host recorded it at (the client's trace\n"
@@ -516,9 +516,7 @@ static void estimate_usage(FILE *out)
 		"  -b, --by KEY         one row per service or operation of the matching spans\n"
 		"  -s, --since D        only traces closed in the last D (90s, 5m, 2h, 1d)\n"
 		"  -j, --json           one JSON object\n"
-		"  -S, --store STORE    the store: PATH or sqlite:PATH (a SQLite file), or\n"
-		"                       clickhouse://HOST:PORT/DB (default $RETRACE_STORE\n"
-		"                       or ./retrace.db)\n"
+		RETRACE_STORE_USAGE("   ")
 		"  -h, --help           this text\n"
 		"example: retrace estimate --where service=payment,status=error --by operation\n");
 }
@@ -528,12 +526,13 @@ int cli_cmd_estimate(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "where", required_argument, NULL, 'w' }, { "by", required_argument, NULL, 'b' },
 		{ "since", required_argument, NULL, 's' }, { "json", no_argument, NULL, 'j' },
-		{ "store", required_argument, NULL, 'S' }, { "help", no_argument, NULL, 'h' },
+		{ "store", required_argument, NULL, 'S' }, { "coordinator", required_argument, NULL, 'C' }, { "help", no_argument, NULL, 'h' },
 		{ 0, 0, 0, 0 },
 	};
 	struct rt_store_query q = { 0 };
 	struct listing l = { 0 };
-	const char *path = retrace_default_store(), *where = NULL;
+	char store_buf[1024];
+	const char *path = NULL, *coord = NULL, *where = NULL;
 	struct rt_store *s = NULL;
 	struct run *r;
 	uint64_t since = 0;
@@ -546,7 +545,7 @@ int cli_cmd_estimate(int argc, char **argv)
 		return 1;
 	}
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "w:b:s:jS:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "w:b:s:jSC:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'w': where = optarg; break;
 		case 'b':
@@ -571,6 +570,7 @@ int cli_cmd_estimate(int argc, char **argv)
 			break;
 		case 'j': json = 1; break;
 		case 'S': path = optarg; break;
+		case 'C': coord = optarg; break;
 		case 'h': estimate_usage(stdout); free(r); return 0;
 		default: estimate_usage(stderr); free(r); return 2;
 		}
@@ -596,6 +596,11 @@ int cli_cmd_estimate(int argc, char **argv)
 		clock_gettime(CLOCK_REALTIME, &ts);
 		q.since_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - since;
 	}
+	if (cli_store_locator("estimate", path, coord, store_buf, sizeof store_buf) != 0) {
+		free(r);
+		return 1;
+	}
+	path = store_buf;
 	if (cli_open_store("estimate", path, &s) != 0) {
 		free(r);
 		return 1;

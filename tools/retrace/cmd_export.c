@@ -50,6 +50,8 @@ struct export_opts {
 	const char *output;       /* NULL: stdout unless pushing */
 	const char *endpoint;     /* OTLP/HTTP collector URL */
 	const char *store;
+	const char *coordinator;  /* asked for its store when no --store */
+	char store_buf[1024];
 	struct rt_push_options push;
 };
 
@@ -87,7 +89,7 @@ static void export_usage(FILE *out)
 		"usage: retrace export (TRACE_ID... | --all | --since DURATION)\n"
 		"                      [--format otlp-json|zipkin] [-o FILE] [--otlp-endpoint URL]\n"
 		"                      [--attempts N] [--timeout MS] [--max-request-size N]\n"
-		"                      [--no-gzip] [--pretty] [--quiet] [--store STORE]\n"
+		"                      [--no-gzip] [--pretty] [--quiet] [--store STORE | --coordinator URL]\n"
 		"Write collected traces as one OTLP/JSON document (an ExportTraceServiceRequest,\n"
 		"what an OpenTelemetry collector's /v1/traces takes) or one Zipkin v2 span list\n"
 		"(Zipkin's POST /api/v2/spans, Jaeger's Zipkin port), or push OTLP/JSON over HTTP.\n"
@@ -112,9 +114,7 @@ static void export_usage(FILE *out)
 		"      --no-gzip            send the push uncompressed (default: gzip)\n"
 		"  -p, --pretty             indent the JSON written (the push stays compact)\n"
 		"  -q, --quiet              no progress or summary on stderr\n"
-		"  -S, --store STORE        the store: PATH or sqlite:PATH (a SQLite file), or\n"
-		"                           clickhouse://HOST:PORT/DB (default $RETRACE_STORE\n"
-		"                           or ./retrace.db)\n"
+		RETRACE_STORE_USAGE("       ")
 		"  -h, --help               this text\n");
 }
 
@@ -170,13 +170,14 @@ static int parse_args(int argc, char **argv, struct export_opts *o)
 		{ "no-gzip", no_argument, NULL, OPT_NO_GZIP },
 		{ "pretty", no_argument, NULL, 'p' },        { "quiet", no_argument, NULL, 'q' },
 		{ "store", required_argument, NULL, 'S' },   { "help", no_argument, NULL, 'h' },
+		{ "coordinator", required_argument, NULL, 'C' },
 		{ 0, 0, 0, 0 },
 	};
 	int ch, fmt_given = 0;
 	o->fmt = RT_EXPORT_OTLP_JSON;
-	o->store = retrace_default_store();
+	o->store = NULL;
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "f:as:o:e:pqS:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "f:as:o:e:pqS:C:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'f':
 			if (!(o->fmt = rt_export_format_parse(optarg))) {
@@ -212,6 +213,7 @@ static int parse_args(int argc, char **argv, struct export_opts *o)
 		case 'p': o->pretty = 1; break;
 		case 'q': o->quiet = 1; break;
 		case 'S': o->store = optarg; break;
+		case 'C': o->coordinator = optarg; break;
 		case 'h': export_usage(stdout); return 1;
 		default: export_usage(stderr); return -1;
 		}
@@ -609,6 +611,9 @@ int cli_cmd_export(int argc, char **argv)
 
 	if ((r = parse_args(argc, argv, &o)) != 0)
 		return r > 0 ? 0 : 2;
+	if (cli_store_locator("export", o.store, o.coordinator, o.store_buf, sizeof o.store_buf) != 0)
+		return 1;
+	o.store = o.store_buf;
 	if (cli_open_store("export", o.store, &s) != 0)
 		return 1;
 	if ((r = select_traces(s, &o, argc, argv, &refs)) != 0) {

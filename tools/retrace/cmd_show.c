@@ -359,9 +359,10 @@ static void print_agent_line(const struct rt_decoded_trace *t, uint32_t agent)
 	       spans == 1 ? "" : "s", logs, logs == 1 ? "" : "s");
 }
 
-static void print_header(const struct rt_store_trace *row, const struct rt_decoded_trace *t)
+static void print_header(const struct rt_store_trace *row, const struct rt_decoded_trace *t,
+			 const struct cli_trigger_names *names)
 {
-	char trig[128], ag[512], dur[32];
+	char trig[640], ag[512], dur[32];
 	uint64_t t0 = 0, t1 = 0;
 	uint32_t i;
 	for (i = 0; i < t->n_spans; i++) {
@@ -370,7 +371,7 @@ static void print_header(const struct rt_store_trace *row, const struct rt_decod
 		if (t->spans[i].end_ns > t1)
 			t1 = t->spans[i].end_ns;
 	}
-	cli_list_ids(trig, sizeof trig, row->trigger_ids, row->trigger_count, ",");
+	cli_list_triggers(trig, sizeof trig, names, row->trigger_ids, row->trigger_count);
 	cli_list_ids(ag, sizeof ag, row->agents, row->agent_count, ",");
 	format_duration(t1 > t0 ? t1 - t0 : 0, dur, sizeof dur);
 	printf("trace %016" PRIx64 "%016" PRIx64 "  %s  agents %s  triggers %s  bytes %" PRIu64
@@ -420,7 +421,8 @@ static void print_stats_json(const struct rt_decode_stats *st)
 	       rt_decode_complete(st) ? "true" : "false");
 }
 
-static int print_json(const struct rt_store_trace *row, const struct rt_decoded_trace *t)
+static int print_json(const struct rt_store_trace *row, const struct rt_decoded_trace *t,
+		      const struct cli_trigger_names *names)
 {
 	struct rt_wire_buf doc = { 0 };
 	char trig[128], ag[512], miss[512];
@@ -437,6 +439,8 @@ static int print_json(const struct rt_store_trace *row, const struct rt_decoded_
 	       row->trace_hi, row->trace_lo, row->coherent ? "true" : "false", trig, ag, miss,
 	       row->bytes, row->slices, row->late_slices, t->n_spans, t->n_loose_logs);
 	print_stats_json(&t->st);
+	printf(",\"trigger_names\":");
+	cli_json_trigger_names(stdout, names, row->trigger_ids, row->trigger_count);
 	/* the document ends with a newline: leave it out inside the object */
 	printf(",\"otlp\":%.*s}\n", (int)(doc.len ? doc.len - 1 : 0), (const char *)doc.data);
 	rt_wire_buf_free(&doc);
@@ -685,7 +689,8 @@ out:
 static void show_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: retrace show TRACE_ID [--attrs] [--json] [--records] [--store STORE]\n"
+		"usage: retrace show TRACE_ID [--attrs] [--json] [--records]\n"
+		"                    [--store STORE | --coordinator URL]\n"
 		"Print one collected trace, decoded: its row (coherent, agents, triggers, bytes),\n"
 		"then its spans as a tree across hosts with a waterfall bar, status, flags and\n"
 		"logs; a last line sums up decode problems. TRACE_ID is the 32-hex id or its low\n"
@@ -695,14 +700,13 @@ static void show_usage(FILE *out)
 		"                    ({\"trace_id\",...,\"decode\":{...},\"otlp\":{\"resourceSpans\"}})\n"
 		"  -r, --records     the raw view instead: slices by agent, every record in hex\n"
 		"                    (with --json: the per-agent summary as JSON)\n"
-		"  -S, --store STORE the store: PATH or sqlite:PATH (a SQLite file), or\n"
-		"                    clickhouse://HOST:PORT/DB (default $RETRACE_STORE\n"
-		"                    or ./retrace.db)\n"
+		RETRACE_STORE_USAGE("")
 		"  -h, --help        this text\n");
 }
 
 static int show_decoded(struct rt_store *s, const struct rt_store_trace *row, int json, int attrs)
 {
+	struct cli_trigger_names names;
 	struct rt_decoded_trace t;
 	char err[256];
 	int rc;
@@ -710,14 +714,24 @@ static int show_decoded(struct rt_store *s, const struct rt_store_trace *row, in
 		fprintf(stderr, "retrace show: %s\n", err);
 		return -1;
 	}
+	/* The store's names, and those the trace itself carries (TRIGGER events:
+	 * there before the coordinator stored them). */
+	if (cli_trigger_names_load("show", s, &names) != 0) {
+		rt_decoded_trace_free(&t);
+		return -1;
+	}
+	for (uint32_t i = 0; i < t.n_trigger_names; i++)
+		if (!cli_trigger_name(&names, t.trigger_names[i].id))
+			cli_trigger_names_add(&names, t.trigger_names[i].id, t.trigger_names[i].name);
 	if (json) {
-		rc = print_json(row, &t);
+		rc = print_json(row, &t, &names);
 	} else {
-		print_header(row, &t);
+		print_header(row, &t, &names);
 		rc = print_tree(&t, attrs);
 		if (rc == 0)
 			print_footer(&t);
 	}
+	cli_trigger_names_free(&names);
 	rt_decoded_trace_free(&t);
 	return rc;
 }
@@ -726,22 +740,24 @@ int cli_cmd_show(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "records", no_argument, NULL, 'r' }, { "json", no_argument, NULL, 'j' },
-		{ "attrs", no_argument, NULL, 'a' },   { "store", required_argument, NULL, 'S' },
+		{ "attrs", no_argument, NULL, 'a' },   { "store", required_argument, NULL, 'S' }, { "coordinator", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },    { 0, 0, 0, 0 },
 	};
-	const char *path = retrace_default_store();
+	char store_buf[1024];
+	const char *path = NULL, *coord = NULL;
 	struct rt_store_trace row;
 	struct rt_store *s = NULL;
 	uint64_t hi, lo;
 	int ch, json = 0, records = 0, attrs = 0, rc;
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "rjaS:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "rjaSC:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'r': records = 1; break;
 		case 'j': json = 1; break;
 		case 'a': attrs = 1; break;
 		case 'S': path = optarg; break;
+		case 'C': coord = optarg; break;
 		case 'h': show_usage(stdout); return 0;
 		default: show_usage(stderr); return 2;
 		}
@@ -750,6 +766,9 @@ int cli_cmd_show(int argc, char **argv)
 		fprintf(stderr, "retrace show: give one trace id (32 hex digits, or the low 16)\n");
 		return 2;
 	}
+	if (cli_store_locator("show", path, coord, store_buf, sizeof store_buf) != 0)
+		return 1;
+	path = store_buf;
 	if (cli_open_store("show", path, &s) != 0)
 		return 1;
 	if (rt_store_get_trace(s, hi, lo, &row) != 0) {

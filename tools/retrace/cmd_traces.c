@@ -24,6 +24,7 @@
 struct list_ctx {
 	int json;
 	uint64_t count;
+	struct cli_trigger_names names;
 };
 
 /* A JSON string, always valid JSON and UTF-8 (daemon/json.h). */
@@ -49,8 +50,10 @@ static void print_selection_json(const struct rt_store_trace *t)
 static int print_trace(void *arg, const struct rt_store_trace *t)
 {
 	struct list_ctx *l = arg;
-	char trig[128], agents[512], missing[512], when[40], score[32], weight[32], pattern[24];
+	char trig[640], agents[512], missing[512], when[40], score[32], weight[32], pattern[24];
 	cli_list_ids(trig, sizeof trig, t->trigger_ids, t->trigger_count, ",");
+	if (!l->json)
+		cli_list_triggers(trig, sizeof trig, &l->names, t->trigger_ids, t->trigger_count);
 	cli_list_ids(agents, sizeof agents, t->agents, t->agent_count, ",");
 	cli_list_ids(missing, sizeof missing, t->missing, t->missing_count, ",");
 	cli_format_time(t->triggered_ns, when, sizeof when);
@@ -65,16 +68,18 @@ static int print_trace(void *arg, const struct rt_store_trace *t)
 		       t->first_ns, t->last_ns, t->triggered_ns, t->closed_ns, t->traversal_ns);
 		printf("\"selected\":%s", t->has_selection ? "true" : "false");
 		print_selection_json(t);
-		printf("}}");
+		printf("},\"trigger_names\":");
+		cli_json_trigger_names(stdout, &l->names, t->trigger_ids, t->trigger_count);
+		printf("}");
 	} else {
 		snprintf(score, sizeof score, t->has_selection ? "%.1f" : "-", t->score);
 		snprintf(weight, sizeof weight, t->has_selection ? "%.2f" : "-", t->weight);
 		snprintf(pattern, sizeof pattern, t->has_selection ? "%016" PRIx64 : "-", t->pattern);
 		if (!l->count)
-			printf("%-32s  %-10s  %-24s  %-10s  %10s  %6s  %9s  %6s  %6s  %-16s  %-30s  %s\n",
+			printf("%-32s  %-10s  %-24s  %-16s  %10s  %6s  %9s  %6s  %6s  %-16s  %-30s  %s\n",
 			       "TRACE", "COHERENT", "TRIGGERED", "TRIGGERS", "BYTES", "SLICES",
 			       "TRAVERSAL", "SCORE", "WEIGHT", "PATTERN", "GROUP (ENTRY API)", "AGENTS");
-		printf("%016" PRIx64 "%016" PRIx64 "  %-10s  %-24s  %-10s  %10" PRIu64
+		printf("%016" PRIx64 "%016" PRIx64 "  %-10s  %-24s  %-16s  %10" PRIu64
 		       "  %6u  %7.2fms  %6s  %6s  %-16s  %-30s  %s%s%s\n",
 		       t->trace_hi, t->trace_lo, t->coherent ? "yes" : "NO", when, trig, t->bytes,
 		       t->slices, (double)t->traversal_ns / 1e6, score, weight, pattern,
@@ -88,19 +93,18 @@ static int print_trace(void *arg, const struct rt_store_trace *t)
 static void traces_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: retrace traces [--trigger ID] [--since DURATION] [--incoherent] [--limit N]\n"
-		"                      [--json] [--store STORE]\n"
+		"usage: retrace traces [--trigger ID|NAME] [--since DURATION] [--incoherent] [--limit N]\n"
+		"                      [--json] [--store STORE | --coordinator URL]\n"
 		"List the traces the coordinator collected, newest first, with selection's\n"
 		"verdict on kept ones: anomaly score, inclusion weight, pattern id and group\n"
 		"(entry API); \"-\" until their window closed, or when they bypassed selection.\n\n"
-		"  -t, --trigger ID     only traces a trigger with this id fired for\n"
+		"  -t, --trigger T      only traces trigger T fired for: its id, or its name\n"
+		"                       (retrace_trigger_name; head-sampled, upstream, crash)\n"
 		"  -s, --since D        only traces closed in the last D (90s, 5m, 2h, 1d)\n"
 		"  -i, --incoherent     only traces with a missing slice\n"
 		"  -n, --limit N        at most N traces (default all)\n"
 		"  -j, --json           a JSON array\n"
-		"  -S, --store STORE    the store: PATH or sqlite:PATH (a SQLite file), or\n"
-		"                       clickhouse://HOST:PORT/DB (default $RETRACE_STORE\n"
-		"                       or ./retrace.db)\n"
+		RETRACE_STORE_USAGE("   ")
 		"  -h, --help           this text\n");
 }
 
@@ -109,27 +113,24 @@ int cli_cmd_traces(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "trigger", required_argument, NULL, 't' }, { "since", required_argument, NULL, 's' },
 		{ "incoherent", no_argument, NULL, 'i' },    { "limit", required_argument, NULL, 'n' },
-		{ "json", no_argument, NULL, 'j' },          { "store", required_argument, NULL, 'S' },
+		{ "json", no_argument, NULL, 'j' },          { "store", required_argument, NULL, 'S' }, { "coordinator", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },          { 0, 0, 0, 0 },
 	};
 	struct rt_store_query q = { 0 };
 	struct list_ctx l = { 0 };
-	const char *path = retrace_default_store();
+	char store_buf[1024];
+	const char *path = NULL, *coord = NULL;
 	struct rt_store *s = NULL;
 	uint64_t since = 0;
+	const char *trigger = NULL;
 	char *end;
 	int ch, rc;
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "t:s:in:jS:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "t:s:in:jSC:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 't':
-			errno = 0;
-			q.trigger_id = (uint32_t)strtoul(optarg, &end, 0);
-			if (errno || *end || *optarg == '-') {
-				fprintf(stderr, "retrace traces: --trigger wants a number, got '%s'\n", optarg);
-				return 2;
-			}
+			trigger = optarg;
 			q.by_trigger = 1;
 			break;
 		case 's':
@@ -149,6 +150,7 @@ int cli_cmd_traces(int argc, char **argv)
 			break;
 		case 'j': l.json = 1; break;
 		case 'S': path = optarg; break;
+		case 'C': coord = optarg; break;
 		case 'h': traces_usage(stdout); return 0;
 		default: traces_usage(stderr); return 2;
 		}
@@ -162,9 +164,25 @@ int cli_cmd_traces(int argc, char **argv)
 		clock_gettime(CLOCK_REALTIME, &ts);
 		q.since_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - since;
 	}
+	if (cli_store_locator("traces", path, coord, store_buf, sizeof store_buf) != 0)
+		return 1;
+	path = store_buf;
 	if (cli_open_store("traces", path, &s) != 0)
 		return 1;
+	if (cli_trigger_names_load("traces", s, &l.names) != 0) {
+		rt_store_close(s);
+		return 1;
+	}
+	if (trigger && cli_parse_trigger(&l.names, trigger, &q.trigger_id) != 0) {
+		fprintf(stderr, "retrace traces: --trigger wants a trigger id or name; no trigger "
+				"is named '%s' in the store %s%s\n", trigger, path,
+			l.names.n ? "" : " (no names stored yet)");
+		cli_trigger_names_free(&l.names);
+		rt_store_close(s);
+		return 2;
+	}
 	rc = rt_store_list(s, &q, print_trace, &l);
+	cli_trigger_names_free(&l.names);
 	if (rc < 0) {
 		fprintf(stderr, "retrace traces: %s\n", rt_store_errmsg(s));
 		rt_store_close(s);
