@@ -303,14 +303,15 @@ static struct rt_report_class *slot_class(struct rt_agent *a, const struct rt_up
  * a->msg. Its rate exponent is the larger of the buffers' sample shifts (the
  * clients' trace percentage, shm/pool.h) and its class's overload level now:
  * both keep the traces whose one consistent hash is under 2^64 >> k, so the
- * slice was kept with probability 2^-max (docs/estimation.md).
+ * slice was kept with probability 2^-max (docs/estimation.md) — unless a
+ * client decided on its caller's randomness (RT_BUF_RATE_FOREIGN): then the sum.
  */
 static int encode_slice(struct rt_agent *a, struct rt_uplink_slot *s)
 {
 	struct rt_wire_slice_buffer *wb = a->slicebufs;
 	struct rt_wire_slice m;
 	uint32_t *bufs = s->bufs, n = s->nbuf, i;
-	uint32_t rate_exp = slot_class(a, s)->level;
+	uint32_t level = slot_class(a, s)->level, rate_exp = level, shift = 0, foreign = 0;
 	qsort_r(bufs, n, sizeof *bufs, writer_order, a);
 	for (i = 0; i < n; i++) {
 		const struct rt_buffer_header *h = rt_agent_segment(a, bufs[i]);
@@ -321,9 +322,16 @@ static int encode_slice(struct rt_agent *a, struct rt_uplink_slot *s)
 		wb[i].first_tick = h->first_tick;
 		wb[i].data = (const uint8_t *)h + RT_BUF_HEADER_SIZE; /* the segment's records */
 		wb[i].len = a->ix.buf_bytes[bufs[i]];
-		if (rt_buf_rate_exp(wb[i].flags) > rate_exp)
-			rate_exp = rt_buf_rate_exp(wb[i].flags);
+		if (rt_buf_rate_exp(wb[i].flags) > shift)
+			shift = rt_buf_rate_exp(wb[i].flags);
+		foreign |= wb[i].flags & RT_BUF_RATE_FOREIGN;
 	}
+	/* nested steps keep 2^-max; a client that decided on the caller's randomness
+	 * is independent of the level's hash: 2^-(shift + level) (shm/pool.h) */
+	if (foreign && shift && level)
+		rate_exp = shift + level;
+	else if (shift > rate_exp)
+		rate_exp = shift;
 	memset(&m, 0, sizeof m);
 	m.agent_id = a->cfg.agent_id;
 	m.trigger_id = s->trigger_id;

@@ -763,7 +763,8 @@ recorded:
 	/* The rate the trace is recorded at travels in its buffers' flags (shm/pool.h),
 	 * for the agent to report (estimate/); kept in the context so that a detached
 	 * context keeps it. */
-	c->rate_flags = rt_buf_rate_flags(c->rate_exp);
+	c->rate_flags = rt_buf_rate_flags(c->rate_exp) |
+			(c->rv_source != RT_RV_HASH ? RT_BUF_RATE_FOREIGN : 0);
 	if (rt_client.cfg.head_shift && !c->fired &&
 	    retrace_sampled(id, rt_client.cfg.head_shift))
 		push_head_trigger(t, id);

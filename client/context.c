@@ -340,6 +340,10 @@ static void deposit(const struct retrace_wire_context *c)
 	int same, recorded;
 	uint32_t k;
 
+	/* An rv a retrace host sent is the hash's own: nested with the agent's
+	 * overload priority, so no different from deciding on the hash. */
+	if (source == RT_RV_EXPLICIT && c->ot_rv == retrace_hash_rv(c->trace_id))
+		source = RT_RV_HASH;
 	if (!t->initialized)
 		rt_thread_setup(t);
 	if (c->ot_rejected)

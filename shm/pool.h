@@ -151,6 +151,15 @@ RT_RING_TYPED(trigger, rt_trigger_entry)
  * with every flags word it writes for the buffer (taken, sealed); the agent's
  * PINNED keeps them. What the agent reports as a slice's rate (wire rate_exp).
  */
+/*
+ * Bit 30 (RT_BUF_RATE_FOREIGN): the writer decided on a random value the caller
+ * sent (tracestate ot=rv, or the id's bits under the W3C random flag) rather than
+ * the id hash the agent's overload priority complements, so the two steps are
+ * independent: a slice at shift s > 0 under overload level l > 0 was kept with
+ * probability 2^-(s+l), not 2^-max(s,l). An older agent ignores the bit (and
+ * reports the max); an older client never sets it.
+ */
+#define RT_BUF_RATE_FOREIGN 0x40000000u
 #define RT_BUF_RATE_SHIFT 24u
 #define RT_BUF_RATE_MASK (0x3Fu << RT_BUF_RATE_SHIFT)
 static inline uint32_t rt_buf_rate_flags(uint32_t sample_shift)

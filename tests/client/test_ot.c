@@ -539,6 +539,67 @@ START_TEST(test_chosen_exp_in_buffers)
 }
 END_TEST
 
+/* A trace decided on the caller's randomness marks its buffers
+ * RT_BUF_RATE_FOREIGN (the agent's overload step is then independent of it);
+ * one decided on the hash, or on an rv equal to the hash's (a retrace caller's),
+ * does not. */
+START_TEST(test_foreign_randomness_flag)
+{
+	/* 0: the caller's rv; 1: the id's bits under the random flag; 2: an rv equal
+	 * to the hash's; 3: the hash */
+	static const int want_foreign[4] = { 1, 1, 0, 0 };
+	static uint8_t rec[3000];
+	struct rt_pool pool;
+	struct collection col = { 0 };
+	struct retrace_wire_context w;
+	uint64_t lo[4];
+	char name[64], tp[64], ts[64];
+
+	test_pool_name(name, sizeof name, "otforeign");
+	test_pool_create(&pool, name, 4096, 64);
+	configure(name, 1, 0); /* this host at 1/2 */
+	memset(rec, 0x5a, sizeof rec);
+	for (int c = 0; c < 4; c++) {
+		retrace_trace_id id = { 0x4bf92f3577b34da6ull, 0x1000u * (uint64_t)(c + 1) };
+		if (c == 1)
+			id.lo |= 0x00ff000000000000ull; /* top bit of the 56 set: kept at 1/2 */
+		else
+			while (!retrace_sampled(id, 1)) /* the hash keeps it at 1/2 */
+				id.lo++;
+		lo[c] = id.lo;
+		snprintf(tp, sizeof tp, "00-%016llx%016llx-00f067aa0ba902b7-%s",
+			 (unsigned long long)id.hi, (unsigned long long)id.lo,
+			 c == 1 ? "03" : "01");
+		ts[0] = 0;
+		if (c == 0)
+			snprintf(ts, sizeof ts, "ot=rv:ffffffffffffff");
+		if (c == 2)
+			snprintf(ts, sizeof ts, "ot=rv:%014llx",
+				 (unsigned long long)retrace_hash_rv(id));
+		ck_assert_int_eq(retrace_deserialize(tp, ts, &w), RETRACE_OK);
+		ck_assert_msg(retrace_begin(w.trace_id) == 1, "case %d not recorded", c);
+		retrace_tracepoint(rec, sizeof rec);
+		retrace_tracepoint(rec, sizeof rec);
+		retrace_end();
+	}
+	retrace_flush();
+	collect_all(&pool, &col);
+	ck_assert_uint_ge(col.n_bufs, 8);
+	for (size_t b = 0; b < col.n_bufs; b++) {
+		int c = 0;
+		while (c < 4 && lo[c] != col.bufs[b].e.trace_lo)
+			c++;
+		ck_assert_int_lt(c, 4);
+		ck_assert_msg(!!(col.bufs[b].h.flags & RT_BUF_RATE_FOREIGN) == want_foreign[c],
+			      "case %d: flags %#x", c, col.bufs[b].h.flags);
+		ck_assert_uint_eq(rt_buf_rate_exp(col.bufs[b].h.flags), 1);
+	}
+	collection_free(&col);
+	retrace_shutdown();
+	test_pool_destroy(&pool);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- §2.10 ---- */
 
 /* A host that does not record the trace starts no span; the parent it
@@ -618,6 +679,7 @@ int main(void)
 	tcase_add_test(tc, test_rate_choice_unbiased);
 	tcase_add_test(tc, test_chosen_exp_in_buffers);
 	tcase_add_test(tc, test_trace_rate_limit);
+	tcase_add_test(tc, test_foreign_randomness_flag);
 	tcase_add_loop_test(tc, test_unsampled_host_passes_last_sampled_ancestor, 0, 2);
 	suite_add_tcase(s, tc);
 	return test_run_suite(s);

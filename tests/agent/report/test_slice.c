@@ -260,9 +260,11 @@ END_TEST
  * A slice's rate_exp is the larger of its buffers' sample shift (flags bits,
  * shm/pool.h) and its class's overload level when it is encoded: trigger R0
  * stays at level 0, trigger R2 is raised to level 2 (its traces are ones level
- * 2 admits, so they are reported).
+ * 2 admits, so they are reported). A buffer whose client decided on its
+ * caller's randomness (RT_BUF_RATE_FOREIGN) is independent of the level: the
+ * sum when both are above 0.
  */
-#define R_TRACES 8
+#define R_TRACES 12
 START_TEST(test_rate_exp)
 {
 	static struct rt_agent a;
@@ -290,15 +292,17 @@ START_TEST(test_rate_exp)
 			cand++;
 		lo[i] = cand++;
 		shift[i] = (uint32_t[]){0, 1, 3, 5}[i % 4];
-		trig[i] = i < R_TRACES / 2 ? 20 : 22;
+		trig[i] = i < 4 ? 20 : 22;
 		want[i] = trig[i] == 22 && shift[i] < 2 ? 2 : shift[i];
+		if (i >= 8) /* foreign randomness: 0 -> 2, 1 -> 3, 3 -> 5, 5 -> 7 */
+			want[i] = shift[i] ? shift[i] + 2 : 2;
 	}
 	for (i = 0; i < R_TRACES; i++) {
 		uint32_t id = ag_take_buffer(&a.pool);
 		uint32_t bytes = ag_fill_buffer(&a.pool, id, 0xA7, lo[i], 0, 0, 1, 1);
 		struct rt_buffer_header *h = rt_pool_buffer(&a.pool, id);
 		struct rt_trigger_entry t = ag_trig(lo[i], trig[i], 1, 0);
-		h->flags |= rt_buf_rate_flags(shift[i]);
+		h->flags |= rt_buf_rate_flags(shift[i]) | (i >= 8 ? RT_BUF_RATE_FOREIGN : 0);
 		ag_push_complete(&a.pool, lo[i], id, bytes);
 		ag_push_triggers(&a.pool, &t, 1);
 	}
