@@ -146,10 +146,10 @@ void coord_batch_figures(struct rt_figures *w, const struct rt_coord *c)
 {
 	const struct coord_batch *b = &c->batch;
 	rt_fig_time_f(w, "commit_interval_ms", b->interval_ns / 1e6, 1e-3);
-	rt_fig_u64(w, "collector_contexts", b->contexts);
+	rt_fig_gauge(w, "collector_contexts", b->contexts);
 	rt_fig_u64(w, "commits", b->commits);
 	rt_fig_u64(w, "commit_failures", b->commit_failures);
 	rt_fig_u64(w, "committed_slices", b->committed_slices);
-	rt_fig_u64(w, "max_commit_slices", b->max_slices_seen);
+	rt_fig_gauge(w, "max_commit_slices", b->max_slices_seen);
 	rt_fig_u64(w, "turns_without_commit", b->turns_batched);
 }
