@@ -919,8 +919,8 @@ static const struct raw_case raw_cases[] = {
 	RAW("version as float", "\x94\xcb\x3f\xf0\x00\x00\x00\x00\x00\x00\x06\x00\x90",
 	    RT_WIRE_E_TYPE),
 	RAW("type 0", "\x94\x01\x00\x00\x90", RT_WIRE_E_UNKNOWN_TYPE),
-	RAW("type 10", "\x94\x01\x0a\x00\x90", RT_WIRE_E_UNKNOWN_TYPE),
-	RAW("type 8", "\x94\x01\x08\x00\x90", RT_WIRE_E_UNKNOWN_TYPE),
+	RAW("type 11", "\x94\x01\x0b\x00\x90", RT_WIRE_E_UNKNOWN_TYPE),
+	RAW("type 12", "\x94\x01\x0c\x00\x90", RT_WIRE_E_UNKNOWN_TYPE),
 	RAW("policy: empty", "\x94\x01\x07\x00\x90", RT_WIRE_OK),
 	RAW("policy: one entry", "\x94\x01\x07\x00\x91\x92\x05\xcd\xff\xff", RT_WIRE_OK),
 	RAW("policy: site 0", "\x94\x01\x07\x00\x91\x92\x00\x01", RT_WIRE_E_VALUE),
@@ -1087,7 +1087,7 @@ START_TEST(test_malformed_raw)
 	/* peek_type reads the envelope only */
 	ck_assert_int_eq(rt_wire_peek_type("\x94\x01\x06\x00\x90", 5), RT_WIRE_ACK);
 	ck_assert_int_eq(rt_wire_peek_type("\x94\x01\x06\xc1", 4), RT_WIRE_ACK);
-	ck_assert_int_eq(rt_wire_peek_type("\x94\x01\x0a", 3), RT_WIRE_E_UNKNOWN_TYPE);
+	ck_assert_int_eq(rt_wire_peek_type("\x94\x01\x0b", 3), RT_WIRE_E_UNKNOWN_TYPE);
 	ck_assert_int_eq(rt_wire_peek_type("\x94\x02\x06", 3), RT_WIRE_E_VERSION);
 	ck_assert_int_eq(rt_wire_peek_type("\x93\x01\x06", 3), RT_WIRE_E_MISSING);
 	ck_assert_int_eq(rt_wire_peek_type("\x94\x01", 2), RT_WIRE_E_TRUNCATED);
