@@ -556,14 +556,14 @@ static int prepare_window(rt_selector *s, size_t n)
  * then only partly remembered: its p90 comes from a sample). */
 #define CARRY_MAX ((size_t)1 << 18)
 
-/* Remember the durations of the spans of the newest minute of trace time seen so far
- * (carried ones of that minute stay): the next window's spans of that minute get
- * their tiers against one p90 over all of it, as if the boundary were not there. */
+/* Remember the durations of the spans of the newest minute of trace time in this
+ * window (carried ones of that minute stay): the next window's spans of that minute
+ * get their tiers against one p90 over all of it, as if the boundary were not there.
+ * The newest minute is this window's, not the newest ever seen, so one span with a
+ * far-future start (a bad clock) costs the carry for one window, not for good. */
 static int carry_newest_minute(rt_selector *s, const rt_sel_trace *traces, size_t n)
 {
     uint64_t newest = 0;
-    for (size_t c = 0; c < s->n_carry; c++)
-        newest = s->carry[c].minute > newest ? s->carry[c].minute : newest;
     for (size_t i = 0; i < n; i++)
         for (uint32_t j = 0; j < traces[i].n_spans; j++) {
             uint64_t m = traces[i].spans[j].start_ns / 60000000000ull;
