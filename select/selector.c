@@ -13,7 +13,10 @@
  * it: the patterns kept earlier (their DPP quality is scaled by seen_penalty, so a
  * window prefers patterns the store does not hold yet) and a decayed count of traces
  * kept per group (tiny budgets rotate across groups instead of always serving the
- * same rarest one).
+ * same rarest one). A budget below the group count goes to patterns not kept before
+ * first, groups with nothing new get what is left. The per-minute latency tiers use
+ * the window's spans plus the durations of its newest minute remembered from the
+ * window before, so a minute cut by a window boundary keeps one p90.
  */
 #include "internal.h"
 #include "paper_internal.h"
