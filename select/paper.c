@@ -6,7 +6,8 @@
  * Pairs are consecutive events of a span plus (parent operation, child operation) for
  * every edge; a trace is the sorted set of its distinct pair hashes. The per-minute
  * p90s come from a hash table built over a set of traces (the whole dataset for the
- * metrics, one batch for the original algorithm, one window for the selector): the
+ * metrics, one batch for the original algorithm, one window plus the spans of its
+ * first minute carried from the window before for the selector): the
  * nearest-rank p90 (the ⌈0.9·k⌉-th smallest of k) of each (operation, minute).
  */
 #include "internal.h"

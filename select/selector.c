@@ -13,7 +13,10 @@
  * it: the patterns kept earlier (their DPP quality is scaled by seen_penalty, so a
  * window prefers patterns the store does not hold yet) and a decayed count of traces
  * kept per group (tiny budgets rotate across groups instead of always serving the
- * same rarest one).
+ * same rarest one). A budget below the group count goes to patterns not kept before
+ * first, groups with nothing new get what is left. The per-minute latency tiers use
+ * the window's spans plus the durations of its newest minute remembered from the
+ * window before, so a minute cut by a window boundary keeps one p90.
  */
 #include "internal.h"
 #include "paper_internal.h"
@@ -556,14 +559,14 @@ static int prepare_window(rt_selector *s, size_t n)
  * then only partly remembered: its p90 comes from a sample). */
 #define CARRY_MAX ((size_t)1 << 18)
 
-/* Remember the durations of the spans of the newest minute of trace time seen so far
- * (carried ones of that minute stay): the next window's spans of that minute get
- * their tiers against one p90 over all of it, as if the boundary were not there. */
+/* Remember the durations of the spans of the newest minute of trace time in this
+ * window (carried ones of that minute stay): the next window's spans of that minute
+ * get their tiers against one p90 over all of it, as if the boundary were not there.
+ * The newest minute is this window's, not the newest ever seen, so one span with a
+ * far-future start (a bad clock) costs the carry for one window, not for good. */
 static int carry_newest_minute(rt_selector *s, const rt_sel_trace *traces, size_t n)
 {
     uint64_t newest = 0;
-    for (size_t c = 0; c < s->n_carry; c++)
-        newest = s->carry[c].minute > newest ? s->carry[c].minute : newest;
     for (size_t i = 0; i < n; i++)
         for (uint32_t j = 0; j < traces[i].n_spans; j++) {
             uint64_t m = traces[i].spans[j].start_ns / 60000000000ull;

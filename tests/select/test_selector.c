@@ -403,6 +403,22 @@ START_TEST(minute_split_by_window_keeps_one_p90)
     T[1] = G[1].t;
     ck_assert_int_eq(rt_sel_select_window(s, T, 2, 2, NULL, 0, &r), 0);
     ck_assert_uint_eq(r.verdicts[0].pattern, r.verdicts[1].pattern);
+    /* a span from a clock far ahead does not stop the carry for later windows */
+    gen_db_trace(&G[0], 40, m0 + 1000000 * minute, d);
+    T[0] = G[0].t;
+    ck_assert_int_eq(rt_sel_select_window(s, T, 1, 1, NULL, 0, &r), 0);
+    const uint64_t m2 = m0 + 5 * minute;
+    for (size_t i = 0; i < 9; i++) {
+        gen_db_trace(&G[i], 50 + i, m2 + i * 1000000, d);
+        T[i] = G[i].t;
+    }
+    ck_assert_int_eq(rt_sel_select_window(s, T, 9, 9, NULL, 0, &r), 0);
+    gen_db_trace(&G[0], 60, m2 + 30 * 1000000000ull, d);
+    gen_db_trace(&G[1], 61, m2 + 31 * 1000000000ull, d * 16 / 10);
+    T[0] = G[0].t;
+    T[1] = G[1].t;
+    ck_assert_int_eq(rt_sel_select_window(s, T, 2, 2, NULL, 0, &r), 0);
+    ck_assert_uint_ne(r.verdicts[0].pattern, r.verdicts[1].pattern);
     rt_sel_destroy(s);
 }
 END_TEST
