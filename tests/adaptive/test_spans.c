@@ -342,6 +342,7 @@ END_TEST
 int main(void)
 {
 	Suite *s = suite_create("adaptive_spans");
+	int rc;
 	TCase *tc = tcase_create("spans");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_drop_attach_and_self_time);
@@ -349,5 +350,7 @@ int main(void)
 	tcase_add_test(tc, test_never_dropped);
 	tcase_add_test(tc, test_reused_name_buffer);
 	suite_add_tcase(s, tc);
-	return test_run_suite(s);
+	rc = test_run_suite(s);
+	test_pool_sweep("adspans"); /* what a failed test left */
+	return rc;
 }
