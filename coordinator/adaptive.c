@@ -18,7 +18,7 @@
  *     a POLICY (wire/) to every agent of the directory with an open socket: the
  *     sites whose probability is below 1 (an unknown site is recorded always,
  *     so the rest need no entry). The learner runs in the loop thread; its
- *     time per cycle is a status figure (last_cycle_ms).
+ *     time per cycle is a status figure (last_cycle_us).
  *   - Sends are fire-and-forget on their own nng contexts (a fixed set of
  *     slots; a busy slot skips that agent this cycle, counted): the callback
  *     only decodes the agent's ACK and bumps atomic counters, never touches
@@ -397,8 +397,8 @@ void coord_adaptive_figures(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_gauge(w, "generation", x->on ? x->generation : 0);
 	rt_fig_gauge(w, "sites", x->l ? rt_adapt_site_count(x->l) : 0);
 	rt_fig_u64(w, "cycles", x->cycles);
-	rt_fig_time_u64(w, "last_cycle_seconds", x->last_cycle_ns, 1e-9);
-	rt_fig_time_u64(w, "max_cycle_seconds", x->max_cycle_ns, 1e-9);
+	rt_fig_time_u64(w, "last_cycle_us", x->last_cycle_ns / 1000, 1e-6);
+	rt_fig_time_u64(w, "max_cycle_us", x->max_cycle_ns / 1000, 1e-6);
 	rt_fig_f(w, "enabled_share", x->l && x->cycles ? rt_adapt_enabled_share(x->l) : 1.0);
 	rt_fig_u64(w, "traces", x->traces);
 	rt_fig_u64(w, "spans", x->spans);

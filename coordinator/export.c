@@ -423,6 +423,12 @@ static void kv_span_facts(struct jw *w, const struct rt_span *s)
 		kv_bool(w, "retrace.no_end", 1);
 	if (s->flags & RT_SPAN_UNMATCHED)
 		kv_bool(w, "retrace.unmatched", 1);
+	/* the adaptive span policy (docs/adaptive.md): the rate it was kept at
+	 * (weight 65535 / p16), and dropped descendants' time folded into it */
+	if (s->adapt_p16 != RT_SPAN_P16_ALWAYS)
+		kv_int(w, "retrace.adaptive.p16", s->adapt_p16);
+	if (s->dropped_ns)
+		kv_int(w, "retrace.adaptive.dropped_ns", s->dropped_ns);
 }
 
 static void otlp_span(struct jw *w, const struct rt_span *s)

@@ -24,6 +24,7 @@
 #include "common/collect.h"
 #include "common/testpool.h"
 #include "decode.h"
+#include "export.h"
 #include "retrace/retrace.h"
 #include "retrace/tracer.h"
 
@@ -248,6 +249,16 @@ START_TEST(test_kept_spans_record_their_probability)
 	}
 	/* Binomial(1000, 0.5): sd 16; a bound of 8 sd never fails by chance. */
 	ck_assert_msg(kept > 370 && kept < 630, "kept %u of 1000 at p = 0.5", kept);
+	{ /* the exported spans carry it too (OTLP attribute) */
+		struct rt_wire_buf out = {0};
+		char want[64];
+		ck_assert_int_eq(rt_export_write(rt_export_format_parse("otlp-json"), &t, 1, &out), 0);
+		ck_assert_int_eq(rt_wire_buf_reserve(&out, 1), 0);
+		out.data[out.len] = 0;
+		snprintf(want, sizeof want, "\"retrace.adaptive.p16\"");
+		ck_assert_ptr_nonnull(strstr((const char *)out.data, want));
+		rt_wire_buf_free(&out);
+	}
 	rt_decoded_trace_free(&t);
 	pool_down();
 }
@@ -342,6 +353,7 @@ END_TEST
 int main(void)
 {
 	Suite *s = suite_create("adaptive_spans");
+	int rc;
 	TCase *tc = tcase_create("spans");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_drop_attach_and_self_time);
@@ -349,5 +361,7 @@ int main(void)
 	tcase_add_test(tc, test_never_dropped);
 	tcase_add_test(tc, test_reused_name_buffer);
 	suite_add_tcase(s, tc);
-	return test_run_suite(s);
+	rc = test_run_suite(s);
+	test_pool_sweep("adspans"); /* what a failed test left */
+	return rc;
 }

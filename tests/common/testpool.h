@@ -6,7 +6,13 @@
 #define RETRACE_TESTS_TESTPOOL_H
 
 #include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "common/suite.h"
@@ -17,6 +23,33 @@ static inline void test_pool_name(char *out, size_t n, const char *tag)
 {
 	static unsigned counter;
 	snprintf(out, n, "/rt-test-%s-%d-%u", tag, (int)getpid(), counter++);
+}
+
+/*
+ * Remove pools named by test_pool_name(tag) whose process is gone: a failing
+ * ck_assert ends a forked test with _exit, before its own cleanup. Call at the
+ * end of main.
+ */
+static inline void test_pool_sweep(const char *tag)
+{
+	char prefix[64];
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	if (!d)
+		return;
+	snprintf(prefix, sizeof prefix, "rt-test-%s-", tag);
+	while ((e = readdir(d)) != NULL) {
+		char path[300];
+		long pid;
+		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+			continue;
+		pid = strtol(e->d_name + strlen(prefix), NULL, 10);
+		if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue; /* still running (or not ours to judge) */
+		snprintf(path, sizeof path, "/%s", e->d_name);
+		shm_unlink(path);
+	}
+	closedir(d);
 }
 
 static inline void test_pool_create(struct rt_pool *p, const char *name,

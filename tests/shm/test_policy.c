@@ -239,7 +239,9 @@ END_TEST
 
 int main(void)
 {
+	static const char *const tags[] = { "nopol", "pol", "polv", "polc" };
 	Suite *s = suite_create("shm_policy");
+	int rc;
 	TCase *tc = tcase_create("policy");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_no_table_reads_as_record);
@@ -247,5 +249,8 @@ int main(void)
 	tcase_add_test(tc, test_attach_validates_table);
 	tcase_add_test(tc, test_concurrent_publish_never_torn);
 	suite_add_tcase(s, tc);
-	return test_run_suite(s);
+	rc = test_run_suite(s);
+	for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++)
+		test_pool_sweep(tags[i]); /* what a failed test left */
+	return rc;
 }
