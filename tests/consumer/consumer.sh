@@ -49,7 +49,7 @@ mkdir -p "$tmp/cmake-src"
 cat >"$tmp/cmake-src/CMakeLists.txt" <<CMAKE
 cmake_minimum_required(VERSION 3.25)
 project(retrace_consumer C)
-find_package(retrace 0.1 CONFIG REQUIRED)
+find_package(retrace 0.2 CONFIG REQUIRED)
 add_executable(consumer-cmake $src/consumer.c)
 target_link_libraries(consumer-cmake PRIVATE retrace::triggers)
 add_executable(consumer-static $src/consumer.c)

@@ -134,7 +134,7 @@ static int store_request(struct rt_store *s, uint64_t lo, int error, uint32_t sh
 	row.trace_hi = id.hi;
 	row.trace_lo = id.lo;
 	row.trigger_count = 1;
-	row.trigger_ids[0] = 7;
+	row.trigger_ids[0] = error ? 8 : 7; /* the failing requests' own trigger */
 	if (keep_a) {
 		put_part(s, &g, HOST_A, shift_a, 1);
 		row.agents[row.agent_count++] = HOST_A;
@@ -293,6 +293,26 @@ START_TEST(test_two_rates)
 			pay_by = num(json_object_get(g, "value"), "spans", "estimate", "estimate");
 	}
 	ck_assert_msg(pay_by == pay_est, "by service: payment %.0f, filtered %.0f", pay_by, pay_est);
+	json_decref(j);
+
+	/* By trigger: trigger 8 collected the failing requests, 7 the others; each
+	 * row's trace count estimates its requests. */
+	j = estimate_json(path, "all", "--by trigger");
+	ck_assert_str_eq(json_string_value(json_object_get(j, "by")), "trigger");
+	groups = json_object_get(j, "groups");
+	ck_assert_uint_eq(json_array_size(groups), 2);
+	for (k = 0; k < json_array_size(groups); k++) {
+		json_t *g = json_array_get(groups, k), *t;
+		const char *key = json_string_value(json_object_get(g, "key"));
+		double truth = !strcmp(key, "8") ? errors : N_REQ - errors, est, se;
+		ck_assert_msg(!strcmp(key, "7") || !strcmp(key, "8"), "trigger row '%s'", key);
+		t = json_object_get(json_object_get(g, "value"), "traces");
+		est = num(t, "estimate", "estimate", NULL);
+		se = num(t, "estimate", "stderr", NULL);
+		printf("estimate by trigger %s: truth %.0f, estimate %.0f ± %.1f\n", key, truth, est, se);
+		ck_assert_msg(se > 0 && fabs(est - truth) <= 3 * se, "trigger %s: %.0f ± %.1f, truth %.0f",
+			      key, est, se, truth);
+	}
 	json_decref(j);
 
 	/* Durations: the payment span lasts ~1 ms, the others too; a 10 ms floor

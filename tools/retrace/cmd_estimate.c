@@ -12,7 +12,8 @@
  * estimates and their variance estimates, rt_est_naive the complete-traces-only
  * baseline; a trace selection kept with a weight is scaled by rt_est_weighted.
  * The per-trace values are summed (traces are sampled independently), per group
- * with --by. Beside them: the plain counts of what is stored, in all traces and
+ * with --by (by trigger: a trace counts in the row of each trigger that
+ * collected it, with all its matching spans). Beside them: the plain counts of what is stored, in all traces and
  * in complete ones only (what counting the store would answer).
  *
  * A trace is "complete" for the naive baseline when the collector called it
@@ -200,11 +201,13 @@ struct group {
 	uint64_t complete_spans, complete_traces; /* matching, complete traces only */
 };
 
-enum by { BY_NONE, BY_SERVICE, BY_OPERATION };
+enum by { BY_NONE, BY_SERVICE, BY_OPERATION, BY_TRIGGER };
+static const char *const by_names[] = { "", "service", "operation", "trigger" };
 
 struct run {
 	struct filter f;
 	enum by by;
+	struct cli_trigger_names names; /* --by trigger: the keys' names */
 	struct group all;
 	struct group *groups;
 	size_t n_groups, cap_groups;
@@ -298,6 +301,8 @@ struct listed {
 	uint64_t hi, lo;
 	int coherent;
 	double weight; /* 0: no selection weight */
+	uint32_t ntrig; /* the triggers that collected it (--by trigger) */
+	uint32_t trig[RT_STORE_MAX_TRIGGERS];
 };
 
 static int estimate_trace(struct rt_store *s, struct run *r, const struct listed *lt)
@@ -339,7 +344,21 @@ static int estimate_trace(struct rt_store *s, struct run *r, const struct listed
 	if (lt->weight > 0)
 		r->weighted++;
 	add_trace(&r->all, sp, t.n_spans, complete, lt->weight);
-	if (r->by != BY_NONE) {
+	if (r->by == BY_TRIGGER) {
+		/* A trace belongs to each trigger that collected it, with all its
+		 * matching spans (a trace two triggers fired for counts in both rows). */
+		for (i = 0; i < lt->ntrig && rc == 0; i++) {
+			char key[96];
+			struct group *g;
+			cli_list_triggers(key, sizeof key, &r->names, &lt->trig[i], 1);
+			if ((g = group_of(r, key)))
+				add_trace(g, sp, t.n_spans, complete, lt->weight);
+			else if (!r->groups_full) {
+				fprintf(stderr, "retrace estimate: out of memory\n");
+				rc = -1;
+			}
+		}
+	} else if (r->by != BY_NONE) {
 		/* Each group this trace has a matching span in, with only its spans matching. */
 		uint8_t *done = calloc(t.n_spans ? t.n_spans : 1, 1);
 		uint8_t *match = malloc(t.n_spans ? t.n_spans : 1);
@@ -410,7 +429,7 @@ static void print_text(const struct run *r, const char *filter, const char *path
 	if (r->weighted)
 		printf(", %" PRIu64 " scaled by their selection weight", r->weighted);
 	printf("\n%-28s %14s %10s %12s %10s  %10s %10s  %12s %10s  %10s %10s\n",
-	       r->by == BY_NONE ? "" : r->by == BY_SERVICE ? "SERVICE" : "OPERATION", "SPANS",
+	       r->by == BY_NONE ? "" : r->by == BY_SERVICE ? "SERVICE" : r->by == BY_OPERATION ? "OPERATION" : "TRIGGER", "SPANS",
 	       "±SE", "TRACES", "±SE", "NAIVE_SPANS", "NAIVE_TRCS", "NAIVE_EST", "±SE",
 	       "KEPT_SPANS", "KEPT_TRCS");
 	for (i = 0; i < r->n_groups; i++)
@@ -458,7 +477,7 @@ static void print_json(const struct run *r, const char *filter)
 	       r->traces_read, r->undecodable, r->weighted, r->all.spans.refused, r->over_rate);
 	print_json_group(&r->all);
 	if (r->by != BY_NONE) {
-		printf(",\"by\":\"%s\",\"groups\":[", r->by == BY_SERVICE ? "service" : "operation");
+		printf(",\"by\":\"%s\",\"groups\":[", by_names[r->by]);
 		for (i = 0; i < r->n_groups; i++) {
 			printf("%s{\"key\":", i ? "," : "");
 			rt_json_fput_string(stdout, r->groups[i].key);
@@ -493,6 +512,9 @@ static int list_one(void *arg, const struct rt_store_trace *t)
 	l->v[l->n].lo = t->trace_lo;
 	l->v[l->n].coherent = t->coherent;
 	l->v[l->n].weight = t->has_selection ? t->weight : 0;
+	l->v[l->n].ntrig = t->trigger_count < RT_STORE_MAX_TRIGGERS ? t->trigger_count
+								    : RT_STORE_MAX_TRIGGERS;
+	memcpy(l->v[l->n].trig, t->trigger_ids, l->v[l->n].ntrig * sizeof t->trigger_ids[0]);
 	l->n++;
 	return 0;
 }
@@ -500,7 +522,7 @@ static int list_one(void *arg, const struct rt_store_trace *t)
 static void estimate_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: retrace estimate --where FILTER [--by service|operation] [--since D]\n"
+		"usage: retrace estimate --where FILTER [--by service|operation|trigger] [--since D]\n"
 		"                        [--json] [--store STORE | --coordinator URL]\n"
 		"Estimate how many spans matched FILTER, and how many traces had one, among all\n"
 		"the requests the services served, not only the ones kept: every stored span is\n"
@@ -513,7 +535,8 @@ static void estimate_usage(FILE *out)
 		"                       operation=NAME (or name=), status=ok|error|unset\n"
 		"                       (ok matches unset too), min_ms=N, max_ms=N (span\n"
 		"                       duration); 'all' matches every span\n"
-		"  -b, --by KEY         one row per service or operation of the matching spans\n"
+		"  -b, --by KEY         one row per service or operation of the matching spans, or\n"
+		"                       per trigger that collected the trace (its name if known)\n"
 		"  -s, --since D        only traces closed in the last D (90s, 5m, 2h, 1d)\n"
 		"  -j, --json           one JSON object\n"
 		RETRACE_STORE_USAGE("   ")
@@ -553,8 +576,10 @@ int cli_cmd_estimate(int argc, char **argv)
 				r->by = BY_SERVICE;
 			else if (!strcmp(optarg, "operation") || !strcmp(optarg, "name"))
 				r->by = BY_OPERATION;
+			else if (!strcmp(optarg, "trigger"))
+				r->by = BY_TRIGGER;
 			else {
-				fprintf(stderr, "retrace estimate: --by is service or operation, not '%s'\n",
+				fprintf(stderr, "retrace estimate: --by is service, operation or trigger, not '%s'\n",
 					optarg);
 				free(r);
 				return 2;
@@ -605,7 +630,9 @@ int cli_cmd_estimate(int argc, char **argv)
 		free(r);
 		return 1;
 	}
-	if (rt_store_list(s, &q, list_one, &l) != 0) {
+	if (r->by == BY_TRIGGER && cli_trigger_names_load("estimate", s, &r->names) != 0)
+		rc = 1;
+	if (rc == 0 && rt_store_list(s, &q, list_one, &l) != 0) {
 		fprintf(stderr, "retrace estimate: %s\n",
 			*rt_store_errmsg(s) ? rt_store_errmsg(s) : "out of memory");
 		rc = 1;
@@ -624,6 +651,7 @@ int cli_cmd_estimate(int argc, char **argv)
 	for (i = 0; i < r->n_groups; i++)
 		free(r->groups[i].key);
 	free(r->groups);
+	cli_trigger_names_free(&r->names);
 	free(r);
 	free(l.v);
 	rt_store_close(s);
