@@ -191,6 +191,17 @@ function attrTable(attrs) {
   return t;
 }
 
+// A link the weaver inferred for a hop that carried no context (docs/weaving.md):
+// the span's retrace.weave.* attributes, shown with the link's confidence.
+function inferredBadge(s) {
+  const attr = k => (s.attributes.find(a => a.key === k) || {}).value;
+  if (attr('retrace.weave.inferred') !== true) return null;
+  const conf = attr('retrace.weave.confidence');
+  const other = attr('retrace.weave.parent_trace_id') || attr('retrace.weave.child_trace_id');
+  return el('span', { class: 'badge flag inferred', title: other ? 'linked trace ' + other : '' },
+    'inferred link' + (typeof conf === 'number' ? ' · confidence ' + conf.toFixed(2) : ''));
+}
+
 function logLines(logs, t0) {
   return logs.map(l => el('div', { class: 'log' },
     el('span', { class: 'lvl ' + l.level }, l.level), '+' + fmtDur(Math.max(0, l.time_ns - t0)) + '  ', l.body));
@@ -260,7 +271,8 @@ async function traceView(id) {
       el('span', { class: 'badge kind' }, s.kind),
       s.status === 'error' ? el('span', { class: 'badge error' }, 'ERROR ' + s.status_code + (s.status_message ? ': ' + s.status_message : '')) : null,
       ...s.flags.map(f => el('span', { class: 'badge flag' }, f.replace('_', ' '))),
-      s.orphan ? el('span', { class: 'badge flag' }, 'orphan: parent ' + s.parent_id + ' not in the trace') : null);
+      s.orphan ? el('span', { class: 'badge flag' }, 'orphan: parent ' + s.parent_id + ' not in the trace') : null,
+      inferredBadge(s));
     wf.appendChild(el('div', { class: 'span-row', 'data-span': s.span_id, 'data-service': s.service },
       label,
       el('div', { class: 'track' }, el('div', { class: 'bar' + (s.status === 'error' ? ' err' : ''),
