@@ -402,13 +402,16 @@ int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now)
 				if (j->hops[i].end_ns > t1)
 					t1 = j->hops[i].end_ns;
 			}
-		/* The calls around ours compete for the same candidates, and theirs
-		 * for others: look a call's length (and 5 ms) to each side. */
+		/* The calls around ours compete for the same candidates, and theirs for
+		 * others: look ten times the calls' span and 20 ms to each side. The
+		 * windows are staggered by that margin, clients earlier and roots later,
+		 * so that a root in the batch has its call in it and a call its root (for
+		 * calls shorter than the margin): no edge of the batch is cut. */
 		margin = 10 * (t1 - t0) + 20000000;
-		t0 = t0 > margin ? t0 - margin : 0;
-		t1 += margin;
 		for (kind = RT_WIRE_WINDOW_ROOTS; kind <= RT_WIRE_WINDOW_CLIENTS; kind++) {
 			struct rt_wire_window_query q;
+			int64_t lo = t0 - (kind == RT_WIRE_WINDOW_CLIENTS ? 2 : 1) * margin;
+			int64_t hi = t1 + (kind == RT_WIRE_WINDOW_CLIENTS ? 1 : 2) * margin;
 			memset(&q, 0, sizeof q);
 			q.request_id = j->request_ids[k][kind] = c->next_request_id++;
 			q.kind = kind;
@@ -416,8 +419,8 @@ int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now)
 				 kind == RT_WIRE_WINDOW_ROOTS ? j->edges[k].callee : j->edges[k].caller);
 			if (kind == RT_WIRE_WINDOW_CLIENTS)
 				snprintf(q.peer, sizeof q.peer, "%s", j->edges[k].callee);
-			q.t0_unix_ns = (uint64_t)t0;
-			q.t1_unix_ns = (uint64_t)t1;
+			q.t0_unix_ns = lo > 0 ? (uint64_t)lo : 0;
+			q.t1_unix_ns = (uint64_t)hi;
 			q.max = RT_WIRE_MAX_WINDOW;
 			/* Held past our own timeout; released as soon as we decide. */
 			if (kind == RT_WIRE_WINDOW_ROOTS)
