@@ -1,7 +1,8 @@
 /*
  * agent/window.h — the agent's time-window query, for weaving (docs/weaving.md):
- * "the root SERVER spans of service S that started in [t0, t1]" on this host,
- * answered from the index, and the hold that keeps the answer from being
+ * "the root SERVER spans of service S that started in [t0, t1]" on this host (or,
+ * kind CLIENTS, "the CLIENT spans S wrote to peer P" — the other calls on an
+ * edge), answered from the index, and the hold that keeps the roots from being
  * evicted while the coordinator decides.
  *
  * Owns: the hold table (which trace was held by which query, until when) and
@@ -11,12 +12,13 @@
  * Promises:
  *   - The answer is read from what the index holds, with no change to the pool
  *     ABI: traces whose first segment began in [t0 - RT_WINDOW_SLACK_NS, t1]
- *     are decoded just far enough to find their root SERVER span (parent 0) and
- *     the service.name of the writer stream that wrote it; segment bytes are
- *     untrusted, so a record that does not parse is skipped and counted.
+ *     are decoded just far enough to find their root SERVER span (parent 0), or
+ *     their CLIENT spans and peer.service attributes, and the service.name of the
+ *     writer stream that wrote them; segment bytes are untrusted, so a record
+ *     that does not parse is skipped and counted.
  *   - Candidates are the earliest `max` by start; the rest are counted in the
  *     reply's `truncated`.
- *   - With hold_ms > 0 each answered untriggered trace is taken out of the LRU
+ *   - With hold_ms > 0 each answered root's untriggered trace is taken out of the LRU
  *     (not evicted) until a WINDOW_RELEASE of the query or hold_ms elapse; at
  *     most RT_WINDOW_MAX_HOLDS at once (beyond: answered, not held, counted).
  *     Every hold ends released or expired, each counted. A trace pinned by a

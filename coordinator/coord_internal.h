@@ -429,6 +429,11 @@ void coord_weave_store_links(struct rt_coord *c, struct coord_group *g, int idx)
 /* Open hops of trace idx closed by a link to a complete trace (coherence). */
 uint64_t coord_weave_forgiven(const struct coord_group *g, int idx, const struct rt_decoded_trace *dt);
 void coord_weave_figures(struct rt_figures *w, struct rt_coord *c);
+/* The call graph: learn from a decoded trace's coherent hops; name the callee of a
+ * CLIENT span (peer.service, learnt edge, --weave-graph; NULL: unknown). */
+void coord_weave_learn(struct rt_coord *c, const struct rt_decoded_trace *dt);
+const char *coord_weave_callee(struct rt_coord *c, const struct rt_decoded_trace *dt,
+			       const struct rt_span *s);
 
 /* spans_out.c: a closed trace's decoded spans into a store that keeps them as
  * rows (rt_store_wants_spans); 0, or a negative store error / -1 out of memory. */

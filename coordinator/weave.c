@@ -99,11 +99,19 @@ struct weave_edge {
 	char caller[RT_WIRE_MAX_STR + 1], callee[RT_WIRE_MAX_STR + 1];
 };
 
+/* A call-graph edge learnt from a coherent hop: a CLIENT span named `op` in
+ * service `caller` had its SERVER child in service `callee`. */
+#define WEAVE_MAX_LEARNT 256
+struct weave_learnt {
+	char caller[RT_WIRE_MAX_STR + 1], op[RT_WIRE_MAX_STR + 1], callee[RT_WIRE_MAX_STR + 1];
+};
+
 struct weave_stats {
 	uint64_t traces_looked, open_hops, unknown_callee, hops_dropped;
 	uint64_t jobs, jobs_full, queries, query_failures, replies, bad_replies, candidates;
 	uint64_t other_clients;
 	uint64_t priors_used, models_learnt;
+	uint64_t edges_learnt, learnt_full, callee_by_peer, callee_by_learnt, callee_by_graph;
 	uint64_t weave_spans, weave_cpu_ns; /* spans put through rt_weave_hop, its CPU time */
 	uint64_t links, links_low, unmatched, links_dropped, timeouts, abandoned;
 	uint64_t releases, link_slices, link_slice_errors;
@@ -125,6 +133,8 @@ struct coord_weave {
 	uint32_t nmodels;
 	struct weave_edge graph[WEAVE_MAX_GRAPH];
 	uint32_t ngraph;
+	struct weave_learnt learnt[WEAVE_MAX_LEARNT];
+	uint32_t nlearnt;
 	struct weave_stats st;
 };
 
@@ -203,17 +213,85 @@ static const char *attr_str(const struct rt_attr *a, uint32_t n, const char *key
 	return NULL;
 }
 
-static const char *callee_of(const struct coord_weave *w, const struct rt_decoded_trace *dt,
-			     const struct rt_span *s)
+static const char *service_of(const struct rt_decoded_trace *dt, const struct rt_span *s)
 {
-	const char *peer = attr_str(s->attrs, s->n_attrs, "peer.service"), *svc;
+	const char *svc = s->resource < dt->n_resources ? dt->resources[s->resource].service : NULL;
+	return svc && svc[0] && strlen(svc) <= RT_WIRE_MAX_STR ? svc : NULL;
+}
+
+/* The call graph from the coherent hops of a decoded trace: each CLIENT span whose
+ * SERVER child runs in another service teaches (caller, operation) -> callee. */
+void coord_weave_learn(struct rt_coord *c, const struct rt_decoded_trace *dt)
+{
+	struct coord_weave *w = c->weave;
+	uint32_t i, k;
+	if (!w)
+		return;
+	for (i = 0; i < dt->n_spans; i++) {
+		const struct rt_span *ch = &dt->spans[i], *cl;
+		const char *from, *to;
+		if (ch->parent < 0 || (uint32_t)ch->parent >= dt->n_spans)
+			continue;
+		cl = &dt->spans[ch->parent];
+		if (cl->kind != RETRACE_SPAN_CLIENT || ch->kind != RETRACE_SPAN_SERVER ||
+		    !(from = service_of(dt, cl)) || !(to = service_of(dt, ch)) || !strcmp(from, to) ||
+		    !cl->name || strlen(cl->name) > RT_WIRE_MAX_STR)
+			continue;
+		for (k = 0; k < w->nlearnt; k++)
+			if (!strcmp(w->learnt[k].caller, from) && !strcmp(w->learnt[k].op, cl->name))
+				break;
+		if (k < w->nlearnt) {
+			snprintf(w->learnt[k].callee, sizeof w->learnt[k].callee, "%s", to);
+			continue; /* the latest word on an operation stands */
+		}
+		if (w->nlearnt == WEAVE_MAX_LEARNT) {
+			w->st.learnt_full++;
+			continue;
+		}
+		snprintf(w->learnt[k].caller, sizeof w->learnt[k].caller, "%s", from);
+		snprintf(w->learnt[k].op, sizeof w->learnt[k].op, "%s", cl->name);
+		snprintf(w->learnt[k].callee, sizeof w->learnt[k].callee, "%s", to);
+		w->nlearnt++;
+		w->st.edges_learnt++;
+	}
+}
+
+/* The callee of an open CLIENT span: its peer.service; else the callee learnt for
+ * its (service, operation); else the service's one learnt callee, if it has only one;
+ * else a --weave-graph edge of its service. NULL: unknown. */
+const char *coord_weave_callee(struct rt_coord *c, const struct rt_decoded_trace *dt,
+			       const struct rt_span *s)
+{
+	struct coord_weave *w = c->weave;
+	const char *peer = attr_str(s->attrs, s->n_attrs, "peer.service"), *svc, *only = NULL;
 	uint32_t i;
-	if (peer && peer[0] && strlen(peer) <= RT_WIRE_MAX_STR)
+	int several = 0;
+	if (peer && peer[0] && strlen(peer) <= RT_WIRE_MAX_STR) {
+		w->st.callee_by_peer++;
 		return peer;
-	svc = s->resource < dt->n_resources ? dt->resources[s->resource].service : NULL;
-	for (i = 0; svc && i < w->ngraph; i++)
-		if (!strcmp(w->graph[i].caller, svc))
+	}
+	if (!(svc = service_of(dt, s)))
+		return NULL;
+	for (i = 0; i < w->nlearnt; i++) {
+		if (strcmp(w->learnt[i].caller, svc) != 0)
+			continue;
+		if (s->name && !strcmp(w->learnt[i].op, s->name)) {
+			w->st.callee_by_learnt++;
+			return w->learnt[i].callee;
+		}
+		if (only && strcmp(only, w->learnt[i].callee) != 0)
+			several = 1;
+		only = w->learnt[i].callee;
+	}
+	if (only && !several) {
+		w->st.callee_by_learnt++;
+		return only;
+	}
+	for (i = 0; i < w->ngraph; i++)
+		if (!strcmp(w->graph[i].caller, svc)) {
+			w->st.callee_by_graph++;
 			return w->graph[i].callee;
+		}
 	return NULL;
 }
 
@@ -241,6 +319,7 @@ static void look_at(struct rt_coord *c, struct coord_group *g, int idx, struct w
 		rt_decoded_trace_free(&dt);
 		return;
 	}
+	coord_weave_learn(c, &dt);
 	for (i = 0; i < dt.n_spans; i++) {
 		const struct rt_span *s = &dt.spans[i];
 		const char *callee, *caller;
@@ -248,7 +327,7 @@ static void look_at(struct rt_coord *c, struct coord_group *g, int idx, struct w
 		if (s->kind != RETRACE_SPAN_CLIENT || !(s->flags & RT_SPAN_UNMATCHED))
 			continue;
 		w->st.open_hops++;
-		if (!(callee = callee_of(w, &dt, s))) {
+		if (!(callee = coord_weave_callee(c, &dt, s))) {
 			w->st.unknown_callee++;
 			continue;
 		}
@@ -323,13 +402,16 @@ int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now)
 				if (j->hops[i].end_ns > t1)
 					t1 = j->hops[i].end_ns;
 			}
-		/* The calls around ours compete for the same candidates, and theirs
-		 * for others: look a call's length (and 5 ms) to each side. */
+		/* The calls around ours compete for the same candidates, and theirs for
+		 * others: look ten times the calls' span and 20 ms to each side. The
+		 * windows are staggered by that margin, clients earlier and roots later,
+		 * so that a root in the batch has its call in it and a call its root (for
+		 * calls shorter than the margin): no edge of the batch is cut. */
 		margin = 10 * (t1 - t0) + 20000000;
-		t0 = t0 > margin ? t0 - margin : 0;
-		t1 += margin;
 		for (kind = RT_WIRE_WINDOW_ROOTS; kind <= RT_WIRE_WINDOW_CLIENTS; kind++) {
 			struct rt_wire_window_query q;
+			int64_t lo = t0 - (kind == RT_WIRE_WINDOW_CLIENTS ? 2 : 1) * margin;
+			int64_t hi = t1 + (kind == RT_WIRE_WINDOW_CLIENTS ? 1 : 2) * margin;
 			memset(&q, 0, sizeof q);
 			q.request_id = j->request_ids[k][kind] = c->next_request_id++;
 			q.kind = kind;
@@ -337,8 +419,8 @@ int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now)
 				 kind == RT_WIRE_WINDOW_ROOTS ? j->edges[k].callee : j->edges[k].caller);
 			if (kind == RT_WIRE_WINDOW_CLIENTS)
 				snprintf(q.peer, sizeof q.peer, "%s", j->edges[k].callee);
-			q.t0_unix_ns = (uint64_t)t0;
-			q.t1_unix_ns = (uint64_t)t1;
+			q.t0_unix_ns = lo > 0 ? (uint64_t)lo : 0;
+			q.t1_unix_ns = (uint64_t)hi;
 			q.max = RT_WIRE_MAX_WINDOW;
 			/* Held past our own timeout; released as soon as we decide. */
 			if (kind == RT_WIRE_WINDOW_ROOTS)
@@ -839,6 +921,11 @@ void coord_weave_figures(struct rt_figures *f, struct rt_coord *c)
 	rt_fig_u64(f, "candidates", s->candidates);
 	rt_fig_u64(f, "other_clients", s->other_clients);
 	rt_fig_u64(f, "priors_used", s->priors_used);
+	rt_fig_gauge(f, "graph_edges_learnt", c->weave->nlearnt);
+	rt_fig_u64(f, "graph_learnt_full", s->learnt_full);
+	rt_fig_u64(f, "callee_by_peer_service", s->callee_by_peer);
+	rt_fig_u64(f, "callee_by_learnt_graph", s->callee_by_learnt);
+	rt_fig_u64(f, "callee_by_graph_file", s->callee_by_graph);
 	rt_fig_u64(f, "models_learnt", s->models_learnt);
 	rt_fig_u64(f, "spans_woven", s->weave_spans);
 	rt_fig_u64(f, "weave_cpu_ns", s->weave_cpu_ns);
