@@ -329,42 +329,12 @@ static int encode_request(struct rt_coord *c, const struct coord_req *r, uint32_
 	return rt_wire_encode_remote_trigger(&c->out, &m);
 }
 
-/* Send r (its parts filled) to agent a; 0, or -1 (then r is released). */
-static int send_request(struct rt_coord *c, struct coord_req *r, struct coord_agent *a,
-			uint32_t trigger_id)
+/* Send c->out on a fresh context of a's socket as request r (kind and ids set
+ * by the caller); 0, or -1 (then r is released). */
+static int req_dispatch(struct rt_coord *c, struct coord_req *r, struct coord_agent *a,
+			double timeout_s)
 {
 	nng_msg *m;
-	r->request_id = c->next_request_id++;
-	if (encode_request(c, r, trigger_id) != 0 || nng_ctx_open(&r->ctx, a->sock) != 0) {
-		r->ctx = (nng_ctx)NNG_CTX_INITIALIZER;
-		req_release(c, r);
-		return -1;
-	}
-	if (nng_msg_alloc(&m, c->out.len) != 0) {
-		req_release(c, r);
-		return -1;
-	}
-	memcpy(nng_msg_body(m), c->out.data, c->out.len);
-	r->kind = COORD_REQ_TRAVERSAL;
-	r->agent_id = a->id;
-	r->ok = 0;
-	r->state = REQ_SENDING;
-	nng_aio_set_timeout(r->aio, (nng_duration)(c->cfg.agent_timeout * 1000));
-	nng_aio_set_msg(r->aio, m);
-	nng_ctx_send(r->ctx, r->aio);
-	a->asked++;
-	c->st.remote_sent++;
-	c->st.remote_asks += r->nparts;
-	return 0;
-}
-
-int coord_req_send(struct rt_coord *c, struct coord_agent *a, int kind, uint32_t job,
-		   uint64_t tag, uint64_t request_id, double timeout_s)
-{
-	struct coord_req *r;
-	nng_msg *m;
-	if (!a->sock_open || !(r = req_alloc(c)))
-		return -1;
 	if (nng_ctx_open(&r->ctx, a->sock) != 0) {
 		r->ctx = (nng_ctx)NNG_CTX_INITIALIZER;
 		req_release(c, r);
@@ -375,11 +345,6 @@ int coord_req_send(struct rt_coord *c, struct coord_agent *a, int kind, uint32_t
 		return -1;
 	}
 	memcpy(nng_msg_body(m), c->out.data, c->out.len);
-	r->kind = kind;
-	r->request_id = request_id;
-	r->job = job;
-	r->tag = tag;
-	r->nparts = 0;
 	r->agent_id = a->id;
 	r->ok = 0;
 	r->state = REQ_SENDING;
@@ -387,6 +352,39 @@ int coord_req_send(struct rt_coord *c, struct coord_agent *a, int kind, uint32_t
 	nng_aio_set_msg(r->aio, m);
 	nng_ctx_send(r->ctx, r->aio);
 	return 0;
+}
+
+/* Send r (its parts filled) to agent a; 0, or -1 (then r is released). */
+static int send_request(struct rt_coord *c, struct coord_req *r, struct coord_agent *a,
+			uint32_t trigger_id)
+{
+	r->request_id = c->next_request_id++;
+	r->kind = COORD_REQ_TRAVERSAL;
+	if (encode_request(c, r, trigger_id) != 0) {
+		r->ctx = (nng_ctx)NNG_CTX_INITIALIZER;
+		req_release(c, r);
+		return -1;
+	}
+	if (req_dispatch(c, r, a, c->cfg.agent_timeout) != 0)
+		return -1;
+	a->asked++;
+	c->st.remote_sent++;
+	c->st.remote_asks += r->nparts;
+	return 0;
+}
+
+int coord_req_send(struct rt_coord *c, struct coord_agent *a, int kind, uint32_t job,
+		   uint64_t tag, uint64_t request_id, double timeout_s)
+{
+	struct coord_req *r;
+	if (!a->sock_open || !(r = req_alloc(c)))
+		return -1;
+	r->kind = kind;
+	r->request_id = request_id;
+	r->job = job;
+	r->tag = tag;
+	r->nparts = 0;
+	return req_dispatch(c, r, a, timeout_s);
 }
 
 void coord_req_free(struct rt_coord *c, struct coord_req *r)

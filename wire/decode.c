@@ -446,12 +446,7 @@ static int rd_window_query(struct cur *c, struct rt_wire_window_query *q)
 	TRY(rd_u64(c, &q->t1_unix_ns));
 	TRY(rd_u32(c, &q->max));
 	TRY(rd_u32(c, &q->hold_ms));
-	if (!q->service[0] || q->t0_unix_ns > q->t1_unix_ns || q->max == 0 ||
-	    q->max > RT_WIRE_MAX_WINDOW || q->hold_ms > RT_WIRE_MAX_HOLD_MS ||
-	    q->kind > RT_WIRE_WINDOW_CLIENTS ||
-	    (q->kind == RT_WIRE_WINDOW_CLIENTS) != (q->peer[0] != 0))
-		return RT_WIRE_E_VALUE;
-	return 0;
+	return rt_wire_window_query_in_domain(q) ? 0 : RT_WIRE_E_VALUE;
 }
 
 static int rd_window_reply(struct cur *c, struct rt_wire_msg *out)

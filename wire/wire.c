@@ -80,6 +80,14 @@ static int sink_write(void *data, const char *p, size_t len)
 
 /* ---- checks: the decoder's limits, applied before anything is written ---- */
 
+int rt_wire_window_query_in_domain(const struct rt_wire_window_query *q)
+{
+	return q->service[0] && q->t0_unix_ns <= q->t1_unix_ns && q->max != 0 &&
+	       q->max <= RT_WIRE_MAX_WINDOW && q->hold_ms <= RT_WIRE_MAX_HOLD_MS &&
+	       q->kind <= RT_WIRE_WINDOW_CLIENTS &&
+	       (q->kind == RT_WIRE_WINDOW_CLIENTS) == (q->peer[0] != 0);
+}
+
 static int check_str(const char *s)
 {
 	return strnlen(s, RT_WIRE_MAX_STR + 1) > RT_WIRE_MAX_STR ? RT_WIRE_E_TOO_BIG : 0;
@@ -149,12 +157,7 @@ static int check_msg(const struct rt_wire_msg *m)
 			return rc;
 		if ((rc = check_str(q->peer)))
 			return rc;
-		if (!q->service[0] || q->t0_unix_ns > q->t1_unix_ns || q->max == 0 ||
-		    q->max > RT_WIRE_MAX_WINDOW || q->hold_ms > RT_WIRE_MAX_HOLD_MS ||
-		    q->kind > RT_WIRE_WINDOW_CLIENTS ||
-		    (q->kind == RT_WIRE_WINDOW_CLIENTS) != (q->peer[0] != 0))
-			return RT_WIRE_E_VALUE;
-		return 0;
+		return rt_wire_window_query_in_domain(q) ? 0 : RT_WIRE_E_VALUE;
 	}
 	case RT_WIRE_WINDOW_REPLY:
 		if (m->wreply.candidate_count > RT_WIRE_MAX_WINDOW)

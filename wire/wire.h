@@ -196,6 +196,12 @@ enum rt_wire_window_kind {
 	RT_WIRE_WINDOW_CLIENTS = 1, /* CLIENT spans of `service` calling `peer` */
 };
 
+/* The query's value domain, one rule for the encoder and the decoder: 1 if in it
+ * (service not empty, t0 <= t1, 1 <= max <= RT_WIRE_MAX_WINDOW, hold_ms <=
+ * RT_WIRE_MAX_HOLD_MS, a known kind, and a peer exactly for CLIENTS). */
+struct rt_wire_window_query;
+int rt_wire_window_query_in_domain(const struct rt_wire_window_query *q);
+
 struct rt_wire_window_query {
 	uint64_t request_id;
 	uint32_t kind;                     /* enum rt_wire_window_kind */
