@@ -113,19 +113,9 @@ static void write_trace(uint64_t lo)
 	ck_assert_int_eq(cl_write(&ca, 2, HI, lo, RECORDS, &to2, 1), 0);
 }
 
-/*
- * Wait until the trace is in one of the stores; then it must be in that one only,
- * coherent, with every host's records as written. Returns the member (0, 1).
- *
- * in_flight: the trace was being collected when its member was killed. A kill
- * between a commit and the delivery of its ACK can split such a trace between
- * the two members (docs/scaling.md, "What is not guaranteed": an agent re-sends
- * the trigger whose ACK it never saw to the other member, while a slice the dead
- * member did acknowledge stays with it). Then the trace must be *told* split:
- * stored incoherent with the missing host named, never coherent with a host
- * missing. Returns 2 + member for such a trace.
- */
-static int check_trace_at(uint64_t lo, double timeout_s, int in_flight)
+/* Wait until the trace is in one of the stores; then it must be in that one only,
+ * coherent, with every host's records as written. Returns the member (0, 1). */
+static int check_trace(uint64_t lo, double timeout_s)
 {
 	struct rt_store_trace t, u;
 	double end = mono_s() + timeout_s;
@@ -140,12 +130,6 @@ static int check_trace_at(uint64_t lo, double timeout_s, int in_flight)
 	}
 	ck_assert_msg(where >= 0, "trace %llx in neither store after %.0f s (logs in %s, %s)",
 		      (unsigned long long)lo, timeout_s, ca.dir, cb.dir);
-	if (in_flight && !t.coherent) {
-		ck_assert_msg(t.missing_count >= 1 && t.agent_count + t.missing_count >= 3,
-			      "trace %llx incoherent at c%d without the missing host named: %u agents, "
-			      "%u missing", (unsigned long long)lo, where, t.agent_count, t.missing_count);
-		return 2 + where;
-	}
 	ck_assert_msg(!in_store(where ? &ca : &cb, lo, &u), "trace %llx stored by both members",
 		      (unsigned long long)lo);
 	ck_assert_msg(t.coherent, "trace %llx incoherent at c%d: %u agents, %u missing",
@@ -158,11 +142,6 @@ static int check_trace_at(uint64_t lo, double timeout_s, int in_flight)
 			      "trace %llx host %d at c%d: %s", (unsigned long long)lo, h, where, why);
 	}
 	return where;
-}
-
-static int check_trace(uint64_t lo, double timeout_s)
-{
-	return check_trace_at(lo, timeout_s, 0);
 }
 
 /* n traces from 0x7001 triggered on host 2: each at its owner, once, complete. */
@@ -274,7 +253,7 @@ START_TEST(member_kill9_and_return)
 	const int n = 30;
 	long long acked = 0, stored;
 	struct rt_ring ring;
-	int moved = 0, split = 0;
+	int moved = 0;
 	start_pair();
 	for (int i = 0; i < n; i++)
 		write_trace(0x9001 + (uint64_t)i);
@@ -300,15 +279,10 @@ START_TEST(member_kill9_and_return)
 	rt_ring_add(&ring, "c1");
 	for (int i = 0; i < n; i++) {
 		uint64_t lo = 0x9001 + (uint64_t)i;
-		/* The first half was in flight at the kill; the second half was triggered
-		 * after it and must come out whole. */
-		int where = check_trace_at(lo, 90, i < n / 2);
-		split += where >= 2;
+		int where = check_trace(lo, 90);
 		/* c0's range moved: traces triggered while it was down went to c1 */
 		moved += i >= n / 2 && rt_ring_owner(&ring, lo) == 0 && where == 1;
 	}
-	printf("sharding: %d of %d traces in flight at the kill were split (told incoherent)\n",
-	       split, n / 2);
 	ck_assert_msg(moved > 0, "no trace of c0's range triggered while it was down went to c1");
 	/* Nothing an agent saw acknowledged is missing from the stores. */
 	for (int h = 0; h < 3; h++) {
