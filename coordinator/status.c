@@ -150,6 +150,7 @@ static void collection_section(struct rt_figures *w, struct rt_coord *c)
 	uint64_t closed = c->st.traces_coherent + c->st.traces_incoherent;
 	rt_fig_section(w, "collection");
 	rt_fig_u64(w, "traces_incomplete", c->st.traces_incomplete);
+	rt_fig_u64(w, "traces_untriggered", c->st.traces_untriggered);
 	rt_fig_u64(w, "traces_undecodable", c->st.traces_undecodable);
 	rt_fig_u64(w, "recollections", c->st.recollections);
 	rt_fig_u64(w, "reopened", c->st.reopened);

@@ -928,7 +928,13 @@ static void build_row(struct rt_coord *c, const struct coord_group *g, int idx,
 		if (x->named && !cell_delivered(x))
 			missing = 1, add_agent(row->missing, &row->missing_count, x->agent_id);
 	}
-	row->coherent = any && !missing;
+	/* A group no trigger ever reached (slices came, their trigger went to another
+	 * coordinator or was dropped) was traversed from the senders' breadcrumbs
+	 * alone, which name callers, not the host that fired: nothing shows that
+	 * host delivered, so the trace is not called coherent. */
+	row->coherent = any && !missing && g->has_trigger;
+	if (any && !missing && !g->has_trigger)
+		c->st.traces_untriggered++;
 	row->first_ns = t->first_ns;
 	row->last_ns = t->last_ns;
 	row->bytes = t->bytes;
@@ -1082,9 +1088,12 @@ static void group_tick(struct rt_coord *c, struct coord_group *g, uint64_t now)
 	reask_open_cells(g, now);
 	if (g->dirty)
 		dispatch(c, g, now);
+	/* A group no trigger has reached yet (its slices raced ahead) waits for it
+	 * until the collect timeout, not the settle time: closed without it, the
+	 * trace cannot be called coherent (build_row). */
 	if (now - g->created_ns >= timeout)
 		close_group(c, g, now);
-	else if (g->traversal_ns && !traversal_busy(g) && all_delivered(g) &&
+	else if (g->has_trigger && g->traversal_ns && !traversal_busy(g) && all_delivered(g) &&
 		 now - g->last_activity_ns >= settle && !coord_weave_hold(c, g, now))
 		close_group(c, g, now); /* (weaving may first add the callees' halves) */
 }
