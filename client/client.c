@@ -137,6 +137,13 @@ void retrace_config_from_env(struct retrace_config *cfg)
 	cfg->quiet = (int)env_u32("RETRACE_QUIET", 0, 0, 1);
 }
 
+/* The two switches of how this process maps and fills the pool. */
+static void read_mapping_env(void)
+{
+	rt_client.one_per_buffer = (int)env_u32("RETRACE_ONE_TRACE_PER_BUFFER", 0, 0, 1);
+	rt_client.populate = (int)env_u32("RETRACE_POPULATE", 1, 0, 1);
+}
+
 /* The configured rate -> rt_client.rate_word: cfg.trace_rate starts at rate 1
  * until its first window is measured; cfg.sample_ppm is split once (§2.9);
  * else the power cfg.sample_shift. Called with the configuration set. */
@@ -230,7 +237,7 @@ static void process_setup(void)
 		rate_setup();
 		rt_client.configured = 1;
 	}
-	rt_client.one_per_buffer = (int)env_u32("RETRACE_ONE_TRACE_PER_BUFFER", 0, 0, 1);
+	read_mapping_env();
 }
 
 static int attach_locked(void)
@@ -239,6 +246,7 @@ static int attach_locked(void)
 		.name = rt_client.cfg.pool_name,
 		.expect_buffer_size = rt_client.cfg.expect_buffer_size,
 		.expect_buffer_count = rt_client.cfg.expect_buffer_count,
+		.populate = rt_client.populate,
 	};
 	struct rt_pool *dst = &rt_client.pool_storage;
 	char err[256];
@@ -327,7 +335,7 @@ int retrace_init(const struct retrace_config *cfg)
 	rate_setup();
 	rt_client.configured = 1;
 	rt_client.warned = 0;
-	rt_client.one_per_buffer = (int)env_u32("RETRACE_ONE_TRACE_PER_BUFFER", 0, 0, 1);
+	read_mapping_env();
 	pthread_mutex_unlock(&rt_client.attach_lock);
 	pthread_once(&process_once, process_setup);
 	pthread_mutex_lock(&rt_client.attach_lock);

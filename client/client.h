@@ -192,7 +192,10 @@ struct rt_client_state {
 	struct rt_pool_box *retired_boxes; /* the left mappings' storage after the first */
 	int one_per_buffer;            /* RETRACE_ONE_TRACE_PER_BUFFER=1: leave the buffer
 					  at every trace's end (the layout before ABI 5,
-					  kept to measure against) */	/* This host's rate as one word, read by every begin (relaxed): the exponent k
+					  kept to measure against) */
+	int populate;                  /* RETRACE_POPULATE (default 1): map the pool with
+					  its page tables filled (shm/pool.c says why) */
+	/* This host's rate as one word, read by every begin (relaxed): the exponent k
 	 * in the top 7 bits, below them P(k + 1) of the §2.9 choice scaled by 2^57
 	 * (0: always k). Set at init; with cfg.trace_rate re-set every window. */
 	uint64_t rate_word;

@@ -18,6 +18,10 @@ for b in client agent horizon report weave adaptive traversal estimate triggers 
     echo "bench_$b: $(wc -l < "build/bench-$b.txt") lines"
   fi
 done
+if [ -x build/bench/client/bench_first_touch ]; then
+  RETRACE_BENCH_QUICK=1 ./build/bench/client/bench_first_touch > build/bench-first-touch.txt
+  echo "bench_first_touch: $(wc -l < build/bench-first-touch.txt) lines"
+fi
 # The end-to-end evaluation, short: fails (non-zero) if any trace the coordinator
 # called coherent is not complete against the services' ground truth.
 if [ -x build/bench/e2e/retrace-tail-collector ]; then

@@ -357,6 +357,7 @@ struct rt_pool_create_opts {
 	uint32_t policy_slots;      /* per table copy: a power of two >= 8, or 0 for
 				     * no table (rounded up; default
 				     * RT_POOL_DEFAULT_POLICY_SLOTS) */
+	int populate;               /* map with MAP_POPULATE (default 1; pool.c says why) */
 };
 
 struct rt_pool_attach_opts {
@@ -367,6 +368,9 @@ struct rt_pool_attach_opts {
 				       * reserve the memory instead of requiring it, and
 				       * restore the rings' own size and mask instead of
 				       * refusing them */
+	int populate;                 /* map with MAP_POPULATE: no page fault on a first
+				       * touch later (pool.c says why); rt_pool_takeover
+				       * sets it */
 };
 
 /* Defaults for create options. */
