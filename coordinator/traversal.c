@@ -1029,6 +1029,11 @@ static void close_group(struct rt_coord *c, struct coord_group *g, uint64_t now)
 			c->st.store_errors++;
 			coord_log(c, LOG_ERROR, "store: spans: %s", rt_store_errmsg(c->store));
 		}
+		/* Closed before selection hears of it: adding it may fill the window,
+		 * whose verdict marks the dropped traces in the closed map, this one
+		 * too (else its late slices would bring a part of it back). */
+		coord_map_del(&c->traces, g->traces[i].lo);
+		remember_closed(c, g->traces[i].lo, now);
 		if (rt_store_put_trace(c->store, &row) < 0) {
 			c->st.store_errors++;
 			coord_log(c, LOG_ERROR, "store: %s", rt_store_errmsg(c->store));
@@ -1046,8 +1051,6 @@ static void close_group(struct rt_coord *c, struct coord_group *g, uint64_t now)
 			  (unsigned long long)row.trace_hi, (unsigned long long)row.trace_lo,
 			  row.coherent ? "coherent" : "incoherent", row.agent_count,
 			  (unsigned long long)row.bytes);
-		coord_map_del(&c->traces, g->traces[i].lo);
-		remember_closed(c, g->traces[i].lo, now);
 	}
 	for (i = 0; i < g->nkeys; i++)
 		rt_store_done_trigger(c->store, g->keys[i].agent_id, g->keys[i].seq);
