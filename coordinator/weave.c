@@ -304,9 +304,12 @@ const char *coord_weave_callee(struct rt_coord *c, const struct rt_decoded_trace
 	return NULL;
 }
 
-static void note_seen(struct coord_weave *w, const char *caller, const char *callee)
+void coord_weave_note_hop(struct rt_coord *c, const char *caller, const char *callee)
 {
+	struct coord_weave *w = c->weave;
 	uint32_t k;
+	if (!w)
+		return;
 	for (k = 0; k < w->nseen; k++)
 		if (!strcmp(w->seen[k].caller, caller) && !strcmp(w->seen[k].callee, callee))
 			return;
@@ -319,10 +322,13 @@ static void note_seen(struct coord_weave *w, const char *caller, const char *cal
 
 /* The services whose calls to `callee` arrive without context: the callers of
  * the open hops seen so far and the --weave-graph edges (at most max). */
-static uint32_t callers_of(const struct coord_weave *w, const char *callee,
-			   const char *out[], uint32_t max)
+uint32_t coord_weave_callers(const struct rt_coord *c, const char *callee, const char *out[],
+			     uint32_t max)
 {
+	const struct coord_weave *w = c->weave;
 	uint32_t n = 0, k, i;
+	if (!w)
+		return 0;
 	for (k = 0; k < w->nseen + w->ngraph && n < max; k++) {
 		const struct weave_edge *e = k < w->nseen ? &w->seen[k] : &w->graph[k - w->nseen];
 		if (strcmp(e->callee, callee) != 0)
@@ -376,7 +382,7 @@ static void look_at(struct rt_coord *c, struct coord_group *g, int idx, struct w
 			w->st.hops_dropped++;
 			continue;
 		}
-		note_seen(w, caller, callee);
+		coord_weave_note_hop(c, caller, callee);
 		j->hops[j->nhops++] = (struct weave_hop){(uint8_t)idx, (uint8_t)k, s->span_id,
 							 (int64_t)s->start_ns, (int64_t)s->end_ns};
 	}
@@ -453,7 +459,7 @@ int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now)
 		 * inside its call, so the roots reach one margin further). The edges of
 		 * the window are 2 margins from our calls. */
 		margin = 10 * (t1 - t0) + 20000000;
-		ncallers = callers_of(w, j->callees[k], callers, WEAVE_MAX_CALLERS);
+		ncallers = coord_weave_callers(c, j->callees[k], callers, WEAVE_MAX_CALLERS);
 		for (q_i = 0; q_i < 1 + ncallers; q_i++) {
 			struct rt_wire_window_query q;
 			uint32_t kind = q_i == 0 ? RT_WIRE_WINDOW_ROOTS : RT_WIRE_WINDOW_CLIENTS;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/weave/why.py — why the running system's weaver got a link wrong.
 
-    python3 bench/weave/why.py DIR HOPS
+    python3 bench/weave/why.py DIR HOPS [-v] [--replay FILE]
 
 DIR is one level of run-real.sh (coord.log at --log-level debug, truth/). For
 every hop the coordinator decided ("weave decision", one per open hop of a
@@ -10,6 +10,9 @@ batch's whole input ("weave input" lines: every client and root the weaver saw)
 says what the weaver had to go by. Each wrong decision gets one cause, the
 first that applies:
 
+  no_answer        the batch had no root at all, or no call but ours: the
+                   callee's or the caller's agent did not answer the window
+                   query within --weave-timeout (a loaded host)
   missing_root     the right root was not among the candidates (the window
                    query missed it: outside the window, evicted, not yet ended)
   impossible       the right root was there but not nested in the call (its
@@ -27,6 +30,8 @@ first that applies:
 Also per level: the share of the batches' roots whose causing call was among
 the clients, and of the clients whose root was among the roots (completeness).
 Prints one line `bench weave why hops=H ...` (and details with -v).
+--replay FILE writes the batches with each call's true root for
+bench/weave/replay.c (weave_replay), which weaves them again with other options.
 """
 import os
 import sys
@@ -76,6 +81,9 @@ def main():
             continue
         cli = [c for c in b["c"] if c[0] == dd["span"]][0]
         roots = {s[1]: s for s in b["s"]}
+        if not roots or all(c[4] for c in b["c"]):
+            causes["no_answer"] += 1  # no roots, or no call but ours: an agent was silent
+            continue
         if want not in roots:
             causes["missing_root"] += 1
             continue
@@ -125,11 +133,22 @@ def main():
           "impossible_median_us=%.0f" % (
               hops, n, right, wrong,
               " ".join("%s=%d" % (k, causes[k]) for k in
-                       ("missing_root", "impossible", "left_none", "missing_owner", "model",
+                       ("no_answer", "missing_root", "impossible", "left_none", "missing_owner", "model",
                         "no_truth")),
               own_in / own_n if own_n else 0, root_in / root_n if root_n else 0,
               med(req_true), med(req_chosen), med(resp_true), med(resp_chosen), med(offs)))
     print("missing owners by caller service:", dict(owner_svc))
+    if "--replay" in sys.argv:
+        with open(sys.argv[sys.argv.index("--replay") + 1], "w") as out:
+            for b in batches.values():
+                idx = {s[1]: i for i, s in enumerate(b["s"])}
+                out.write("B\n")
+                for c in b["c"]:
+                    w = child_of.get(c[0])
+                    out.write("c %d %d %d %d\n" % (c[2], c[3], idx.get(w, -1) if w else -1,
+                                                   1 if c[4] else 0))
+                for s in b["s"]:
+                    out.write("s %d %d\n" % (s[2], s[3]))
     if verbose:
         print("impossible offsets (us):", sorted(o / 1000 for o in offs))
 
