@@ -451,14 +451,16 @@ int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now)
 					t1 = j->hops[i].end_ns;
 			}
 		/* The calls around ours compete for the same candidates, and theirs for
-		 * others: look ten times the calls' span and 20 ms to each side. Every
+		 * others: look ten times the calls' span (at most 100 ms: a saturated
+		 * host's second-long calls made windows of thousands of roots, cut at
+		 * RT_WIRE_MAX_WINDOW, earliest first) and 20 ms to each side. Every
 		 * call in the window must find its root there and every root near ours
 		 * its call (bench/weave/why.py counted both as the main losses when they
 		 * did not): calls [t0 - 2m, t1 + 2m] of every caller that sends the
 		 * callee calls without context, roots [t0 - 2m, t1 + 3m] (a root starts
 		 * inside its call, so the roots reach one margin further). The edges of
 		 * the window are 2 margins from our calls. */
-		margin = 10 * (t1 - t0) + 20000000;
+		margin = (t1 - t0 < 10000000 ? 10 * (t1 - t0) : 100000000) + 20000000;
 		ncallers = coord_weave_callers(c, j->callees[k], callers, WEAVE_MAX_CALLERS);
 		for (q_i = 0; q_i < 1 + ncallers; q_i++) {
 			struct rt_wire_window_query q;

@@ -109,43 +109,44 @@ static inline void rt_ev_buf_end(struct rt_ev_buf *b)
 	b->len += 4;
 }
 
+/* An ATTR record up to its value (the caller writes the value, at most
+ * value_bound bytes, and commits), or NULL: it does not fit (overflow set). */
+static inline uint8_t *rt_ev_buf_attr(struct rt_ev_buf *b, uint64_t span_id, const char *key,
+				      size_t value_bound)
+{
+	size_t kn = strlen(key);
+	uint8_t *p;
+	if (kn > RETRACE_EV_MAX_STR || value_bound > RETRACE_EV_MAX_STR + 3) {
+		b->overflow = 1;
+		return NULL;
+	}
+	p = rt_ev_buf_reserve(b, RT_EV_ATTR_SIZE(kn, value_bound));
+	return p ? rt_ev_put_attr_head(p, span_id, key, kn) : NULL;
+}
+
 static inline void rt_ev_buf_attr_str(struct rt_ev_buf *b, uint64_t span_id, const char *key,
 				      const char *value)
 {
-	size_t kn = strlen(key), vn = strlen(value);
-	uint8_t *p;
-	if (kn > RETRACE_EV_MAX_STR || vn > RETRACE_EV_MAX_STR) {
-		b->overflow = 1;
-		return;
-	}
-	if ((p = rt_ev_buf_reserve(b, RT_EV_ATTR_SIZE(kn, 3 + vn))) != NULL)
-		rt_ev_buf_commit(b, mp_put_str(rt_ev_put_attr_head(p, span_id, key, kn), value, vn));
+	size_t vn = strlen(value);
+	uint8_t *p = rt_ev_buf_attr(b, span_id, key, 3 + vn);
+	if (p)
+		rt_ev_buf_commit(b, mp_put_str(p, value, vn));
 }
 
 static inline void rt_ev_buf_attr_double(struct rt_ev_buf *b, uint64_t span_id, const char *key,
 					 double value)
 {
-	size_t kn = strlen(key);
-	uint8_t *p;
-	if (kn > RETRACE_EV_MAX_STR) {
-		b->overflow = 1;
-		return;
-	}
-	if ((p = rt_ev_buf_reserve(b, RT_EV_ATTR_SIZE(kn, MP_DOUBLE_SIZE))) != NULL)
-		rt_ev_buf_commit(b, mp_put_double(rt_ev_put_attr_head(p, span_id, key, kn), value));
+	uint8_t *p = rt_ev_buf_attr(b, span_id, key, MP_DOUBLE_SIZE);
+	if (p)
+		rt_ev_buf_commit(b, mp_put_double(p, value));
 }
 
 static inline void rt_ev_buf_attr_bool(struct rt_ev_buf *b, uint64_t span_id, const char *key,
 				       int value)
 {
-	size_t kn = strlen(key);
-	uint8_t *p;
-	if (kn > RETRACE_EV_MAX_STR) {
-		b->overflow = 1;
-		return;
-	}
-	if ((p = rt_ev_buf_reserve(b, RT_EV_ATTR_SIZE(kn, 1))) != NULL)
-		rt_ev_buf_commit(b, mp_put_bool(rt_ev_put_attr_head(p, span_id, key, kn), value));
+	uint8_t *p = rt_ev_buf_attr(b, span_id, key, 1);
+	if (p)
+		rt_ev_buf_commit(b, mp_put_bool(p, value));
 }
 
 /* RESOURCE with one string attribute per (keys[i], values[i]), n <= 15. */

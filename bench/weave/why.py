@@ -67,6 +67,7 @@ def main():
         elif "weave decision" in line:
             decisions.append(kv(line.split()))
     causes = Counter()
+    per_callee = defaultdict(lambda: [0, 0])  # callee -> [right, decided]
     right = 0
     req_true, req_chosen, resp_true, resp_chosen = [], [], [], []
     offs = []
@@ -76,8 +77,10 @@ def main():
         if b is None or want is None:
             causes["no_truth"] += 1
             continue
+        per_callee[dd.get("callee", "?")][1] += 1
         if dd["weaver"] == want:
             right += 1
+            per_callee[dd.get("callee", "?")][0] += 1
             continue
         cli = [c for c in b["c"] if c[0] == dd["span"]][0]
         roots = {s[1]: s for s in b["s"]}
@@ -137,7 +140,8 @@ def main():
                         "no_truth")),
               own_in / own_n if own_n else 0, root_in / root_n if root_n else 0,
               med(req_true), med(req_chosen), med(resp_true), med(resp_chosen), med(offs)))
-    print("missing owners by caller service:", dict(owner_svc))
+    print("missing owners by caller service:", dict(owner_svc),
+          "per callee right/decided:", {k: "%d/%d" % tuple(v) for k, v in per_callee.items()})
     if "--replay" in sys.argv:
         with open(sys.argv[sys.argv.index("--replay") + 1], "w") as out:
             for b in batches.values():
