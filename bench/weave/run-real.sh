@@ -148,6 +148,7 @@ run_level() { # HOPS RATE
 		sleep 0.2
 	done
 	local cpu spans
+	"$CLI" status --json --coordinator "$CURL" > "$dir/coord-status.json" 2> /dev/null
 	cpu=$(coord_fig weave weave_cpu_ns)
 	spans=$(coord_fig weave spans_woven)
 	kill "$run"; wait "$run" 2>/dev/null
