@@ -9,11 +9,12 @@
  * decoder flags RT_SPAN_UNMATCHED (no SERVER span names it as parent) is an
  * open hop, its callee named by its peer.service attribute, else by the
  * --weave-graph edge of its service. The group is then held open while a job
- * asks every agent in the directory, per edge (caller service, callee service),
- * two things about the time around the calls (WINDOW_QUERY, answered from the
- * agents' indexes): the callee's root SERVER spans (held there from eviction)
- * and the caller's other CLIENT spans on the same edge — the concurrent calls
- * whose own callees compete for the same candidates, which the joint assignment
+ * asks every agent in the directory, per callee service, two things about the
+ * time around the calls (WINDOW_QUERY, answered from the agents' indexes): the
+ * callee's root SERVER spans (held there from eviction) and the CLIENT spans to
+ * it of every caller known to call it without context (the callers of the open
+ * hops seen so far, the --weave-graph edges) — the concurrent calls whose own
+ * roots compete for the same candidates, which the joint assignment
  * needs to be right under load (one call alone against every candidate would
  * just take the likeliest, whoever caused it). When all have answered, or after
  * --weave-timeout, the job weaves (weave/weave.h: timing constraints, delay
@@ -115,6 +116,7 @@ struct weave_stats {
 	uint64_t jobs, jobs_full, queries, query_failures, replies, bad_replies, candidates;
 	uint64_t other_clients;
 	uint64_t priors_used, models_learnt;
+	uint64_t callers_full;
 	uint64_t edges_learnt, learnt_full, callee_by_peer, callee_by_learnt, callee_by_graph;
 	uint64_t weave_spans, weave_cpu_ns; /* spans put through rt_weave_hop, its CPU time */
 	uint64_t links, links_low, unmatched, links_dropped, timeouts, abandoned;
@@ -313,8 +315,10 @@ void coord_weave_note_hop(struct rt_coord *c, const char *caller, const char *ca
 	for (k = 0; k < w->nseen; k++)
 		if (!strcmp(w->seen[k].caller, caller) && !strcmp(w->seen[k].callee, callee))
 			return;
-	if (w->nseen == WEAVE_MAX_GRAPH)
+	if (w->nseen == WEAVE_MAX_GRAPH) {
+		w->st.callers_full++; /* this caller's calls are not asked for */
 		return;
+	}
 	snprintf(w->seen[k].caller, sizeof w->seen[k].caller, "%s", caller);
 	snprintf(w->seen[k].callee, sizeof w->seen[k].callee, "%s", callee);
 	w->nseen++;
@@ -920,6 +924,8 @@ void coord_weave_figures(struct rt_figures *f, struct rt_coord *c)
 	rt_fig_u64(f, "priors_used", s->priors_used);
 	rt_fig_gauge(f, "graph_edges_learnt", c->weave->nlearnt);
 	rt_fig_u64(f, "graph_learnt_full", s->learnt_full);
+	rt_fig_gauge(f, "callers_known", c->weave->nseen);
+	rt_fig_u64(f, "callers_full", s->callers_full);
 	rt_fig_u64(f, "callee_by_peer_service", s->callee_by_peer);
 	rt_fig_u64(f, "callee_by_learnt_graph", s->callee_by_learnt);
 	rt_fig_u64(f, "callee_by_graph_file", s->callee_by_graph);
