@@ -6,7 +6,9 @@
  *   - Every event is sized first (fixed fields + the strings' lengths, cut at
  *     RETRACE_EV_MAX_STR), then retrace_reserve(bound) gives room in the
  *     thread's buffer, the fields are written in place with the inline msgpack
- *     writer of mpack_put.h and retrace_commit(used) frames it. No lock, no
+ *     writer of shm/mpack_put.h (ATTR and every event's head through
+ *     shm/event_put.h, the encoder the coordinator's weaver shares) and
+ *     retrace_commit(used) frames it. No lock, no
  *     allocation, no system call; a too-big event makes reserve return NULL and
  *     is dropped and counted.
  *   - The trace context's span_id is the current span, with span_origin saying
@@ -46,14 +48,14 @@
 #include <unistd.h>
 
 #include "adaptive/policy_table.h"
-#include "mpack_put.h"
+#include "shm/event_put.h"
 #include "shm/events.h"
 #include "shm/fmt.h"
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
-#define EV_HEAD 2u           /* 0xC1 TYPE */
+#define EV_HEAD RT_EV_HEAD_SIZE /* 0xC1 TYPE */
 #define EV_SMALL_UINT 2u     /* kind, level, status: at most 0xcc + byte */
 #define SITE_BUSY UINT64_MAX /* a site being published by its first caller */
 
@@ -87,9 +89,7 @@ static inline size_t cut_len(struct rt_thread *t, const char *s)
 
 static inline uint8_t *put_head(uint8_t *p, enum retrace_event_type type)
 {
-	p[0] = RETRACE_EVENT_MAGIC;
-	p[1] = (uint8_t)type;
-	return p + EV_HEAD;
+	return rt_ev_put_head(p, type);
 }
 
 /* Span id of logs and attributes: the current span if it is a local one. */
@@ -704,13 +704,10 @@ static inline uint8_t *attr_begin(struct rt_thread *t, const char *key, size_t v
 				  uint8_t **p0)
 {
 	size_t kn = cut_len(t, key);
-	uint8_t *p;
-	*p0 = event_reserve(t, EV_HEAD + MP_U64_FIXED_SIZE + 3 + kn + value_bound);
+	*p0 = event_reserve(t, RT_EV_ATTR_SIZE(kn, value_bound));
 	if (unlikely(!*p0))
 		return NULL;
-	p = put_head(*p0, RETRACE_EV_ATTR);
-	p = mp_put_u64_fixed(p, t->ctx.span_id);
-	return mp_put_str(p, key, kn);
+	return rt_ev_put_attr_head(*p0, t->ctx.span_id, key, kn);
 }
 
 void retrace_attr_str(const char *key, const char *value)

@@ -435,6 +435,11 @@ void coord_weave_figures(struct rt_figures *w, struct rt_coord *c);
 void coord_weave_learn(struct rt_coord *c, const struct rt_decoded_trace *dt);
 const char *coord_weave_callee(struct rt_coord *c, const struct rt_decoded_trace *dt,
 			       const struct rt_span *s);
+/* Who sends `callee` calls without context (the callers of every open hop seen,
+ * the --weave-graph edges): each one's calls are asked for, as competitors. */
+void coord_weave_note_hop(struct rt_coord *c, const char *caller, const char *callee);
+uint32_t coord_weave_callers(const struct rt_coord *c, const char *callee, const char *out[],
+			     uint32_t max);
 
 /* spans_out.c: a closed trace's decoded spans into a store that keeps them as
  * rows (rt_store_wants_spans); 0, or a negative store error / -1 out of memory. */

@@ -9,11 +9,12 @@
  * decoder flags RT_SPAN_UNMATCHED (no SERVER span names it as parent) is an
  * open hop, its callee named by its peer.service attribute, else by the
  * --weave-graph edge of its service. The group is then held open while a job
- * asks every agent in the directory, per edge (caller service, callee service),
- * two things about the time around the calls (WINDOW_QUERY, answered from the
- * agents' indexes): the callee's root SERVER spans (held there from eviction)
- * and the caller's other CLIENT spans on the same edge — the concurrent calls
- * whose own callees compete for the same candidates, which the joint assignment
+ * asks every agent in the directory, per callee service, two things about the
+ * time around the calls (WINDOW_QUERY, answered from the agents' indexes): the
+ * callee's root SERVER spans (held there from eviction) and the CLIENT spans to
+ * it of every caller known to call it without context (the callers of the open
+ * hops seen so far, the --weave-graph edges) — the concurrent calls whose own
+ * roots compete for the same candidates, which the joint assignment
  * needs to be right under load (one call alone against every candidate would
  * just take the likeliest, whoever caused it). When all have answered, or after
  * --weave-timeout, the job weaves (weave/weave.h: timing constraints, delay
@@ -52,20 +53,22 @@
 #include "daemon/figures.h"
 #include "retrace/retrace.h"
 #include "retrace/tracer.h"
-#include "shm/events.h"
+#include "shm/event_put.h"
 #include "shm/pool.h"
 #include "weave.h"
 
 #define RT_WEAVE_AGENT_ID UINT32_MAX /* reserved: the weaver's own link slices */
 #define WEAVE_JOBS 256
 #define WEAVE_MAX_HOPS 64            /* open hops of one job */
-#define WEAVE_MAX_EDGES 8            /* distinct (caller, callee) pairs of one job */
+#define WEAVE_MAX_EDGES 8            /* distinct callees of one job */
+#define WEAVE_MAX_CALLERS 8          /* callers asked about, per callee */
+#define WEAVE_MAX_QUERIES (WEAVE_MAX_EDGES * (1 + WEAVE_MAX_CALLERS))
 #define WEAVE_MAX_GRAPH 256
 #define WEAVE_LOW_CONFIDENCE 0.9     /* links below are counted apart */
 
 struct weave_hop {
 	uint8_t trace;                /* index in the group */
-	uint8_t edge;                 /* index into the job's edges */
+	uint8_t edge;                 /* index into the job's callees */
 	uint64_t span_id;
 	int64_t start_ns, end_ns;
 };
@@ -77,10 +80,6 @@ struct weave_cand {
 	struct rt_wire_window_candidate c;
 };
 
-struct weave_edge_names {
-	char caller[RT_WIRE_MAX_STR + 1], callee[RT_WIRE_MAX_STR + 1];
-};
-
 struct weave_job {
 	uint64_t group_id;            /* 0: free */
 	uint32_t group;
@@ -88,9 +87,15 @@ struct weave_job {
 	uint32_t asked, answered;
 	struct weave_hop hops[WEAVE_MAX_HOPS];
 	uint32_t nhops;
-	struct weave_edge_names edges[WEAVE_MAX_EDGES];
-	uint64_t request_ids[WEAVE_MAX_EDGES][2]; /* per kind */
+	/* One weave per callee: the calls of every caller of it compete for its
+	 * roots, so they are decided together (no root goes to two calls). */
+	char callees[WEAVE_MAX_EDGES][RT_WIRE_MAX_STR + 1];
 	uint32_t nedges;
+	struct weave_query {
+		uint8_t edge, kind;   /* callee index; RT_WIRE_WINDOW_ROOTS or _CLIENTS */
+		uint64_t request_id;
+	} queries[WEAVE_MAX_QUERIES];
+	uint32_t nqueries;
 	struct weave_cand *cands;
 	uint32_t ncands, cap;
 };
@@ -111,6 +116,7 @@ struct weave_stats {
 	uint64_t jobs, jobs_full, queries, query_failures, replies, bad_replies, candidates;
 	uint64_t other_clients;
 	uint64_t priors_used, models_learnt;
+	uint64_t callers_full;
 	uint64_t edges_learnt, learnt_full, callee_by_peer, callee_by_learnt, callee_by_graph;
 	uint64_t weave_spans, weave_cpu_ns; /* spans put through rt_weave_hop, its CPU time */
 	uint64_t links, links_low, unmatched, links_dropped, timeouts, abandoned;
@@ -122,7 +128,7 @@ struct weave_stats {
 #define WEAVE_MODELS 64
 #define WEAVE_MODEL_MIN 20 /* links a batch needs to give an edge its first model */
 struct weave_model {
-	struct weave_edge_names edge;
+	char callee[RT_WIRE_MAX_STR + 1]; /* every caller's calls to it, woven together */
 	rt_weave_model model;
 	int have;
 };
@@ -135,6 +141,11 @@ struct coord_weave {
 	uint32_t ngraph;
 	struct weave_learnt learnt[WEAVE_MAX_LEARNT];
 	uint32_t nlearnt;
+	/* Every (caller, callee) of an open hop seen so far: who else sends the
+	 * callee calls without context, whose calls compete for its roots. */
+	struct weave_edge seen[WEAVE_MAX_GRAPH];
+	uint32_t nseen;
+	uint64_t batches; /* edges woven: numbers the debug log's batch= */
 	struct weave_stats st;
 };
 
@@ -295,16 +306,54 @@ const char *coord_weave_callee(struct rt_coord *c, const struct rt_decoded_trace
 	return NULL;
 }
 
-static int edge_index(struct weave_job *j, const char *caller, const char *callee)
+void coord_weave_note_hop(struct rt_coord *c, const char *caller, const char *callee)
+{
+	struct coord_weave *w = c->weave;
+	uint32_t k;
+	if (!w)
+		return;
+	for (k = 0; k < w->nseen; k++)
+		if (!strcmp(w->seen[k].caller, caller) && !strcmp(w->seen[k].callee, callee))
+			return;
+	if (w->nseen == WEAVE_MAX_GRAPH) {
+		w->st.callers_full++; /* this caller's calls are not asked for */
+		return;
+	}
+	snprintf(w->seen[k].caller, sizeof w->seen[k].caller, "%s", caller);
+	snprintf(w->seen[k].callee, sizeof w->seen[k].callee, "%s", callee);
+	w->nseen++;
+}
+
+/* The services whose calls to `callee` arrive without context: the callers of
+ * the open hops seen so far and the --weave-graph edges (at most max). */
+uint32_t coord_weave_callers(const struct rt_coord *c, const char *callee, const char *out[],
+			     uint32_t max)
+{
+	const struct coord_weave *w = c->weave;
+	uint32_t n = 0, k, i;
+	if (!w)
+		return 0;
+	for (k = 0; k < w->nseen + w->ngraph && n < max; k++) {
+		const struct weave_edge *e = k < w->nseen ? &w->seen[k] : &w->graph[k - w->nseen];
+		if (strcmp(e->callee, callee) != 0)
+			continue;
+		for (i = 0; i < n && strcmp(out[i], e->caller) != 0; i++)
+			;
+		if (i == n)
+			out[n++] = e->caller;
+	}
+	return n;
+}
+
+static int edge_index(struct weave_job *j, const char *callee)
 {
 	uint32_t k;
 	for (k = 0; k < j->nedges; k++)
-		if (!strcmp(j->edges[k].caller, caller) && !strcmp(j->edges[k].callee, callee))
+		if (!strcmp(j->callees[k], callee))
 			return (int)k;
 	if (j->nedges == WEAVE_MAX_EDGES)
 		return -1;
-	snprintf(j->edges[j->nedges].caller, sizeof j->edges[0].caller, "%s", caller);
-	snprintf(j->edges[j->nedges].callee, sizeof j->edges[0].callee, "%s", callee);
+	snprintf(j->callees[j->nedges], sizeof j->callees[0], "%s", callee);
 	return (int)j->nedges++;
 }
 
@@ -333,11 +382,11 @@ static void look_at(struct rt_coord *c, struct coord_group *g, int idx, struct w
 		}
 		caller = s->resource < dt.n_resources ? dt.resources[s->resource].service : "";
 		if (j->nhops == WEAVE_MAX_HOPS || !caller[0] || strlen(caller) > RT_WIRE_MAX_STR ||
-		    (k = edge_index(j, caller, callee)) < 0 ||
-		    s->end_ns < s->start_ns) {
+		    (k = edge_index(j, callee)) < 0 || s->end_ns < s->start_ns) {
 			w->st.hops_dropped++;
 			continue;
 		}
+		coord_weave_note_hop(c, caller, callee);
 		j->hops[j->nhops++] = (struct weave_hop){(uint8_t)idx, (uint8_t)k, s->span_id,
 							 (int64_t)s->start_ns, (int64_t)s->end_ns};
 	}
@@ -349,8 +398,10 @@ static void look_at(struct rt_coord *c, struct coord_group *g, int idx, struct w
 static void send_releases(struct rt_coord *c, struct weave_job *j)
 {
 	uint32_t k, a;
-	for (k = 0; k < j->nedges; k++) {
-		struct rt_wire_window_release m = {.request_id = j->request_ids[k][RT_WIRE_WINDOW_ROOTS]};
+	for (k = 0; k < j->nqueries; k++) {
+		struct rt_wire_window_release m = {.request_id = j->queries[k].request_id};
+		if (j->queries[k].kind != RT_WIRE_WINDOW_ROOTS)
+			continue;
 		c->out.len = 0;
 		if (rt_wire_encode_window_release(&c->out, &m) != 0)
 			continue;
@@ -394,7 +445,8 @@ int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now)
 	w->st.jobs++;
 	for (k = 0; k < j->nedges; k++) {
 		int64_t t0 = INT64_MAX, t1 = 0, margin;
-		uint32_t kind;
+		const char *callers[WEAVE_MAX_CALLERS];
+		uint32_t ncallers, q_i;
 		for (i = 0; i < j->nhops; i++)
 			if (j->hops[i].edge == k) {
 				if (j->hops[i].start_ns < t0)
@@ -403,22 +455,34 @@ int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now)
 					t1 = j->hops[i].end_ns;
 			}
 		/* The calls around ours compete for the same candidates, and theirs for
-		 * others: look ten times the calls' span and 20 ms to each side. The
-		 * windows are staggered by that margin, clients earlier and roots later,
-		 * so that a root in the batch has its call in it and a call its root (for
-		 * calls shorter than the margin): no edge of the batch is cut. */
-		margin = 10 * (t1 - t0) + 20000000;
-		for (kind = RT_WIRE_WINDOW_ROOTS; kind <= RT_WIRE_WINDOW_CLIENTS; kind++) {
+		 * others: look ten times the calls' span (at most 100 ms: a saturated
+		 * host's second-long calls made windows of thousands of roots, cut at
+		 * RT_WIRE_MAX_WINDOW, earliest first) and 20 ms to each side. Every
+		 * call in the window must find its root there and every root near ours
+		 * its call (bench/weave/why.py counted both as the main losses when they
+		 * did not): calls [t0 - 2m, t1 + 2m] of every caller that sends the
+		 * callee calls without context, roots [t0 - 2m, t1 + 3m] (a root starts
+		 * inside its call, so the roots reach one margin further). The edges of
+		 * the window are 2 margins from our calls. */
+		margin = (t1 - t0 < 10000000 ? 10 * (t1 - t0) : 100000000) + 20000000;
+		ncallers = coord_weave_callers(c, j->callees[k], callers, WEAVE_MAX_CALLERS);
+		for (q_i = 0; q_i < 1 + ncallers; q_i++) {
 			struct rt_wire_window_query q;
-			int64_t lo = t0 - (kind == RT_WIRE_WINDOW_CLIENTS ? 2 : 1) * margin;
-			int64_t hi = t1 + (kind == RT_WIRE_WINDOW_CLIENTS ? 1 : 2) * margin;
+			uint32_t kind = q_i == 0 ? RT_WIRE_WINDOW_ROOTS : RT_WIRE_WINDOW_CLIENTS;
+			int64_t lo = t0 - 2 * margin;
+			int64_t hi = t1 + (kind == RT_WIRE_WINDOW_ROOTS ? 3 : 2) * margin;
+			struct weave_query *wq;
+			if (j->nqueries == WEAVE_MAX_QUERIES)
+				break;
+			wq = &j->queries[j->nqueries];
 			memset(&q, 0, sizeof q);
-			q.request_id = j->request_ids[k][kind] = c->next_request_id++;
+			q.request_id = c->next_request_id++;
+			*wq = (struct weave_query){(uint8_t)k, (uint8_t)kind, q.request_id};
 			q.kind = kind;
 			snprintf(q.service, sizeof q.service, "%s",
-				 kind == RT_WIRE_WINDOW_ROOTS ? j->edges[k].callee : j->edges[k].caller);
+				 kind == RT_WIRE_WINDOW_ROOTS ? j->callees[k] : callers[q_i - 1]);
 			if (kind == RT_WIRE_WINDOW_CLIENTS)
-				snprintf(q.peer, sizeof q.peer, "%s", j->edges[k].callee);
+				snprintf(q.peer, sizeof q.peer, "%s", j->callees[k]);
 			q.t0_unix_ns = lo > 0 ? (uint64_t)lo : 0;
 			q.t1_unix_ns = (uint64_t)hi;
 			q.max = RT_WIRE_MAX_WINDOW;
@@ -428,9 +492,10 @@ int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now)
 			c->out.len = 0;
 			if (rt_wire_encode_window_query(&c->out, &q) != 0)
 				continue;
+			j->nqueries++;
 			for (a = 0; a < c->dir.count; a++) {
 				if (coord_req_send(c, &c->dir.agents[a], COORD_REQ_WINDOW,
-						   (uint32_t)(j - w->jobs), (uint64_t)k * 2 + kind,
+						   (uint32_t)(j - w->jobs), j->nqueries - 1,
 						   q.request_id, c->cfg.weave_timeout) != 0) {
 					w->st.query_failures++;
 					continue;
@@ -461,17 +526,16 @@ static int in_group(const struct coord_group *g, uint64_t lo)
 	return 0;
 }
 
-static struct weave_model *model_of(struct coord_weave *w, const struct weave_edge_names *e)
+static struct weave_model *model_of(struct coord_weave *w, const char *callee)
 {
 	uint32_t i;
 	for (i = 0; i < w->nmodels; i++)
-		if (!strcmp(w->models[i].edge.caller, e->caller) &&
-		    !strcmp(w->models[i].edge.callee, e->callee))
+		if (!strcmp(w->models[i].callee, callee))
 			return &w->models[i];
 	if (w->nmodels == WEAVE_MODELS)
 		return NULL;
 	memset(&w->models[w->nmodels], 0, sizeof w->models[0]);
-	w->models[w->nmodels].edge = *e;
+	snprintf(w->models[w->nmodels].callee, sizeof w->models[0].callee, "%s", callee);
 	return &w->models[w->nmodels++];
 }
 
@@ -545,7 +609,7 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 		}
 		{
 			struct timespec a0, a1;
-			struct weave_model *wm = model_of(w, &j->edges[k]);
+			struct weave_model *wm = model_of(w, j->callees[k]);
 			opts.prior = wm && wm->have ? &wm->model : NULL;
 			w->st.priors_used += opts.prior != NULL;
 			clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a0);
@@ -565,6 +629,27 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 		if (debug && (rt_weave_fcfs(opts.skew_ns, cl, nc, sv, ns, fcfs) < 0 ||
 			      rt_weave_vpath(opts.skew_ns, cl, nc, sv, ns, vpath) < 0))
 			debug = 0;
+		w->batches++;
+		/* The weaver's whole input and model, for bench/weave's breakdown of
+		 * wrong links (run-real.sh --why). */
+		for (i = 0; debug && i < nc + ns; i++) {
+			const rt_weave_span *x = i < nc ? &cl[i] : &sv[i - nc];
+			coord_log(c, LOG_DEBUG,
+				  "weave input batch=%llu side=%c ours=%d span=%016" PRIx64
+				  " trace=%016" PRIx64 "%016" PRIx64 " start=%lld end=%lld",
+				  (unsigned long long)w->batches, i < nc ? 'c' : 's', i < ours,
+				  x->span_id, x->trace_hi, x->trace_lo, (long long)x->start_ns,
+				  (long long)x->end_ns);
+		}
+		if (debug) {
+			const rt_weave_mixture *q = &st.model.request, *p = &st.model.response;
+			coord_log(c, LOG_DEBUG,
+				  "weave model batch=%llu prior=%d linked=%zu req=%.0f/%.0f/%.2f "
+				  "resp=%.0f/%.0f/%.2f",
+				  (unsigned long long)w->batches, opts.prior != NULL, st.linked,
+				  q->mean[0], q->sd[0], q->weight[0], p->mean[0], p->sd[0],
+				  p->weight[0]);
+		}
 		for (i = 0; debug && i < ours; i++) {
 			const rt_weave_link *x[3] = {&res[i], &fcfs[i], &vpath[i]};
 			char id[3][33];
@@ -577,9 +662,9 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 						 sv[x[m]->server].trace_hi, sv[x[m]->server].trace_lo);
 			}
 			coord_log(c, LOG_DEBUG,
-				  "weave decision edge=%s>%s span=%016" PRIx64 " weaver=%s fcfs=%s "
-				  "vpath=%s confidence=%.4f clients=%u servers=%u",
-				  j->edges[k].caller, j->edges[k].callee, cl[i].span_id, id[0], id[1], id[2],
+				  "weave decision batch=%llu callee=%s span=%016" PRIx64
+				  " weaver=%s fcfs=%s vpath=%s confidence=%.4f clients=%u servers=%u",
+				  (unsigned long long)w->batches, j->callees[k], cl[i].span_id, id[0], id[1], id[2],
 				  res[i].confidence, nc, ns);
 		}
 		for (i = 0; i < ours; i++) {
@@ -608,7 +693,7 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 				  "trace group %llu: span %016" PRIx64 " -> trace %016" PRIx64
 				  "%016" PRIx64 " (%s on agent %u), confidence %.3f",
 				  (unsigned long long)g->id, h->span_id, x->c.trace_hi, x->c.trace_lo,
-				  j->edges[k].callee, x->agent, res[i].confidence);
+				  j->callees[k], x->agent, res[i].confidence);
 		}
 	}
 	free(cl);
@@ -635,8 +720,8 @@ void coord_weave_reply(struct rt_coord *c, struct coord_req *r)
 		return;
 	}
 	j = &w->jobs[r->job];
-	if (!j->group_id || r->tag >= (uint64_t)j->nedges * 2 ||
-	    j->request_ids[r->tag / 2][r->tag % 2] != r->request_id) {
+	if (!j->group_id || r->tag >= j->nqueries ||
+	    j->queries[r->tag].request_id != r->request_id) {
 		coord_req_free(c, r); /* a job decided (or dropped) before this came */
 		return;
 	}
@@ -659,7 +744,7 @@ void coord_weave_reply(struct rt_coord *c, struct coord_req *r)
 				j->cap = cap;
 			}
 			j->cands[j->ncands++] = (struct weave_cand){
-				m.wreply.agent_id, (uint8_t)(r->tag / 2), (uint8_t)(r->tag % 2), *x};
+				m.wreply.agent_id, j->queries[r->tag].edge, j->queries[r->tag].kind, *x};
 			w->st.candidates++;
 		}
 		rt_wire_msg_free(&m);
@@ -698,117 +783,34 @@ void coord_weave_group_closed(struct rt_coord *c, struct coord_group *g)
 
 /* ------------------------------------------------------ link records ---- */
 
-struct rec {
-	uint8_t b[512];
-	size_t n;
-	int bad;
-};
-
-static void put(struct rec *r, const void *p, size_t n)
-{
-	if (r->n + n > sizeof r->b) {
-		r->bad = 1;
-		return;
-	}
-	memcpy(r->b + r->n, p, n);
-	r->n += n;
-}
-
-static void put_u8(struct rec *r, uint8_t v)
-{
-	put(r, &v, 1);
-}
-
-static void put_be(struct rec *r, uint64_t v, unsigned w)
-{
-	while (w--)
-		put_u8(r, (uint8_t)(v >> (8 * w)));
-}
-
-static void put_u64(struct rec *r, uint64_t v)
-{
-	put_u8(r, 0xcf);
-	put_be(r, v, 8);
-}
-
-static void put_str(struct rec *r, const char *s)
-{
-	size_t n = strlen(s);
-	put_u8(r, 0xd9);
-	put_u8(r, (uint8_t)n);
-	put(r, s, n);
-}
-
-/* One frame (shm/frame.h: host-order word, then the record) appended to out. */
-static void frame(struct rec *out, const struct rec *r)
-{
-	uint32_t word = (uint32_t)r->n << 4 | RETRACE_FRAME_VALID;
-	put(out, &word, sizeof word);
-	put(out, r->b, r->n);
-}
-
-/* ATTR events on span: inferred, confidence, and one id attribute. */
-static void link_attrs(struct rec *out, uint64_t span, double conf, const char *key,
+/* ATTR events on span: inferred, confidence, and one id attribute
+ * (shm/event_put.h, the encoder the client's tracer uses). */
+static void link_attrs(struct rt_ev_buf *out, uint64_t span, double conf, const char *key,
 		       const char *id)
 {
-	struct rec r;
-	uint64_t bits;
-	memset(&r, 0, sizeof r);
-	put_u8(&r, RETRACE_EVENT_MAGIC);
-	put_u8(&r, RETRACE_EV_ATTR);
-	put_u64(&r, span);
-	put_str(&r, "retrace.weave.inferred");
-	put_u8(&r, 0xc3);
-	frame(out, &r);
-	memset(&r, 0, sizeof r);
-	put_u8(&r, RETRACE_EVENT_MAGIC);
-	put_u8(&r, RETRACE_EV_ATTR);
-	put_u64(&r, span);
-	put_str(&r, "retrace.weave.confidence");
-	put_u8(&r, 0xcb);
-	memcpy(&bits, &conf, sizeof bits);
-	put_be(&r, bits, 8);
-	frame(out, &r);
-	memset(&r, 0, sizeof r);
-	put_u8(&r, RETRACE_EVENT_MAGIC);
-	put_u8(&r, RETRACE_EV_ATTR);
-	put_u64(&r, span);
-	put_str(&r, key);
-	put_str(&r, id);
-	frame(out, &r);
-	out->bad |= r.bad;
+	rt_ev_buf_attr_bool(out, span, "retrace.weave.inferred", 1);
+	rt_ev_buf_attr_double(out, span, "retrace.weave.confidence", conf);
+	rt_ev_buf_attr_str(out, span, key, id);
 }
 
 void coord_weave_store_links(struct rt_coord *c, struct coord_group *g, int idx)
 {
-	static struct rec out; /* the loop's thread only */
+	static const char *const res_key[] = {"service.name"}, *const res_val[] = {"retrace-weaver"};
+	uint8_t bytes[16384]; /* ~180 B a link: every link of a full group */
+	struct rt_ev_buf out;
 	const struct coord_gtrace *t = &g->traces[idx];
-	struct rec r;
 	char id[40];
 	uint32_t i;
 	int any = 0;
-	memset(&out, 0, sizeof out);
-	memset(&r, 0, sizeof r);
-	put_u8(&r, RETRACE_EVENT_MAGIC);
-	put_u8(&r, RETRACE_EV_RESOURCE);
-	put_u8(&r, 0); /* pid */
-	put_u8(&r, 0x81);
-	put_str(&r, "service.name");
-	put_str(&r, "retrace-weaver");
-	frame(&out, &r);
+	rt_ev_buf_init(&out, bytes, sizeof bytes);
+	rt_ev_buf_resource(&out, 0, res_key, res_val, 1);
 	if (t->woven) {
 		const struct coord_gtrace *p = &g->traces[t->woven_from];
 		snprintf(id, sizeof id, "%016" PRIx64 "%016" PRIx64, p->hi, p->lo);
 		link_attrs(&out, t->weave_server_span, t->weave_confidence,
 			   "retrace.weave.parent_trace_id", id);
 		snprintf(id, sizeof id, "%016" PRIx64, t->weave_client_span);
-		memset(&r, 0, sizeof r);
-		put_u8(&r, RETRACE_EVENT_MAGIC);
-		put_u8(&r, RETRACE_EV_ATTR);
-		put_u64(&r, t->weave_server_span);
-		put_str(&r, "retrace.weave.parent_span_id");
-		put_str(&r, id);
-		frame(&out, &r);
+		rt_ev_buf_attr_str(&out, t->weave_server_span, "retrace.weave.parent_span_id", id);
 		any = 1;
 	}
 	for (i = 0; i < g->ntraces; i++) {
@@ -823,20 +825,19 @@ void coord_weave_store_links(struct rt_coord *c, struct coord_group *g, int idx)
 	if (!any)
 		return;
 	{
-		uint32_t end = 0;
 		struct rt_wire_slice_buffer b = {0};
 		struct rt_wire_slice s;
 		struct rt_store_slice sl;
-		put(&out, &end, sizeof end); /* the zero end mark */
-		if (out.bad) {
+		rt_ev_buf_end(&out);
+		if (out.overflow) {
 			if (c->weave)
 				c->weave->st.link_slice_errors++;
 			return;
 		}
 		b.seq = 0;
 		b.flags = RT_BUF_SEALED | RT_BUF_LAST;
-		b.data = out.b;
-		b.len = (uint32_t)out.n;
+		b.data = out.data;
+		b.len = (uint32_t)out.len;
 		memset(&s, 0, sizeof s);
 		s.agent_id = RT_WEAVE_AGENT_ID;
 		s.trigger_id = g->ntrig ? g->trigger_ids[0] : 0;
@@ -859,7 +860,7 @@ void coord_weave_store_links(struct rt_coord *c, struct coord_group *g, int idx)
 		sl.slice_seq = 1;
 		sl.received_ns = coord_unix_ns();
 		sl.buffers = 1;
-		sl.bytes = out.n;
+		sl.bytes = out.len;
 		sl.msg = c->out.data;
 		sl.msg_len = c->out.len;
 		{
@@ -923,6 +924,8 @@ void coord_weave_figures(struct rt_figures *f, struct rt_coord *c)
 	rt_fig_u64(f, "priors_used", s->priors_used);
 	rt_fig_gauge(f, "graph_edges_learnt", c->weave->nlearnt);
 	rt_fig_u64(f, "graph_learnt_full", s->learnt_full);
+	rt_fig_gauge(f, "callers_known", c->weave->nseen);
+	rt_fig_u64(f, "callers_full", s->callers_full);
 	rt_fig_u64(f, "callee_by_peer_service", s->callee_by_peer);
 	rt_fig_u64(f, "callee_by_learnt_graph", s->callee_by_learnt);
 	rt_fig_u64(f, "callee_by_graph_file", s->callee_by_graph);

@@ -127,12 +127,52 @@ START_TEST(bad_graph_file_is_refused)
 }
 END_TEST
 
+/* Every caller that sends a callee calls without context is asked for its calls
+ * (their roots compete with ours): the callers of the open hops seen, and the
+ * --weave-graph edges, each named once. */
+START_TEST(callers_of_a_callee)
+{
+	char path[] = "/tmp/weave-graph-XXXXXX";
+	int fd = mkstemp(path);
+	const char *out[8];
+	uint32_t n, i;
+	int api = 0, batch = 0, legacy = 0;
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_gt(write(fd, "legacy backend\napi backend\n", 27), 0);
+	close(fd);
+	struct rt_coord *c = weaving(path);
+	ck_assert_uint_eq(coord_weave_callers(c, "cache", out, 8), 0);
+	coord_weave_note_hop(c, "api", "backend");
+	coord_weave_note_hop(c, "batch", "backend");
+	coord_weave_note_hop(c, "api", "backend");
+	coord_weave_note_hop(c, "api", "cache");
+	n = coord_weave_callers(c, "backend", out, 8);
+	ck_assert_uint_eq(n, 3);
+	for (i = 0; i < n; i++) {
+		api += !strcmp(out[i], "api");
+		batch += !strcmp(out[i], "batch");
+		legacy += !strcmp(out[i], "legacy");
+	}
+	ck_assert_int_eq(api, 1);
+	ck_assert_int_eq(batch, 1);
+	ck_assert_int_eq(legacy, 1);
+	ck_assert_uint_eq(coord_weave_callers(c, "backend", out, 2), 2); /* at most max */
+	n = coord_weave_callers(c, "cache", out, 8);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(out[0], "api");
+	coord_weave_free(c);
+	free(c);
+	unlink(path);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("weave_graph");
 	TCase *tc = tcase_create("graph");
 	tcase_add_test(tc, callee_by_peer_learnt_graph);
 	tcase_add_test(tc, bad_graph_file_is_refused);
+	tcase_add_test(tc, callers_of_a_callee);
 	suite_add_tcase(s, tc);
 	return s;
 }

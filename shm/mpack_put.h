@@ -1,5 +1,6 @@
 /*
- * client/mpack_put.h — a tiny inline msgpack writer for the tracer's hot path.
+ * shm/mpack_put.h — a tiny inline msgpack writer for the tracer's hot path (and
+ * shm/event_put.h, the one encoder of tracer events).
  *
  * Owns: writing single msgpack tokens at a pointer into a region the caller has
  * already sized (retrace_reserve), returning the pointer past them. No bounds
@@ -8,8 +9,8 @@
  * write into a reserved bounded region without one; that costs more than an
  * event's whole budget (docs/client.md). Not installed.
  */
-#ifndef RETRACE_CLIENT_MPACK_PUT_H
-#define RETRACE_CLIENT_MPACK_PUT_H
+#ifndef RETRACE_SHM_MPACK_PUT_H
+#define RETRACE_SHM_MPACK_PUT_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,0 +1,142 @@
+/* bench/weave/replay.c — the weaver again on the inputs the running coordinator
+ * saw, with other options: what a change of the library would have done on the
+ * real app's data, without running the app again (bench/weave/why.py --replay
+ * writes the input).
+ *
+ *   weave-replay FILE [window=N] [iterations=N] [skip_nats=X] [max_candidates=N]
+ *                [components=N] [skew_ns=N]
+ *
+ * FILE: per batch a line "B", then "c START END TRUTH OURS" per call (TRUTH: the
+ * index among the batch's roots of the root it caused, -1 if not among them) and
+ * "s START END" per root. Prints one line `bench weave replay ...`: the share of
+ * all calls with a known root linked right (and of ours, the triggered hops),
+ * FCFS on the same input, the CPU time. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "weave.h"
+
+struct batch {
+	rt_weave_span *c, *s;
+	long *truth;
+	int *ours;
+	size_t nc, ns, capc, capt, capo, caps;
+};
+
+static void *grow(void *p, size_t *cap, size_t n, size_t size)
+{
+	if (n < *cap)
+		return p;
+	*cap = *cap ? *cap * 2 : 256;
+	p = realloc(p, *cap * size);
+	if (!p) {
+		fprintf(stderr, "weave-replay: out of memory\n");
+		exit(1);
+	}
+	return p;
+}
+
+int main(int argc, char **argv)
+{
+	FILE *f;
+	char line[256];
+	struct batch *b = NULL;
+	size_t nb = 0, capb = 0, i, k;
+	rt_weave_opts o;
+	unsigned long right = 0, known = 0, oright = 0, oknown = 0, fright = 0;
+	double cpu = 0;
+	size_t spans = 0;
+	if (argc < 2 || !(f = fopen(argv[1], "r"))) {
+		fprintf(stderr, "usage: weave-replay FILE [key=value ...]\n");
+		return 2;
+	}
+	rt_weave_opts_default(&o);
+	for (i = 2; i < (size_t)argc; i++) {
+		char *v = strchr(argv[i], '=');
+		if (!v)
+			return 2;
+		*v++ = 0;
+		if (!strcmp(argv[i], "window"))
+			o.window = (unsigned)atoi(v);
+		else if (!strcmp(argv[i], "iterations"))
+			o.iterations = (unsigned)atoi(v);
+		else if (!strcmp(argv[i], "skip_nats"))
+			o.skip_nats = atof(v);
+		else if (!strcmp(argv[i], "max_candidates"))
+			o.max_candidates = (unsigned)atoi(v);
+		else if (!strcmp(argv[i], "components"))
+			o.components = (unsigned)atoi(v);
+		else if (!strcmp(argv[i], "skew_ns"))
+			o.skew_ns = atoll(v);
+		else
+			return 2;
+	}
+	while (fgets(line, sizeof line, f)) {
+		struct batch *x;
+		long long s0, s1;
+		long t;
+		int ours;
+		if (line[0] == 'B') {
+			b = grow(b, &capb, nb, sizeof *b);
+			memset(&b[nb++], 0, sizeof *b);
+			continue;
+		}
+		if (!nb)
+			continue;
+		x = &b[nb - 1];
+		if (line[0] == 'c' && sscanf(line + 1, "%lld %lld %ld %d", &s0, &s1, &t, &ours) == 4) {
+			x->c = grow(x->c, &x->capc, x->nc, sizeof *x->c);
+			x->truth = grow(x->truth, &x->capt, x->nc, sizeof *x->truth);
+			x->ours = grow(x->ours, &x->capo, x->nc, sizeof *x->ours);
+			x->c[x->nc] = (rt_weave_span){x->nc + 1, 0, x->nc + 1, s0, s1, 0};
+			x->truth[x->nc] = t;
+			x->ours[x->nc++] = ours;
+		} else if (line[0] == 's' && sscanf(line + 1, "%lld %lld", &s0, &s1) == 2) {
+			x->s = grow(x->s, &x->caps, x->ns, sizeof *x->s);
+			x->s[x->ns] = (rt_weave_span){x->ns + 1, 1, x->ns + 1, s0, s1, 0};
+			x->ns++;
+		}
+	}
+	fclose(f);
+	for (i = 0; i < nb; i++) {
+		struct batch *x = &b[i];
+		rt_weave_link *res = calloc(x->nc + 1, sizeof *res), *fc = calloc(x->nc + 1, sizeof *fc);
+		struct timespec a0, a1;
+		if (!res || !fc)
+			return 1;
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a0);
+		if (rt_weave_hop(&o, x->c, x->nc, x->s, x->ns, res, NULL) < 0)
+			return 1;
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a1);
+		cpu += (double)(a1.tv_sec - a0.tv_sec) * 1e3 + (double)(a1.tv_nsec - a0.tv_nsec) / 1e6;
+		spans += x->nc + x->ns;
+		rt_weave_fcfs(o.skew_ns, x->c, x->nc, x->s, x->ns, fc);
+		for (k = 0; k < x->nc; k++) {
+			if (x->truth[k] < 0)
+				continue;
+			known++;
+			right += res[k].server == x->truth[k];
+			fright += fc[k].server == x->truth[k];
+			if (x->ours[k]) {
+				oknown++;
+				oright += res[k].server == x->truth[k];
+			}
+		}
+		free(res);
+		free(fc);
+		free(x->c);
+		free(x->s);
+		free(x->truth);
+		free(x->ours);
+	}
+	free(b);
+	printf("bench weave replay batches=%zu calls=%lu accuracy=%.4f fcfs_accuracy=%.4f "
+	       "ours=%lu ours_accuracy=%.4f window=%u iterations=%u skip_nats=%.1f "
+	       "max_candidates=%u components=%u ms_per_1000_spans=%.2f\n",
+	       nb, known, known ? (double)right / known : 0, known ? (double)fright / known : 0,
+	       oknown, oknown ? (double)oright / oknown : 0, o.window, o.iterations, o.skip_nats,
+	       o.max_candidates, o.components, spans ? cpu / spans * 1000 : 0);
+	return 0;
+}
