@@ -413,15 +413,19 @@ static uint64_t span_start(struct rt_thread *t, const char *name, size_t n,
  *   - it has a recorded local span open below it on this thread (so never a
  *     root, a host's entry span under a remote parent, or the first span after
  *     an attach): its children, logs and outgoing context attach there;
- *   - it is not a CLIENT or PRODUCER span (the callee's SERVER span names it
- *     as parent: dropping it would flag the call unmatched);
+ *   - (CLIENT and PRODUCER spans may be dropped: what the next hop needs is
+ *     the context, and the context carries the recorded ancestor, so the
+ *     callee's entry span names that ancestor as parent; breadcrumbs and rt=
+ *     do not depend on a span record at all);
  *   - no trigger has fired for the trace (ctx.fired);
  *   - it is within the kept stack depth.
  * Errors cannot be known at start: a dropped span that ends in error is
  * recorded at its end as a span of its own (start tick, kind and up to
  * RT_DROPPED_NAME_MAX bytes of its name kept in its frame), child of the
  * nearest recorded ancestor, without p16 (it was kept by rule, not by chance).
- * Its own children stay where they attached.
+ * Its own children stay where they attached. A recovered CLIENT/PRODUCER span
+ * is written as INTERNAL: its callee already named the ancestor as parent, so
+ * as a call it would be flagged unmatched (decode.c) and the trace incomplete.
  *
  * Self time: the decoder takes a span's exclusive time as its duration minus
  * its recorded children's; a dropped child's time would silently stay in it,
@@ -432,6 +436,10 @@ static uint64_t span_start(struct rt_thread *t, const char *name, size_t n,
  * parent frame was dropped (A's decoder subtracts it as A's child already,
  * though it lies inside a dropped span counted whole). Then A's self time =
  * duration - recorded children - adj, whatever the nesting.
+ * A dropped call (CLIENT/PRODUCER) is counted like any dropped span: its
+ * callee's entry span then names A as parent from another host, and
+ * rt_decode_self_times does not subtract such a span from a parent that is
+ * no call (it lies inside the dropped call, which adj counts whole).
  *
  * The keep draw comes from the thread's span-id generator (xorshift64*): no
  * system call, no shared write.
@@ -453,6 +461,7 @@ static __attribute__((noinline)) uint64_t span_drop(struct rt_thread *t, const c
 		tr->frame_flags[d] = RT_FRAME_DROPPED;
 		tr->frame_anchor[d] = (uint8_t)top;
 	}
+
 	memcpy(tr->frame_name[d], name, k);
 	tr->frame_name[d][k] = '\0';
 	tr->depth = d + 1;
@@ -508,9 +517,9 @@ static inline uint16_t span_policy(struct rt_thread *t, const char *name, size_t
 	int c, attempt;
 	if (likely(!pool || !pool->policy))
 		return RT_ADAPT_P16_ALWAYS;
+	(void)kind; /* every kind may be dropped (rules above) */
 	if (t->tracer.depth == 0 || t->tracer.depth >= RETRACE_SPAN_DEPTH || t->ctx.fired ||
-	    t->ctx.span_origin != RT_SPAN_LOCAL || kind == RETRACE_SPAN_CLIENT ||
-	    kind == RETRACE_SPAN_PRODUCER)
+	    t->ctx.span_origin != RT_SPAN_LOCAL)
 		return RT_ADAPT_P16_ALWAYS;
 	site = 0;
 	for (attempt = 0; attempt < 2; attempt++) {
@@ -609,11 +618,13 @@ static __attribute__((noinline)) void dropped_end(struct rt_thread *t, uint32_t 
 	struct rt_tracer_thread *tr = &t->tracer;
 	uint64_t dur = tick - tr->frame_tick[d];
 	uint8_t in_dropped = tr->frame_flags[d] & RT_FRAME_IN_DROPPED;
+	enum retrace_span_kind kind = (enum retrace_span_kind)tr->frame_kind[d];
 	if (status == RETRACE_STATUS_ERROR) {
 		uint64_t id = next_span_id(tr);
-		write_span_start(t, id, t->ctx.span_id, (enum retrace_span_kind)tr->frame_kind[d],
-				 tr->frame_tick[d], tr->frame_name[d], strlen(tr->frame_name[d]),
-				 RT_ADAPT_P16_ALWAYS);
+		if (kind == RETRACE_SPAN_CLIENT || kind == RETRACE_SPAN_PRODUCER)
+			kind = RETRACE_SPAN_INTERNAL; /* see "Dropped spans" */
+		write_span_start(t, id, t->ctx.span_id, kind, tr->frame_tick[d], tr->frame_name[d],
+				 strlen(tr->frame_name[d]), RT_ADAPT_P16_ALWAYS);
 		write_span_end(t, id, tick, status, code, message, 0);
 		tr->stats.spans_recovered++;
 		if (in_dropped)
