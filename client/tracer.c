@@ -479,67 +479,99 @@ static __attribute__((noinline)) uint64_t span_drop(struct rt_thread *t, const c
  * also needs the same length, the same service (resource blob) and the same
  * first and last 8 bytes, so a buffer reused for another name (a formatted
  * name on the stack) misses unless the two agree in all of those (for names
- * up to 16 bytes that is the whole name). Names under 8 bytes hash directly
- * (a word and the finaliser). A wrong hit could only apply another site's
- * probability, which the kept span records anyway.
+ * up to 16 bytes that is the whole name). Names under 8 bytes are not cached
+ * (they hash in a word and the finaliser). A wrong hit could only apply
+ * another site's probability, which the kept span records anyway.
  */
-static inline uint64_t span_site(struct rt_tracer_thread *tr, const struct resource_blob *b,
-				 const char *name, size_t n)
+static inline struct rt_site_slot *site_slot(struct rt_tracer_thread *tr,
+					     const struct resource_blob *b, const char *name,
+					     size_t n)
 {
 	struct rt_site_slot *c;
 	uint64_t first, last;
-	if (n < 8)
-		return rt_adapt_site_hash_from(b->site_seed, name, n);
 	memcpy(&first, name, 8);
 	memcpy(&last, name + n - 8, 8);
 	c = &tr->site_cache[((uintptr_t)name >> 3) & (RT_SITE_CACHE - 1)];
 	if (likely(c->name == name && c->len == n && c->blob == b && c->first == first &&
 		   c->last == last))
-		return c->site;
+		return c;
 	c->name = name;
 	c->len = (uint32_t)n;
 	c->blob = b;
 	c->first = first;
 	c->last = last;
 	c->site = rt_adapt_site_hash_from(b->site_seed, name, n);
-	return c->site;
+	c->pgen = 0;
+	return c;
 }
 
-/* The table's probability for this span site, RT_ADAPT_P16_ALWAYS if there is
- * no table or the span may not be dropped (rules above). */
-static inline uint16_t span_policy(struct rt_thread *t, const char *name, size_t n,
-				   enum retrace_span_kind kind)
+/*
+ * The table's probability for this span site, RT_ADAPT_P16_ALWAYS if there is
+ * no table or the span may not be dropped (rules above).
+ *
+ * The answer is cached with the site (the cache slot keeps p16, the pool and
+ * the table generation it came from): the agent moves the generation word on
+ * every table it publishes and never rewrites the copy a generation points
+ * at, so while the generation is unchanged the answer is too (a publish that
+ * fails leaves the generation and the live copy alone). A hit is one load of
+ * the generation and the site cache's compare; a miss runs the seqlock'd
+ * lookup and caches its answer only if the generation did not move meanwhile.
+ * An empty table is remembered per thread by its generation the same way, so
+ * a pool whose agent cleared the table costs one load and no hashing.
+ */
+static inline uint16_t span_policy(struct rt_thread *t, const char *name, size_t n)
 {
 	const struct rt_pool *pool = t->ctx.pool;
+	struct rt_tracer_thread *tr = &t->tracer;
 	const struct resource_blob *b;
-	uint64_t seq, site;
+	struct rt_site_slot *slot = NULL;
+	uint64_t g, seq, site;
 	uint16_t p16;
 	int c, attempt;
 	if (likely(!pool || !pool->policy))
 		return RT_ADAPT_P16_ALWAYS;
-	(void)kind; /* every kind may be dropped (rules above) */
-	if (t->tracer.depth == 0 || t->tracer.depth >= RETRACE_SPAN_DEPTH || t->ctx.fired ||
+	if (tr->depth == 0 || tr->depth >= RETRACE_SPAN_DEPTH || t->ctx.fired ||
 	    t->ctx.span_origin != RT_SPAN_LOCAL)
 		return RT_ADAPT_P16_ALWAYS;
-	site = 0;
-	for (attempt = 0; attempt < 2; attempt++) {
-		/* nothing published, or an empty table: no hashing at all */
-		if ((c = rt_policy_read_begin(pool, &seq)) < 0)
+	g = __atomic_load_n(&pool->policy->generation, __ATOMIC_ACQUIRE);
+	if (g == 0 || (g == tr->empty_gen && pool == tr->empty_pool))
+		return RT_ADAPT_P16_ALWAYS; /* nothing published, or an empty table */
+	b = __atomic_load_n(&resource.blob, __ATOMIC_ACQUIRE);
+	if (unlikely(!b || b->pid != t->ctx.writer_pid)) {
+		b = resource_blob_for(t->ctx.writer_pid);
+		if (!b)
 			return RT_ADAPT_P16_ALWAYS;
-		if (!site) {
-			b = __atomic_load_n(&resource.blob, __ATOMIC_ACQUIRE);
-			if (unlikely(!b || b->pid != t->ctx.writer_pid)) {
-				b = resource_blob_for(t->ctx.writer_pid);
-				if (!b)
-					return RT_ADAPT_P16_ALWAYS;
+	}
+	if (likely(n >= 8)) {
+		slot = site_slot(tr, b, name, n);
+		if (likely(slot->pgen == g && slot->ppool == pool))
+			return slot->p16;
+		site = slot->site;
+	} else {
+		site = rt_adapt_site_hash_from(b->site_seed, name, n);
+	}
+	for (attempt = 0; attempt < 2; attempt++) {
+		if ((c = rt_policy_read_begin(pool, &seq)) < 0) {
+			/* empty (a live copy's count changes only after the
+			 * generation moved away from it), or a writer on it */
+			if (ck_pr_load_32(&pool->policy->copy[g & 1].sites) == 0 &&
+			    __atomic_load_n(&pool->policy->generation, __ATOMIC_ACQUIRE) == g) {
+				tr->empty_gen = g;
+				tr->empty_pool = pool;
 			}
-			site = span_site(&t->tracer, b, name, n);
+			return RT_ADAPT_P16_ALWAYS;
 		}
 		p16 = rt_adapt_table_lookup(pool->policy_slots[c], pool->geo.policy_capacity, site);
-		if (likely(rt_policy_read_end(pool, c, seq)))
+		if (likely(rt_policy_read_end(pool, c, seq))) {
+			if (slot && __atomic_load_n(&pool->policy->generation, __ATOMIC_ACQUIRE) == g) {
+				slot->p16 = p16;
+				slot->ppool = pool;
+				slot->pgen = g;
+			}
 			return p16;
+		}
 	}
-	t->tracer.stats.policy_unstable++;
+	tr->stats.policy_unstable++;
 	return RT_ADAPT_P16_ALWAYS;
 }
 
@@ -554,7 +586,7 @@ uint64_t retrace_span_start(const char *name, enum retrace_span_kind kind)
 	c = &t->ctx;
 	name = name ? name : "";
 	n = cut_len(t, name);
-	p16 = span_policy(t, name, n, kind);
+	p16 = span_policy(t, name, n);
 	if (unlikely(p16 != RT_ADAPT_P16_ALWAYS) &&
 	    !rt_adapt_keep(p16, (uint16_t)(next_span_id(&t->tracer) >> 48)))
 		return span_drop(t, name, n, kind);

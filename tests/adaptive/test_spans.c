@@ -19,6 +19,8 @@
  *     one ending in error is recovered as INTERNAL (a CLIENT span with no
  *     callee naming it would be flagged unmatched) and the decode stays
  *     complete;
+ *   - a new table (or an emptied one) is seen at the next span start (the
+ *     client caches each site's answer with the table's generation);
  *   - never dropped: roots, a host's entry span (remote parent), spans after
  *     a fired trigger, and everything when no table is published.
  */
@@ -416,6 +418,46 @@ START_TEST(test_dropped_call)
 }
 END_TEST
 
+/* The client caches a site's answer with the table generation it came from:
+ * every new table (and an emptied one) must be seen at the next span start. */
+static uint64_t drops_of(int spans)
+{
+	struct retrace_tracer_stats st0, st;
+	const retrace_trace_id id = {0x1234ull, 0xadad0010ull};
+	retrace_tracer_stats(&st0);
+	ck_assert_int_eq(retrace_begin(id), 1);
+	retrace_span_start("root", RETRACE_SPAN_SERVER);
+	for (int i = 0; i < spans; i++) {
+		retrace_span_start("cached.site.name", RETRACE_SPAN_INTERNAL);
+		retrace_span_end();
+		retrace_span_start("short", RETRACE_SPAN_INTERNAL); /* < 8 bytes: not cached */
+		retrace_span_end();
+	}
+	retrace_span_end();
+	retrace_end();
+	retrace_tracer_stats(&st);
+	return st.spans_dropped - st0.spans_dropped;
+}
+
+START_TEST(test_policy_change_seen)
+{
+	static const char *const ops[] = { "cached.site.name", "short", NULL };
+	static const double off[] = { 0.0, 0.0 }, on[] = { 1.0, 1.0 };
+	pool_up();
+	publish(ops, off);
+	ck_assert_uint_eq(drops_of(10), 20);
+	publish(ops, on);
+	ck_assert_uint_eq(drops_of(10), 0);
+	publish(ops, off);
+	ck_assert_uint_eq(drops_of(10), 20);
+	ck_assert_int_eq(rt_pool_policy_publish(&pool, NULL, NULL, 0), 0); /* emptied */
+	ck_assert_uint_eq(drops_of(10), 0);
+	publish(ops, off); /* and filled again after an empty one */
+	ck_assert_uint_eq(drops_of(10), 20);
+	pool_down();
+}
+END_TEST
+
 /* The decoder's side of a dropped call: a callee's entry span (SERVER, other
  * process) under a parent that is no call lies inside the dropped call the
  * parent's dropped_ns counts, so it is not subtracted again; under a recorded
@@ -506,6 +548,7 @@ int main(void)
 	tcase_add_test(tc, test_reused_name_buffer);
 	tcase_add_test(tc, test_dropped_call);
 	tcase_add_test(tc, test_self_time_dropped_call);
+	tcase_add_test(tc, test_policy_change_seen);
 	suite_add_tcase(s, tc);
 	rc = test_run_suite(s);
 	test_pool_sweep("adspans"); /* what a failed test left */
