@@ -18,6 +18,11 @@ for b in client agent horizon report weave adaptive traversal estimate triggers 
     echo "bench_$b: $(wc -l < "build/bench-$b.txt") lines"
   fi
 done
+# Adaptive spans on real processes (coordinator, 5 agents, 5 writers), short.
+if [ -x build/bench/adaptive/bench_adaptive_real ]; then
+  RETRACE_BENCH_QUICK=1 ./build/bench/adaptive/bench_adaptive_real > build/bench-adaptive-real.txt
+  echo "bench_adaptive_real: $(wc -l < build/bench-adaptive-real.txt) lines"
+fi
 # The end-to-end evaluation, short: fails (non-zero) if any trace the coordinator
 # called coherent is not complete against the services' ground truth.
 if [ -x build/bench/e2e/retrace-tail-collector ]; then
