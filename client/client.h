@@ -97,6 +97,9 @@ struct rt_site_slot {
 	uint64_t first, last; /* the name's first and last 8 bytes */
 	uint64_t site;
 	uint32_t len;
+	uint16_t p16;         /* the table's answer for site ... */
+	const void *ppool;    /* ... in this pool's table ... */
+	uint64_t pgen;        /* ... at this generation (0: none cached) */
 };
 
 /* The tracer's per-thread state (client/tracer.c). */
@@ -120,6 +123,8 @@ struct rt_tracer_thread {
 						     descendants to take off its
 						     exclusive time (SPAN_END) */
 	struct rt_site_slot site_cache[RT_SITE_CACHE];
+	const void *empty_pool; /* this pool's table was empty ... */
+	uint64_t empty_gen;     /* ... at this generation (tracer.c span_policy) */
 	char frame_name[RETRACE_SPAN_DEPTH][RT_DROPPED_NAME_MAX + 1]; /* a dropped
 						     span's name, for an error end */
 	struct rt_template_slot templates[RT_TEMPLATE_CACHE];

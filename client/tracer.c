@@ -413,15 +413,19 @@ static uint64_t span_start(struct rt_thread *t, const char *name, size_t n,
  *   - it has a recorded local span open below it on this thread (so never a
  *     root, a host's entry span under a remote parent, or the first span after
  *     an attach): its children, logs and outgoing context attach there;
- *   - it is not a CLIENT or PRODUCER span (the callee's SERVER span names it
- *     as parent: dropping it would flag the call unmatched);
+ *   - (CLIENT and PRODUCER spans may be dropped: what the next hop needs is
+ *     the context, and the context carries the recorded ancestor, so the
+ *     callee's entry span names that ancestor as parent; breadcrumbs and rt=
+ *     do not depend on a span record at all);
  *   - no trigger has fired for the trace (ctx.fired);
  *   - it is within the kept stack depth.
  * Errors cannot be known at start: a dropped span that ends in error is
  * recorded at its end as a span of its own (start tick, kind and up to
  * RT_DROPPED_NAME_MAX bytes of its name kept in its frame), child of the
  * nearest recorded ancestor, without p16 (it was kept by rule, not by chance).
- * Its own children stay where they attached.
+ * Its own children stay where they attached. A recovered CLIENT/PRODUCER span
+ * is written as INTERNAL: its callee already named the ancestor as parent, so
+ * as a call it would be flagged unmatched (decode.c) and the trace incomplete.
  *
  * Self time: the decoder takes a span's exclusive time as its duration minus
  * its recorded children's; a dropped child's time would silently stay in it,
@@ -432,6 +436,10 @@ static uint64_t span_start(struct rt_thread *t, const char *name, size_t n,
  * parent frame was dropped (A's decoder subtracts it as A's child already,
  * though it lies inside a dropped span counted whole). Then A's self time =
  * duration - recorded children - adj, whatever the nesting.
+ * A dropped call (CLIENT/PRODUCER) is counted like any dropped span: its
+ * callee's entry span then names A as parent from another host, and
+ * rt_decode_self_times does not subtract such a span from a parent that is
+ * no call (it lies inside the dropped call, which adj counts whole).
  *
  * The keep draw comes from the thread's span-id generator (xorshift64*): no
  * system call, no shared write.
@@ -453,6 +461,7 @@ static __attribute__((noinline)) uint64_t span_drop(struct rt_thread *t, const c
 		tr->frame_flags[d] = RT_FRAME_DROPPED;
 		tr->frame_anchor[d] = (uint8_t)top;
 	}
+
 	memcpy(tr->frame_name[d], name, k);
 	tr->frame_name[d][k] = '\0';
 	tr->depth = d + 1;
@@ -470,67 +479,99 @@ static __attribute__((noinline)) uint64_t span_drop(struct rt_thread *t, const c
  * also needs the same length, the same service (resource blob) and the same
  * first and last 8 bytes, so a buffer reused for another name (a formatted
  * name on the stack) misses unless the two agree in all of those (for names
- * up to 16 bytes that is the whole name). Names under 8 bytes hash directly
- * (a word and the finaliser). A wrong hit could only apply another site's
- * probability, which the kept span records anyway.
+ * up to 16 bytes that is the whole name). Names under 8 bytes are not cached
+ * (they hash in a word and the finaliser). A wrong hit could only apply
+ * another site's probability, which the kept span records anyway.
  */
-static inline uint64_t span_site(struct rt_tracer_thread *tr, const struct resource_blob *b,
-				 const char *name, size_t n)
+static inline struct rt_site_slot *site_slot(struct rt_tracer_thread *tr,
+					     const struct resource_blob *b, const char *name,
+					     size_t n)
 {
 	struct rt_site_slot *c;
 	uint64_t first, last;
-	if (n < 8)
-		return rt_adapt_site_hash_from(b->site_seed, name, n);
 	memcpy(&first, name, 8);
 	memcpy(&last, name + n - 8, 8);
 	c = &tr->site_cache[((uintptr_t)name >> 3) & (RT_SITE_CACHE - 1)];
 	if (likely(c->name == name && c->len == n && c->blob == b && c->first == first &&
 		   c->last == last))
-		return c->site;
+		return c;
 	c->name = name;
 	c->len = (uint32_t)n;
 	c->blob = b;
 	c->first = first;
 	c->last = last;
 	c->site = rt_adapt_site_hash_from(b->site_seed, name, n);
-	return c->site;
+	c->pgen = 0;
+	return c;
 }
 
-/* The table's probability for this span site, RT_ADAPT_P16_ALWAYS if there is
- * no table or the span may not be dropped (rules above). */
-static inline uint16_t span_policy(struct rt_thread *t, const char *name, size_t n,
-				   enum retrace_span_kind kind)
+/*
+ * The table's probability for this span site, RT_ADAPT_P16_ALWAYS if there is
+ * no table or the span may not be dropped (rules above).
+ *
+ * The answer is cached with the site (the cache slot keeps p16, the pool and
+ * the table generation it came from): the agent moves the generation word on
+ * every table it publishes and never rewrites the copy a generation points
+ * at, so while the generation is unchanged the answer is too (a publish that
+ * fails leaves the generation and the live copy alone). A hit is one load of
+ * the generation and the site cache's compare; a miss runs the seqlock'd
+ * lookup and caches its answer only if the generation did not move meanwhile.
+ * An empty table is remembered per thread by its generation the same way, so
+ * a pool whose agent cleared the table costs one load and no hashing.
+ */
+static inline uint16_t span_policy(struct rt_thread *t, const char *name, size_t n)
 {
 	const struct rt_pool *pool = t->ctx.pool;
+	struct rt_tracer_thread *tr = &t->tracer;
 	const struct resource_blob *b;
-	uint64_t seq, site;
+	struct rt_site_slot *slot = NULL;
+	uint64_t g, seq, site;
 	uint16_t p16;
 	int c, attempt;
 	if (likely(!pool || !pool->policy))
 		return RT_ADAPT_P16_ALWAYS;
-	if (t->tracer.depth == 0 || t->tracer.depth >= RETRACE_SPAN_DEPTH || t->ctx.fired ||
-	    t->ctx.span_origin != RT_SPAN_LOCAL || kind == RETRACE_SPAN_CLIENT ||
-	    kind == RETRACE_SPAN_PRODUCER)
+	if (tr->depth == 0 || tr->depth >= RETRACE_SPAN_DEPTH || t->ctx.fired ||
+	    t->ctx.span_origin != RT_SPAN_LOCAL)
 		return RT_ADAPT_P16_ALWAYS;
-	site = 0;
-	for (attempt = 0; attempt < 2; attempt++) {
-		/* nothing published, or an empty table: no hashing at all */
-		if ((c = rt_policy_read_begin(pool, &seq)) < 0)
+	g = __atomic_load_n(&pool->policy->generation, __ATOMIC_ACQUIRE);
+	if (g == 0 || (g == tr->empty_gen && pool == tr->empty_pool))
+		return RT_ADAPT_P16_ALWAYS; /* nothing published, or an empty table */
+	b = __atomic_load_n(&resource.blob, __ATOMIC_ACQUIRE);
+	if (unlikely(!b || b->pid != t->ctx.writer_pid)) {
+		b = resource_blob_for(t->ctx.writer_pid);
+		if (!b)
 			return RT_ADAPT_P16_ALWAYS;
-		if (!site) {
-			b = __atomic_load_n(&resource.blob, __ATOMIC_ACQUIRE);
-			if (unlikely(!b || b->pid != t->ctx.writer_pid)) {
-				b = resource_blob_for(t->ctx.writer_pid);
-				if (!b)
-					return RT_ADAPT_P16_ALWAYS;
+	}
+	if (likely(n >= 8)) {
+		slot = site_slot(tr, b, name, n);
+		if (likely(slot->pgen == g && slot->ppool == pool))
+			return slot->p16;
+		site = slot->site;
+	} else {
+		site = rt_adapt_site_hash_from(b->site_seed, name, n);
+	}
+	for (attempt = 0; attempt < 2; attempt++) {
+		if ((c = rt_policy_read_begin(pool, &seq)) < 0) {
+			/* empty (a live copy's count changes only after the
+			 * generation moved away from it), or a writer on it */
+			if (ck_pr_load_32(&pool->policy->copy[g & 1].sites) == 0 &&
+			    __atomic_load_n(&pool->policy->generation, __ATOMIC_ACQUIRE) == g) {
+				tr->empty_gen = g;
+				tr->empty_pool = pool;
 			}
-			site = span_site(&t->tracer, b, name, n);
+			return RT_ADAPT_P16_ALWAYS;
 		}
 		p16 = rt_adapt_table_lookup(pool->policy_slots[c], pool->geo.policy_capacity, site);
-		if (likely(rt_policy_read_end(pool, c, seq)))
+		if (likely(rt_policy_read_end(pool, c, seq))) {
+			if (slot && __atomic_load_n(&pool->policy->generation, __ATOMIC_ACQUIRE) == g) {
+				slot->p16 = p16;
+				slot->ppool = pool;
+				slot->pgen = g;
+			}
 			return p16;
+		}
 	}
-	t->tracer.stats.policy_unstable++;
+	tr->stats.policy_unstable++;
 	return RT_ADAPT_P16_ALWAYS;
 }
 
@@ -545,7 +586,7 @@ uint64_t retrace_span_start(const char *name, enum retrace_span_kind kind)
 	c = &t->ctx;
 	name = name ? name : "";
 	n = cut_len(t, name);
-	p16 = span_policy(t, name, n, kind);
+	p16 = span_policy(t, name, n);
 	if (unlikely(p16 != RT_ADAPT_P16_ALWAYS) &&
 	    !rt_adapt_keep(p16, (uint16_t)(next_span_id(&t->tracer) >> 48)))
 		return span_drop(t, name, n, kind);
@@ -609,11 +650,13 @@ static __attribute__((noinline)) void dropped_end(struct rt_thread *t, uint32_t 
 	struct rt_tracer_thread *tr = &t->tracer;
 	uint64_t dur = tick - tr->frame_tick[d];
 	uint8_t in_dropped = tr->frame_flags[d] & RT_FRAME_IN_DROPPED;
+	enum retrace_span_kind kind = (enum retrace_span_kind)tr->frame_kind[d];
 	if (status == RETRACE_STATUS_ERROR) {
 		uint64_t id = next_span_id(tr);
-		write_span_start(t, id, t->ctx.span_id, (enum retrace_span_kind)tr->frame_kind[d],
-				 tr->frame_tick[d], tr->frame_name[d], strlen(tr->frame_name[d]),
-				 RT_ADAPT_P16_ALWAYS);
+		if (kind == RETRACE_SPAN_CLIENT || kind == RETRACE_SPAN_PRODUCER)
+			kind = RETRACE_SPAN_INTERNAL; /* see "Dropped spans" */
+		write_span_start(t, id, t->ctx.span_id, kind, tr->frame_tick[d], tr->frame_name[d],
+				 strlen(tr->frame_name[d]), RT_ADAPT_P16_ALWAYS);
 		write_span_end(t, id, tick, status, code, message, 0);
 		tr->stats.spans_recovered++;
 		if (in_dropped)

@@ -8,9 +8,10 @@
  *     {site, self time in ms}: site = rt_adapt_site_hash(resource service.name,
  *     span name), self time = rt_decode_self_times (duration minus decoded
  *     children minus the time of the descendants the client dropped). A span
- *     the client never drops (no local parent: a root or a host's entry span;
- *     a CLIENT or PRODUCER span) pins its site: it is recorded anyway, and in
- *     the draws it would take a slot from a site that can be turned down.
+ *     the client never drops (no local parent: a root or a host's entry span)
+ *     pins its site: it is recorded anyway, and in the draws it would take a
+ *     slot from a site that can be turned down. CLIENT/PRODUCER spans are
+ *     not pinned: the client drops them like any other (tracer.c).
  *     Operator pins (--adaptive-pin service:operation,...) are pinned at start.
  *   - A *cycle* runs when --adaptive-batch traces have arrived or
  *     --adaptive-window seconds have passed with at least one: one
@@ -290,8 +291,6 @@ void coord_adaptive_free(struct rt_coord *c)
 static int never_dropped(const struct rt_decoded_trace *dt, uint32_t i)
 {
 	const struct rt_span *s = &dt->spans[i], *p;
-	if (s->kind == RETRACE_SPAN_CLIENT || s->kind == RETRACE_SPAN_PRODUCER)
-		return 1;
 	if (s->parent < 0 || (uint32_t)s->parent >= dt->n_spans)
 		return 1;
 	p = &dt->spans[s->parent];

@@ -1646,6 +1646,15 @@ void rt_decoded_trace_free(struct rt_decoded_trace *t)
 	memset(t, 0, sizeof *t);
 }
 
+/* A callee's entry span whose parent, on another process, is no call: the
+ * CLIENT/PRODUCER span between them was dropped (docs/adaptive.md), and the
+ * parent's dropped_ns counts that call whole, this span included. */
+static int under_dropped_call(const struct rt_span *c, const struct rt_span *p)
+{
+	return remote_kind(c->kind) && p->kind != RETRACE_SPAN_CLIENT &&
+	       p->kind != RETRACE_SPAN_PRODUCER && (p->agent_id != c->agent_id || p->pid != c->pid);
+}
+
 void rt_decode_self_times(const struct rt_decoded_trace *t, int64_t *self_ns)
 {
 	uint32_t i;
@@ -1654,7 +1663,8 @@ void rt_decode_self_times(const struct rt_decoded_trace *t, int64_t *self_ns)
 			     t->spans[i].dropped_ns;
 	for (i = 0; i < t->n_spans; i++) {
 		const struct rt_span *c = &t->spans[i];
-		if (c->parent >= 0 && (uint32_t)c->parent < t->n_spans)
+		if (c->parent >= 0 && (uint32_t)c->parent < t->n_spans &&
+		    !under_dropped_call(c, &t->spans[c->parent]))
 			self_ns[c->parent] -= (int64_t)(c->end_ns - c->start_ns);
 	}
 	for (i = 0; i < t->n_spans; i++)

@@ -18,10 +18,16 @@ for b in client agent horizon report weave adaptive traversal estimate triggers 
     echo "bench_$b: $(wc -l < "build/bench-$b.txt") lines"
   fi
 done
-if [ -x build/bench/client/bench_first_touch ]; then
-  RETRACE_BENCH_QUICK=1 ./build/bench/client/bench_first_touch > build/bench-first-touch.txt
-  echo "bench_first_touch: $(wc -l < build/bench-first-touch.txt) lines"
-fi
+# Benchmarks that share a folder with another: DIR/NAME runs build/bench/DIR/bench_NAME
+# (first_touch: a service's first pass through the pool; adaptive_real: adaptive
+# spans on real processes, a coordinator, 5 agents and 5 writers).
+for b in client/first_touch adaptive/adaptive_real; do
+  exe="build/bench/${b%/*}/bench_${b#*/}"
+  if [ -x "$exe" ]; then
+    RETRACE_BENCH_QUICK=1 "./$exe" > "build/bench-${b#*/}.txt"
+    echo "bench_${b#*/}: $(wc -l < "build/bench-${b#*/}.txt") lines"
+  fi
+done
 # The end-to-end evaluation, short: fails (non-zero) if any trace the coordinator
 # called coherent is not complete against the services' ground truth.
 if [ -x build/bench/e2e/retrace-tail-collector ]; then

@@ -658,8 +658,8 @@ static void bench_lookup(bool quick)
  * (rt_pool_policy_publish), against all spans on, same run. The policy is the
  * learner's after a closed-loop run on the simulation (culprit fraud.rules),
  * with the sites the client never drops pinned as the coordinator pins them:
- * the root, the "call X" CLIENT spans and each service's entry span (a remote
- * parent in a real deployment). One process writes every service's spans, so
+ * the root and each service's entry span (a remote parent in a real
+ * deployment; the "call X" CLIENT spans are dropped like any other). One process writes every service's spans, so
  * a site is hashed as ("bench_adaptive", "service/operation"). Bytes are what
  * the pool handed back: segment payloads plus one 64-byte segment header each
  * (rt_drain_poll). At a fixed pool size the event horizon is pool bytes over
@@ -810,7 +810,7 @@ static void bench_real_client(const topo *shop, bool quick)
 	l = rt_adapt_create(&cfg, n, NULL);
 	for (size_t i = 0; i < n; i++) {
 		rt_adapt_site_add(l, t.hash[i]);
-		if (i == 0 || shop_kind(shop_ops[i][1]) != RETRACE_SPAN_INTERNAL) {
+		if (i == 0 || shop_kind(shop_ops[i][1]) == RETRACE_SPAN_SERVER) {
 			rt_adapt_pin(l, t.hash[i], true);
 			pinned++;
 		}

@@ -13,8 +13,16 @@
  *     ancestor, with the error;
  *   - a kept span records the probability it was kept with; p = 0.5 keeps
  *     about half;
- *   - never dropped: roots, a host's entry span (remote parent), CLIENT spans,
- *     spans after a fired trigger, and everything when no table is published.
+ *   - a dropped CLIENT span: the outgoing context names the recorded
+ *     ancestor; its time is counted in the ancestor's adj like any dropped
+ *     span, and the decoder does not subtract its callee's entry span again;
+ *     one ending in error is recovered as INTERNAL (a CLIENT span with no
+ *     callee naming it would be flagged unmatched) and the decode stays
+ *     complete;
+ *   - a new table (or an emptied one) is seen at the next span start (the
+ *     client caches each site's answer with the table's generation);
+ *   - never dropped: roots, a host's entry span (remote parent), spans after
+ *     a fired trigger, and everything when no table is published.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -280,7 +288,7 @@ START_TEST(test_never_dropped)
 					     NULL, &wc), RETRACE_OK);
 	ck_assert_int_eq(retrace_begin(id), 1);
 	entry = retrace_span_start("entry", RETRACE_SPAN_SERVER);
-	call = retrace_span_start("call", RETRACE_SPAN_CLIENT); /* the next hop's parent */
+	call = retrace_span_start("call", RETRACE_SPAN_CLIENT); /* dropped: the context names entry */
 	retrace_span_end();
 	inner = retrace_span_start("inner", RETRACE_SPAN_INTERNAL); /* dropped */
 	retrace_span_end();
@@ -293,9 +301,9 @@ START_TEST(test_never_dropped)
 	decode_trace(id, &t);
 	ck_assert_ptr_nonnull(by_id(&t, entry));
 	ck_assert_uint_eq(by_id(&t, entry)->parent_id, 0xaa);
-	ck_assert_uint_ne(call, entry); /* a dropped span would return its ancestor */
+	ck_assert_uint_eq(call, entry); /* a dropped span returns its ancestor */
 	ck_assert_uint_ne(late, entry);
-	ck_assert_uint_eq(count_named(&t, "call"), 1);
+	ck_assert_uint_eq(count_named(&t, "call"), 0);
 	ck_assert_uint_eq(count_named(&t, "late"), 1);
 	ck_assert_uint_eq(count_named(&t, "entry"), 1);
 	ck_assert_uint_eq(count_named(&t, "inner"), 0);
@@ -315,6 +323,184 @@ START_TEST(test_never_dropped)
 	ck_assert_uint_eq(by_id(&t, inner)->adapt_p16, RT_SPAN_P16_ALWAYS);
 	rt_decoded_trace_free(&t);
 	pool_down();
+}
+END_TEST
+
+/* The ancestor's decoded self time and dropped_ns (ns), span `id`. */
+static int64_t self_of(const struct rt_decoded_trace *t, uint64_t id)
+{
+	int64_t *self = calloc(t->n_spans, sizeof *self), v;
+	const struct rt_span *s = by_id(t, id);
+	ck_assert_ptr_nonnull(s);
+	rt_decode_self_times(t, self);
+	v = self[s - t->spans];
+	free(self);
+	return v;
+}
+
+START_TEST(test_dropped_call)
+{
+	static const char *const ops[] = { "call", "wrap", NULL };
+	static const double p[] = { 0.0, 0.0 };
+	const retrace_trace_id id = {0x1234ull, 0xadad0006ull};
+	const retrace_trace_id id2 = {0x1234ull, 0xadad0007ull};
+	const retrace_trace_id id3 = {0x1234ull, 0xadad0008ull};
+	struct rt_decoded_trace t;
+	char tp[64], want[64];
+	uint64_t root, call;
+	const struct rt_span *sr;
+	pool_up();
+	publish(ops, p);
+
+	/* 1. Directly under the root: dropped; the context names the root; the
+	 * call is counted in the root's adj like any dropped span (its callee's
+	 * entry span is then not subtracted: test_self_time_dropped_call). */
+	ck_assert_int_eq(retrace_begin(id), 1);
+	root = retrace_span_start("root", RETRACE_SPAN_SERVER);
+	call = retrace_span_start("call", RETRACE_SPAN_CLIENT);
+	ck_assert_uint_eq(call, root);
+	ck_assert_int_eq(retrace_serialize(tp, sizeof tp, NULL, 0, NULL), RETRACE_OK);
+	snprintf(want, sizeof want, "-%016llx-", (unsigned long long)root);
+	ck_assert_msg(strstr(tp, want) != NULL, "traceparent %s does not name the root", tp);
+	spin_us(2000);
+	retrace_span_end();
+	retrace_span_end();
+	retrace_end();
+	decode_trace(id, &t);
+	ck_assert(rt_decode_complete(&t.st));
+	ck_assert_uint_eq(t.n_spans, 1);
+	sr = by_id(&t, root);
+	ck_assert_ptr_nonnull(sr);
+	ck_assert_int_ge(sr->dropped_ns, 2000000);
+	ck_assert_int_lt(self_of(&t, root), 1000000);
+	rt_decoded_trace_free(&t);
+
+	/* 2. Inside a dropped span: counted once, with the span around it. */
+	ck_assert_int_eq(retrace_begin(id2), 1);
+	root = retrace_span_start("root", RETRACE_SPAN_SERVER);
+	retrace_span_start("wrap", RETRACE_SPAN_INTERNAL);
+	spin_us(1000);
+	retrace_span_start("call", RETRACE_SPAN_CLIENT);
+	spin_us(3000);
+	retrace_span_end();
+	retrace_span_end();
+	retrace_span_end();
+	retrace_end();
+	decode_trace(id2, &t);
+	ck_assert(rt_decode_complete(&t.st));
+	ck_assert_uint_eq(t.n_spans, 1);
+	sr = by_id(&t, root);
+	ck_assert_ptr_nonnull(sr);
+	ck_assert_int_ge(sr->dropped_ns, 4000000);
+	ck_assert_int_le(sr->dropped_ns, (int64_t)(sr->end_ns - sr->start_ns));
+	rt_decoded_trace_free(&t);
+
+	/* 3. A dropped call that fails is recorded, as INTERNAL, and the trace
+	 * is still complete (no unmatched call). */
+	ck_assert_int_eq(retrace_begin(id3), 1);
+	root = retrace_span_start("root", RETRACE_SPAN_SERVER);
+	retrace_span_start("call", RETRACE_SPAN_CLIENT);
+	retrace_span_end_error(503, "unavailable");
+	retrace_span_end();
+	retrace_end();
+	decode_trace(id3, &t);
+	ck_assert_msg(rt_decode_complete(&t.st), "unmatched %u",
+		      (unsigned)t.st.unmatched_client_spans);
+	ck_assert_uint_eq(count_named(&t, "call"), 1);
+	for (uint32_t i = 0; i < t.n_spans; i++)
+		if (strcmp(t.spans[i].name, "call") == 0) {
+			ck_assert_uint_eq(t.spans[i].kind, RETRACE_SPAN_INTERNAL);
+			ck_assert_uint_eq(t.spans[i].status, RETRACE_STATUS_ERROR);
+			ck_assert_uint_eq(t.spans[i].parent_id, root);
+		}
+	rt_decoded_trace_free(&t);
+	pool_down();
+}
+END_TEST
+
+/* The client caches a site's answer with the table generation it came from:
+ * every new table (and an emptied one) must be seen at the next span start. */
+static uint64_t drops_of(int spans)
+{
+	struct retrace_tracer_stats st0, st;
+	const retrace_trace_id id = {0x1234ull, 0xadad0010ull};
+	retrace_tracer_stats(&st0);
+	ck_assert_int_eq(retrace_begin(id), 1);
+	retrace_span_start("root", RETRACE_SPAN_SERVER);
+	for (int i = 0; i < spans; i++) {
+		retrace_span_start("cached.site.name", RETRACE_SPAN_INTERNAL);
+		retrace_span_end();
+		retrace_span_start("short", RETRACE_SPAN_INTERNAL); /* < 8 bytes: not cached */
+		retrace_span_end();
+	}
+	retrace_span_end();
+	retrace_end();
+	retrace_tracer_stats(&st);
+	return st.spans_dropped - st0.spans_dropped;
+}
+
+START_TEST(test_policy_change_seen)
+{
+	static const char *const ops[] = { "cached.site.name", "short", NULL };
+	static const double off[] = { 0.0, 0.0 }, on[] = { 1.0, 1.0 };
+	pool_up();
+	publish(ops, off);
+	ck_assert_uint_eq(drops_of(10), 20);
+	publish(ops, on);
+	ck_assert_uint_eq(drops_of(10), 0);
+	publish(ops, off);
+	ck_assert_uint_eq(drops_of(10), 20);
+	ck_assert_int_eq(rt_pool_policy_publish(&pool, NULL, NULL, 0), 0); /* emptied */
+	ck_assert_uint_eq(drops_of(10), 0);
+	publish(ops, off); /* and filled again after an empty one */
+	ck_assert_uint_eq(drops_of(10), 20);
+	pool_down();
+}
+END_TEST
+
+/* The decoder's side of a dropped call: a callee's entry span (SERVER, other
+ * process) under a parent that is no call lies inside the dropped call the
+ * parent's dropped_ns counts, so it is not subtracted again; under a recorded
+ * CLIENT span it is (the call's self time is its network time). */
+START_TEST(test_self_time_dropped_call)
+{
+	struct rt_span sp[3];
+	struct rt_decoded_trace t;
+	int64_t self[3];
+	memset(sp, 0, sizeof sp);
+	memset(&t, 0, sizeof t);
+	/* caller root A on agent 1: 10 ms, of which a dropped call of 6 ms (adj) */
+	sp[0] = (struct rt_span){ .span_id = 1, .parent = -1, .kind = RETRACE_SPAN_SERVER,
+				  .agent_id = 1, .pid = 10, .start_ns = 0, .end_ns = 10000000,
+				  .dropped_ns = 6000000 };
+	/* the callee's entry span on agent 2, 5 ms inside the call */
+	sp[1] = (struct rt_span){ .span_id = 2, .parent_id = 1, .parent = 0,
+				  .kind = RETRACE_SPAN_SERVER, .agent_id = 2, .pid = 20,
+				  .start_ns = 3000000, .end_ns = 8000000 };
+	t.spans = sp;
+	t.n_spans = 2;
+	rt_decode_self_times(&t, self);
+	ck_assert_int_eq(self[0], 4000000); /* not 0: the callee is inside the adj */
+	ck_assert_int_eq(self[1], 5000000);
+	/* a recorded call between them: the callee is the call's child */
+	sp[0].dropped_ns = 0;
+	sp[2] = (struct rt_span){ .span_id = 3, .parent_id = 1, .parent = 0,
+				  .kind = RETRACE_SPAN_CLIENT, .agent_id = 1, .pid = 10,
+				  .start_ns = 2000000, .end_ns = 8500000 };
+	sp[1].parent_id = 3;
+	sp[1].parent = 2;
+	t.n_spans = 3;
+	rt_decode_self_times(&t, self);
+	ck_assert_int_eq(self[0], 3500000);
+	ck_assert_int_eq(self[2], 1500000);
+	/* the same process (a local SERVER span under INTERNAL): subtracted */
+	sp[1].agent_id = 1;
+	sp[1].pid = 10;
+	sp[1].parent_id = 1;
+	sp[1].parent = 0;
+	t.n_spans = 2;
+	rt_decode_self_times(&t, self);
+	ck_assert_int_eq(self[0], 5000000);
 }
 END_TEST
 
@@ -360,6 +546,9 @@ int main(void)
 	tcase_add_test(tc, test_kept_spans_record_their_probability);
 	tcase_add_test(tc, test_never_dropped);
 	tcase_add_test(tc, test_reused_name_buffer);
+	tcase_add_test(tc, test_dropped_call);
+	tcase_add_test(tc, test_self_time_dropped_call);
+	tcase_add_test(tc, test_policy_change_seen);
 	suite_add_tcase(s, tc);
 	rc = test_run_suite(s);
 	test_pool_sweep("adspans"); /* what a failed test left */
