@@ -45,6 +45,9 @@ browse "${UI}#/?coherent=true&limit=5" "$D/filtered.html" "$D/filtered.png"
 browse "${UI}#/trace/$TRACE" "$D/trace.html" "$D/trace.png"
 browse "${UI}#/trace/$BROKEN" "$D/incoherent.html" "$D/incoherent.png"
 browse "${UI}#/status" "$D/status.html" "$D/status.png"
+# The page drew what the coordinator knew while it loaded: between status.json and
+# this second snapshot (host 3's killed agent may leave the directory meanwhile).
+"$R" status --coordinator "$COORD" --json > "$D/status-after.json"
 python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=30).read().decode())' \
   "${UI}api/history" > "$D/history.json"
 browse "${UI}#/history" "$D/history.html" "$D/history.png"
