@@ -150,6 +150,7 @@ struct coord_group {
 	uint32_t ncells, cap;
 	uint32_t inflight;        /* remote triggers outstanding */
 	int has_trigger;          /* 0: opened by an orphan slice */
+	int closing;              /* close_group runs: replies no longer change it */
 	int recollect;            /* opened by an operator's recollect: skips selection */
 	int dirty;                /* cells to dispatch */
 	uint64_t created_ns;      /* monotonic */

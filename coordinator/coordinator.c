@@ -41,6 +41,8 @@
 
 enum { IN_RECV = 0, IN_READY = 1, IN_SEND = 2, IN_STOPPED = 3 };
 
+#define COORD_SLICE_CHUNK 16 /* slices stored between two poll points for replies */
+
 uint64_t coord_now_ns(void)
 {
 	struct timespec ts;
@@ -390,7 +392,14 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 	rc = coord_batch_begin(c);
 	if (rc == 0) {
 		/* Refused slices and requests get their replies here (auth.c). */
-		coord_process_slices(c, admitted, coord_admit_slices(c, slices, ns, admitted));
+		uint32_t na = coord_admit_slices(c, slices, ns, admitted);
+		/* A storm's slices in chunks, agents' replies between them: a burst's
+		 * traversals must not wait for hundreds of slices to be stored. */
+		for (i = 0; i < na; i += COORD_SLICE_CHUNK) {
+			coord_process_slices(c, admitted + i,
+					     na - i < COORD_SLICE_CHUNK ? na - i : COORD_SLICE_CHUNK);
+			coord_traversal_serve(c);
+		}
 		phase_done(c, COORD_PHASE_SLICES, &mark, turn);
 		coord_traversal_serve(c);
 		for (i = 0; i < nc; i++) {

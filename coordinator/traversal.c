@@ -733,7 +733,7 @@ void coord_handle_reply(struct rt_coord *c, struct coord_req *r)
 	for (p = 0; p < r->nparts; p++) {
 		const struct coord_ask *k = &r->parts[p];
 		struct coord_group *g = &c->groups[k->group];
-		if (g->id != k->group_id) /* the group closed meanwhile */
+		if (g->id != k->group_id || g->closing) /* the group closed meanwhile */
 			continue;
 		g->inflight--;
 		g->last_activity_ns = now;
@@ -1034,6 +1034,31 @@ int coord_decode_stored(struct rt_coord *c, uint64_t hi, uint64_t lo,
 }
 
 /*
+ * The store's work at a close (decoding a trace, writing its span rows) touches
+ * neither the traversal nor c->out: the loop lets go of them meanwhile, so
+ * agents' replies for other groups are acted on at once (loop_mu). The closing
+ * group itself is marked: a late reply for it changes nothing.
+ */
+static int decode_letting_go(struct rt_coord *c, uint64_t hi, uint64_t lo,
+			     struct rt_decoded_trace *dt)
+{
+	int rc;
+	coord_loop_let_go(c);
+	rc = coord_decode_stored(c, hi, lo, dt);
+	coord_loop_take_back(c);
+	return rc;
+}
+
+static int store_spans_letting_go(struct rt_coord *c, const struct rt_decoded_trace *dt)
+{
+	int rc;
+	coord_loop_let_go(c);
+	rc = coord_store_spans(c, dt);
+	coord_loop_take_back(c);
+	return rc;
+}
+
+/*
  * The last word on "coherent": every named agent said its part is final and
  * delivered it (build_row), and the spans themselves show no hole — no gap in a
  * writer's buffers, no span without its start or end, no client call whose
@@ -1046,7 +1071,7 @@ static int confirm_complete(struct rt_coord *c, const struct coord_group *g, int
 {
 	struct rt_decode_stats st_copy;
 	const struct rt_decode_stats *st = &st_copy;
-	if (coord_decode_stored(c, row->trace_hi, row->trace_lo, dt) != 0) {
+	if (decode_letting_go(c, row->trace_hi, row->trace_lo, dt) != 0) {
 		rt_decoded_trace_free(dt);
 		c->st.traces_undecodable++;
 		row->coherent = 0;
@@ -1084,6 +1109,7 @@ static void close_group(struct rt_coord *c, struct coord_group *g, uint64_t now)
 	struct rt_store_trace row;
 	struct rt_decoded_trace dt;
 	uint32_t k, i;
+	g->closing = 1;
 	coord_weave_group_closed(c, g);
 	/* Last added first: a woven trace (added after the trace whose open hop
 	 * it closes) is judged before that trace needs to know (weave.c). */
@@ -1096,7 +1122,7 @@ static void close_group(struct rt_coord *c, struct coord_group *g, uint64_t now)
 			decoded = confirm_complete(c, g, (int)i, &row, &dt);
 		else if (coord_names_unknown(c, &row)) {
 			/* decoded for its TRIGGER events only (trigger_names.c) */
-			if (coord_decode_stored(c, row.trace_hi, row.trace_lo, &dt) == 0)
+			if (decode_letting_go(c, row.trace_hi, row.trace_lo, &dt) == 0)
 				decoded = 2;
 			else
 				rt_decoded_trace_free(&dt);
@@ -1106,7 +1132,7 @@ static void close_group(struct rt_coord *c, struct coord_group *g, uint64_t now)
 			coord_names_learn(c, &dt);
 		if (decoded == 1)
 			coord_adaptive_add(c, &dt); /* the span learner (adaptive.c) */
-		if (decoded == 1 && coord_store_spans(c, &dt) != 0) { /* rows for SQL (ClickHouse) */
+		if (decoded == 1 && store_spans_letting_go(c, &dt) != 0) { /* rows for SQL (ClickHouse) */
 			c->st.store_errors++;
 			coord_log(c, LOG_ERROR, "store: spans: %s", rt_store_errmsg(c->store));
 		}
