@@ -108,6 +108,7 @@ static void recv_cb(void *arg)
 	    (__atomic_load_n(&c->idle_hint, __ATOMIC_ACQUIRE) && pthread_mutex_lock(&c->own) == 0)) {
 		if (c->idle) {
 			c->served_direct++;
+			c->wake_after_send = 1;
 			answer(c);
 			pthread_mutex_unlock(&c->own);
 			return;
@@ -130,6 +131,14 @@ static void send_cb(void *arg)
 		nng_msg_free(nng_aio_get_msg(c->send_aio));
 	if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
 		return;
+	/* Answered here while the poll thread slept: now that the reply has left,
+	 * wake it, so that what the request pinned is reported by its next pass. */
+	if (c->wake_after_send) {
+		uint64_t one = 1;
+		c->wake_after_send = 0;
+		if (write(c->wake_fd, &one, sizeof one) < 0)
+			c->wake_after_send = 0; /* the counter is full: it is awake anyway */
+	}
 	nng_recv_aio(c->sock, c->recv_aio);
 }
 

@@ -16,8 +16,9 @@
  *   - else: leaves the request pending and writes an eventfd, so the poll
  *     thread serves it before its next pass (rt_control_pending/serve), or at
  *     once if it was about to sleep.
- * The reply goes out through a second aio, and only then is the next request
- * received: REP answers one at a time, which is all a status query or a
+ * The reply goes out through a second aio (then a poll thread that slept is
+ * woken, so that its next pass reports what the request pinned), and only then
+ * is the next request received: REP answers one at a time, which is all a status query or a
  * remote trigger needs. A reply send has a short timeout, so a peer that
  * stopped reading cannot hold the endpoint.
  *
@@ -57,6 +58,7 @@ struct rt_control {
 	int owned;           /* the poll thread holds own (rt_control_begin) */
 	int idle;            /* under own: its holder is not the poll thread */
 	int idle_hint;       /* idle, read without own (atomic) */
+	int wake_after_send; /* answered while it slept: wake it once the reply left */
 	rt_control_handler handler;
 	void *handler_arg;
 	uint64_t served_direct, served_by_loop; /* requests answered in nng's callback / by the poll thread */

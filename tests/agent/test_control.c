@@ -1,8 +1,8 @@
 /*
  * tests/agent/test_control.c — who answers a request (agent/control.c).
  *   - While the poll thread sleeps in rt_control_sleep, nng's callback answers
- *     the request itself: the handler runs on another thread, and the reply
- *     comes while the sleeper still sleeps (it is not woken for it).
+ *     the request itself: the handler runs on another thread while the sleeper
+ *     still sleeps (it is woken only after the reply left).
  *   - While the poll thread works (holds `own`), the request waits for it:
  *     rt_control_pending turns 1 and rt_control_serve answers on the poll
  *     thread.
@@ -23,7 +23,9 @@
 
 struct seen {
 	pthread_t poll_thread;
-	int on_other_thread; /* the handler ran off the poll thread */
+	volatile int *sleeping; /* the poll thread is inside rt_control_sleep */
+	int on_other_thread;    /* the handler ran off the poll thread */
+	int while_asleep;       /* ... while the poll thread slept */
 	int calls;
 };
 
@@ -32,8 +34,9 @@ static size_t handler(void *arg, const uint8_t *req, size_t len, uint8_t *out, s
 	struct seen *s = arg;
 	(void)req;
 	(void)len;
-	__atomic_add_fetch(&s->calls, 1, __ATOMIC_RELEASE);
 	s->on_other_thread = !pthread_equal(pthread_self(), s->poll_thread);
+	s->while_asleep = s->sleeping && *s->sleeping;
+	__atomic_add_fetch(&s->calls, 1, __ATOMIC_RELEASE);
 	return (size_t)snprintf((char *)out, cap, "pong") + 1;
 }
 
@@ -42,8 +45,6 @@ struct client {
 	struct rt_control *ctl;
 	int wait_for_sleep; /* send only once the poll thread sleeps */
 	int answered;       /* atomic: the reply came */
-	int sleeping_then;  /* the poll thread still slept when it came */
-	volatile int *sleeping;
 };
 
 static void *client_main(void *arg)
@@ -61,13 +62,8 @@ static void *client_main(void *arg)
 	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 30000);
 	if (nng_dial(s, k->url, NULL, 0) == 0 && nng_send(s, "ping", 5, 0) == 0 &&
 	    nng_recv(s, &buf, &sz, NNG_FLAG_ALLOC) == 0) {
-		uint64_t one = 1;
-		k->sleeping_then = *k->sleeping;
 		__atomic_store_n(&k->answered, 1, __ATOMIC_RELEASE);
 		nng_free(buf, sz);
-		/* end the poll thread's sleep (as its next pass would come anyway) */
-		if (write(k->ctl->wake_fd, &one, sizeof one) != sizeof one)
-			k->sleeping_then = -1;
 	}
 	nng_close(s);
 	return NULL;
@@ -84,16 +80,18 @@ static void start(struct rt_control *ctl)
 START_TEST(sleeping_poll_thread_is_not_woken_for_a_request)
 {
 	struct rt_control ctl;
-	struct seen s = { .poll_thread = pthread_self() };
 	volatile int sleeping = 0;
-	struct client k = { .ctl = &ctl, .wait_for_sleep = 1, .sleeping = &sleeping };
+	struct seen s = { .poll_thread = pthread_self(), .sleeping = &sleeping };
+	struct client k = { .ctl = &ctl, .wait_for_sleep = 1 };
 	pthread_t th;
 	start(&ctl);
 	k.url = ctl.bound[0];
 	ck_assert_int_eq(rt_control_begin(&ctl, handler, &s), 0);
 	pthread_create(&th, NULL, client_main, &k);
-	/* Sleep (up to 30 s each time) until the reply came. Answered by the poll
-	 * thread, the request would end the sleep first. */
+	/* Sleep (up to 30 s each time) until the request was answered. Answered by
+	 * the poll thread, it would end the sleep first; answered by nng's callback,
+	 * the sleep ends once the reply has left (so that a pass reports what the
+	 * request pinned). */
 	while (!__atomic_load_n(&k.answered, __ATOMIC_ACQUIRE) &&
 	       !__atomic_load_n(&s.calls, __ATOMIC_ACQUIRE)) {
 		sleeping = 1;
@@ -106,7 +104,7 @@ START_TEST(sleeping_poll_thread_is_not_woken_for_a_request)
 	ck_assert_int_eq(k.answered, 1);
 	ck_assert_int_eq(s.calls, 1);
 	ck_assert_msg(s.on_other_thread, "the handler ran on the poll thread");
-	ck_assert_msg(k.sleeping_then == 1, "the poll thread was woken for the request");
+	ck_assert_msg(s.while_asleep, "the poll thread was woken for the request");
 	ck_assert_uint_eq(ctl.served_direct, 1);
 	rt_control_stop(&ctl);
 }
@@ -116,8 +114,7 @@ START_TEST(busy_poll_thread_answers_it_itself)
 {
 	struct rt_control ctl;
 	struct seen s = { .poll_thread = pthread_self() };
-	volatile int sleeping = 0;
-	struct client k = { .ctl = &ctl, .sleeping = &sleeping };
+	struct client k = { .ctl = &ctl };
 	struct timespec ms = { 0, 1000000 };
 	pthread_t th;
 	int i;
