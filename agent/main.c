@@ -274,6 +274,7 @@ int main(int argc, char **argv)
 		return quit(tls, 1);
 	}
 	guard.cap = ctl.cap;
+	agent.control = &ctl;
 	rt_log(RT_LOG_INFO, "agent %u %s pool %s (%u x %u B buffers); status on %s, listening on %s",
 	       cfg.agent_id, agent.took_over ? "took over" : "created", cfg.pool,
 	       agent.pool.geo.buffer_count, agent.pool.geo.buffer_size, ctl.bound[0],
@@ -289,6 +290,7 @@ int main(int argc, char **argv)
 	       (unsigned long long)agent.ix.st.evicted_traces);
 	rt_control_stop(&ctl);
 	agent.guard = NULL;
+	agent.control = NULL;
 	rt_agent_close(&agent);
 	if (rt_nng_close_abandoned())
 		rt_log(RT_LOG_WARN, "%llu socket close(s) hung in nng and were abandoned",
