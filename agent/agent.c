@@ -1152,8 +1152,9 @@ static void drain_breadcrumbs_to_depth(struct rt_agent *a, const struct rt_drain
 }
 
 /*
- * Why before every reply, not only in the poll pass: the control thread serves a
- * remote trigger ahead of the pass (it is on a traversal's critical path), so a
+ * Why before every reply, not only in the poll pass: a remote trigger is answered
+ * ahead of the pass (it is on a traversal's critical path; by nng's thread while
+ * the poll thread sleeps, agent/control.h), so a
  * breadcrumb a client deposited long before could still sit in the ring, and
  * the coordinator would never hear of the hop it names. Triggers are left to
  * the pass: they do not change what the reply says.

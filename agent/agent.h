@@ -129,6 +129,7 @@ struct rt_agent_segs {
 
 struct rt_spool;
 struct rt_agent_guard;
+struct rt_control;
 
 struct rt_agent {
 	struct rt_agent_config cfg;
@@ -180,6 +181,7 @@ struct rt_agent {
 	uint32_t nlost;
 	uint64_t lost_check_ns;     /* when to look at them again */
 	struct rt_agent_guard *guard; /* who may ask what (guard.h); NULL admits all */
+	const struct rt_control *control; /* its request endpoint, for its figures; NULL none */
 	struct rt_agent_window win;   /* weaving's time-window queries and holds (window.h) */
 	/* rt_agent_count_open's scratch: the available queue's ids, and a bit per
 	 * buffer for those (free: their headers need no look). */

@@ -1,20 +1,23 @@
 /*
- * agent/control.c — the REP endpoint, served by the poll thread.
+ * agent/control.c — the REP endpoint, answered on nng's thread or the poll thread.
  *
- * rt_control_pending takes a request with a non-blocking nng_recvmsg and notes
- * who sent it (its pipe's peer, daemon/tls.h) while the pipe still exists;
- * rt_control_serve runs the handler and sends the reply (REP answers requests in
- * order, one at a time, which is all a status query or a coordinator's remote
- * trigger needs). rt_control_sleep waits in ppoll on NNG_OPT_RECVFD, which nng
- * keeps readable while a message can be received: we never read or write it.
- * A reply send has a short timeout, so a peer that stopped reading cannot hold
- * the poll thread.
+ * recv_cb gets each request (its sender noted while its pipe still exists,
+ * daemon/tls.h). If the poll thread sleeps (idle, under `own`), the callback
+ * takes `own` and answers: handler, then the reply on send_aio. Otherwise the
+ * request stays pending and the eventfd wakes the poll thread, which answers it
+ * in rt_control_serve. send_cb receives the next request once the reply left.
+ * A callback never waits for `own` while the poll thread works: it tries the
+ * lock, and blocks only when the hint says the holder is another callback's
+ * short answer, not a pass (control.h).
  */
 #include "nng_close.h"
 #include "control.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,13 +47,109 @@ static int listen_one(struct rt_control *c, const char *url, const struct rt_tls
 	return 0;
 }
 
+/* What rt_control_start made, undone (the socket is closed already). */
+static void free_parts(struct rt_control *c)
+{
+	if (c->recv_aio)
+		nng_aio_free(c->recv_aio);
+	if (c->send_aio)
+		nng_aio_free(c->send_aio);
+	c->recv_aio = c->send_aio = NULL;
+	if (c->msg)
+		nng_msg_free(c->msg);
+	c->msg = NULL;
+	c->pending = 0;
+	if (c->wake_fd >= 0)
+		close(c->wake_fd);
+	c->wake_fd = -1;
+	free(c->reply);
+	c->reply = NULL;
+	pthread_mutex_destroy(&c->own);
+}
+
+/* Holder of `own`: answer the request in c->msg; the reply's send completes in
+ * send_cb, which receives the next request. */
+static void answer(struct rt_control *c)
+{
+	nng_msg *m;
+	c->reply_len = c->handler(c->handler_arg, c->req, c->req_len, c->reply,
+				  RT_CONTROL_REPLY_MAX);
+	nng_msg_free(c->msg);
+	c->msg = NULL;
+	c->req = NULL;
+	if (nng_msg_alloc(&m, c->reply_len) != 0) {
+		/* No memory for a reply: the peer times out; take the next request. */
+		nng_recv_aio(c->sock, c->recv_aio);
+		return;
+	}
+	memcpy(nng_msg_body(m), c->reply, c->reply_len);
+	nng_aio_set_msg(c->send_aio, m);
+	nng_send_aio(c->sock, c->send_aio);
+}
+
+static void recv_cb(void *arg)
+{
+	struct rt_control *c = arg;
+	int rv = nng_aio_result(c->recv_aio);
+	nng_msg *msg;
+	if (rv != 0) {
+		if (rv != NNG_ECLOSED && rv != NNG_ECANCELED)
+			nng_recv_aio(c->sock, c->recv_aio); /* transient: keep listening */
+		return;
+	}
+	msg = nng_aio_get_msg(c->recv_aio);
+	rt_peer_of(msg, &c->peer); /* now: the pipe may be gone by the time it is served */
+	c->msg = msg;
+	c->req = nng_msg_body(msg);
+	c->req_len = nng_msg_len(msg);
+	/* The poll thread sleeps (or another callback is answering: a moment's wait):
+	 * answer here. */
+	if (pthread_mutex_trylock(&c->own) == 0 ||
+	    (__atomic_load_n(&c->idle_hint, __ATOMIC_ACQUIRE) && pthread_mutex_lock(&c->own) == 0)) {
+		if (c->idle) {
+			c->served_direct++;
+			c->wake_after_send = 1;
+			answer(c);
+			pthread_mutex_unlock(&c->own);
+			return;
+		}
+		pthread_mutex_unlock(&c->own);
+	}
+	__atomic_store_n(&c->pending, 1, __ATOMIC_RELEASE);
+	{
+		uint64_t one = 1;
+		if (write(c->wake_fd, &one, sizeof one) < 0)
+			return; /* the counter is full: the poll thread is awake anyway */
+	}
+}
+
+static void send_cb(void *arg)
+{
+	struct rt_control *c = arg;
+	int rv = nng_aio_result(c->send_aio);
+	if (rv != 0) /* a peer that went away or stopped reading loses its reply */
+		nng_msg_free(nng_aio_get_msg(c->send_aio));
+	if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
+		return;
+	/* Answered here while the poll thread slept: now that the reply has left,
+	 * wake it, so that what the request pinned is reported by its next pass. */
+	if (c->wake_after_send) {
+		uint64_t one = 1;
+		c->wake_after_send = 0;
+		if (write(c->wake_fd, &one, sizeof one) < 0)
+			c->wake_after_send = 0; /* the counter is full: it is awake anyway */
+	}
+	nng_recv_aio(c->sock, c->recv_aio);
+}
+
 int rt_control_start(struct rt_control *c, const char *const *urls, int nurls,
 		     const struct rt_tls *tls, uint32_t max_connections, size_t max_request,
 		     char *err, size_t errlen)
 {
 	int i, rv;
 	memset(c, 0, sizeof *c);
-	c->recv_fd = -1;
+	c->wake_fd = -1;
+	pthread_mutex_init(&c->own, NULL);
 	c->reply = malloc(RT_CONTROL_REPLY_MAX);
 	if (!c->reply) {
 		snprintf(err, errlen, "out of memory");
@@ -65,10 +164,13 @@ int rt_control_start(struct rt_control *c, const char *const *urls, int nurls,
 	nng_socket_set_ms(c->sock, NNG_OPT_SENDTIMEO, REPLY_SEND_TIMEOUT_MS);
 	nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, max_request);
 	c->cap = rt_pipe_cap_attach(c->sock, max_connections);
-	if ((rv = nng_socket_get_int(c->sock, NNG_OPT_RECVFD, &c->recv_fd)) != 0) {
-		snprintf(err, errlen, "cannot poll the reply socket: %s", nng_strerror(rv));
+	if ((c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
+	    nng_aio_alloc(&c->recv_aio, recv_cb, c) != 0 ||
+	    nng_aio_alloc(&c->send_aio, send_cb, c) != 0) {
+		snprintf(err, errlen, "cannot set up the reply socket's wake-up and aios");
 		goto fail;
 	}
+	nng_aio_set_timeout(c->send_aio, REPLY_SEND_TIMEOUT_MS);
 	for (i = 0; i < nurls && c->nbound < RT_CONTROL_MAX_ADDRS; i++)
 		if (urls[i] && urls[i][0] && listen_one(c, urls[i], tls, err, errlen) != 0)
 			goto fail;
@@ -77,63 +179,72 @@ int rt_control_start(struct rt_control *c, const char *const *urls, int nurls,
 fail:
 	rt_pipe_cap_free(c->cap, rt_nng_close_bounded(c->sock, RT_NNG_CLOSE_WAIT_MS) == 0);
 	c->cap = NULL;
-	c->recv_fd = -1;
-	free(c->reply);
-	c->reply = NULL;
+	free_parts(c);
 	return -1;
+}
+
+int rt_control_begin(struct rt_control *c, rt_control_handler handler, void *arg)
+{
+	if (!c->running)
+		return -1;
+	pthread_mutex_lock(&c->own);
+	c->owned = 1;
+	c->handler = handler;
+	c->handler_arg = arg;
+	nng_recv_aio(c->sock, c->recv_aio);
+	return 0;
 }
 
 int rt_control_pending(struct rt_control *c)
 {
-	nng_msg *msg;
-	if (c->pending)
-		return 1;
-	if (!c->running || nng_recvmsg(c->sock, &msg, NNG_FLAG_NONBLOCK) != 0)
-		return 0;
-	rt_peer_of(msg, &c->peer); /* now: the pipe may be gone by the time it is served */
-	c->msg = msg;
-	c->req = nng_msg_body(msg);
-	c->req_len = nng_msg_len(msg);
-	c->pending = 1;
-	return 1;
+	return __atomic_load_n(&c->pending, __ATOMIC_ACQUIRE);
 }
 
-void rt_control_serve(struct rt_control *c, rt_control_handler handler, void *arg)
+void rt_control_serve(struct rt_control *c)
 {
-	if (!c->pending)
+	if (!rt_control_pending(c))
 		return;
-	c->reply_len = handler(arg, c->req, c->req_len, c->reply, RT_CONTROL_REPLY_MAX);
-	nng_msg_free(c->msg);
-	c->msg = NULL;
-	c->req = NULL;
-	c->pending = 0;
-	/* A peer that went away or stopped reading loses its reply; REP moves on. */
-	nng_send(c->sock, c->reply, c->reply_len, 0);
+	__atomic_store_n(&c->pending, 0, __ATOMIC_RELAXED);
+	c->served_by_loop++;
+	answer(c);
 }
 
 void rt_control_stop(struct rt_control *c)
 {
+	if (c->owned) {
+		c->owned = 0;
+		pthread_mutex_unlock(&c->own);
+	}
 	if (!c->running)
 		return;
 	c->running = 0;
-	if (c->msg)
-		nng_msg_free(c->msg);
-	c->msg = NULL;
-	c->pending = 0;
+	/* No callback waits for `own` now (we do not sleep): they finish. */
+	nng_aio_stop(c->recv_aio);
+	nng_aio_stop(c->send_aio);
 	rt_pipe_cap_free(c->cap, rt_nng_close_bounded(c->sock, RT_NNG_CLOSE_WAIT_MS) == 0);
 	c->cap = NULL;
-	c->recv_fd = -1; /* nng's own: closed with the socket */
-	free(c->reply);
-	c->reply = NULL;
+	free_parts(c);
 }
 
 void rt_control_sleep(struct rt_control *c, uint64_t ns)
 {
 	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
-	struct pollfd p = { .fd = c->recv_fd, .events = POLLIN };
-	if (c->recv_fd < 0 || !c->running) {
+	struct pollfd p = { .fd = c->wake_fd, .events = POLLIN };
+	uint64_t v;
+	if (c->wake_fd < 0 || !c->running || !c->owned) {
 		nanosleep(&ts, NULL);
 		return;
 	}
+	if (rt_control_pending(c))
+		return;
+	/* Let go: a request that comes now is answered by nng's callback. */
+	c->idle = 1;
+	__atomic_store_n(&c->idle_hint, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&c->own);
 	ppoll(&p, 1, &ts, NULL);
+	if (read(c->wake_fd, &v, sizeof v) < 0 && errno != EAGAIN)
+		v = 0; /* nothing to clear */
+	__atomic_store_n(&c->idle_hint, 0, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&c->own);
+	c->idle = 0;
 }

@@ -1,26 +1,40 @@
 /*
- * agent/control.h — the agent's request/reply endpoint (nng REP), served by the
- * poll thread itself.
+ * agent/control.h — the agent's request/reply endpoint (nng REP), answered with
+ * the poll thread's state.
  *
  * Owns: one REP socket listening on every address it is given (a local ipc
- * address for `retrace status`, the network address for the coordinator), and
- * the one request being served. The poll thread takes a request at the start of
- * each pass (rt_control_pending: a non-blocking receive) and answers it through
- * rt_control_serve, so all state stays with one thread. An idle poll thread
- * sleeps in ppoll on the socket's receive descriptor (NNG_OPT_RECVFD, readable
- * while a request waits), so a request — a coordinator's remote trigger on the
- * traversal's critical path — wakes it at once.
+ * address for `retrace status`, the network address for the coordinator), the
+ * one request being served, and `own`, the lock of the poll thread's state.
  *
- * Until 2026-11 a control thread of its own received each request and handed it
- * over through a mailbox, an eventfd and a condition variable: four thread
- * hand-offs per request where nng's descriptor needs none (bench_traversal: the
- * difference is per hop of every traversal).
+ * Threads. Whoever holds `own` may touch the agent (pool, index, reporting) and
+ * run the handler: the poll thread holds it from rt_control_begin to
+ * rt_control_stop, except while it sleeps in rt_control_sleep. A request is
+ * received by an nng aio; its callback (an nng thread) then
+ *   - if the poll thread sleeps: takes `own` and answers at once, on nng's
+ *     thread (no wake-up of the poll thread: a coordinator's remote trigger is
+ *     on a traversal's critical path, one per hop);
+ *   - else: leaves the request pending and writes an eventfd, so the poll
+ *     thread serves it before its next pass (rt_control_pending/serve), or at
+ *     once if it was about to sleep.
+ * The reply goes out through a second aio (then a poll thread that slept is
+ * woken, so that its next pass reports what the request pinned), and only then
+ * is the next request received: REP answers one at a time, which is all a status query or a
+ * remote trigger needs. A reply send has a short timeout, so a peer that
+ * stopped reading cannot hold the endpoint.
+ *
+ * History: until 2026-11 a control thread handed each request to the poll
+ * thread through a mailbox, an eventfd and a condition variable (four
+ * hand-offs); session 7 had the poll thread take requests itself, woken by
+ * NNG_OPT_RECVFD (one hand-off: the wake-up); since session 9 an idle agent
+ * answers from nng's callback (none). bench_traversal measures each hop.
  */
 #ifndef RETRACE_AGENT_CONTROL_H
 #define RETRACE_AGENT_CONTROL_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include <pthread.h>
 
 #include <nng/nng.h>
 
@@ -36,9 +50,18 @@ typedef size_t (*rt_control_handler)(void *arg, const uint8_t *req, size_t len,
 
 struct rt_control {
 	nng_socket sock;
-	int recv_fd;         /* NNG_OPT_RECVFD: readable while a request waits; -1 none */
-	int pending;         /* msg holds a request not yet answered */
+	int wake_fd;         /* eventfd: a request waits for the poll thread; -1 none */
+	int pending;         /* msg holds a request not yet answered (atomic) */
 	int running;
+	nng_aio *recv_aio, *send_aio;
+	pthread_mutex_t own; /* the poll thread's state: see above */
+	int owned;           /* the poll thread holds own (rt_control_begin) */
+	int idle;            /* under own: its holder is not the poll thread */
+	int idle_hint;       /* idle, read without own (atomic) */
+	int wake_after_send; /* answered while it slept: wake it once the reply left */
+	rt_control_handler handler;
+	void *handler_arg;
+	uint64_t served_direct, served_by_loop; /* requests answered in nng's callback / by the poll thread */
 	uint8_t *req;        /* the body of msg while pending */
 	size_t req_len;
 	nng_msg *msg;
@@ -67,16 +90,22 @@ static inline int rt_control_request_on(const struct rt_control *c, int i)
 	return i < c->nbound && c->peer.listener >= 0 && c->peer.listener == c->listener_ids[i];
 }
 
-/* Poll thread: 1 if a request waits to be served (taken from the socket now if
- * none was), 0 if none came. */
+/* Poll thread, once its state is set up: take `own` and start receiving;
+ * requests that came before waited in the socket. handler answers every
+ * request, on whichever thread holds `own`. 0, or -1 if not started. */
+int rt_control_begin(struct rt_control *c, rt_control_handler handler, void *arg);
+
+/* Poll thread: 1 if a request waits to be served, 0 if none came. */
 int rt_control_pending(struct rt_control *c);
 
-/* Poll thread: answer the waiting request with handler. */
-void rt_control_serve(struct rt_control *c, rt_control_handler handler, void *arg);
+/* Poll thread: answer the waiting request. */
+void rt_control_serve(struct rt_control *c);
 
+/* Poll thread (lets go of `own` if it held it). */
 void rt_control_stop(struct rt_control *c);
 
-/* Poll thread, idle: sleep up to ns, or less if a request arrives meanwhile. */
+/* Poll thread, idle: sleep up to ns, or less if a request is left for it; a
+ * request that comes meanwhile is answered without waking it. */
 void rt_control_sleep(struct rt_control *c, uint64_t ns);
 
 #endif

@@ -9,8 +9,8 @@
  * entries per pass, so that rule spun a pass every ~20 us and took a fifth of a
  * core (the e2e throughput figure on 2 cores, docs/evaluation.md). Entries wait
  * in their rings meanwhile (the complete ring holds every buffer; triggers and
- * breadcrumbs have their own), a request wakes the sleep at once (it sleeps in
- * ppoll on the request socket: control.h), and the pool's free reserve covers a millisecond of
+ * breadcrumbs have their own), a request is answered at once by nng's thread
+ * while this one sleeps (control.h), and the pool's free reserve covers a millisecond of
  * buffers many times over. So a loaded agent makes ~1000 passes a second, each
  * with a batch, and an idle one as many empty ones. SIGTERM/SIGINT end the loop;
  * the pool is kept for the next agent unless --unlink was given.
@@ -164,11 +164,14 @@ static void run(struct rt_agent *a, struct rt_control *ctl, struct rt_metrics *m
 {
 	struct serve x = { a, ctl, metrics };
 	uint64_t sleep_ns = IDLE_SLEEP_MIN_NS;
+	/* From here this thread owns the agent's state, and lends it to nng's
+	 * thread while it sleeps, so that a request is answered at once (control.h). */
+	rt_control_begin(ctl, handle_request, &x);
 	while (!stop_requested) {
 		unsigned int n = 0;
 		/* A request first: a remote trigger is on a traversal's critical path. */
 		if (rt_control_pending(ctl)) {
-			rt_control_serve(ctl, handle_request, &x);
+			rt_control_serve(ctl);
 			n++;
 		}
 		/* A scrape of /metrics: rendered here, where the figures live. */
@@ -271,6 +274,7 @@ int main(int argc, char **argv)
 		return quit(tls, 1);
 	}
 	guard.cap = ctl.cap;
+	agent.control = &ctl;
 	rt_log(RT_LOG_INFO, "agent %u %s pool %s (%u x %u B buffers); status on %s, listening on %s",
 	       cfg.agent_id, agent.took_over ? "took over" : "created", cfg.pool,
 	       agent.pool.geo.buffer_count, agent.pool.geo.buffer_size, ctl.bound[0],
@@ -286,6 +290,7 @@ int main(int argc, char **argv)
 	       (unsigned long long)agent.ix.st.evicted_traces);
 	rt_control_stop(&ctl);
 	agent.guard = NULL;
+	agent.control = NULL;
 	rt_agent_close(&agent);
 	if (rt_nng_close_abandoned())
 		rt_log(RT_LOG_WARN, "%llu socket close(s) hung in nng and were abandoned",

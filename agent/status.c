@@ -7,6 +7,7 @@
  * Prometheus, is the agent's /metrics (daemon/metrics.h).
  */
 #include "agent.h"
+#include "control.h"
 #include "guard.h"
 #include "spool.h"
 #include "daemon/figures.h"
@@ -149,6 +150,11 @@ static void reporting_section(struct rt_figures *w, const struct rt_agent *a)
 	rt_fig_u64(w, "rate_limited", a->st.rate_limited);
 	rt_fig_u64(w, "abandoned_at_trigger", a->st.abandoned_at_trigger);
 	rt_fig_u64(w, "remote_triggers", a->st.remote_triggers);
+	if (a->control) { /* who answered requests (control.h): nng's thread while the
+			   * poll thread slept, or the poll thread between passes */
+		rt_fig_u64(w, "requests_answered_asleep", a->control->served_direct);
+		rt_fig_u64(w, "requests_answered_by_poll", a->control->served_by_loop);
+	}
 	rt_fig_u64(w, "remote_open_traces", a->st.remote_open_traces);
 	rt_fig_u64(w, "crumb_updates", a->st.crumb_updates);
 	rt_fig_u64(w, "bad_requests", a->st.bad_requests);

@@ -115,8 +115,11 @@ int coord_batch_finish(struct rt_coord *c, int rc)
 {
 	struct coord_batch *b = &c->batch;
 	uint32_t i;
-	if (rc == 0 && b->open)
+	if (rc == 0 && b->open) {
+		coord_loop_let_go(c); /* agents' replies are acted on meanwhile */
 		rc = rt_store_commit(c->store);
+		coord_loop_take_back(c);
+	}
 	coord_stream_turn_done(c, rc == 0); /* committed rows only: the exporter reads them */
 	if (rc != 0) {
 		c->st.store_errors++;

@@ -150,6 +150,7 @@ struct coord_group {
 	uint32_t ncells, cap;
 	uint32_t inflight;        /* remote triggers outstanding */
 	int has_trigger;          /* 0: opened by an orphan slice */
+	int closing;              /* close_group runs: replies no longer change it */
 	int recollect;            /* opened by an operator's recollect: skips selection */
 	int dirty;                /* cells to dispatch */
 	uint64_t created_ns;      /* monotonic */
@@ -214,6 +215,7 @@ struct coord_req {
 	uint32_t nparts;          /* traversal: asks carried, 1..RT_WIRE_MAX_TRACES */
 	struct coord_ask parts[RT_WIRE_MAX_TRACES];
 	uint64_t request_id;
+	uint64_t sent_ns, done_ns;  /* sent by the loop; reply callback (stage figures) */
 	struct coord_req *next_ready;
 	uint32_t next_free;
 };
@@ -251,6 +253,7 @@ struct coord_stats {
 	uint64_t late_slices_unselected; /* late, for a trace selection deleted: acked, not stored */
 	uint64_t store_errors;
 	uint64_t remote_sent, remote_asks, remote_retries, remote_failed, remote_bad_replies;
+	uint64_t replies_direct;     /* acted on in nng's callback: the loop was waiting */
 	uint64_t trigger_names_learned;  /* trigger_names.c: names written to the store */
 	uint64_t trigger_names_uncached; /* past the name cache (written, not cached) */
 	uint64_t unknown_agents;
@@ -311,6 +314,18 @@ struct rt_coord {
 	pthread_cond_t cv;
 	struct coord_in *ready_in;   /* LIFO under mu; reversed when taken */
 	struct coord_req *ready_req;
+	int replies_ready;           /* ready_req non-empty: set under mu by req_cb, read
+				      * without it (atomic) at the loop's poll points */
+	/* Who may touch the loop's state (groups, asks, requests, directory, figures,
+	 * c->out): the holder of loop_mu. rt_coord_run holds it all the time except
+	 * where loop_idle says it let go — while it waits for work, and during the
+	 * store's commit (coord_loop_let_go) — and then an agent's reply is acted on
+	 * at once by the nng thread that got it (traversal.c, req_cb), so the next
+	 * round goes out without waking the loop. Never taken while holding mu. */
+	pthread_mutex_t loop_mu;
+	int loop_idle;               /* under loop_mu: its holder is not the loop */
+	int loop_idle_hint;          /* loop_idle, read without loop_mu (atomic) */
+	int loop_owned;              /* rt_coord_run is running (holds loop_mu) */
 	int closing;
 
 	struct coord_directory dir;
@@ -335,6 +350,9 @@ struct rt_coord {
 
 	uint64_t latency[COORD_LATENCY_RING]; /* traversal ns */
 	uint64_t latency_count;
+	/* Remote triggers' stages (rt_coord_stage_samples), under mu like latency. */
+	uint64_t stage[RT_COORD_STAGES][RT_COORD_STAGE_RING];
+	uint64_t stage_count[RT_COORD_STAGES];
 	uint64_t start_ns, start_unix_ns;
 	uint64_t next_retain_ns, next_expire_ns;
 	struct rt_wire_buf out;
@@ -388,6 +406,15 @@ void coord_handle_reply(struct rt_coord *c, struct coord_req *r);
  * for up to RT_WIRE_MAX_TRACES traces; what cannot be sent now is asked again
  * on the next tick. Called at the end of each phase of a loop turn. */
 void coord_traversal_flush(struct rt_coord *c);
+/* The loop's poll point: act on every agent's reply that has come (if any), then
+ * send what they and the phase before asked. Cheap when nothing came (one atomic
+ * load): called between the phases of a turn and between groups inside them. */
+void coord_traversal_serve(struct rt_coord *c);
+/* Around a stretch of the loop that touches neither the traversal nor c->out
+ * (the store's commit, a wait): agents' replies are acted on meanwhile by nng's
+ * threads. No-ops unless called by rt_coord_run's thread. */
+void coord_loop_let_go(struct rt_coord *c);
+void coord_loop_take_back(struct rt_coord *c);
 /* A stored slice: add it to its trace (opening a group for an orphan). 1 if late. */
 int coord_slice_arrived(struct rt_coord *c, const struct rt_wire_slice *s, uint64_t bytes,
 			uint64_t first_ns, uint64_t last_ns, int *late);

@@ -8,7 +8,9 @@
  * moves a received message onto the ready list and signals the loop. The loop
  * thread takes the whole list at once, so all slices that arrived together go
  * into one store transaction (group commit) and are acknowledged after it.
- * Remote triggers to agents (traversal.c) come back through the same list.
+ * Remote triggers to agents (traversal.c) come back through a list of their own,
+ * or, while the loop waits or commits, are acted on by nng's thread at once
+ * (loop_mu: coord_internal.h).
  *
  * A trigger is acknowledged once it is stored as pending: a coordinator killed
  * mid-traversal resumes it at start-up, and an agent that got no ack re-sends
@@ -38,6 +40,8 @@
 #include <nng/protocol/reqrep0/rep.h>
 
 enum { IN_RECV = 0, IN_READY = 1, IN_SEND = 2, IN_STOPPED = 3 };
+
+#define COORD_SLICE_CHUNK 16 /* slices stored between two poll points for replies */
 
 uint64_t coord_now_ns(void)
 {
@@ -265,9 +269,11 @@ static void handle_coord_request(struct rt_coord *c, struct coord_in *in)
 
 /* ----------------------------------------------------------- the loop ---- */
 
-static void take_ready(struct rt_coord *c, struct coord_in **in, struct coord_req **rq,
-		       uint64_t wait_ns)
+/* Wait (up to wait_ns) for a request, slice or agent's reply; take the requests
+ * and slices (the replies are taken at the turn's poll points: traversal.c). */
+static void take_ready(struct rt_coord *c, struct coord_in **in, uint64_t wait_ns)
 {
+	coord_loop_let_go(c);
 	pthread_mutex_lock(&c->mu);
 	if (!c->ready_in && !c->ready_req && wait_ns) {
 		struct timespec ts;
@@ -280,32 +286,27 @@ static void take_ready(struct rt_coord *c, struct coord_in **in, struct coord_re
 		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
 	}
 	*in = c->ready_in;
-	*rq = c->ready_req;
 	c->ready_in = NULL;
-	c->ready_req = NULL;
 	pthread_mutex_unlock(&c->mu);
+	coord_loop_take_back(c);
 }
 
-/*
- * Agents' replies to REMOTE_TRIGGER, taken between the phases of a turn too:
- * each names the next hops of a traversal, whose requests go out at once
- * (dispatch sends them), so a hop does not wait for a turn busy with a storm's
- * slices and its commit. A reply touches only the traversal's memory, never the
- * store, so it needs no transaction.
- */
-static void serve_replies(struct rt_coord *c)
+void coord_loop_let_go(struct rt_coord *c)
 {
-	struct coord_req *rq;
-	pthread_mutex_lock(&c->mu);
-	rq = c->ready_req;
-	c->ready_req = NULL;
-	pthread_mutex_unlock(&c->mu);
-	while (rq) {
-		struct coord_req *next = rq->next_ready;
-		coord_handle_reply(c, rq);
-		rq = next;
-	}
-	coord_traversal_flush(c); /* and what the phase before asked */
+	if (!c->loop_owned)
+		return;
+	c->loop_idle = 1;
+	__atomic_store_n(&c->loop_idle_hint, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&c->loop_mu);
+}
+
+void coord_loop_take_back(struct rt_coord *c)
+{
+	if (!c->loop_owned)
+		return;
+	__atomic_store_n(&c->loop_idle_hint, 0, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&c->loop_mu);
+	c->loop_idle = 0;
 }
 
 static int is_text_msg(const struct coord_in *in)
@@ -370,12 +371,11 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 {
 	struct coord_in *in, *slices[COORD_IN_COLLECT], *reqs[COORD_IN_COORD];
 	struct coord_in *admitted[COORD_IN_COLLECT];
-	struct coord_req *rq;
 	uint32_t ns = 0, nc = 0, i;
 	uint64_t start, mark, turn[COORD_PHASES] = { 0 };
 	int rc;
 
-	take_ready(c, &in, &rq, coord_batch_wait(c, wait_ns));
+	take_ready(c, &in, coord_batch_wait(c, wait_ns));
 	start = mark = coord_now_ns();
 	for (; in; in = in->next_ready) {
 		if (in->collector && ns < COORD_IN_COLLECT)
@@ -383,18 +383,25 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 		else if (nc < COORD_IN_COORD)
 			reqs[nc++] = in;
 	}
-	while (rq) {
-		struct coord_req *next = rq->next_ready;
-		coord_handle_reply(c, rq);
-		rq = next;
-	}
-	coord_traversal_flush(c);
+	/* Agents' replies to REMOTE_TRIGGER first, and again between the phases (and
+	 * inside the traversal's: traversal.c): each names the next hops of a
+	 * traversal, whose requests go out at once, so a hop does not wait for a
+	 * turn busy with a storm's slices. A reply touches only the traversal's
+	 * memory, never the store, so it needs no transaction. */
+	coord_traversal_serve(c);
 	rc = coord_batch_begin(c);
 	if (rc == 0) {
 		/* Refused slices and requests get their replies here (auth.c). */
-		coord_process_slices(c, admitted, coord_admit_slices(c, slices, ns, admitted));
+		uint32_t na = coord_admit_slices(c, slices, ns, admitted);
+		/* A storm's slices in chunks, agents' replies between them: a burst's
+		 * traversals must not wait for hundreds of slices to be stored. */
+		for (i = 0; i < na; i += COORD_SLICE_CHUNK) {
+			coord_process_slices(c, admitted + i,
+					     na - i < COORD_SLICE_CHUNK ? na - i : COORD_SLICE_CHUNK);
+			coord_traversal_serve(c);
+		}
 		phase_done(c, COORD_PHASE_SLICES, &mark, turn);
-		serve_replies(c);
+		coord_traversal_serve(c);
 		for (i = 0; i < nc; i++) {
 			if (!coord_admit_request(c, reqs[i]))
 				continue;
@@ -405,14 +412,14 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 				handle_coord_request(c, reqs[i]);
 		}
 		phase_done(c, COORD_PHASE_REQUESTS, &mark, turn);
-		serve_replies(c);
+		coord_traversal_serve(c);
 		coord_traversal_tick(c, coord_now_ns());
 		phase_done(c, COORD_PHASE_TRAVERSAL, &mark, turn);
 		coord_selection_tick(c, coord_now_ns());
 		coord_adaptive_tick(c, coord_now_ns());
 		coord_history_tick(c, coord_now_ns());
 		phase_done(c, COORD_PHASE_SELECTION, &mark, turn);
-		serve_replies(c);
+		coord_traversal_serve(c);
 	} else {
 		for (i = 0; i < nc; i++)
 			reqs[i]->durable = 1; /* nothing was handled: each gets the error ACK */
@@ -434,6 +441,8 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 
 void rt_coord_run(struct rt_coord *c, volatile int *stop)
 {
+	pthread_mutex_lock(&c->loop_mu);
+	c->loop_owned = 1;
 	while (!*stop) {
 		run_once(c, 5000000ull);
 		coord_peers_tick(c, coord_now_ns());
@@ -446,6 +455,8 @@ void rt_coord_run(struct rt_coord *c, volatile int *stop)
 	}
 	if (c->batch.open) /* what the last turns stored is acknowledged before we stop */
 		coord_batch_finish(c, 0);
+	c->loop_owned = 0;
+	pthread_mutex_unlock(&c->loop_mu);
 }
 
 /* ------------------------------------------------------ open / close ---- */
@@ -561,6 +572,7 @@ struct rt_coord *rt_coord_open(const struct rt_coord_config *cfg, char *err, siz
 	}
 	c->cfg = *cfg;
 	pthread_mutex_init(&c->mu, NULL);
+	pthread_mutex_init(&c->loop_mu, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -708,6 +720,7 @@ void rt_coord_close(struct rt_coord *c)
 	rt_wire_buf_free(&c->out);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
+	pthread_mutex_destroy(&c->loop_mu);
 	free(c);
 }
 

@@ -44,6 +44,9 @@ struct rt_coord_config {
 	double state_ttl;                  /* s a closed trace is remembered for late slices */
 	double agent_timeout;              /* s one remote trigger may take */
 	uint32_t agent_retries;            /* further attempts after a timeout */
+	int replies_on_loop;               /* 1: agents' replies always wait for the loop
+	                                      thread (the hand-off before session 9; a
+	                                      benchmark's same-run baseline) */
 	double agent_ttl;                  /* s without registration before an agent is forgotten */
 	double retain_age;                 /* s traces are kept (0 = forever) */
 	uint64_t retain_bytes;             /* slice bytes kept (0 = no limit) */
@@ -105,6 +108,17 @@ const char *rt_coord_collector_addr(const struct rt_coord *c);
  */
 uint64_t rt_coord_latencies(struct rt_coord *c, uint64_t from, uint64_t *out, size_t max,
 			    size_t *n);
+
+/*
+ * Where a remote trigger's time goes, per reply (ns): stage RT_COORD_STAGE_RTT is
+ * the agent's round trip (sent -> nng's reply callback), RT_COORD_STAGE_HANDOFF
+ * the hand-off (callback -> the loop acted on it). Same contract as
+ * rt_coord_latencies; the ring keeps the last RT_COORD_STAGE_RING of each.
+ */
+#define RT_COORD_STAGE_RING 4096
+enum { RT_COORD_STAGE_RTT = 0, RT_COORD_STAGE_HANDOFF = 1, RT_COORD_STAGES = 2 };
+uint64_t rt_coord_stage_samples(struct rt_coord *c, int stage, uint64_t from, uint64_t *out,
+				size_t max, size_t *n);
 
 /* Status text (json = 0) or JSON; returns bytes written excluding the NUL. */
 size_t rt_coord_status(struct rt_coord *c, int json, char *out, size_t cap);

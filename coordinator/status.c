@@ -21,19 +21,26 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-void coord_latency_percentiles(const struct rt_coord *c, double q1, double q2, uint64_t *v1,
-			       uint64_t *v2)
+/* Two percentiles of a ring of samples (count recorded, ring of size cap). */
+static void ring_percentiles(const uint64_t *ring, uint64_t count, uint64_t cap, double q1,
+			     double q2, uint64_t *v1, uint64_t *v2)
 {
-	uint64_t n = c->latency_count < COORD_LATENCY_RING ? c->latency_count : COORD_LATENCY_RING;
+	uint64_t n = count < cap ? count : cap;
 	uint64_t *s;
 	*v1 = *v2 = 0;
 	if (!n || !(s = malloc(n * sizeof *s)))
 		return;
-	memcpy(s, c->latency, n * sizeof *s);
+	memcpy(s, ring, n * sizeof *s);
 	qsort(s, n, sizeof *s, cmp_u64);
 	*v1 = s[(uint64_t)(q1 * (double)(n - 1) + 0.5)];
 	*v2 = s[(uint64_t)(q2 * (double)(n - 1) + 0.5)];
 	free(s);
+}
+
+void coord_latency_percentiles(const struct rt_coord *c, double q1, double q2, uint64_t *v1,
+			       uint64_t *v2)
+{
+	ring_percentiles(c->latency, c->latency_count, COORD_LATENCY_RING, q1, q2, v1, v2);
 }
 
 uint64_t rt_coord_latencies(struct rt_coord *c, uint64_t from, uint64_t *out, size_t max,
@@ -112,9 +119,20 @@ static void traversal_section(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_u64(w, "remote_retries", c->st.remote_retries);
 	rt_fig_u64(w, "remote_failed", c->st.remote_failed);
 	rt_fig_u64(w, "remote_bad_replies", c->st.remote_bad_replies);
+	rt_fig_u64(w, "replies_direct", c->st.replies_direct);
 	rt_fig_u64(w, "latency_samples", c->latency_count);
 	rt_fig_time_f(w, "latency_p50_ms", (double)p50 / 1e6, 1e-3);
 	rt_fig_time_f(w, "latency_p99_ms", (double)p99 / 1e6, 1e-3);
+	/* Where a remote trigger's time goes (last RT_COORD_STAGE_RING replies): the
+	 * agent's round trip, and the hand-off from nng's callback to the loop. */
+	ring_percentiles(c->stage[RT_COORD_STAGE_RTT], c->stage_count[RT_COORD_STAGE_RTT],
+			 RT_COORD_STAGE_RING, 0.5, 0.99, &p50, &p99);
+	rt_fig_time_f(w, "agent_rtt_p50_us", (double)p50 / 1e3, 1e-6);
+	rt_fig_time_f(w, "agent_rtt_p99_us", (double)p99 / 1e3, 1e-6);
+	ring_percentiles(c->stage[RT_COORD_STAGE_HANDOFF], c->stage_count[RT_COORD_STAGE_HANDOFF],
+			 RT_COORD_STAGE_RING, 0.5, 0.99, &p50, &p99);
+	rt_fig_time_f(w, "handoff_p50_us", (double)p50 / 1e3, 1e-6);
+	rt_fig_time_f(w, "handoff_p99_us", (double)p99 / 1e3, 1e-6);
 }
 
 /* Per trigger id: its share of the group table (the fairness that keeps a quiet

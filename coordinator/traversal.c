@@ -29,6 +29,19 @@
  * makes it incoherent. Closed traces are remembered for state_ttl so that a
  * slice arriving later is stored as late instead of opening a new group.
  *
+ * Threads: everything here belongs to whoever holds c->loop_mu (coord_internal.h):
+ * the loop thread, except while it waits for work or commits the store. A
+ * reply's nng callback (req_cb) then takes loop_mu itself and acts on the reply
+ * at once — the next round of the traversal leaves from nng's thread, with no
+ * wake-up of the loop in between. Otherwise (the loop is inside a turn) req_cb
+ * only pushes its own coord_req on c->ready_req and sets c->replies_ready,
+ * under c->mu, and the loop acts on it at its next poll point
+ * (coord_traversal_serve): before and between the phases of a turn and between
+ * the groups of the traversal's tick, so a reply that comes while the turn
+ * stores slices or closes traces is acted on in that turn, not after it. Each
+ * reply's round trip and hand-off are sampled (rt_coord_stage_samples,
+ * `retrace status`).
+ *
  * A slice for a trace no trigger announced (the trigger was lost, or is still
  * in an agent's outbox) opens an *orphan* group that asks the sending agent for
  * breadcrumbs, so the traversal happens anyway.
@@ -272,10 +285,30 @@ static void req_cb(void *arg)
 		nng_msg_free(nng_aio_get_msg(r->aio));
 	r->ok = r->state == REQ_RECEIVING && rv == 0;
 	r->reply = r->ok ? nng_aio_get_msg(r->aio) : NULL;
+	r->done_ns = coord_now_ns();
+	/* The loop waits or commits: act on the reply here, and send the next
+	 * round from this thread, instead of waking the loop for it. */
+	if (r->kind == COORD_REQ_TRAVERSAL && !c->cfg.replies_on_loop &&
+	    (pthread_mutex_trylock(&c->loop_mu) == 0 ||
+	     /* another agent's reply holds it (a round's replies come together):
+	      * wait for that one, not for a turn of the loop */
+	     (__atomic_load_n(&c->loop_idle_hint, __ATOMIC_ACQUIRE) &&
+	      pthread_mutex_lock(&c->loop_mu) == 0))) {
+		if (c->loop_idle) {
+			r->state = REQ_DONE;
+			c->st.replies_direct++;
+			coord_handle_reply(c, r);
+			coord_traversal_flush(c);
+			pthread_mutex_unlock(&c->loop_mu);
+			return;
+		}
+		pthread_mutex_unlock(&c->loop_mu);
+	}
 	pthread_mutex_lock(&c->mu);
 	r->state = REQ_DONE;
 	r->next_ready = c->ready_req;
 	c->ready_req = r;
+	__atomic_store_n(&c->replies_ready, 1, __ATOMIC_RELEASE);
 	pthread_cond_signal(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 }
@@ -348,6 +381,7 @@ static int req_dispatch(struct rt_coord *c, struct coord_req *r, struct coord_ag
 	r->agent_id = a->id;
 	r->ok = 0;
 	r->state = REQ_SENDING;
+	r->sent_ns = coord_now_ns();
 	nng_aio_set_timeout(r->aio, (nng_duration)(timeout_s * 1000));
 	nng_aio_set_msg(r->aio, m);
 	nng_ctx_send(r->ctx, r->aio);
@@ -630,6 +664,51 @@ static void ask_failed(struct rt_coord *c, struct coord_group *g, const struct c
 	dispatch(c, g, now);
 }
 
+/* A reply's round trip and hand-off, for rt_coord_stage_samples. */
+static void stage_sample(struct rt_coord *c, const struct coord_req *r, uint64_t now)
+{
+	uint64_t v[RT_COORD_STAGES] = { r->done_ns - r->sent_ns, now - r->done_ns };
+	pthread_mutex_lock(&c->mu);
+	for (int k = 0; k < RT_COORD_STAGES; k++)
+		c->stage[k][c->stage_count[k]++ % RT_COORD_STAGE_RING] = v[k];
+	pthread_mutex_unlock(&c->mu);
+}
+
+uint64_t rt_coord_stage_samples(struct rt_coord *c, int stage, uint64_t from, uint64_t *out,
+				size_t max, size_t *n)
+{
+	uint64_t total, i;
+	*n = 0;
+	if (stage < 0 || stage >= RT_COORD_STAGES)
+		return 0;
+	pthread_mutex_lock(&c->mu);
+	total = c->stage_count[stage];
+	if (total > RT_COORD_STAGE_RING && from < total - RT_COORD_STAGE_RING)
+		from = total - RT_COORD_STAGE_RING;
+	for (i = from; i < total && *n < max; i++)
+		out[(*n)++] = c->stage[stage][i % RT_COORD_STAGE_RING];
+	pthread_mutex_unlock(&c->mu);
+	return total;
+}
+
+void coord_traversal_serve(struct rt_coord *c)
+{
+	struct coord_req *rq;
+	if (__atomic_load_n(&c->replies_ready, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&c->mu);
+		rq = c->ready_req;
+		c->ready_req = NULL;
+		c->replies_ready = 0;
+		pthread_mutex_unlock(&c->mu);
+		while (rq) {
+			struct coord_req *next = rq->next_ready;
+			coord_handle_reply(c, rq);
+			rq = next;
+		}
+	}
+	coord_traversal_flush(c);
+}
+
 void coord_handle_reply(struct rt_coord *c, struct coord_req *r)
 {
 	uint64_t now = coord_now_ns();
@@ -641,6 +720,8 @@ void coord_handle_reply(struct rt_coord *c, struct coord_req *r)
 		coord_weave_reply(c, r);
 		return;
 	}
+	if (r->ok)
+		stage_sample(c, r, now);
 	ok = r->ok && reply_matches(r, &m);
 	if (r->ok && !ok)
 		c->st.remote_bad_replies++;
@@ -652,7 +733,7 @@ void coord_handle_reply(struct rt_coord *c, struct coord_req *r)
 	for (p = 0; p < r->nparts; p++) {
 		const struct coord_ask *k = &r->parts[p];
 		struct coord_group *g = &c->groups[k->group];
-		if (g->id != k->group_id) /* the group closed meanwhile */
+		if (g->id != k->group_id || g->closing) /* the group closed meanwhile */
 			continue;
 		g->inflight--;
 		g->last_activity_ns = now;
@@ -953,6 +1034,31 @@ int coord_decode_stored(struct rt_coord *c, uint64_t hi, uint64_t lo,
 }
 
 /*
+ * The store's work at a close (decoding a trace, writing its span rows) touches
+ * neither the traversal nor c->out: the loop lets go of them meanwhile, so
+ * agents' replies for other groups are acted on at once (loop_mu). The closing
+ * group itself is marked: a late reply for it changes nothing.
+ */
+static int decode_letting_go(struct rt_coord *c, uint64_t hi, uint64_t lo,
+			     struct rt_decoded_trace *dt)
+{
+	int rc;
+	coord_loop_let_go(c);
+	rc = coord_decode_stored(c, hi, lo, dt);
+	coord_loop_take_back(c);
+	return rc;
+}
+
+static int store_spans_letting_go(struct rt_coord *c, const struct rt_decoded_trace *dt)
+{
+	int rc;
+	coord_loop_let_go(c);
+	rc = coord_store_spans(c, dt);
+	coord_loop_take_back(c);
+	return rc;
+}
+
+/*
  * The last word on "coherent": every named agent said its part is final and
  * delivered it (build_row), and the spans themselves show no hole — no gap in a
  * writer's buffers, no span without its start or end, no client call whose
@@ -965,7 +1071,7 @@ static int confirm_complete(struct rt_coord *c, const struct coord_group *g, int
 {
 	struct rt_decode_stats st_copy;
 	const struct rt_decode_stats *st = &st_copy;
-	if (coord_decode_stored(c, row->trace_hi, row->trace_lo, dt) != 0) {
+	if (decode_letting_go(c, row->trace_hi, row->trace_lo, dt) != 0) {
 		rt_decoded_trace_free(dt);
 		c->st.traces_undecodable++;
 		row->coherent = 0;
@@ -1003,6 +1109,7 @@ static void close_group(struct rt_coord *c, struct coord_group *g, uint64_t now)
 	struct rt_store_trace row;
 	struct rt_decoded_trace dt;
 	uint32_t k, i;
+	g->closing = 1;
 	coord_weave_group_closed(c, g);
 	/* Last added first: a woven trace (added after the trace whose open hop
 	 * it closes) is judged before that trace needs to know (weave.c). */
@@ -1015,7 +1122,7 @@ static void close_group(struct rt_coord *c, struct coord_group *g, uint64_t now)
 			decoded = confirm_complete(c, g, (int)i, &row, &dt);
 		else if (coord_names_unknown(c, &row)) {
 			/* decoded for its TRIGGER events only (trigger_names.c) */
-			if (coord_decode_stored(c, row.trace_hi, row.trace_lo, &dt) == 0)
+			if (decode_letting_go(c, row.trace_hi, row.trace_lo, &dt) == 0)
 				decoded = 2;
 			else
 				rt_decoded_trace_free(&dt);
@@ -1025,7 +1132,7 @@ static void close_group(struct rt_coord *c, struct coord_group *g, uint64_t now)
 			coord_names_learn(c, &dt);
 		if (decoded == 1)
 			coord_adaptive_add(c, &dt); /* the span learner (adaptive.c) */
-		if (decoded == 1 && coord_store_spans(c, &dt) != 0) { /* rows for SQL (ClickHouse) */
+		if (decoded == 1 && store_spans_letting_go(c, &dt) != 0) { /* rows for SQL (ClickHouse) */
 			c->st.store_errors++;
 			coord_log(c, LOG_ERROR, "store: spans: %s", rt_store_errmsg(c->store));
 		}
@@ -1109,7 +1216,11 @@ void coord_traversal_tick(struct rt_coord *c, uint64_t now)
 	for (i = 0; i < n && seen < open; i++)
 		if (c->groups[i].id) {
 			seen++;
-			group_tick(c, &c->groups[i], now);
+			/* A reply that came meanwhile goes first: closing a group (decode,
+			 * span rows, selection) can take milliseconds. */
+			coord_traversal_serve(c);
+			if (c->groups[i].id)
+				group_tick(c, &c->groups[i], now);
 		}
 	coord_weave_tick(c, now);
 	if (now >= c->next_expire_ns) {

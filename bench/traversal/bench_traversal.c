@@ -20,10 +20,23 @@
  *
  * Baseline: p50 of a REQ/REP round trip over tcp://127.0.0.1 with a REP echo
  * thread, same message size as a remote trigger. `ratio` = traversal p50 over
- * that round trip (a chain of h hosts needs at least h round trips).
+ * that round trip. Breadcrumbs carry two hops, so the traversal needs `rounds`
+ * sequential round trips (chain: the trigger names hosts h, h-1, h-2, and each
+ * reply two more; fan-out: leaf -> root -> the other leaves): `bound_ms` =
+ * rounds x the bare round trip, `bound_ratio` = p50 over it (target <= 1.5).
+ * After each case, the coordinator's own per-stage figures for the remote
+ * triggers of that case (`retrace status`, traversal section): agent round trip
+ * (send -> nng's reply callback) and hand-off (callback -> acted on by the loop),
+ * p50 and p99 in microseconds.
+ *
+ * Same-run baselines of the previous paths: RETRACE_BENCH_AGENT=PATH runs
+ * another retrace-agent binary (a previous build); RETRACE_BENCH_REPLIES_ON_LOOP=1
+ * makes the coordinator hand every agent's reply to its loop thread (its
+ * replies_on_loop setting) instead of acting on it in nng's callback.
  *
  * Prints `bench traversal shape=... hosts=... rate=... p50_ms=... p99_ms=...
- * baseline_rtt_ms=... ratio=...`. RETRACE_BENCH_QUICK=1: fewer traces, 1/4/10 hosts.
+ * baseline_rtt_ms=... ratio=... rounds=... bound_ms=... bound_ratio=...`.
+ * RETRACE_BENCH_QUICK=1: fewer traces, 1/4/10 hosts; RETRACE_BENCH_HOSTS=N: N only.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -112,6 +125,8 @@ static void worker_main(const char *pool, int cmd_fd, int ack_fd)
 	_exit(0);
 }
 
+static const char *agent_bin = AGENT_BIN;
+
 static int start_agent(int i, const char *coord, const char *collector)
 {
 	char id[16], ready[128], listen[] = "tcp://127.0.0.1:0";
@@ -124,7 +139,7 @@ static int start_agent(int i, const char *coord, const char *collector)
 		snprintf(log, sizeof log, "%s/agent%d.log", dir, i);
 		if (!freopen(log, "w", stderr))
 			_exit(127);
-		execl(AGENT_BIN, AGENT_BIN, "--pool", hosts[i].pool, "--agent-id", id, "--buffers",
+		execl(agent_bin, agent_bin, "--pool", hosts[i].pool, "--agent-id", id, "--buffers",
 		      "1024", "--buffer-size", "8192", "--listen", listen, "--coordinator", coord,
 		      "--collector", collector, "--unlink", "--ready-file", ready, "--log-level", "warn",
 		      (char *)NULL);
@@ -231,14 +246,43 @@ static size_t wait_latencies(struct rt_coord *c, uint64_t from, size_t want, uin
 
 static uint64_t next_lo = 1;
 
+/* Sequential round trips a traversal needs (see the top of the file). */
+static int rounds(int h, int fanout)
+{
+	if (fanout)
+		return 2;
+	return h <= 3 ? 1 : 1 + (h - 3 + 1) / 2;
+}
+
+/* The coordinator's per-stage samples (rt_coord_stage_samples) since `from`. */
+static void stages(struct rt_coord *c, int fanout, int h, int high, const uint64_t *from)
+{
+	static uint64_t v[2][RT_COORD_STAGE_RING];
+	size_t n[2];
+	for (int k = 0; k < 2; k++)
+		rt_coord_stage_samples(c, k, from[k], v[k], RT_COORD_STAGE_RING, &n[k]);
+	size_t quick_ones = 0; /* hand-offs under 10 us: acted on in nng's callback */
+	for (size_t i = 0; i < n[1]; i++)
+		quick_ones += v[1][i] < 10000;
+	printf("bench traversal_stages shape=%s hosts=%d rate=%s replies=%zu handoff_under_10us_pct=%.0f "
+	       "agent_rtt_p50_us=%.0f agent_rtt_p99_us=%.0f handoff_p50_us=%.0f handoff_p99_us=%.0f\n",
+	       fanout ? "fanout" : "chain", h, high ? "high" : "low", n[0],
+	       n[1] ? 100.0 * (double)quick_ones / (double)n[1] : 0,
+	       pct(v[0], n[0], 0.5) * 1e3, pct(v[0], n[0], 0.99) * 1e3, pct(v[1], n[1], 0.5) * 1e3,
+	       pct(v[1], n[1], 0.99) * 1e3);
+}
+
 static void run_case(struct rt_coord *c, int h, int fanout, int high, int traces, double rtt_ms)
 {
 	uint64_t *lat = calloc((size_t)traces, sizeof *lat);
 	uint64_t hi = 0xbe0c4000u + (uint64_t)h, from, scratch = 0;
 	size_t n = 0, got;
 	int failed = 0;
+	uint64_t stage_from[2];
 	rt_coord_latencies(c, 0, &scratch, 0, &n);
 	from = rt_coord_latencies(c, 0, &scratch, 0, &n);
+	for (int k = 0; k < 2; k++)
+		stage_from[k] = rt_coord_stage_samples(c, k, 0, &scratch, 0, &n);
 	if (high) {
 		uint64_t first = next_lo;
 		for (int t = 0; t < traces; t++)
@@ -260,10 +304,13 @@ static void run_case(struct rt_coord *c, int h, int fanout, int high, int traces
 		}
 	}
 	double p50 = pct(lat, got, 0.5), p99 = pct(lat, got, 0.99);
+	int r = rounds(h, fanout);
 	printf("bench traversal shape=%s hosts=%d rate=%s traces=%zu p50_ms=%.3f p99_ms=%.3f "
-	       "baseline_rtt_ms=%.3f ratio=%.1f%s\n",
+	       "baseline_rtt_ms=%.3f ratio=%.1f rounds=%d bound_ms=%.3f bound_ratio=%.2f%s\n",
 	       fanout ? "fanout" : "chain", h, high ? "high" : "low", got, p50, p99, rtt_ms,
-	       rtt_ms > 0 ? p50 / rtt_ms : 0, failed || got < (size_t)traces ? " incomplete=1" : "");
+	       rtt_ms > 0 ? p50 / rtt_ms : 0, r, r * rtt_ms, rtt_ms > 0 ? p50 / (r * rtt_ms) : 0,
+	       failed || got < (size_t)traces ? " incomplete=1" : "");
+	stages(c, fanout, h, high, stage_from);
 	fflush(stdout);
 	free(lat);
 }
@@ -340,6 +387,14 @@ int main(void)
 	static const int all_sizes[] = { 1, 2, 4, 6, 8, 10 }, quick_sizes[] = { 1, 4, 10 };
 	const int *sizes = quick ? quick_sizes : all_sizes;
 	int nsizes = quick ? 3 : 6, low = quick ? 30 : 200, high = quick ? 50 : 300;
+	if (getenv("RETRACE_BENCH_HOSTS")) { /* one size only (digging) */
+		static int one;
+		one = atoi(getenv("RETRACE_BENCH_HOSTS"));
+		sizes = &one;
+		nsizes = one >= 1 && one <= MAX_HOSTS ? 1 : 0;
+	}
+	if (getenv("RETRACE_BENCH_AGENT"))
+		agent_bin = getenv("RETRACE_BENCH_AGENT");
 	struct rt_coord_config cfg;
 	struct rt_coord *c;
 	pthread_t th;
@@ -359,6 +414,7 @@ int main(void)
 	cfg.settle = 0.2;
 	cfg.max_groups = 4096;
 	cfg.log_level = 0;
+	cfg.replies_on_loop = getenv("RETRACE_BENCH_REPLIES_ON_LOOP") != NULL;
 	if (!(c = rt_coord_open(&cfg, err, sizeof err))) {
 		fprintf(stderr, "bench_traversal: %s\n", err);
 		return 1;
@@ -384,6 +440,11 @@ int main(void)
 	stop_all(MAX_HOSTS);
 	coord_stop = 1;
 	pthread_join(th, NULL);
+	if (getenv("RETRACE_BENCH_STATUS")) { /* the coordinator's figures, for digging */
+		static char st[1 << 16];
+		rt_coord_status(c, 0, st, sizeof st);
+		fputs(st, stderr);
+	}
 	rt_coord_close(c);
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	if (system(cmd) != 0)

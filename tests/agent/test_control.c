@@ -1,0 +1,149 @@
+/*
+ * tests/agent/test_control.c — who answers a request (agent/control.c).
+ *   - While the poll thread sleeps in rt_control_sleep, nng's callback answers
+ *     the request itself: the handler runs on another thread while the sleeper
+ *     still sleeps (it is woken only after the reply left).
+ *   - While the poll thread works (holds `own`), the request waits for it:
+ *     rt_control_pending turns 1 and rt_control_serve answers on the poll
+ *     thread.
+ * Real nng REQ/REP over tcp loopback; the "poll thread" is the test's thread.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "common/suite.h"
+#include "control.h"
+
+struct seen {
+	pthread_t poll_thread;
+	volatile int *sleeping; /* the poll thread is inside rt_control_sleep */
+	int on_other_thread;    /* the handler ran off the poll thread */
+	int while_asleep;       /* ... while the poll thread slept */
+	int calls;
+};
+
+static size_t handler(void *arg, const uint8_t *req, size_t len, uint8_t *out, size_t cap)
+{
+	struct seen *s = arg;
+	(void)req;
+	(void)len;
+	s->on_other_thread = !pthread_equal(pthread_self(), s->poll_thread);
+	s->while_asleep = s->sleeping && *s->sleeping;
+	__atomic_add_fetch(&s->calls, 1, __ATOMIC_RELEASE);
+	return (size_t)snprintf((char *)out, cap, "pong") + 1;
+}
+
+struct client {
+	const char *url;
+	struct rt_control *ctl;
+	int wait_for_sleep; /* send only once the poll thread sleeps */
+	int answered;       /* atomic: the reply came */
+};
+
+static void *client_main(void *arg)
+{
+	struct client *k = arg;
+	nng_socket s;
+	char *buf = NULL;
+	size_t sz = 0;
+	struct timespec ms = { 0, 1000000 };
+	if (k->wait_for_sleep)
+		for (int i = 0; i < 30000 && !__atomic_load_n(&k->ctl->idle_hint, __ATOMIC_ACQUIRE); i++)
+			nanosleep(&ms, NULL);
+	if (nng_req0_open(&s) != 0)
+		return NULL;
+	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 30000);
+	if (nng_dial(s, k->url, NULL, 0) == 0 && nng_send(s, "ping", 5, 0) == 0 &&
+	    nng_recv(s, &buf, &sz, NNG_FLAG_ALLOC) == 0) {
+		__atomic_store_n(&k->answered, 1, __ATOMIC_RELEASE);
+		nng_free(buf, sz);
+	}
+	nng_close(s);
+	return NULL;
+}
+
+static void start(struct rt_control *ctl)
+{
+	const char *urls[1] = { "tcp://127.0.0.1:0" };
+	char err[256];
+	ck_assert_msg(rt_control_start(ctl, urls, 1, NULL, 0, 1 << 16, err, sizeof err) == 0, "%s",
+		      err);
+}
+
+START_TEST(sleeping_poll_thread_is_not_woken_for_a_request)
+{
+	struct rt_control ctl;
+	volatile int sleeping = 0;
+	struct seen s = { .poll_thread = pthread_self(), .sleeping = &sleeping };
+	struct client k = { .ctl = &ctl, .wait_for_sleep = 1 };
+	pthread_t th;
+	start(&ctl);
+	k.url = ctl.bound[0];
+	ck_assert_int_eq(rt_control_begin(&ctl, handler, &s), 0);
+	pthread_create(&th, NULL, client_main, &k);
+	/* Sleep (up to 30 s each time) until the request was answered. Answered by
+	 * the poll thread, it would end the sleep first; answered by nng's callback,
+	 * the sleep ends once the reply has left (so that a pass reports what the
+	 * request pinned). */
+	while (!__atomic_load_n(&k.answered, __ATOMIC_ACQUIRE) &&
+	       !__atomic_load_n(&s.calls, __ATOMIC_ACQUIRE)) {
+		sleeping = 1;
+		rt_control_sleep(&ctl, 30000000000ull);
+		sleeping = 0;
+		if (rt_control_pending(&ctl))
+			rt_control_serve(&ctl);
+	}
+	pthread_join(th, NULL);
+	ck_assert_int_eq(k.answered, 1);
+	ck_assert_int_eq(s.calls, 1);
+	ck_assert_msg(s.on_other_thread, "the handler ran on the poll thread");
+	ck_assert_msg(s.while_asleep, "the poll thread was woken for the request");
+	ck_assert_uint_eq(ctl.served_direct, 1);
+	rt_control_stop(&ctl);
+}
+END_TEST
+
+START_TEST(busy_poll_thread_answers_it_itself)
+{
+	struct rt_control ctl;
+	struct seen s = { .poll_thread = pthread_self() };
+	struct client k = { .ctl = &ctl };
+	struct timespec ms = { 0, 1000000 };
+	pthread_t th;
+	int i;
+	start(&ctl);
+	k.url = ctl.bound[0];
+	ck_assert_int_eq(rt_control_begin(&ctl, handler, &s), 0);
+	pthread_create(&th, NULL, client_main, &k);
+	/* Working (never sleeping): the request waits for us. */
+	for (i = 0; i < 30000 && !rt_control_pending(&ctl); i++)
+		nanosleep(&ms, NULL);
+	ck_assert_int_eq(rt_control_pending(&ctl), 1);
+	ck_assert_int_eq(s.calls, 0);
+	rt_control_serve(&ctl);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(k.answered, 1);
+	ck_assert_int_eq(s.calls, 1);
+	ck_assert_int_eq(s.on_other_thread, 0);
+	ck_assert_uint_eq(ctl.served_by_loop, 1);
+	rt_control_stop(&ctl);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("agent_control");
+	TCase *tc = tcase_create("control");
+	tcase_set_timeout(tc, 90);
+	tcase_add_test(tc, sleeping_poll_thread_is_not_woken_for_a_request);
+	tcase_add_test(tc, busy_poll_thread_answers_it_itself);
+	suite_add_tcase(s, tc);
+	return test_run_suite(s);
+}
