@@ -58,6 +58,7 @@
 #include "shm/events.h"
 #include "shm/fmt.h"
 #include "shm/frame.h"
+#include "daemon/random.h"
 
 #define NO_SPAN UINT32_MAX
 
@@ -172,18 +173,9 @@ struct idmap {
 	uint64_t seed;
 };
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 static size_t idmap_slot(const struct idmap *m, uint64_t key)
 {
-	size_t i = (size_t)mix64(key ^ m->seed) & (m->cap - 1);
+	size_t i = (size_t)rt_mix64(key ^ m->seed) & (m->cap - 1);
 	while (m->vals[i] != NO_SPAN && m->keys[i] != key)
 		i = (i + 1) & (m->cap - 1);
 	return i;
@@ -1615,7 +1607,7 @@ int rt_decoder_finish(struct rt_decoder *d, struct rt_decoded_trace *out)
 	memset(&b, 0, sizeof b);
 	b.out = arena;
 	b.st = &d->st;
-	b.span_ids.seed = b.template_ids.seed = mix64((uint64_t)(uintptr_t)d ^ (uint64_t)time(NULL));
+	b.span_ids.seed = b.template_ids.seed = rt_mix64((uint64_t)(uintptr_t)d ^ (uint64_t)time(NULL));
 	msgpack_unpacked_init(&b.unp);
 	out->trace_hi = d->trace_hi;
 	out->trace_lo = d->trace_lo;
