@@ -13,7 +13,7 @@
  *      of its buffer and is treated like a gap too (the records after it are
  *      lost just the same).
  *   3. A record starting with 0xC1 and a known type is a tracer event
- *      (shm/events.h), read field by field with msgpack-c. Events update span
+ *      (shm/events.h), read field by field with wire/mp.h. Events update span
  *      accumulators found through a hash on span id; attributes and logs go
  *      into lists in the order read (= the order written, per stream);
  *      TEMPLATEs into a hash on template id; RESOURCEs into a list.
@@ -45,7 +45,6 @@
  */
 #include "decode.h"
 
-#include <msgpack.h>
 #include <stdalign.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -59,6 +58,7 @@
 #include "shm/fmt.h"
 #include "shm/frame.h"
 #include "daemon/random.h"
+#include "wire/mp.h"
 
 #define NO_SPAN UINT32_MAX
 
@@ -391,7 +391,6 @@ struct build {
 	const struct rt_wire_slice *slice;
 	const struct in_buf *buf;
 	uint32_t stream, segment;
-	msgpack_unpacked unp;
 	struct rt_trigger_name names[RT_DECODE_MAX_TRIGGER_NAMES];
 	uint32_t n_names;
 };
@@ -399,112 +398,94 @@ struct build {
 /* ------------------------------------------------ event field reader ---- */
 
 /*
- * Fields are read with msgpack_unpack_next one object at a time. A container
- * is never a valid field, and the unpacker reserves room for a container's
- * declared element count before the elements exist (docs/wire.md), so the
- * first byte is checked before handing anything to it: an array or map there
- * is corrupt without being unpacked. RESOURCE's map header is read here for
- * the same reason and its keys and values unpacked one by one.
+ * Fields are read with the strict msgpack reader (wire/mp.h) one object at a
+ * time: a container is never a valid field, so only scalars are read, except
+ * RESOURCE's map, whose header is read on its own and its keys and values one
+ * by one. Nothing is allocated for an object; a string is copied to the arena
+ * only once it is known to be valid.
  */
-struct rd {
-	const char *p;
-	size_t n, off;
-	msgpack_unpacked *u;
-};
-
-static int is_container(uint8_t b)
+static int rd_obj(struct rt_mp *r, struct rt_mp_obj *o)
 {
-	return (b >= 0x80 && b <= 0x9f) || (b >= 0xdc && b <= 0xdf);
+	return rt_mp_scalar(r, RETRACE_EV_MAX_STR, o) ? -1 : 0;
 }
 
-static int rd_obj(struct rd *r, msgpack_object *o)
+static int rd_uint(struct rt_mp *r, uint64_t max, uint64_t *v)
 {
-	msgpack_unpack_return rc;
-	if (r->off >= r->n || is_container((uint8_t)r->p[r->off]))
+	struct rt_mp_obj o;
+	if (rd_obj(r, &o) != 0 || o.kind != RT_MP_UINT || o.v.u > max)
 		return -1;
-	rc = msgpack_unpack_next(r->u, r->p, r->n, &r->off);
-	if (rc != MSGPACK_UNPACK_SUCCESS && rc != MSGPACK_UNPACK_EXTRA_BYTES)
-		return -1;
-	*o = r->u->data;
+	*v = o.v.u;
 	return 0;
 }
 
-static int rd_uint(struct rd *r, uint64_t max, uint64_t *v)
+static int obj_int64(const struct rt_mp_obj *o, int64_t *v)
 {
-	msgpack_object o;
-	if (rd_obj(r, &o) != 0 || o.type != MSGPACK_OBJECT_POSITIVE_INTEGER || o.via.u64 > max)
-		return -1;
-	*v = o.via.u64;
-	return 0;
-}
-
-static int obj_int64(const msgpack_object *o, int64_t *v)
-{
-	if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
-		*v = o->via.i64;
+	if (o->kind == RT_MP_NEG) {
+		*v = o->v.i;
 		return 0;
 	}
-	if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= (uint64_t)INT64_MAX) {
-		*v = (int64_t)o->via.u64;
+	if (o->kind == RT_MP_UINT && o->v.u <= (uint64_t)INT64_MAX) {
+		*v = (int64_t)o->v.u;
 		return 0;
 	}
 	return -1;
 }
 
-static int rd_int(struct rd *r, int64_t *v)
+static int rd_int(struct rt_mp *r, int64_t *v)
 {
-	msgpack_object o;
+	struct rt_mp_obj o;
 	return rd_obj(r, &o) == 0 ? obj_int64(&o, v) : -1;
 }
 
 /* A str of at most RETRACE_EV_MAX_STR bytes with no NUL (it becomes a C string). */
-static const char *obj_str(struct arena *a, const msgpack_object *o)
+static const char *obj_str(struct arena *a, const struct rt_mp_obj *o)
 {
-	if (o->type != MSGPACK_OBJECT_STR || o->via.str.size > RETRACE_EV_MAX_STR ||
-	    (o->via.str.size && memchr(o->via.str.ptr, 0, o->via.str.size)))
+	if (o->kind != RT_MP_STR || o->len > RETRACE_EV_MAX_STR ||
+	    (o->len && memchr(o->s, 0, o->len)))
 		return NULL;
-	return arena_strndup(a, o->via.str.ptr, o->via.str.size);
+	return arena_strndup(a, (const char *)o->s, o->len);
 }
 
-static const char *rd_str(struct rd *r, struct arena *a)
+static const char *rd_str(struct rt_mp *r, struct arena *a)
 {
-	msgpack_object o;
+	struct rt_mp_obj o;
 	return rd_obj(r, &o) == 0 ? obj_str(a, &o) : NULL;
 }
 
 /*
  * A value: str | int | float64 | bool (| nil when allow_nil). `wide` accepts
  * integers up to UINT64_MAX (a log argument of an unsigned conversion), kept
- * as their bit pattern in the int64.
+ * as their bit pattern in the int64. A float32 is not a value (the client
+ * writes doubles).
  */
-static int obj_value(struct arena *a, const msgpack_object *o, int allow_nil, int wide,
+static int obj_value(struct arena *a, const struct rt_mp_obj *o, int allow_nil, int wide,
 		     struct rt_value *v)
 {
 	memset(v, 0, sizeof *v);
-	switch (o->type) {
-	case MSGPACK_OBJECT_STR:
+	switch (o->kind) {
+	case RT_MP_STR:
 		v->type = RT_VAL_STR;
 		return (v->u.s = obj_str(a, o)) ? 0 : -1;
-	case MSGPACK_OBJECT_POSITIVE_INTEGER:
+	case RT_MP_UINT:
 		v->type = RT_VAL_INT;
 		if (wide) {
-			v->u.i = (int64_t)o->via.u64;
+			v->u.i = (int64_t)o->v.u;
 			return 0;
 		}
 		return obj_int64(o, &v->u.i);
-	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+	case RT_MP_NEG:
 		v->type = RT_VAL_INT;
-		v->u.i = o->via.i64;
+		v->u.i = o->v.i;
 		return 0;
-	case MSGPACK_OBJECT_FLOAT64:
+	case RT_MP_F64:
 		v->type = RT_VAL_DOUBLE;
-		v->u.d = o->via.f64;
+		v->u.d = o->v.d;
 		return 0;
-	case MSGPACK_OBJECT_BOOLEAN:
+	case RT_MP_BOOL:
 		v->type = RT_VAL_BOOL;
-		v->u.b = o->via.boolean ? 1 : 0;
+		v->u.b = o->v.b ? 1 : 0;
 		return 0;
-	case MSGPACK_OBJECT_NIL:
+	case RT_MP_NIL:
 		v->type = RT_VAL_NONE;
 		return allow_nil ? 0 : -1;
 	default:
@@ -512,32 +493,10 @@ static int obj_value(struct arena *a, const msgpack_object *o, int allow_nil, in
 	}
 }
 
-static int rd_value(struct rd *r, struct arena *a, int allow_nil, int wide, struct rt_value *v)
+static int rd_value(struct rt_mp *r, struct arena *a, int allow_nil, int wide, struct rt_value *v)
 {
-	msgpack_object o;
+	struct rt_mp_obj o;
 	return rd_obj(r, &o) == 0 ? obj_value(a, &o, allow_nil, wide, v) : -1;
-}
-
-/* The map header of RESOURCE (see struct rd for why it is read by hand). */
-static int rd_map_header(struct rd *r, uint32_t *count)
-{
-	const uint8_t *p = (const uint8_t *)r->p + r->off;
-	size_t left = r->n - r->off;
-	if (left < 1)
-		return -1;
-	if (p[0] >= 0x80 && p[0] <= 0x8f) {
-		*count = p[0] & 0x0fu;
-		r->off += 1;
-	} else if (p[0] == 0xde && left >= 3) {
-		*count = (uint32_t)p[1] << 8 | p[2];
-		r->off += 3;
-	} else if (p[0] == 0xdf && left >= 5) {
-		*count = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 | p[4];
-		r->off += 5;
-	} else {
-		return -1;
-	}
-	return 0;
 }
 
 /* -------------------------------------------------------- the events ---- */
@@ -558,7 +517,7 @@ struct event {
 	uint32_t n_attrs;
 };
 
-static int ev_span_start(struct rd *r, struct arena *a, struct event *e)
+static int ev_span_start(struct rt_mp *r, struct arena *a, struct event *e)
 {
 	uint64_t kind;
 	if (rd_uint(r, UINT64_MAX, &e->span_id) || !e->span_id ||
@@ -569,7 +528,7 @@ static int ev_span_start(struct rd *r, struct arena *a, struct event *e)
 				    client takes any uint8): the span and its
 				    start are real, only the kind is unknown */
 	e->p16 = RT_SPAN_P16_ALWAYS;
-	if (r->off < r->n) { /* kept by the policy table with p16 / 65535 < 1 */
+	if (r->i < r->n) { /* kept by the policy table with p16 / 65535 < 1 */
 		uint64_t p16;
 		if (rd_uint(r, RT_SPAN_P16_ALWAYS - 1, &p16))
 			return -1;
@@ -578,7 +537,7 @@ static int ev_span_start(struct rd *r, struct arena *a, struct event *e)
 	return 0;
 }
 
-static int ev_span_end(struct rd *r, struct arena *a, struct event *e)
+static int ev_span_end(struct rt_mp *r, struct arena *a, struct event *e)
 {
 	uint64_t status;
 	if (rd_uint(r, UINT64_MAX, &e->span_id) || !e->span_id || rd_uint(r, UINT64_MAX, &e->tick) ||
@@ -589,19 +548,19 @@ static int ev_span_end(struct rd *r, struct arena *a, struct event *e)
 	if (status == RETRACE_STATUS_ERROR &&
 	    (rd_int(r, &e->code) || !(e->message = rd_str(r, a))))
 		return -1;
-	if (r->off < r->n && (rd_int(r, &e->adj) || e->adj == 0))
+	if (r->i < r->n && (rd_int(r, &e->adj) || e->adj == 0))
 		return -1; /* the client writes adj only when it is not 0 */
 	return 0;
 }
 
-static int ev_attr(struct rd *r, struct arena *a, struct event *e)
+static int ev_attr(struct rt_mp *r, struct arena *a, struct event *e)
 {
 	if (rd_uint(r, UINT64_MAX, &e->span_id) || !e->span_id || !(e->str = rd_str(r, a)))
 		return -1;
 	return rd_value(r, a, 0, 0, &e->value);
 }
 
-static int ev_log(struct rd *r, struct arena *a, struct event *e)
+static int ev_log(struct rt_mp *r, struct arena *a, struct event *e)
 {
 	struct rt_value args[RETRACE_EV_MAX_ARGS];
 	uint64_t level;
@@ -611,7 +570,7 @@ static int ev_log(struct rd *r, struct arena *a, struct event *e)
 	    !e->template_id)
 		return -1;
 	e->level = (uint8_t)level;
-	while (r->off < r->n) {
+	while (r->i < r->n) {
 		if (n == RETRACE_EV_MAX_ARGS || rd_value(r, a, 1, 1, &args[n]) != 0)
 			return -1;
 		n++;
@@ -624,7 +583,7 @@ static int ev_log(struct rd *r, struct arena *a, struct event *e)
 	return 0;
 }
 
-static int ev_log_text(struct rd *r, struct arena *a, struct event *e)
+static int ev_log_text(struct rt_mp *r, struct arena *a, struct event *e)
 {
 	uint64_t level;
 	if (rd_uint(r, UINT64_MAX, &e->span_id) || rd_uint(r, UINT64_MAX, &e->tick) ||
@@ -634,19 +593,19 @@ static int ev_log_text(struct rd *r, struct arena *a, struct event *e)
 	return 0;
 }
 
-static int ev_template(struct rd *r, struct arena *a, struct event *e)
+static int ev_template(struct rt_mp *r, struct arena *a, struct event *e)
 {
 	if (rd_uint(r, UINT64_MAX, &e->template_id) || !e->template_id || !(e->str = rd_str(r, a)))
 		return -1;
 	return 0;
 }
 
-static int ev_resource(struct rd *r, struct arena *a, struct event *e)
+static int ev_resource(struct rt_mp *r, struct arena *a, struct event *e)
 {
 	uint64_t pid;
 	uint32_t n, i;
-	msgpack_object key;
-	if (rd_uint(r, UINT32_MAX, &pid) || rd_map_header(r, &n) || n > RETRACE_EV_MAX_RESOURCE)
+	struct rt_mp_obj key;
+	if (rd_uint(r, UINT32_MAX, &pid) || rt_mp_map(r, UINT32_MAX, &n) || n > RETRACE_EV_MAX_RESOURCE)
 		return -1;
 	e->pid = (uint32_t)pid;
 	if (n && !(e->attrs = arena_alloc(a, n * sizeof *e->attrs)))
@@ -660,7 +619,7 @@ static int ev_resource(struct rd *r, struct arena *a, struct event *e)
 	return 0;
 }
 
-static int ev_trigger(struct rd *r, struct arena *a, struct event *e)
+static int ev_trigger(struct rt_mp *r, struct arena *a, struct event *e)
 {
 	uint64_t id;
 	if (rd_uint(r, UINT32_MAX, &id) || id == 0 || !(e->str = rd_str(r, a)) ||
@@ -676,7 +635,7 @@ static int ev_trigger(struct rd *r, struct arena *a, struct event *e)
  */
 static int decode_event(struct build *b, const uint8_t *rec, size_t len, struct event *e)
 {
-	struct rd r = { (const char *)rec, len, 2, &b->unp };
+	struct rt_mp r = { rec, len, 2 };
 	int rc;
 	if (len < 2 || rec[0] != RETRACE_EVENT_MAGIC || rec[1] < 1 || rec[1] > RETRACE_EV_MAX)
 		return 0;
@@ -692,7 +651,7 @@ static int decode_event(struct build *b, const uint8_t *rec, size_t len, struct 
 	case RETRACE_EV_TRIGGER: rc = ev_trigger(&r, b->out, e); break;
 	default: rc = ev_resource(&r, b->out, e); break;
 	}
-	if (rc != 0 || r.off != r.n) /* trailing bytes are corrupt too */
+	if (rc != 0 || r.i != r.n) /* trailing bytes are corrupt too */
 		return -1;
 	return 1;
 }
@@ -1584,7 +1543,6 @@ static void build_free(struct build *b)
 	free(b->templates);
 	idmap_free(&b->template_ids);
 	free(b->res);
-	msgpack_unpacked_destroy(&b->unp);
 }
 
 int rt_decoder_finish(struct rt_decoder *d, struct rt_decoded_trace *out)
@@ -1608,7 +1566,6 @@ int rt_decoder_finish(struct rt_decoder *d, struct rt_decoded_trace *out)
 	b.out = arena;
 	b.st = &d->st;
 	b.span_ids.seed = b.template_ids.seed = rt_mix64((uint64_t)(uintptr_t)d ^ (uint64_t)time(NULL));
-	msgpack_unpacked_init(&b.unp);
 	out->trace_hi = d->trace_hi;
 	out->trace_lo = d->trace_lo;
 	out->arena = arena;
