@@ -76,7 +76,7 @@ struct arena {
 	struct arena_chunk *head;
 };
 
-static void *arena_alloc(struct arena *a, size_t n)
+static void *rt_dec_alloc(struct arena *a, size_t n)
 {
 	const size_t align = alignof(max_align_t);
 	struct arena_chunk *c = a->head;
@@ -117,9 +117,9 @@ static void *arena_alloc(struct arena *a, size_t n)
 	return c->data;
 }
 
-static char *arena_strndup(struct arena *a, const char *s, size_t n)
+static char *rt_dec_strndup(struct arena *a, const char *s, size_t n)
 {
-	char *d = arena_alloc(a, n + 1);
+	char *d = rt_dec_alloc(a, n + 1);
 	if (!d)
 		return NULL;
 	if (n)
@@ -128,7 +128,7 @@ static char *arena_strndup(struct arena *a, const char *s, size_t n)
 	return d;
 }
 
-static void arena_free(struct arena *a)
+static void rt_dec_arena_free(struct arena *a)
 {
 	while (a->head) {
 		struct arena_chunk *next = a->head->next;
@@ -138,7 +138,7 @@ static void arena_free(struct arena *a)
 }
 
 /* Grow *p (an array of `elem`-sized items with capacity *cap) to hold `need`. */
-static int grow(void *p, size_t *cap, size_t need, size_t elem)
+static int rt_dec_grow(void *p, size_t *cap, size_t need, size_t elem)
 {
 	void **pp = p;
 	size_t c = *cap ? *cap : 16;
@@ -155,7 +155,7 @@ static int grow(void *p, size_t *cap, size_t need, size_t elem)
 }
 
 /* qsort, minus the undefined behaviour of a NULL base with no items. */
-static void sort_items(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+static void rt_dec_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
 {
 	if (n > 1)
 		qsort(base, n, size, cmp);
@@ -205,13 +205,13 @@ static int idmap_rehash(struct idmap *m, size_t cap)
 	return 0;
 }
 
-static uint32_t idmap_get(const struct idmap *m, uint64_t key)
+static uint32_t rt_dec_idmap_get(const struct idmap *m, uint64_t key)
 {
 	return m->cap ? m->vals[idmap_slot(m, key)] : NO_SPAN;
 }
 
 /* Insert key -> val unless present; *existing gets the value found (or val). */
-static int idmap_put(struct idmap *m, uint64_t key, uint32_t val, uint32_t *existing)
+static int rt_dec_idmap_put(struct idmap *m, uint64_t key, uint32_t val, uint32_t *existing)
 {
 	size_t s;
 	if ((m->n + 1) * 2 > m->cap && idmap_rehash(m, m->cap ? m->cap * 2 : 64) != 0)
@@ -226,7 +226,7 @@ static int idmap_put(struct idmap *m, uint64_t key, uint32_t val, uint32_t *exis
 	return 0;
 }
 
-static void idmap_free(struct idmap *m)
+static void rt_dec_idmap_free(struct idmap *m)
 {
 	free(m->keys);
 	free(m->vals);
@@ -269,7 +269,7 @@ void rt_decoder_free(struct rt_decoder *d)
 {
 	if (!d)
 		return;
-	arena_free(&d->input);
+	rt_dec_arena_free(&d->input);
 	free(d->slices);
 	free(d->bufs);
 	free(d);
@@ -288,8 +288,8 @@ int rt_decoder_add_slice(struct rt_decoder *d, const struct rt_wire_slice *s)
 	}
 	if (!d->trace_hi)
 		d->trace_hi = s->trace_hi;
-	if (grow(&d->slices, &d->cap_slices, d->n_slices + 1, sizeof *d->slices) != 0 ||
-	    grow(&d->bufs, &d->cap_bufs, d->n_bufs + s->buffer_count, sizeof *d->bufs) != 0)
+	if (rt_dec_grow(&d->slices, &d->cap_slices, d->n_slices + 1, sizeof *d->slices) != 0 ||
+	    rt_dec_grow(&d->bufs, &d->cap_bufs, d->n_bufs + s->buffer_count, sizeof *d->bufs) != 0)
 		return -1;
 	cal = *s;
 	cal.buffers = NULL;
@@ -301,7 +301,7 @@ int rt_decoder_add_slice(struct rt_decoder *d, const struct rt_wire_slice *s)
 		uint8_t *copy = NULL;
 		if (b->len && !b->data)
 			continue;
-		if (b->len && !(copy = arena_alloc(&d->input, b->len)))
+		if (b->len && !(copy = rt_dec_alloc(&d->input, b->len)))
 			return -1;
 		if (b->len)
 			memcpy(copy, b->data, b->len);
@@ -443,7 +443,7 @@ static const char *obj_str(struct arena *a, const struct rt_mp_obj *o)
 	if (o->kind != RT_MP_STR || o->len > RETRACE_EV_MAX_STR ||
 	    (o->len && memchr(o->s, 0, o->len)))
 		return NULL;
-	return arena_strndup(a, (const char *)o->s, o->len);
+	return rt_dec_strndup(a, (const char *)o->s, o->len);
 }
 
 static const char *rd_str(struct rt_mp *r, struct arena *a)
@@ -575,7 +575,7 @@ static int ev_log(struct rt_mp *r, struct arena *a, struct event *e)
 			return -1;
 		n++;
 	}
-	if (n && !(e->args = arena_alloc(a, n * sizeof *args)))
+	if (n && !(e->args = rt_dec_alloc(a, n * sizeof *args)))
 		return -1;
 	if (n)
 		memcpy(e->args, args, n * sizeof *args);
@@ -608,7 +608,7 @@ static int ev_resource(struct rt_mp *r, struct arena *a, struct event *e)
 	if (rd_uint(r, UINT32_MAX, &pid) || rt_mp_map(r, UINT32_MAX, &n) || n > RETRACE_EV_MAX_RESOURCE)
 		return -1;
 	e->pid = (uint32_t)pid;
-	if (n && !(e->attrs = arena_alloc(a, n * sizeof *e->attrs)))
+	if (n && !(e->attrs = rt_dec_alloc(a, n * sizeof *e->attrs)))
 		return -1;
 	for (i = 0; i < n; i++) {
 		if (rd_obj(r, &key) || !(e->attrs[i].key = obj_str(a, &key)) ||
@@ -633,7 +633,7 @@ static int ev_trigger(struct rt_mp *r, struct arena *a, struct event *e)
  * Decode one record as an event. Returns 1 (event), 0 (not an event: a raw
  * record) or -1 (an event whose fields do not decode exactly).
  */
-static int decode_event(struct build *b, const uint8_t *rec, size_t len, struct event *e)
+static int rt_dec_event(struct build *b, const uint8_t *rec, size_t len, struct event *e)
 {
 	struct rt_mp r = { rec, len, 2 };
 	int rc;
@@ -669,8 +669,8 @@ static uint32_t span_of(struct build *b, uint64_t id)
 	uint32_t idx = (uint32_t)b->n_spans, found;
 	struct span_acc *s;
 	if (b->n_spans >= NO_SPAN - 1 ||
-	    grow(&b->spans, &b->cap_spans, b->n_spans + 1, sizeof *b->spans) != 0 ||
-	    idmap_put(&b->span_ids, id, idx, &found) != 0)
+	    rt_dec_grow(&b->spans, &b->cap_spans, b->n_spans + 1, sizeof *b->spans) != 0 ||
+	    rt_dec_idmap_put(&b->span_ids, id, idx, &found) != 0)
 		return NO_SPAN;
 	if (found != idx) {
 		s = &b->spans[found];
@@ -747,7 +747,7 @@ static int apply_end(struct build *b, const struct event *e)
 static int apply_attr(struct build *b, const struct event *e)
 {
 	uint32_t i = span_of(b, e->span_id);
-	if (i == NO_SPAN || grow(&b->attrs, &b->cap_attrs, b->n_attrs + 1, sizeof *b->attrs) != 0)
+	if (i == NO_SPAN || rt_dec_grow(&b->attrs, &b->cap_attrs, b->n_attrs + 1, sizeof *b->attrs) != 0)
 		return -1;
 	b->spans[i].n_attrs++;
 	b->attrs[b->n_attrs++] = (struct attr_acc){ i, { e->str, e->value } };
@@ -761,7 +761,7 @@ static int apply_log(struct build *b, const struct event *e)
 	if (e->span_id && (i = span_of(b, e->span_id)) == NO_SPAN)
 		return -1;
 	if (b->n_logs >= NO_SPAN ||
-	    grow(&b->logs, &b->cap_logs, b->n_logs + 1, sizeof *b->logs) != 0)
+	    rt_dec_grow(&b->logs, &b->cap_logs, b->n_logs + 1, sizeof *b->logs) != 0)
 		return -1;
 	l = &b->logs[b->n_logs];
 	memset(l, 0, sizeof *l);
@@ -789,11 +789,11 @@ static int apply_template(struct build *b, const struct event *e)
 {
 	uint32_t found, idx = (uint32_t)b->n_templates;
 	if (b->n_templates >= NO_SPAN - 1 ||
-	    idmap_put(&b->template_ids, e->template_id, idx, &found) != 0)
+	    rt_dec_idmap_put(&b->template_ids, e->template_id, idx, &found) != 0)
 		return -1;
 	if (found != idx)
 		return 0; /* ids are content hashes: the first text stands */
-	if (grow(&b->templates, &b->cap_templates, b->n_templates + 1, sizeof *b->templates) != 0)
+	if (rt_dec_grow(&b->templates, &b->cap_templates, b->n_templates + 1, sizeof *b->templates) != 0)
 		return -1;
 	b->templates[b->n_templates++] = (struct template_ent){ e->template_id, e->str };
 	return 0;
@@ -814,7 +814,7 @@ static int add_resource(struct build *b, uint32_t agent, uint32_t pid, const str
 	struct resource_acc *r;
 	const char *service = attr_str(attrs, n, "service.name");
 	const char *host = attr_str(attrs, n, "host.name");
-	if (grow(&b->res, &b->cap_res, b->n_res + 1, sizeof *b->res) != 0)
+	if (rt_dec_grow(&b->res, &b->cap_res, b->n_res + 1, sizeof *b->res) != 0)
 		return -1;
 	r = &b->res[b->n_res];
 	r->r = (struct rt_resource){ agent, pid, service ? service : "unknown_service",
@@ -885,7 +885,7 @@ static int on_record(struct build *b, const uint8_t *rec, size_t len)
 	struct event e;
 	int rc;
 	b->st->records++;
-	rc = decode_event(b, rec, len, &e);
+	rc = rt_dec_event(b, rec, len, &e);
 	if (rc == 0) {
 		b->st->raw_records++;
 		return 0;
@@ -962,7 +962,7 @@ static int read_stream(struct build *b, const struct in_buf *bufs, size_t n,
 static int read_all(struct build *b, struct rt_decoder *d)
 {
 	size_t i = 0, j;
-	sort_items(d->bufs, d->n_bufs, sizeof *d->bufs, cmp_buf);
+	rt_dec_sort(d->bufs, d->n_bufs, sizeof *d->bufs, cmp_buf);
 	while (i < d->n_bufs) {
 		for (j = i + 1; j < d->n_bufs && same_stream(&d->bufs[j], &d->bufs[i]); j++)
 			;
@@ -991,7 +991,7 @@ static void sb_put(struct sbuf *s, const char *text, size_t n)
 		n = RT_DECODE_MAX_BODY - s->len;
 	if (!n || s->oom)
 		return;
-	if (grow(&s->p, &s->cap, s->len + n + 1, 1) != 0) {
+	if (rt_dec_grow(&s->p, &s->cap, s->len + n + 1, 1) != 0) {
 		s->oom = 1;
 		return;
 	}
@@ -1230,7 +1230,7 @@ static void render_missing(struct sbuf *s, uint64_t id, const struct rt_value *a
 }
 
 /* Give every templated log its template text and rendered body. */
-static int render_logs(struct build *b)
+static int rt_dec_render_logs(struct build *b)
 {
 	struct sbuf s = { 0 };
 	size_t i;
@@ -1241,7 +1241,7 @@ static int render_logs(struct build *b)
 		if (!ev->template_id)
 			continue; /* free text: body already set */
 		s.len = 0;
-		t = idmap_get(&b->template_ids, ev->template_id);
+		t = rt_dec_idmap_get(&b->template_ids, ev->template_id);
 		if (t != NO_SPAN) {
 			ev->template_text = b->templates[t].text;
 			render_template(&s, ev->template_text, ev->args, ev->n_args);
@@ -1250,7 +1250,7 @@ static int render_logs(struct build *b)
 			b->st->missing_templates++;
 			render_missing(&s, ev->template_id, ev->args, ev->n_args);
 		}
-		if (s.oom || !(ev->body = arena_strndup(b->out, s.p ? s.p : "", s.len)))
+		if (s.oom || !(ev->body = rt_dec_strndup(b->out, s.p ? s.p : "", s.len)))
 			rc = -1;
 	}
 	free(s.p);
@@ -1328,8 +1328,8 @@ static int build_resources(struct build *b, struct rt_decoded_trace *t)
 	for (i = 0; i < b->n_spans; i++)
 		if (add_resource(b, b->spans[i].agent, b->spans[i].pid, NULL, 0, 1) != 0)
 			return -1;
-	sort_items(b->res, b->n_res, sizeof *b->res, cmp_resource);
-	t->resources = arena_alloc(b->out, (b->n_res ? b->n_res : 1) * sizeof *t->resources);
+	rt_dec_sort(b->res, b->n_res, sizeof *b->res, cmp_resource);
+	t->resources = rt_dec_alloc(b->out, (b->n_res ? b->n_res : 1) * sizeof *t->resources);
 	if (!t->resources)
 		return -1;
 	for (i = 0; i < b->n_res; i++) {
@@ -1357,8 +1357,8 @@ static int cmp_log(const void *pa, const void *pb)
  * two contiguous arrays. */
 static int attach_attrs_logs(struct build *b, struct rt_decoded_trace *t, const uint32_t *final)
 {
-	struct rt_attr *attrs = arena_alloc(b->out, (b->n_attrs ? b->n_attrs : 1) * sizeof *attrs);
-	struct rt_log_event *logs = arena_alloc(b->out, (b->n_logs ? b->n_logs : 1) * sizeof *logs);
+	struct rt_attr *attrs = rt_dec_alloc(b->out, (b->n_attrs ? b->n_attrs : 1) * sizeof *attrs);
+	struct rt_log_event *logs = rt_dec_alloc(b->out, (b->n_logs ? b->n_logs : 1) * sizeof *logs);
 	uint32_t *fill;
 	size_t i, at = 0;
 	if (!attrs || !logs || !(fill = calloc(t->n_spans ? t->n_spans : 1, sizeof *fill)))
@@ -1375,7 +1375,7 @@ static int attach_attrs_logs(struct build *b, struct rt_decoded_trace *t, const 
 	for (i = 0; i < b->n_logs; i++)
 		if (b->logs[i].span != NO_SPAN)
 			b->logs[i].span = final[b->logs[i].span];
-	sort_items(b->logs, b->n_logs, sizeof *b->logs, cmp_log);
+	rt_dec_sort(b->logs, b->n_logs, sizeof *b->logs, cmp_log);
 	for (i = 0; i < b->n_logs; i++)
 		logs[i] = b->logs[i].ev;
 	for (i = 0, at = 0; i < t->n_spans; i++) {
@@ -1424,9 +1424,9 @@ static int build_spans(struct build *b, struct rt_decoded_trace *t)
 	complete_spans(b);
 	for (i = 0; i < b->n_spans; i++)
 		order[i] = (struct span_key){ b->spans[i].start_ns, b->spans[i].id, (uint32_t)i };
-	sort_items(order, b->n_spans, sizeof *order, cmp_span_key);
+	rt_dec_sort(order, b->n_spans, sizeof *order, cmp_span_key);
 	t->n_spans = (uint32_t)b->n_spans;
-	if (!(t->spans = arena_alloc(b->out, (b->n_spans ? b->n_spans : 1) * sizeof *t->spans)))
+	if (!(t->spans = rt_dec_alloc(b->out, (b->n_spans ? b->n_spans : 1) * sizeof *t->spans)))
 		goto out;
 	for (i = 0; i < b->n_spans; i++) {
 		final[order[i].idx] = (uint32_t)i;
@@ -1437,7 +1437,7 @@ static int build_spans(struct build *b, struct rt_decoded_trace *t)
 	for (i = 0; i < t->n_spans; i++) {
 		struct rt_span *s = &t->spans[i];
 		uint32_t p = s->parent_id && s->parent_id != s->span_id
-				     ? idmap_get(&b->span_ids, s->parent_id) : NO_SPAN;
+				     ? rt_dec_idmap_get(&b->span_ids, s->parent_id) : NO_SPAN;
 		s->parent = p == NO_SPAN ? -1 : (int32_t)final[p];
 	}
 	if (attach_attrs_logs(b, t, final) != 0 || build_resources(b, t) != 0)
@@ -1520,12 +1520,12 @@ static int cmp_u32(const void *pa, const void *pb)
 static int list_agents(const struct rt_decoder *d, struct arena *out, struct rt_decoded_trace *t)
 {
 	size_t i, n = 0;
-	uint32_t *a = arena_alloc(out, (d->n_slices ? d->n_slices : 1) * sizeof *a);
+	uint32_t *a = rt_dec_alloc(out, (d->n_slices ? d->n_slices : 1) * sizeof *a);
 	if (!a)
 		return -1;
 	for (i = 0; i < d->n_slices; i++)
 		a[i] = d->slices[i].agent_id;
-	sort_items(a, d->n_slices, sizeof *a, cmp_u32);
+	rt_dec_sort(a, d->n_slices, sizeof *a, cmp_u32);
 	for (i = 0; i < d->n_slices; i++)
 		if (!n || a[n - 1] != a[i])
 			a[n++] = a[i];
@@ -1537,11 +1537,11 @@ static int list_agents(const struct rt_decoder *d, struct arena *out, struct rt_
 static void build_free(struct build *b)
 {
 	free(b->spans);
-	idmap_free(&b->span_ids);
+	rt_dec_idmap_free(&b->span_ids);
 	free(b->attrs);
 	free(b->logs);
 	free(b->templates);
-	idmap_free(&b->template_ids);
+	rt_dec_idmap_free(&b->template_ids);
 	free(b->res);
 }
 
@@ -1569,7 +1569,7 @@ int rt_decoder_finish(struct rt_decoder *d, struct rt_decoded_trace *out)
 	out->trace_hi = d->trace_hi;
 	out->trace_lo = d->trace_lo;
 	out->arena = arena;
-	if (read_all(&b, d) == 0 && render_logs(&b) == 0 && build_spans(&b, out) == 0 &&
+	if (read_all(&b, d) == 0 && rt_dec_render_logs(&b) == 0 && build_spans(&b, out) == 0 &&
 	    list_agents(d, arena, out) == 0)
 		rc = 0;
 	out->st = d->st;
@@ -1589,7 +1589,7 @@ void rt_decoded_trace_free(struct rt_decoded_trace *t)
 	if (!t)
 		return;
 	if (t->arena) {
-		arena_free(t->arena);
+		rt_dec_arena_free(t->arena);
 		free(t->arena);
 	}
 	memset(t, 0, sizeof *t);
