@@ -261,7 +261,7 @@ static ssize_t pread_full(int fd, void *buf, size_t n, uint64_t off)
 	return (ssize_t)got;
 }
 
-static int sync_fd(int fd)
+static int rt_spool_sync_fd(int fd)
 {
 	while (fdatasync(fd) != 0)
 		if (errno != EINTR)
@@ -317,7 +317,7 @@ static int make_dirs(const char *path)
 /* ------------------------------------------------------------- writing ---- */
 
 /* One write (iovecs at an offset, optionally followed by fdatasync) to finish. */
-struct write_job {
+struct rt_spool_job {
 	int fd;
 	uint64_t off;
 	struct iovec v[MAX_IOV];
@@ -327,7 +327,7 @@ struct write_job {
 	int sync, synced;
 };
 
-static void job_init(struct write_job *w, int fd, uint64_t off, int sync)
+static void rt_spool_job_init(struct rt_spool_job *w, int fd, uint64_t off, int sync)
 {
 	memset(w, 0, sizeof *w);
 	w->fd = fd;
@@ -336,7 +336,7 @@ static void job_init(struct write_job *w, int fd, uint64_t off, int sync)
 	w->sync = sync;
 }
 
-static void job_add(struct write_job *w, const void *p, size_t n)
+static void rt_spool_job_add(struct rt_spool_job *w, const void *p, size_t n)
 {
 	if (n == 0)
 		return;
@@ -347,7 +347,7 @@ static void job_add(struct write_job *w, const void *p, size_t n)
 }
 
 /* n more bytes are on disk: step past them. */
-static void job_advance(struct write_job *w, size_t n)
+static void job_advance(struct rt_spool_job *w, size_t n)
 {
 	w->done += n;
 	while (n > 0 && w->cnt > 0) {
@@ -362,7 +362,7 @@ static void job_advance(struct write_job *w, size_t n)
 	}
 }
 
-static int job_pending(const struct write_job *w)
+static int job_pending(const struct rt_spool_job *w)
 {
 	return w->done < w->total || (w->sync && !w->synced);
 }
@@ -373,7 +373,7 @@ static int uring_unsupported(int res)
 }
 
 /* Queue the rest of the job: a writev linked to an fdatasync. The SQE count. */
-static int uring_queue(struct io_uring *ring, struct write_job *w)
+static int uring_queue(struct io_uring *ring, struct rt_spool_job *w)
 {
 	struct io_uring_sqe *sqe;
 	int n = 0;
@@ -400,7 +400,7 @@ static int uring_queue(struct io_uring *ring, struct write_job *w)
  * Run the job on the ring: 0 done, -errno for an I/O error, RING_UNUSABLE when
  * the ring cannot do it (the job then holds how far it got).
  */
-static int uring_run(struct io_uring *ring, struct write_job *w)
+static int uring_run(struct io_uring *ring, struct rt_spool_job *w)
 {
 	while (job_pending(w)) {
 		int want = uring_queue(ring, w), submitted, err = 0, unusable = 0, synced = 0;
@@ -443,7 +443,7 @@ static int uring_run(struct io_uring *ring, struct write_job *w)
 	return 0;
 }
 
-static int pwrite_run(struct write_job *w)
+static int pwrite_run(struct rt_spool_job *w)
 {
 	while (w->done < w->total) {
 		ssize_t n = pwritev(w->fd, w->iov, w->cnt, (off_t)(w->off + w->done));
@@ -456,7 +456,7 @@ static int pwrite_run(struct write_job *w)
 		job_advance(w, (size_t)n);
 	}
 	if (w->sync && !w->synced) {
-		int rc = sync_fd(w->fd);
+		int rc = rt_spool_sync_fd(w->fd);
 		if (rc)
 			return rc;
 		w->synced = 1;
@@ -464,7 +464,7 @@ static int pwrite_run(struct write_job *w)
 	return 0;
 }
 
-static void ring_close(struct rt_spool *s)
+static void rt_spool_ring_close(struct rt_spool *s)
 {
 	if (!s->ring)
 		return;
@@ -475,19 +475,19 @@ static void ring_close(struct rt_spool *s)
 }
 
 /* Every write goes here: the ring if there is one, else (or if it fails) pwritev. */
-static int run_write(struct rt_spool *s, struct write_job *w)
+static int rt_spool_write(struct rt_spool *s, struct rt_spool_job *w)
 {
 	if (s->ring) {
 		int rc = uring_run(s->ring, w);
 		if (rc != RING_UNUSABLE)
 			return rc;
-		ring_close(s); /* SQEs may be stranded in it: never use it again */
+		rt_spool_ring_close(s); /* SQEs may be stranded in it: never use it again */
 	}
 	s->st.fallback_writes++;
 	return pwrite_run(w);
 }
 
-static void ring_open(struct rt_spool *s)
+static void rt_spool_ring_open(struct rt_spool *s)
 {
 	struct io_uring *ring = calloc(1, sizeof *ring);
 	if (ring && io_uring_queue_init(4, ring, 0) == 0) {
@@ -523,12 +523,12 @@ static int decode_cursor_slot(const uint8_t *b, uint64_t *seq, uint64_t *consume
 static int write_cursor(struct rt_spool *s, uint64_t consumed)
 {
 	uint8_t b[CURSOR_SLOT];
-	struct write_job w;
+	struct rt_spool_job w;
 	uint64_t seq = s->cursor_seq + 1;
 	encode_cursor_slot(b, seq, consumed);
-	job_init(&w, s->cursor_fd, (seq & 1) ? CURSOR_SLOT1_OFF : 0, s->sync);
-	job_add(&w, b, sizeof b);
-	int rc = run_write(s, &w);
+	rt_spool_job_init(&w, s->cursor_fd, (seq & 1) ? CURSOR_SLOT1_OFF : 0, s->sync);
+	rt_spool_job_add(&w, b, sizeof b);
+	int rc = rt_spool_write(s, &w);
 	if (rc == 0)
 		s->cursor_seq = seq;
 	return rc;
@@ -881,7 +881,7 @@ static int scan_segment(struct rt_spool *s, struct reader *r, struct rt_spool_se
 static int cut_torn_tail(struct rt_spool *s, int fd, struct rt_spool_segment *seg)
 {
 	s->st.torn_skipped++;
-	if (ftruncate(fd, (off_t)seg->size) != 0 || (s->sync && sync_fd(fd) != 0)) {
+	if (ftruncate(fd, (off_t)seg->size) != 0 || (s->sync && rt_spool_sync_fd(fd) != 0)) {
 		s->st.io_errors++;
 		return 0;
 	}
@@ -1124,7 +1124,7 @@ int rt_spool_open(struct rt_spool *s, const struct rt_spool_opts *o, char *err, 
 	if (s->sync)
 		fsync(s->dir_fd); /* deletions and cuts of the recovery */
 	if (!o->no_uring)
-		ring_open(s);
+		rt_spool_ring_open(s);
 	return 0;
 }
 
@@ -1201,7 +1201,7 @@ static int append_once(struct rt_spool *s, const void *rec, size_t len, uint64_t
 {
 	static const uint8_t zeros[8];
 	uint8_t sh[SEG_HDR], rh[REC_HDR];
-	struct write_job w;
+	struct rt_spool_job w;
 	uint64_t rb = rec_bytes(len), off = SEG_HDR;
 	int fd, rc, new_seg;
 	if (len > RT_SPOOL_MAX_RECORD || s->st.bytes_pending + rb > s->max_bytes) {
@@ -1223,15 +1223,15 @@ static int append_once(struct rt_spool *s, const void *rec, size_t len, uint64_t
 		return fd;
 	}
 	encode_rec_header(rh, s->next_id, rec, (uint32_t)len);
-	job_init(&w, fd, new_seg ? 0 : off, s->sync);
+	rt_spool_job_init(&w, fd, new_seg ? 0 : off, s->sync);
 	if (new_seg) {
 		encode_seg_header(sh, s->next_id);
-		job_add(&w, sh, sizeof sh);
+		rt_spool_job_add(&w, sh, sizeof sh);
 	}
-	job_add(&w, rh, sizeof rh);
-	job_add(&w, rec, len);
-	job_add(&w, zeros, rb - REC_HDR - len);
-	rc = run_write(s, &w);
+	rt_spool_job_add(&w, rh, sizeof rh);
+	rt_spool_job_add(&w, rec, len);
+	rt_spool_job_add(&w, zeros, rb - REC_HDR - len);
+	rc = rt_spool_write(s, &w);
 	if (rc == 0 && new_seg && s->sync && fsync(s->dir_fd) != 0)
 		rc = -errno; /* the record is written but its file may not survive a crash */
 	if (rc) {
@@ -1289,11 +1289,11 @@ void rt_spool_close(struct rt_spool *s)
 		return;
 	if (!s->sync) {
 		if (s->tail_fd >= 0)
-			sync_fd(s->tail_fd);
+			rt_spool_sync_fd(s->tail_fd);
 		if (s->cursor_fd >= 0)
-			sync_fd(s->cursor_fd);
+			rt_spool_sync_fd(s->cursor_fd);
 	}
-	ring_close(s);
+	rt_spool_ring_close(s);
 	close_fd(&s->head_fd);
 	close_fd(&s->tail_fd);
 	close_fd(&s->cursor_fd);
