@@ -1,7 +1,8 @@
 /*
  * wire/mp.h — the one strict msgpack reader: a cursor over bytes someone else
- * wrote, for the daemon messages (wire/decode.c) and the tracer events the
- * coordinator decodes (coordinator/decode_event.c).
+ * wrote, for the daemon messages (wire/decode.c), the tracer events the
+ * coordinator decodes (coordinator/decode_event.c) and those the agent's window
+ * query reads (agent/window.c).
  *
  * Owns: how one msgpack object is read and checked. Each reader looks at the
  * object at the cursor where the caller expects a given kind, checks the format
