@@ -228,6 +228,18 @@ static int is_config(const struct rt_opt_table *t, const struct rt_opt *r)
 
 #define OPT_VAL0 1000 /* getopt_long's value for row i is OPT_VAL0 + i */
 
+/* The row getopt_long's answer ch names (a long option's value or a short flag). */
+static const struct rt_opt *row_of(const struct rt_opt_table *t, int ch)
+{
+	size_t i;
+	if (ch >= OPT_VAL0 && (size_t)(ch - OPT_VAL0) < t->nrows)
+		return &t->rows[ch - OPT_VAL0];
+	for (i = 0; i < t->nrows; i++)
+		if (ch > 0 && t->rows[i].short_name == ch)
+			return &t->rows[i];
+	return NULL;
+}
+
 int rt_opt_parse(const struct rt_opt_table *t, void *cfg, int argc, char **argv, FILE *err)
 {
 	struct option longopts[t->nrows + 2];
@@ -256,19 +268,13 @@ int rt_opt_parse(const struct rt_opt_table *t, void *cfg, int argc, char **argv,
 	opterr = 0;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, shortopts, longopts, &idx)) != -1) {
-		const struct rt_opt *r = NULL;
-		if (ch >= OPT_VAL0)
-			r = &t->rows[ch - OPT_VAL0];
-		else
-			for (i = 0; i < t->nrows && !r; i++)
-				if (t->rows[i].short_name == ch)
-					r = &t->rows[i];
+		const struct rt_opt *r = row_of(t, ch);
 		if (r && is_config(t, r) && rt_opt_load(t, cfg, optarg, err) != 0)
 			return -1;
 	}
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, shortopts, longopts, &idx)) != -1) {
-		const struct rt_opt *r = NULL;
+		const struct rt_opt *r;
 		const char *v;
 		if (ch == 'h') {
 			rt_opt_usage(t, stdout);
@@ -289,12 +295,7 @@ int rt_opt_parse(const struct rt_opt_table *t, void *cfg, int argc, char **argv,
 					argv[optind - 1]);
 			return -1;
 		}
-		if (ch >= OPT_VAL0)
-			r = &t->rows[ch - OPT_VAL0];
-		else
-			for (i = 0; i < t->nrows && !r; i++)
-				if (t->rows[i].short_name == ch)
-					r = &t->rows[i];
+		r = row_of(t, ch);
 		if (!r || is_config(t, r))
 			continue;
 		v = has_arg(t, r) ? optarg : "true";
