@@ -33,15 +33,17 @@
  * that breaks the order is treated as corrupt. Segments with nothing pending
  * are deleted, except the last one while it has room (appends continue there).
  * Peek checks the CRCs again, so a record damaged after open is still skipped.
+ *
+ * The writes themselves (io_uring, or pwritev without it) are spool_write.c's.
  */
 #include "spool.h"
+#include "spool_write.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <liburing.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -65,8 +67,6 @@
 #define SEG_NAME_LEN 20u         /* 16 hex digits + ".seg" */
 #define MAX_ID (1ull << 62)      /* ids and names above are corrupt: no wrap, ever */
 #define SCAN_CHUNK (1u << 20)
-#define MAX_IOV 4
-#define RING_UNUSABLE 1          /* uring_run: finish this job without the ring */
 
 struct rt_spool_segment {
 	uint64_t first_id;     /* from its name, checked against its header */
@@ -261,14 +261,6 @@ static ssize_t pread_full(int fd, void *buf, size_t n, uint64_t off)
 	return (ssize_t)got;
 }
 
-static int sync_fd(int fd)
-{
-	while (fdatasync(fd) != 0)
-		if (errno != EINTR)
-			return -errno;
-	return 0;
-}
-
 /* Open a regular file in the spool directory without following links or blocking. */
 static int open_in_dir(int dir_fd, const char *name, int flags)
 {
@@ -314,190 +306,6 @@ static int make_dirs(const char *path)
 	return 0;
 }
 
-/* ------------------------------------------------------------- writing ---- */
-
-/* One write (iovecs at an offset, optionally followed by fdatasync) to finish. */
-struct write_job {
-	int fd;
-	uint64_t off;
-	struct iovec v[MAX_IOV];
-	struct iovec *iov; /* first iovec not fully written */
-	int cnt;
-	size_t total, done;
-	int sync, synced;
-};
-
-static void job_init(struct write_job *w, int fd, uint64_t off, int sync)
-{
-	memset(w, 0, sizeof *w);
-	w->fd = fd;
-	w->off = off;
-	w->iov = w->v;
-	w->sync = sync;
-}
-
-static void job_add(struct write_job *w, const void *p, size_t n)
-{
-	if (n == 0)
-		return;
-	w->v[w->cnt].iov_base = (void *)p;
-	w->v[w->cnt].iov_len = n;
-	w->cnt++;
-	w->total += n;
-}
-
-/* n more bytes are on disk: step past them. */
-static void job_advance(struct write_job *w, size_t n)
-{
-	w->done += n;
-	while (n > 0 && w->cnt > 0) {
-		size_t k = n < w->iov->iov_len ? n : w->iov->iov_len;
-		w->iov->iov_base = (uint8_t *)w->iov->iov_base + k;
-		w->iov->iov_len -= k;
-		n -= k;
-		if (w->iov->iov_len == 0) {
-			w->iov++;
-			w->cnt--;
-		}
-	}
-}
-
-static int job_pending(const struct write_job *w)
-{
-	return w->done < w->total || (w->sync && !w->synced);
-}
-
-static int uring_unsupported(int res)
-{
-	return res == -EINVAL || res == -EOPNOTSUPP || res == -ENOSYS || res == -EAGAIN;
-}
-
-/* Queue the rest of the job: a writev linked to an fdatasync. The SQE count. */
-static int uring_queue(struct io_uring *ring, struct write_job *w)
-{
-	struct io_uring_sqe *sqe;
-	int n = 0;
-	if (w->done < w->total) {
-		if (!(sqe = io_uring_get_sqe(ring)))
-			return -1;
-		io_uring_prep_writev(sqe, w->fd, w->iov, (unsigned)w->cnt, w->off + w->done);
-		io_uring_sqe_set_data64(sqe, 1);
-		if (w->sync)
-			sqe->flags |= IOSQE_IO_LINK;
-		n++;
-	}
-	if (w->sync) {
-		if (!(sqe = io_uring_get_sqe(ring)))
-			return -1;
-		io_uring_prep_fsync(sqe, w->fd, IORING_FSYNC_DATASYNC);
-		io_uring_sqe_set_data64(sqe, 2);
-		n++;
-	}
-	return n;
-}
-
-/*
- * Run the job on the ring: 0 done, -errno for an I/O error, RING_UNUSABLE when
- * the ring cannot do it (the job then holds how far it got).
- */
-static int uring_run(struct io_uring *ring, struct write_job *w)
-{
-	while (job_pending(w)) {
-		int want = uring_queue(ring, w), submitted, err = 0, unusable = 0, synced = 0;
-		if (want < 0)
-			return RING_UNUSABLE;
-		submitted = io_uring_submit_and_wait(ring, (unsigned)want);
-		if (submitted <= 0)
-			return RING_UNUSABLE;
-		for (int i = 0; i < submitted; i++) {
-			struct io_uring_cqe *cqe;
-			int rc;
-			while ((rc = io_uring_wait_cqe(ring, &cqe)) == -EINTR)
-				;
-			if (rc < 0)
-				return RING_UNUSABLE;
-			int res = cqe->res;
-			uint64_t what = io_uring_cqe_get_data64(cqe);
-			io_uring_cqe_seen(ring, cqe);
-			if (res == -ECANCELED)
-				continue; /* the fsync after a short write: redone below */
-			if (uring_unsupported(res))
-				unusable = 1;
-			else if (res < 0)
-				err = res;
-			else if (what == 1 && res == 0)
-				err = -EIO;
-			else if (what == 1)
-				job_advance(w, (size_t)res);
-			else
-				synced = 1;
-		}
-		if (err)
-			return err;
-		if (unusable || submitted < want)
-			return RING_UNUSABLE;
-		/* An fsync that ran after a short write synced only part of the job. */
-		if (synced && w->done == w->total)
-			w->synced = 1;
-	}
-	return 0;
-}
-
-static int pwrite_run(struct write_job *w)
-{
-	while (w->done < w->total) {
-		ssize_t n = pwritev(w->fd, w->iov, w->cnt, (off_t)(w->off + w->done));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO;
-		job_advance(w, (size_t)n);
-	}
-	if (w->sync && !w->synced) {
-		int rc = sync_fd(w->fd);
-		if (rc)
-			return rc;
-		w->synced = 1;
-	}
-	return 0;
-}
-
-static void ring_close(struct rt_spool *s)
-{
-	if (!s->ring)
-		return;
-	io_uring_queue_exit(s->ring);
-	free(s->ring);
-	s->ring = NULL;
-	s->st.uring = 0;
-}
-
-/* Every write goes here: the ring if there is one, else (or if it fails) pwritev. */
-static int run_write(struct rt_spool *s, struct write_job *w)
-{
-	if (s->ring) {
-		int rc = uring_run(s->ring, w);
-		if (rc != RING_UNUSABLE)
-			return rc;
-		ring_close(s); /* SQEs may be stranded in it: never use it again */
-	}
-	s->st.fallback_writes++;
-	return pwrite_run(w);
-}
-
-static void ring_open(struct rt_spool *s)
-{
-	struct io_uring *ring = calloc(1, sizeof *ring);
-	if (ring && io_uring_queue_init(4, ring, 0) == 0) {
-		s->ring = ring;
-		s->st.uring = 1;
-		return;
-	}
-	free(ring);
-}
-
 /* ------------------------------------------------------------- cursor ---- */
 
 static void encode_cursor_slot(uint8_t b[CURSOR_SLOT], uint64_t seq, uint64_t consumed)
@@ -523,12 +331,12 @@ static int decode_cursor_slot(const uint8_t *b, uint64_t *seq, uint64_t *consume
 static int write_cursor(struct rt_spool *s, uint64_t consumed)
 {
 	uint8_t b[CURSOR_SLOT];
-	struct write_job w;
+	struct rt_spool_job w;
 	uint64_t seq = s->cursor_seq + 1;
 	encode_cursor_slot(b, seq, consumed);
-	job_init(&w, s->cursor_fd, (seq & 1) ? CURSOR_SLOT1_OFF : 0, s->sync);
-	job_add(&w, b, sizeof b);
-	int rc = run_write(s, &w);
+	rt_spool_job_init(&w, s->cursor_fd, (seq & 1) ? CURSOR_SLOT1_OFF : 0, s->sync);
+	rt_spool_job_add(&w, b, sizeof b);
+	int rc = rt_spool_write(s, &w);
 	if (rc == 0)
 		s->cursor_seq = seq;
 	return rc;
@@ -881,7 +689,7 @@ static int scan_segment(struct rt_spool *s, struct reader *r, struct rt_spool_se
 static int cut_torn_tail(struct rt_spool *s, int fd, struct rt_spool_segment *seg)
 {
 	s->st.torn_skipped++;
-	if (ftruncate(fd, (off_t)seg->size) != 0 || (s->sync && sync_fd(fd) != 0)) {
+	if (ftruncate(fd, (off_t)seg->size) != 0 || (s->sync && rt_spool_sync_fd(fd) != 0)) {
 		s->st.io_errors++;
 		return 0;
 	}
@@ -1124,7 +932,7 @@ int rt_spool_open(struct rt_spool *s, const struct rt_spool_opts *o, char *err, 
 	if (s->sync)
 		fsync(s->dir_fd); /* deletions and cuts of the recovery */
 	if (!o->no_uring)
-		ring_open(s);
+		rt_spool_ring_open(s);
 	return 0;
 }
 
@@ -1201,7 +1009,7 @@ static int append_once(struct rt_spool *s, const void *rec, size_t len, uint64_t
 {
 	static const uint8_t zeros[8];
 	uint8_t sh[SEG_HDR], rh[REC_HDR];
-	struct write_job w;
+	struct rt_spool_job w;
 	uint64_t rb = rec_bytes(len), off = SEG_HDR;
 	int fd, rc, new_seg;
 	if (len > RT_SPOOL_MAX_RECORD || s->st.bytes_pending + rb > s->max_bytes) {
@@ -1223,15 +1031,15 @@ static int append_once(struct rt_spool *s, const void *rec, size_t len, uint64_t
 		return fd;
 	}
 	encode_rec_header(rh, s->next_id, rec, (uint32_t)len);
-	job_init(&w, fd, new_seg ? 0 : off, s->sync);
+	rt_spool_job_init(&w, fd, new_seg ? 0 : off, s->sync);
 	if (new_seg) {
 		encode_seg_header(sh, s->next_id);
-		job_add(&w, sh, sizeof sh);
+		rt_spool_job_add(&w, sh, sizeof sh);
 	}
-	job_add(&w, rh, sizeof rh);
-	job_add(&w, rec, len);
-	job_add(&w, zeros, rb - REC_HDR - len);
-	rc = run_write(s, &w);
+	rt_spool_job_add(&w, rh, sizeof rh);
+	rt_spool_job_add(&w, rec, len);
+	rt_spool_job_add(&w, zeros, rb - REC_HDR - len);
+	rc = rt_spool_write(s, &w);
 	if (rc == 0 && new_seg && s->sync && fsync(s->dir_fd) != 0)
 		rc = -errno; /* the record is written but its file may not survive a crash */
 	if (rc) {
@@ -1289,11 +1097,11 @@ void rt_spool_close(struct rt_spool *s)
 		return;
 	if (!s->sync) {
 		if (s->tail_fd >= 0)
-			sync_fd(s->tail_fd);
+			rt_spool_sync_fd(s->tail_fd);
 		if (s->cursor_fd >= 0)
-			sync_fd(s->cursor_fd);
+			rt_spool_sync_fd(s->cursor_fd);
 	}
-	ring_close(s);
+	rt_spool_ring_close(s);
 	close_fd(&s->head_fd);
 	close_fd(&s->tail_fd);
 	close_fd(&s->cursor_fd);

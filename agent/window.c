@@ -9,8 +9,8 @@
  * trace). The others are read: their segments' frames, whole records only
  * (a record split across buffers is never one of the two small events wanted),
  * and of those only two event kinds: RESOURCE (the writer stream's
- * service.name) and SPAN_START / SPAN_END (shm/events.h). A tiny bounded
- * msgpack cursor reads them; any record that does not parse is skipped and
+ * service.name) and SPAN_START / SPAN_END (shm/events.h). The strict msgpack
+ * reader (wire/mp.h) reads them; any record that does not parse is skipped and
  * counted. The root SERVER span (parent 0) of the asked service gives the
  * candidate: its span id, its start, its end if it ended. Ticks become Unix ns
  * with the pool's calibration through rt_wire_slice_tick_ns, the one conversion
@@ -32,116 +32,34 @@
 #include "retrace/tracer.h"
 #include "shm/events.h"
 #include "shm/frame.h"
+#include "wire/mp.h"
 
 /* ------------------------------------------------------ msgpack cursor ---- */
 
-struct mp {
-	const uint8_t *p;
-	uint32_t n, i;
-};
+/* The fields are read with the strict msgpack reader the coordinator's decoder
+ * uses (wire/mp.h), so both accept the same events. */
 
-static uint64_t be(const uint8_t *p, unsigned w)
+static int mp_uint(struct rt_mp *m, uint64_t *v)
 {
-	uint64_t v = 0;
-	for (unsigned k = 0; k < w; k++)
-		v = v << 8 | p[k];
-	return v;
+	return rt_mp_u64(m, v) ? -1 : 0;
 }
 
-static int mp_uint(struct mp *m, uint64_t *v)
+static int mp_str(struct rt_mp *m, const uint8_t **s, uint32_t *len)
 {
-	uint8_t b;
-	unsigned w;
-	if (m->i >= m->n)
-		return -1;
-	b = m->p[m->i];
-	if (b <= 0x7f) {
-		*v = b;
-		m->i++;
-		return 0;
-	}
-	if (b < 0xcc || b > 0xcf)
-		return -1;
-	w = 1u << (b - 0xcc);
-	if (m->n - m->i < 1 + w)
-		return -1;
-	*v = be(m->p + m->i + 1, w);
-	m->i += 1 + w;
-	return 0;
+	return rt_mp_raw(m, 0, RETRACE_EV_MAX_STR, s, len) ? -1 : 0;
 }
 
-static int mp_str(struct mp *m, const uint8_t **s, uint32_t *len)
+static int mp_map(struct rt_mp *m, uint32_t *count)
 {
-	uint8_t b;
-	unsigned w = 0;
-	uint64_t n;
-	if (m->i >= m->n)
-		return -1;
-	b = m->p[m->i];
-	if (b >= 0xa0 && b <= 0xbf)
-		n = b & 0x1f;
-	else if (b >= 0xd9 && b <= 0xdb) {
-		w = 1u << (b - 0xd9);
-		if (m->n - m->i < 1 + w)
-			return -1;
-		n = be(m->p + m->i + 1, w);
-	} else
-		return -1;
-	if (n > RETRACE_EV_MAX_STR || m->n - m->i - 1 - w < n)
-		return -1;
-	*s = m->p + m->i + 1 + w;
-	*len = (uint32_t)n;
-	m->i += 1 + w + (uint32_t)n;
-	return 0;
+	return rt_mp_map(m, UINT32_MAX, count) ? -1 : 0;
 }
 
-static int mp_map(struct mp *m, uint32_t *count)
+/* A resource attribute value: str | int | float | bool | nil. */
+static int mp_skip_value(struct rt_mp *m)
 {
-	uint8_t b;
-	if (m->i >= m->n)
+	struct rt_mp_obj o;
+	if (rt_mp_scalar(m, RETRACE_EV_MAX_STR, &o) || o.kind == RT_MP_BIN || o.kind == RT_MP_EXT)
 		return -1;
-	b = m->p[m->i];
-	if (b >= 0x80 && b <= 0x8f) {
-		*count = b & 0x0f;
-		m->i++;
-		return 0;
-	}
-	if (b != 0xde || m->n - m->i < 3)
-		return -1;
-	*count = (uint32_t)be(m->p + m->i + 1, 2);
-	m->i += 3;
-	return 0;
-}
-
-/* A resource attribute value: str | int | float64 | bool | nil. */
-static int mp_skip_value(struct mp *m)
-{
-	const uint8_t *s;
-	uint32_t n;
-	uint8_t b;
-	unsigned w;
-	if (m->i >= m->n)
-		return -1;
-	b = m->p[m->i];
-	if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
-		m->i++;
-		return 0;
-	}
-	if ((b >= 0xa0 && b <= 0xbf) || (b >= 0xd9 && b <= 0xdb))
-		return mp_str(m, &s, &n);
-	if (b >= 0xcc && b <= 0xcf)
-		w = 1u << (b - 0xcc);
-	else if (b >= 0xd0 && b <= 0xd3)
-		w = 1u << (b - 0xd0);
-	else if (b == 0xcb)
-		w = 8;
-	else if (b == 0xca)
-		w = 4;
-	else
-		return -1;
-	if (m->n - m->i < 1 + w)
-		return -1;
-	m->i += 1 + w;
 	return 0;
 }
 
@@ -197,7 +115,7 @@ static int stream_of(struct reading *r, uint32_t pid, uint32_t tid)
 /* One whole record of stream `st`: keep what the query needs. 0, or -1 if bad. */
 static int read_record(struct reading *r, int st, const uint8_t *rec, uint32_t len)
 {
-	struct mp m = {rec, len, 2};
+	struct rt_mp m = {rec, len, 2};
 	uint64_t span, parent, kind, tick, pid;
 	const uint8_t *s;
 	uint32_t n, i;

@@ -318,17 +318,13 @@ static inline uint8_t *event_reserve(struct rt_thread *t, size_t bound)
 
 /* ----------------------------------------------------------- ids ---- */
 
-static uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
+/* The seed goes through the one splitmix64 the client has (retrace_trace_hash),
+ * as client.c's and context.c's do. */
 void rt_tracer_seed(struct rt_thread *t)
 {
-	uint64_t s = mix64(retrace_ticks() ^ ((uint64_t)t->tid << 32) ^ t->pid ^
-			   (uint64_t)(uintptr_t)t);
+	retrace_trace_id m = { 0, retrace_ticks() ^ ((uint64_t)t->tid << 32) ^ t->pid ^
+				      (uint64_t)(uintptr_t)t };
+	uint64_t s = retrace_trace_hash(m);
 	t->tracer.rng = s ? s : 0x9E3779B97F4A7C15ull;
 }
 

@@ -1,40 +1,44 @@
 /*
- * coordinator/config.c — retrace-coordinator's settings from one table.
+ * coordinator/config.c — retrace-coordinator's settings: its table of rows and
+ * its checks.
  *
  * Each row names a setting once: its long flag (also its config-file key), its
- * type, where it lives in struct rt_coord_config and its help line; the
- * getopt_long table, the `--config FILE` parser and --help come from the rows.
- * Values are parsed strictly (the whole string, in range).
+ * kind, where it lives in struct rt_coord_config, the value's name and its help
+ * line. The flags, the `--config FILE` parser and --help come from the rows
+ * through daemon/options.c; the kinds below say how each value is read and what
+ * range it takes. What no single value can say (--member-id among --peers, on or
+ * off) is checked after parsing.
  */
 #include "coordinator.h"
 
-#include <errno.h>
-#include <getopt.h>
-#include <grp.h>
-#include <math.h>
 #include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "store.h"
 #include "daemon/log.h"
 #include "daemon/ring.h"
 #include "daemon/metrics.h"
+#include "daemon/options.h"
 #include "http_api.h"
 
 enum opt_type { T_STR, T_LIST, T_SECONDS, T_U32, T_U64, T_FLAG, T_LEVEL, T_CONFIG, T_GID };
 
-struct opt_row {
-	const char *name;
-	enum opt_type type;
-	size_t off;
-	const char *arg;
-	const char *help;
+static const struct rt_opt_kind kinds[] = {
+	[T_STR] = { RT_OPT_STR, 0, 0, 0, RT_COORD_URL_MAX, NULL },
+	[T_LIST] = { RT_OPT_STR, 0, 0, 0, RT_COORD_PEERS_MAX, NULL },
+	[T_SECONDS] = { RT_OPT_REAL, 0, 1e7, 0, 0, "seconds from 0 to 10000000" },
+	[T_U32] = { RT_OPT_U32, 0, 0, 0, 0, "an unsigned 32-bit integer" },
+	[T_U64] = { RT_OPT_U64, 0, 0, 0, 0, "an unsigned integer" },
+	[T_FLAG] = { RT_OPT_FLAG, 0, 0, 0, 0, "true or false" },
+	[T_LEVEL] = { RT_OPT_LEVEL, 0, 0, 0, 0, "error, warn, info or debug" },
+	[T_CONFIG] = { RT_OPT_CONFIG, 0, 0, 0, 0, NULL },
+	[T_GID] = { RT_OPT_GID, 0, 0, 0, 0, "a group name or a numeric group id" },
 };
 
 #define F(field) offsetof(struct rt_coord_config, field)
 
-static const struct opt_row rows[] = {
+RT_OPT_ROWS_BEGIN
+static const struct rt_opt rows[] = {
 	{ "config", T_CONFIG, 0, "FILE", "read settings from FILE (key = value lines)" },
 	{ "listen", T_STR, F(listen), "URL", "where agents register and send triggers, and `retrace status` asks (default tcp://127.0.0.1:7700)" },
 	{ "collector", T_STR, F(collector), "URL", "where agents send slices (default tcp://127.0.0.1:7701)" },
@@ -83,8 +87,18 @@ static const struct opt_row rows[] = {
 	{ "history-interval", T_SECONDS, F(history_interval), "SEC", "with --http-listen: sample per-trigger rates, agents' event horizon and drops and selection windows this often for the UI's history (/api/history; default 5, 0 = off)" },
 	{ "check-config", T_FLAG, F(check_config), NULL, "check every setting's syntax and range (flags and --config file), then exit: 0, or 2 with the reason" },
 };
+RT_OPT_ROWS_END
 
-#define NROWS (sizeof rows / sizeof rows[0])
+static const struct rt_opt_table table = {
+	.prog = "retrace-coordinator",
+	.intro = "usage: retrace-coordinator [options]\n"
+		 "Follows breadcrumbs from every trigger to each agent the request visited,\n"
+		 "collects their slices into coherent traces and keeps them in a store (SQLite or ClickHouse).\n\n",
+	.rows = rows,
+	.nrows = sizeof rows / sizeof rows[0],
+	.kinds = kinds,
+	.nkinds = sizeof kinds / sizeof kinds[0],
+};
 
 void rt_coord_config_defaults(struct rt_coord_config *c)
 {
@@ -114,171 +128,14 @@ void rt_coord_config_defaults(struct rt_coord_config *c)
 
 void rt_coord_usage(FILE *out)
 {
-	size_t i;
-	fprintf(out, "usage: retrace-coordinator [options]\n"
-		     "Follows breadcrumbs from every trigger to each agent the request visited,\n"
-		     "collects their slices into coherent traces and keeps them in a store (SQLite or ClickHouse).\n\n");
-	for (i = 0; i < NROWS; i++) {
-		char flag[64];
-		snprintf(flag, sizeof flag, "--%s%s%s", rows[i].name, rows[i].arg ? " " : "",
-			 rows[i].arg ? rows[i].arg : "");
-		fprintf(out, "  %-26s %s\n", flag, rows[i].help);
-	}
-	fprintf(out, "  %-26s %s\n", "-h, --help", "this help");
-}
-
-static int parse_value(const struct opt_row *r, const char *v, struct rt_coord_config *c, FILE *err);
-
-static int load_file(struct rt_coord_config *c, const char *path, FILE *err)
-{
-	FILE *f = fopen(path, "r");
-	char line[1024];
-	unsigned no = 0;
-	if (!f) {
-		fprintf(err, "retrace-coordinator: cannot read %s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	while (fgets(line, sizeof line, f)) {
-		char *k = line, *v, *e;
-		size_t i;
-		no++;
-		while (*k == ' ' || *k == '\t')
-			k++;
-		if (*k == '#' || *k == '\n' || *k == 0)
-			continue;
-		if (!(v = strchr(k, '='))) {
-			fprintf(err, "%s:%u: expected key = value\n", path, no);
-			fclose(f);
-			return -1;
-		}
-		*v++ = 0;
-		for (e = v - 2; e >= k && (*e == ' ' || *e == '\t'); e--)
-			*e = 0;
-		while (*v == ' ' || *v == '\t')
-			v++;
-		for (e = v + strlen(v); e > v && (e[-1] == '\n' || e[-1] == ' ' || e[-1] == '\t');)
-			*--e = 0;
-		for (i = 0; i < NROWS && strcmp(rows[i].name, k) != 0; i++)
-			;
-		if (i == NROWS || rows[i].type == T_CONFIG) {
-			fprintf(err, "%s:%u: unknown setting '%s'\n", path, no, k);
-			fclose(f);
-			return -1;
-		}
-		if (parse_value(&rows[i], v, c, err) != 0) {
-			fprintf(err, "%s:%u: (in the file above)\n", path, no);
-			fclose(f);
-			return -1;
-		}
-	}
-	fclose(f);
-	return 0;
-}
-
-static int parse_value(const struct opt_row *r, const char *v, struct rt_coord_config *c, FILE *err)
-{
-	char *p = (char *)c + r->off, *end;
-	errno = 0;
-	switch (r->type) {
-	case T_STR:
-		if (strlen(v) >= RT_COORD_URL_MAX || !*v)
-			goto bad;
-		snprintf(p, RT_COORD_URL_MAX, "%s", v);
-		return 0;
-	case T_LIST:
-		if (strlen(v) >= RT_COORD_PEERS_MAX || !*v)
-			goto bad;
-		snprintf(p, RT_COORD_PEERS_MAX, "%s", v);
-		return 0;
-	case T_SECONDS: {
-		double d = strtod(v, &end);
-		if (errno || *end || end == v || !isfinite(d) || d < 0 || d > 1e7)
-			goto bad;
-		*(double *)p = d;
-		return 0;
-	}
-	case T_U32:
-	case T_U64: {
-		unsigned long long x;
-		if (*v == '-')
-			goto bad;
-		x = strtoull(v, &end, 10);
-		if (errno || *end || end == v || (r->type == T_U32 && x > UINT32_MAX))
-			goto bad;
-		if (r->type == T_U32)
-			*(uint32_t *)p = (uint32_t)x;
-		else
-			*(uint64_t *)p = x;
-		return 0;
-	}
-	case T_FLAG:
-		if (v && *v && strcmp(v, "1") && strcmp(v, "true") && strcmp(v, "yes"))
-			goto bad;
-		*(int *)p = 1;
-		return 0;
-	case T_LEVEL: {
-		int level = rt_log_level_parse(v);
-		if (level < 0)
-			goto bad;
-		*(int *)p = level;
-		return 0;
-	}
-	case T_CONFIG:
-		return load_file(c, v, err);
-	case T_GID: {
-		struct group *g = getgrnam(v);
-		unsigned long long x;
-		if (g) {
-			*(long *)p = (long)g->gr_gid;
-			return 0;
-		}
-		if (*v == '-')
-			goto bad;
-		x = strtoull(v, &end, 10);
-		if (errno || *end || end == v || x >= UINT32_MAX)
-			goto bad;
-		*(long *)p = (long)x;
-		return 0;
-	}
-	}
-bad:
-	fprintf(err, "retrace-coordinator: bad value '%s' for --%s%s%s\n", v, r->name,
-		r->arg ? " " : "", r->arg ? r->arg : "");
-	return -1;
+	rt_opt_usage(&table, out);
 }
 
 int rt_coord_config_parse(struct rt_coord_config *c, int argc, char **argv, FILE *err)
 {
-	struct option opts[NROWS + 2];
-	size_t i;
-	int ch, idx;
-	for (i = 0; i < NROWS; i++) {
-		opts[i].name = rows[i].name;
-		opts[i].has_arg = rows[i].type == T_FLAG ? no_argument : required_argument;
-		opts[i].flag = NULL;
-		opts[i].val = 1000 + (int)i;
-	}
-	opts[NROWS] = (struct option){ "help", no_argument, NULL, 'h' };
-	opts[NROWS + 1] = (struct option){ 0, 0, 0, 0 };
-	optind = 1;
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
-		if (ch == 'h') {
-			rt_coord_usage(stdout);
-			return 1;
-		}
-		if (ch < 1000) {
-			fprintf(err, "retrace-coordinator: unknown or incomplete option '%s' (see --help)\n",
-				argv[optind - 1]);
-			return -1;
-		}
-		if (parse_value(&rows[ch - 1000], optarg ? optarg : "", c, err) != 0)
-			return -1;
-	}
-	if (optind < argc) {
-		fprintf(err, "retrace-coordinator: unexpected argument '%s' (see --help)\n", argv[optind]);
-		return -1;
-	}
+	int rc = rt_opt_parse(&table, c, argc, argv, err);
+	if (rc != 0)
+		return rc;
 	if (c->max_groups == 0 || c->max_groups > (1u << 22)) {
 		fprintf(err, "retrace-coordinator: --max-groups must be 1..4194304\n");
 		return -1;

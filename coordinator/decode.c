@@ -13,7 +13,7 @@
  *      of its buffer and is treated like a gap too (the records after it are
  *      lost just the same).
  *   3. A record starting with 0xC1 and a known type is a tracer event
- *      (shm/events.h), read field by field with msgpack-c. Events update span
+ *      (shm/events.h), read field by field with wire/mp.h. Events update span
  *      accumulators found through a hash on span id; attributes and logs go
  *      into lists in the order read (= the order written, per stream);
  *      TEMPLATEs into a hash on template id; RESOURCEs into a list.
@@ -39,15 +39,17 @@
  * tail is complete, and a record still open at the end of what we have is
  * counted truncated either way.
  *
+ * Beside this file (their shared state is decode_internal.h): the arena and id
+ * map (decode_arena.c), the event reader (decode_event.c) and the log body
+ * renderer (decode_log.c).
+ *
  * Every output string and array lives in one bump arena owned by the result.
  * Memory is linear in the input: each stored byte of output comes from a
  * decoded field, except log bodies, which are capped (RT_DECODE_MAX_BODY).
  */
 #include "decode.h"
+#include "decode_internal.h"
 
-#include <msgpack.h>
-#include <stdalign.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,190 +58,8 @@
 
 #include "retrace/tracer.h"
 #include "shm/events.h"
-#include "shm/fmt.h"
 #include "shm/frame.h"
-
-#define NO_SPAN UINT32_MAX
-
-/* ------------------------------------------------------------- arena ---- */
-
-#define ARENA_CHUNK (64u * 1024u)
-
-struct arena_chunk {
-	struct arena_chunk *next;
-	size_t used, cap;
-	alignas(max_align_t) unsigned char data[];
-};
-
-struct arena {
-	struct arena_chunk *head;
-};
-
-static void *arena_alloc(struct arena *a, size_t n)
-{
-	const size_t align = alignof(max_align_t);
-	struct arena_chunk *c = a->head;
-	size_t at;
-
-	if (n == 0)
-		n = 1;
-	if (c) {
-		at = (c->used + align - 1) & ~(align - 1);
-		if (at <= c->cap && c->cap - at >= n) {
-			c->used = at + n;
-			return c->data + at;
-		}
-	}
-	if (n > ARENA_CHUNK / 4) {
-		/* A big block gets a chunk of its own behind the head, so the room
-		 * left in the head chunk stays usable. */
-		c = malloc(sizeof *c + n);
-		if (!c)
-			return NULL;
-		c->used = c->cap = n;
-		if (a->head) {
-			c->next = a->head->next;
-			a->head->next = c;
-		} else {
-			c->next = NULL;
-			a->head = c;
-		}
-		return c->data;
-	}
-	c = malloc(sizeof *c + ARENA_CHUNK);
-	if (!c)
-		return NULL;
-	c->cap = ARENA_CHUNK;
-	c->used = n;
-	c->next = a->head;
-	a->head = c;
-	return c->data;
-}
-
-static char *arena_strndup(struct arena *a, const char *s, size_t n)
-{
-	char *d = arena_alloc(a, n + 1);
-	if (!d)
-		return NULL;
-	if (n)
-		memcpy(d, s, n);
-	d[n] = 0;
-	return d;
-}
-
-static void arena_free(struct arena *a)
-{
-	while (a->head) {
-		struct arena_chunk *next = a->head->next;
-		free(a->head);
-		a->head = next;
-	}
-}
-
-/* Grow *p (an array of `elem`-sized items with capacity *cap) to hold `need`. */
-static int grow(void *p, size_t *cap, size_t need, size_t elem)
-{
-	void **pp = p;
-	size_t c = *cap ? *cap : 16;
-	void *n;
-	if (need <= *cap)
-		return 0;
-	while (c < need)
-		c *= 2;
-	if (c > SIZE_MAX / elem || !(n = realloc(*pp, c * elem)))
-		return -1;
-	*pp = n;
-	*cap = c;
-	return 0;
-}
-
-/* qsort, minus the undefined behaviour of a NULL base with no items. */
-static void sort_items(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
-{
-	if (n > 1)
-		qsort(base, n, size, cmp);
-}
-
-/* -------------------------------------------------------- id hash map ---- */
-
-/* Open addressing from a 64-bit id to a uint32 index. The seed varies per
- * decoder so crafted ids cannot make every probe collide; output order never
- * depends on it (spans are sorted). */
-struct idmap {
-	uint64_t *keys;
-	uint32_t *vals; /* NO_SPAN = empty */
-	size_t cap, n;  /* cap: power of two */
-	uint64_t seed;
-};
-
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static size_t idmap_slot(const struct idmap *m, uint64_t key)
-{
-	size_t i = (size_t)mix64(key ^ m->seed) & (m->cap - 1);
-	while (m->vals[i] != NO_SPAN && m->keys[i] != key)
-		i = (i + 1) & (m->cap - 1);
-	return i;
-}
-
-static int idmap_rehash(struct idmap *m, size_t cap)
-{
-	struct idmap n = { calloc(cap, sizeof *n.keys), malloc(cap * sizeof *n.vals), cap, 0, m->seed };
-	size_t i;
-	if (!n.keys || !n.vals) {
-		free(n.keys);
-		free(n.vals);
-		return -1;
-	}
-	memset(n.vals, 0xff, cap * sizeof *n.vals);
-	for (i = 0; i < m->cap; i++) {
-		if (m->vals[i] != NO_SPAN) {
-			size_t s = idmap_slot(&n, m->keys[i]);
-			n.keys[s] = m->keys[i];
-			n.vals[s] = m->vals[i];
-			n.n++;
-		}
-	}
-	free(m->keys);
-	free(m->vals);
-	*m = n;
-	return 0;
-}
-
-static uint32_t idmap_get(const struct idmap *m, uint64_t key)
-{
-	return m->cap ? m->vals[idmap_slot(m, key)] : NO_SPAN;
-}
-
-/* Insert key -> val unless present; *existing gets the value found (or val). */
-static int idmap_put(struct idmap *m, uint64_t key, uint32_t val, uint32_t *existing)
-{
-	size_t s;
-	if ((m->n + 1) * 2 > m->cap && idmap_rehash(m, m->cap ? m->cap * 2 : 64) != 0)
-		return -1;
-	s = idmap_slot(m, key);
-	if (m->vals[s] == NO_SPAN) {
-		m->keys[s] = key;
-		m->vals[s] = val;
-		m->n++;
-	}
-	*existing = m->vals[s];
-	return 0;
-}
-
-static void idmap_free(struct idmap *m)
-{
-	free(m->keys);
-	free(m->vals);
-	memset(m, 0, sizeof *m);
-}
+#include "daemon/random.h"
 
 /* ----------------------------------------------------------- decoder ---- */
 
@@ -277,7 +97,7 @@ void rt_decoder_free(struct rt_decoder *d)
 {
 	if (!d)
 		return;
-	arena_free(&d->input);
+	rt_dec_arena_free(&d->input);
 	free(d->slices);
 	free(d->bufs);
 	free(d);
@@ -296,8 +116,8 @@ int rt_decoder_add_slice(struct rt_decoder *d, const struct rt_wire_slice *s)
 	}
 	if (!d->trace_hi)
 		d->trace_hi = s->trace_hi;
-	if (grow(&d->slices, &d->cap_slices, d->n_slices + 1, sizeof *d->slices) != 0 ||
-	    grow(&d->bufs, &d->cap_bufs, d->n_bufs + s->buffer_count, sizeof *d->bufs) != 0)
+	if (rt_dec_grow(&d->slices, &d->cap_slices, d->n_slices + 1, sizeof *d->slices) != 0 ||
+	    rt_dec_grow(&d->bufs, &d->cap_bufs, d->n_bufs + s->buffer_count, sizeof *d->bufs) != 0)
 		return -1;
 	cal = *s;
 	cal.buffers = NULL;
@@ -309,7 +129,7 @@ int rt_decoder_add_slice(struct rt_decoder *d, const struct rt_wire_slice *s)
 		uint8_t *copy = NULL;
 		if (b->len && !b->data)
 			continue;
-		if (b->len && !(copy = arena_alloc(&d->input, b->len)))
+		if (b->len && !(copy = rt_dec_alloc(&d->input, b->len)))
 			return -1;
 		if (b->len)
 			memcpy(copy, b->data, b->len);
@@ -340,371 +160,6 @@ int rt_decoder_add_message(struct rt_decoder *d, const void *msg, size_t len)
 	return rc;
 }
 
-/* ------------------------------------------------------- build state ---- */
-
-struct span_acc {
-	uint64_t id, parent_id;
-	const char *name;
-	const char *status_message;
-	int64_t status_code;
-	int64_t dropped_ns;        /* SPAN_END adj, in ns */
-	uint64_t start_ns, end_ns;
-	uint16_t p16;
-	uint64_t seen_ns;          /* time of the buffer its first event came in */
-	uint64_t first_log_ns;     /* earliest log time, 0 = none */
-	uint32_t agent, pid, tid;
-	uint32_t stream, segment;  /* of its first event */
-	uint32_t n_attrs, n_logs, n_ends;
-	uint8_t kind, status, has_start, has_end, partial;
-};
-
-struct attr_acc {
-	uint32_t span;
-	struct rt_attr a;
-};
-
-struct log_acc {
-	uint32_t span; /* span_acc index, or NO_SPAN for a loose log */
-	uint32_t order;
-	struct rt_log_event ev;
-};
-
-struct template_ent {
-	uint64_t id;
-	const char *text;
-};
-
-struct resource_acc {
-	struct rt_resource r;
-	uint32_t synthetic; /* made up for a span whose writer sent no RESOURCE */
-	uint32_t order;
-};
-
-struct build {
-	struct arena *out;
-	struct rt_decode_stats *st;
-	struct span_acc *spans;
-	size_t n_spans, cap_spans;
-	struct idmap span_ids;
-	struct attr_acc *attrs;
-	size_t n_attrs, cap_attrs;
-	struct log_acc *logs;
-	size_t n_logs, cap_logs;
-	struct template_ent *templates;
-	size_t n_templates, cap_templates;
-	struct idmap template_ids;
-	struct resource_acc *res;
-	size_t n_res, cap_res;
-	/* where the events being applied come from */
-	const struct rt_wire_slice *slice;
-	const struct in_buf *buf;
-	uint32_t stream, segment;
-	msgpack_unpacked unp;
-	struct rt_trigger_name names[RT_DECODE_MAX_TRIGGER_NAMES];
-	uint32_t n_names;
-};
-
-/* ------------------------------------------------ event field reader ---- */
-
-/*
- * Fields are read with msgpack_unpack_next one object at a time. A container
- * is never a valid field, and the unpacker reserves room for a container's
- * declared element count before the elements exist (docs/wire.md), so the
- * first byte is checked before handing anything to it: an array or map there
- * is corrupt without being unpacked. RESOURCE's map header is read here for
- * the same reason and its keys and values unpacked one by one.
- */
-struct rd {
-	const char *p;
-	size_t n, off;
-	msgpack_unpacked *u;
-};
-
-static int is_container(uint8_t b)
-{
-	return (b >= 0x80 && b <= 0x9f) || (b >= 0xdc && b <= 0xdf);
-}
-
-static int rd_obj(struct rd *r, msgpack_object *o)
-{
-	msgpack_unpack_return rc;
-	if (r->off >= r->n || is_container((uint8_t)r->p[r->off]))
-		return -1;
-	rc = msgpack_unpack_next(r->u, r->p, r->n, &r->off);
-	if (rc != MSGPACK_UNPACK_SUCCESS && rc != MSGPACK_UNPACK_EXTRA_BYTES)
-		return -1;
-	*o = r->u->data;
-	return 0;
-}
-
-static int rd_uint(struct rd *r, uint64_t max, uint64_t *v)
-{
-	msgpack_object o;
-	if (rd_obj(r, &o) != 0 || o.type != MSGPACK_OBJECT_POSITIVE_INTEGER || o.via.u64 > max)
-		return -1;
-	*v = o.via.u64;
-	return 0;
-}
-
-static int obj_int64(const msgpack_object *o, int64_t *v)
-{
-	if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
-		*v = o->via.i64;
-		return 0;
-	}
-	if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= (uint64_t)INT64_MAX) {
-		*v = (int64_t)o->via.u64;
-		return 0;
-	}
-	return -1;
-}
-
-static int rd_int(struct rd *r, int64_t *v)
-{
-	msgpack_object o;
-	return rd_obj(r, &o) == 0 ? obj_int64(&o, v) : -1;
-}
-
-/* A str of at most RETRACE_EV_MAX_STR bytes with no NUL (it becomes a C string). */
-static const char *obj_str(struct arena *a, const msgpack_object *o)
-{
-	if (o->type != MSGPACK_OBJECT_STR || o->via.str.size > RETRACE_EV_MAX_STR ||
-	    (o->via.str.size && memchr(o->via.str.ptr, 0, o->via.str.size)))
-		return NULL;
-	return arena_strndup(a, o->via.str.ptr, o->via.str.size);
-}
-
-static const char *rd_str(struct rd *r, struct arena *a)
-{
-	msgpack_object o;
-	return rd_obj(r, &o) == 0 ? obj_str(a, &o) : NULL;
-}
-
-/*
- * A value: str | int | float64 | bool (| nil when allow_nil). `wide` accepts
- * integers up to UINT64_MAX (a log argument of an unsigned conversion), kept
- * as their bit pattern in the int64.
- */
-static int obj_value(struct arena *a, const msgpack_object *o, int allow_nil, int wide,
-		     struct rt_value *v)
-{
-	memset(v, 0, sizeof *v);
-	switch (o->type) {
-	case MSGPACK_OBJECT_STR:
-		v->type = RT_VAL_STR;
-		return (v->u.s = obj_str(a, o)) ? 0 : -1;
-	case MSGPACK_OBJECT_POSITIVE_INTEGER:
-		v->type = RT_VAL_INT;
-		if (wide) {
-			v->u.i = (int64_t)o->via.u64;
-			return 0;
-		}
-		return obj_int64(o, &v->u.i);
-	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
-		v->type = RT_VAL_INT;
-		v->u.i = o->via.i64;
-		return 0;
-	case MSGPACK_OBJECT_FLOAT64:
-		v->type = RT_VAL_DOUBLE;
-		v->u.d = o->via.f64;
-		return 0;
-	case MSGPACK_OBJECT_BOOLEAN:
-		v->type = RT_VAL_BOOL;
-		v->u.b = o->via.boolean ? 1 : 0;
-		return 0;
-	case MSGPACK_OBJECT_NIL:
-		v->type = RT_VAL_NONE;
-		return allow_nil ? 0 : -1;
-	default:
-		return -1;
-	}
-}
-
-static int rd_value(struct rd *r, struct arena *a, int allow_nil, int wide, struct rt_value *v)
-{
-	msgpack_object o;
-	return rd_obj(r, &o) == 0 ? obj_value(a, &o, allow_nil, wide, v) : -1;
-}
-
-/* The map header of RESOURCE (see struct rd for why it is read by hand). */
-static int rd_map_header(struct rd *r, uint32_t *count)
-{
-	const uint8_t *p = (const uint8_t *)r->p + r->off;
-	size_t left = r->n - r->off;
-	if (left < 1)
-		return -1;
-	if (p[0] >= 0x80 && p[0] <= 0x8f) {
-		*count = p[0] & 0x0fu;
-		r->off += 1;
-	} else if (p[0] == 0xde && left >= 3) {
-		*count = (uint32_t)p[1] << 8 | p[2];
-		r->off += 3;
-	} else if (p[0] == 0xdf && left >= 5) {
-		*count = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 | p[4];
-		r->off += 5;
-	} else {
-		return -1;
-	}
-	return 0;
-}
-
-/* -------------------------------------------------------- the events ---- */
-
-struct event {
-	uint8_t type, kind, status, level;
-	uint16_t p16;        /* SPAN_START: the policy's keep probability */
-	int64_t adj;         /* SPAN_END: dropped descendants' ticks */
-	uint64_t span_id, parent_id, tick, template_id;
-	uint32_t pid;
-	int64_t code;
-	const char *str;     /* name, key, text, template text */
-	const char *message; /* SPAN_END error message */
-	struct rt_value value;
-	struct rt_value *args;
-	uint32_t n_args;
-	struct rt_attr *attrs;
-	uint32_t n_attrs;
-};
-
-static int ev_span_start(struct rd *r, struct arena *a, struct event *e)
-{
-	uint64_t kind;
-	if (rd_uint(r, UINT64_MAX, &e->span_id) || !e->span_id ||
-	    rd_uint(r, UINT64_MAX, &e->parent_id) || rd_uint(r, UINT8_MAX, &kind) ||
-	    rd_uint(r, UINT64_MAX, &e->tick) || !(e->str = rd_str(r, a)))
-		return -1;
-	e->kind = (uint8_t)kind; /* a kind above CONSUMER is kept as written (the
-				    client takes any uint8): the span and its
-				    start are real, only the kind is unknown */
-	e->p16 = RT_SPAN_P16_ALWAYS;
-	if (r->off < r->n) { /* kept by the policy table with p16 / 65535 < 1 */
-		uint64_t p16;
-		if (rd_uint(r, RT_SPAN_P16_ALWAYS - 1, &p16))
-			return -1;
-		e->p16 = (uint16_t)p16;
-	}
-	return 0;
-}
-
-static int ev_span_end(struct rd *r, struct arena *a, struct event *e)
-{
-	uint64_t status;
-	if (rd_uint(r, UINT64_MAX, &e->span_id) || !e->span_id || rd_uint(r, UINT64_MAX, &e->tick) ||
-	    rd_uint(r, RETRACE_STATUS_ERROR, &status))
-		return -1;
-	e->status = (uint8_t)status;
-	e->message = "";
-	if (status == RETRACE_STATUS_ERROR &&
-	    (rd_int(r, &e->code) || !(e->message = rd_str(r, a))))
-		return -1;
-	if (r->off < r->n && (rd_int(r, &e->adj) || e->adj == 0))
-		return -1; /* the client writes adj only when it is not 0 */
-	return 0;
-}
-
-static int ev_attr(struct rd *r, struct arena *a, struct event *e)
-{
-	if (rd_uint(r, UINT64_MAX, &e->span_id) || !e->span_id || !(e->str = rd_str(r, a)))
-		return -1;
-	return rd_value(r, a, 0, 0, &e->value);
-}
-
-static int ev_log(struct rd *r, struct arena *a, struct event *e)
-{
-	struct rt_value args[RETRACE_EV_MAX_ARGS];
-	uint64_t level;
-	uint32_t n = 0;
-	if (rd_uint(r, UINT64_MAX, &e->span_id) || rd_uint(r, UINT64_MAX, &e->tick) ||
-	    rd_uint(r, RETRACE_LOG_ERROR, &level) || rd_uint(r, UINT64_MAX, &e->template_id) ||
-	    !e->template_id)
-		return -1;
-	e->level = (uint8_t)level;
-	while (r->off < r->n) {
-		if (n == RETRACE_EV_MAX_ARGS || rd_value(r, a, 1, 1, &args[n]) != 0)
-			return -1;
-		n++;
-	}
-	if (n && !(e->args = arena_alloc(a, n * sizeof *args)))
-		return -1;
-	if (n)
-		memcpy(e->args, args, n * sizeof *args);
-	e->n_args = n;
-	return 0;
-}
-
-static int ev_log_text(struct rd *r, struct arena *a, struct event *e)
-{
-	uint64_t level;
-	if (rd_uint(r, UINT64_MAX, &e->span_id) || rd_uint(r, UINT64_MAX, &e->tick) ||
-	    rd_uint(r, RETRACE_LOG_ERROR, &level) || !(e->str = rd_str(r, a)))
-		return -1;
-	e->level = (uint8_t)level;
-	return 0;
-}
-
-static int ev_template(struct rd *r, struct arena *a, struct event *e)
-{
-	if (rd_uint(r, UINT64_MAX, &e->template_id) || !e->template_id || !(e->str = rd_str(r, a)))
-		return -1;
-	return 0;
-}
-
-static int ev_resource(struct rd *r, struct arena *a, struct event *e)
-{
-	uint64_t pid;
-	uint32_t n, i;
-	msgpack_object key;
-	if (rd_uint(r, UINT32_MAX, &pid) || rd_map_header(r, &n) || n > RETRACE_EV_MAX_RESOURCE)
-		return -1;
-	e->pid = (uint32_t)pid;
-	if (n && !(e->attrs = arena_alloc(a, n * sizeof *e->attrs)))
-		return -1;
-	for (i = 0; i < n; i++) {
-		if (rd_obj(r, &key) || !(e->attrs[i].key = obj_str(a, &key)) ||
-		    rd_value(r, a, 0, 0, &e->attrs[i].value))
-			return -1;
-	}
-	e->n_attrs = n;
-	return 0;
-}
-
-static int ev_trigger(struct rd *r, struct arena *a, struct event *e)
-{
-	uint64_t id;
-	if (rd_uint(r, UINT32_MAX, &id) || id == 0 || !(e->str = rd_str(r, a)) ||
-	    !retrace_event_trigger_name_ok(e->str, strlen(e->str)))
-		return -1;
-	e->template_id = id;
-	return 0;
-}
-
-/*
- * Decode one record as an event. Returns 1 (event), 0 (not an event: a raw
- * record) or -1 (an event whose fields do not decode exactly).
- */
-static int decode_event(struct build *b, const uint8_t *rec, size_t len, struct event *e)
-{
-	struct rd r = { (const char *)rec, len, 2, &b->unp };
-	int rc;
-	if (len < 2 || rec[0] != RETRACE_EVENT_MAGIC || rec[1] < 1 || rec[1] > RETRACE_EV_MAX)
-		return 0;
-	memset(e, 0, sizeof *e);
-	e->type = rec[1];
-	switch (e->type) {
-	case RETRACE_EV_SPAN_START: rc = ev_span_start(&r, b->out, e); break;
-	case RETRACE_EV_SPAN_END: rc = ev_span_end(&r, b->out, e); break;
-	case RETRACE_EV_ATTR: rc = ev_attr(&r, b->out, e); break;
-	case RETRACE_EV_LOG: rc = ev_log(&r, b->out, e); break;
-	case RETRACE_EV_LOG_TEXT: rc = ev_log_text(&r, b->out, e); break;
-	case RETRACE_EV_TEMPLATE: rc = ev_template(&r, b->out, e); break;
-	case RETRACE_EV_TRIGGER: rc = ev_trigger(&r, b->out, e); break;
-	default: rc = ev_resource(&r, b->out, e); break;
-	}
-	if (rc != 0 || r.off != r.n) /* trailing bytes are corrupt too */
-		return -1;
-	return 1;
-}
-
 /* ------------------------------------------------ applying the events ---- */
 
 static uint64_t tick_ns(const struct build *b, uint64_t tick)
@@ -718,8 +173,8 @@ static uint32_t span_of(struct build *b, uint64_t id)
 	uint32_t idx = (uint32_t)b->n_spans, found;
 	struct span_acc *s;
 	if (b->n_spans >= NO_SPAN - 1 ||
-	    grow(&b->spans, &b->cap_spans, b->n_spans + 1, sizeof *b->spans) != 0 ||
-	    idmap_put(&b->span_ids, id, idx, &found) != 0)
+	    rt_dec_grow(&b->spans, &b->cap_spans, b->n_spans + 1, sizeof *b->spans) != 0 ||
+	    rt_dec_idmap_put(&b->span_ids, id, idx, &found) != 0)
 		return NO_SPAN;
 	if (found != idx) {
 		s = &b->spans[found];
@@ -796,7 +251,7 @@ static int apply_end(struct build *b, const struct event *e)
 static int apply_attr(struct build *b, const struct event *e)
 {
 	uint32_t i = span_of(b, e->span_id);
-	if (i == NO_SPAN || grow(&b->attrs, &b->cap_attrs, b->n_attrs + 1, sizeof *b->attrs) != 0)
+	if (i == NO_SPAN || rt_dec_grow(&b->attrs, &b->cap_attrs, b->n_attrs + 1, sizeof *b->attrs) != 0)
 		return -1;
 	b->spans[i].n_attrs++;
 	b->attrs[b->n_attrs++] = (struct attr_acc){ i, { e->str, e->value } };
@@ -810,7 +265,7 @@ static int apply_log(struct build *b, const struct event *e)
 	if (e->span_id && (i = span_of(b, e->span_id)) == NO_SPAN)
 		return -1;
 	if (b->n_logs >= NO_SPAN ||
-	    grow(&b->logs, &b->cap_logs, b->n_logs + 1, sizeof *b->logs) != 0)
+	    rt_dec_grow(&b->logs, &b->cap_logs, b->n_logs + 1, sizeof *b->logs) != 0)
 		return -1;
 	l = &b->logs[b->n_logs];
 	memset(l, 0, sizeof *l);
@@ -838,11 +293,11 @@ static int apply_template(struct build *b, const struct event *e)
 {
 	uint32_t found, idx = (uint32_t)b->n_templates;
 	if (b->n_templates >= NO_SPAN - 1 ||
-	    idmap_put(&b->template_ids, e->template_id, idx, &found) != 0)
+	    rt_dec_idmap_put(&b->template_ids, e->template_id, idx, &found) != 0)
 		return -1;
 	if (found != idx)
 		return 0; /* ids are content hashes: the first text stands */
-	if (grow(&b->templates, &b->cap_templates, b->n_templates + 1, sizeof *b->templates) != 0)
+	if (rt_dec_grow(&b->templates, &b->cap_templates, b->n_templates + 1, sizeof *b->templates) != 0)
 		return -1;
 	b->templates[b->n_templates++] = (struct template_ent){ e->template_id, e->str };
 	return 0;
@@ -863,7 +318,7 @@ static int add_resource(struct build *b, uint32_t agent, uint32_t pid, const str
 	struct resource_acc *r;
 	const char *service = attr_str(attrs, n, "service.name");
 	const char *host = attr_str(attrs, n, "host.name");
-	if (grow(&b->res, &b->cap_res, b->n_res + 1, sizeof *b->res) != 0)
+	if (rt_dec_grow(&b->res, &b->cap_res, b->n_res + 1, sizeof *b->res) != 0)
 		return -1;
 	r = &b->res[b->n_res];
 	r->r = (struct rt_resource){ agent, pid, service ? service : "unknown_service",
@@ -934,7 +389,7 @@ static int on_record(struct build *b, const uint8_t *rec, size_t len)
 	struct event e;
 	int rc;
 	b->st->records++;
-	rc = decode_event(b, rec, len, &e);
+	rc = rt_dec_event(b, rec, len, &e);
 	if (rc == 0) {
 		b->st->raw_records++;
 		return 0;
@@ -1011,7 +466,7 @@ static int read_stream(struct build *b, const struct in_buf *bufs, size_t n,
 static int read_all(struct build *b, struct rt_decoder *d)
 {
 	size_t i = 0, j;
-	sort_items(d->bufs, d->n_bufs, sizeof *d->bufs, cmp_buf);
+	rt_dec_sort(d->bufs, d->n_bufs, sizeof *d->bufs, cmp_buf);
 	while (i < d->n_bufs) {
 		for (j = i + 1; j < d->n_bufs && same_stream(&d->bufs[j], &d->bufs[i]); j++)
 			;
@@ -1023,287 +478,6 @@ static int read_all(struct build *b, struct rt_decoder *d)
 		i = j;
 	}
 	return 0;
-}
-
-/* ---------------------------------------------------- log rendering ---- */
-
-/* A growable text buffer, cut at RT_DECODE_MAX_BODY bytes. */
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	int oom;
-};
-
-static void sb_put(struct sbuf *s, const char *text, size_t n)
-{
-	if (n > RT_DECODE_MAX_BODY - s->len)
-		n = RT_DECODE_MAX_BODY - s->len;
-	if (!n || s->oom)
-		return;
-	if (grow(&s->p, &s->cap, s->len + n + 1, 1) != 0) {
-		s->oom = 1;
-		return;
-	}
-	memcpy(s->p + s->len, text, n);
-	s->len += n;
-}
-
-static void sb_puts(struct sbuf *s, const char *text)
-{
-	sb_put(s, text, strlen(text));
-}
-
-/* Format one value into the body (snprintf into a scratch big enough for any
- * clamped width/precision: shm/fmt.h). Templates are parsed by shm/fmt.h's
- * grammar, the one the client used to choose which arguments to record. */
-#define SB_SCRATCH 16384
-#define CONV_MAX_WIDTH RT_FMT_MAX_WIDTH
-
-static void sb_printf(struct sbuf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(struct sbuf *s, const char *fmt, ...)
-{
-	char tmp[SB_SCRATCH];
-	va_list ap;
-	int n;
-	va_start(ap, fmt);
-	n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		sb_put(s, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-/* A double as the shortest of %.15g / %.17g that reads back exactly. */
-static void sb_double(struct sbuf *s, double d)
-{
-	char tmp[64];
-	snprintf(tmp, sizeof tmp, "%.15g", d);
-	if (strtod(tmp, NULL) != d)
-		snprintf(tmp, sizeof tmp, "%.17g", d);
-	sb_puts(s, tmp);
-}
-
-/* A value with no conversion to guide it (missing template, type mismatch). */
-static void sb_value(struct sbuf *s, const struct rt_value *v)
-{
-	switch (v->type) {
-	case RT_VAL_STR: sb_puts(s, v->u.s); break;
-	case RT_VAL_INT: sb_printf(s, "%lld", (long long)v->u.i); break;
-	case RT_VAL_DOUBLE: sb_double(s, v->u.d); break;
-	case RT_VAL_BOOL: sb_puts(s, v->u.b ? "true" : "false"); break;
-	default: sb_puts(s, "(null)"); break;
-	}
-}
-
-/* "%<flags><width>.<prec><mod><c>", keeping only the flags in `keep`. */
-static void conv_format(const struct rt_fmt_spec *cv, const char *keep, const char *mod, char c,
-			char *out, size_t cap)
-{
-	size_t n = 0, i;
-	out[n++] = '%';
-	for (i = 0; cv->flags[i]; i++)
-		if (strchr(keep, cv->flags[i]))
-			out[n++] = cv->flags[i];
-	if (cv->width >= 0)
-		n += (size_t)snprintf(out + n, cap - n, "%d", cv->width);
-	if (cv->prec >= 0)
-		n += (size_t)snprintf(out + n, cap - n, ".%d", cv->prec);
-	snprintf(out + n, cap - n, "%s%c", mod, c);
-}
-
-/* The integer as the C type its length modifier names, as printf would see it. */
-static long long as_signed(const struct rt_fmt_spec *cv, int64_t v)
-{
-	if (cv->len == RT_FMT_LEN_HH)
-		return (signed char)v;
-	if (cv->len == RT_FMT_LEN_H)
-		return (short)v;
-	if (cv->len == RT_FMT_LEN_NONE)
-		return (int)v;
-	return (long long)v;
-}
-
-static unsigned long long as_unsigned(const struct rt_fmt_spec *cv, int64_t v)
-{
-	if (cv->len == RT_FMT_LEN_HH)
-		return (unsigned char)v;
-	if (cv->len == RT_FMT_LEN_H)
-		return (unsigned short)v;
-	if (cv->len == RT_FMT_LEN_NONE)
-		return (unsigned int)v;
-	return (unsigned long long)v;
-}
-
-static int value_int(const struct rt_value *v, int64_t *out)
-{
-	if (v->type == RT_VAL_INT)
-		*out = v->u.i;
-	else if (v->type == RT_VAL_BOOL)
-		*out = v->u.b;
-	else
-		return -1;
-	return 0;
-}
-
-/* Render argument v with conversion cv (the fallback is sb_value). */
-static void render_conv(struct sbuf *s, const struct rt_fmt_spec *cv, const struct rt_value *v)
-{
-	char fmt[48];
-	int64_t i;
-	switch (cv->conv) {
-	case 'd':
-	case 'i':
-		if (value_int(v, &i) != 0)
-			break;
-		conv_format(cv, "-+ 0'", "ll", cv->conv, fmt, sizeof fmt);
-		sb_printf(s, fmt, as_signed(cv, i));
-		return;
-	case 'u':
-	case 'o':
-	case 'x':
-	case 'X':
-		if (value_int(v, &i) != 0)
-			break;
-		conv_format(cv, "-#0'", "ll", cv->conv, fmt, sizeof fmt);
-		sb_printf(s, fmt, as_unsigned(cv, i));
-		return;
-	case 'c':
-		if (value_int(v, &i) != 0)
-			break;
-		if ((unsigned char)i == 0)
-			return; /* a NUL cannot live in a C-string body */
-		conv_format(cv, "-", "", 'c', fmt, sizeof fmt);
-		sb_printf(s, fmt, (int)(unsigned char)i);
-		return;
-	case 's':
-		if (v->type != RT_VAL_STR && v->type != RT_VAL_NONE)
-			break;
-		conv_format(cv, "-", "", 's', fmt, sizeof fmt);
-		sb_printf(s, fmt, v->type == RT_VAL_STR ? v->u.s : "(null)");
-		return;
-	case 'p': {
-		char text[32];
-		if (value_int(v, &i) != 0)
-			break;
-		if (i)
-			snprintf(text, sizeof text, "0x%llx", (unsigned long long)i);
-		else
-			snprintf(text, sizeof text, "(nil)");
-		sb_printf(s, strchr(cv->flags, '-') ? "%-*s" : "%*s", cv->width > 0 ? cv->width : 0, text);
-		return;
-	}
-	default: /* e E f F g G a A */
-		if (v->type != RT_VAL_DOUBLE)
-			break;
-		conv_format(cv, "-+ #0'", "", cv->conv, fmt, sizeof fmt);
-		sb_printf(s, fmt, v->u.d);
-		return;
-	}
-	sb_value(s, v);
-}
-
-/* A `*` width or precision takes the next argument when it is an integer. */
-static int star_arg(const struct rt_value *args, uint32_t n, uint32_t *next, int *out)
-{
-	int64_t v;
-	if (*next >= n || value_int(&args[*next], &v) != 0)
-		return -1;
-	(*next)++;
-	*out = v > CONV_MAX_WIDTH ? CONV_MAX_WIDTH : v < -CONV_MAX_WIDTH ? -CONV_MAX_WIDTH : (int)v;
-	return 0;
-}
-
-/* Resolve the stars of cv; returns 0 when the arguments ran out. */
-static int conv_stars(struct rt_fmt_spec *cv, const struct rt_value *args, uint32_t n, uint32_t *next)
-{
-	int w;
-	if (cv->width_star) {
-		if (star_arg(args, n, next, &w) != 0)
-			return 0;
-		if (w < 0) { /* printf: a negative width is '-' and its magnitude */
-			size_t nf = strlen(cv->flags);
-			if (nf < sizeof cv->flags - 1 && !strchr(cv->flags, '-'))
-				cv->flags[nf] = '-';
-			w = -w;
-		}
-		cv->width = w;
-	}
-	if (cv->prec_star) {
-		if (star_arg(args, n, next, &w) != 0)
-			return 0;
-		cv->prec = w < 0 ? -1 : w; /* negative precision: as if omitted */
-	}
-	return 1;
-}
-
-/* Substitute args into the template: the printf conversions, %% -> %. A
- * conversion whose argument is missing stays as written. */
-static void render_template(struct sbuf *s, const char *tpl, const struct rt_value *args,
-			    uint32_t n)
-{
-	uint32_t next = 0;
-	const char *p = tpl;
-	while (*p) {
-		const char *pct = strchr(p, '%');
-		struct rt_fmt_spec cv;
-		if (!pct) {
-			sb_puts(s, p);
-			return;
-		}
-		sb_put(s, p, (size_t)(pct - p));
-		if (pct[1] == '%') {
-			sb_put(s, "%", 1);
-			p = pct + 2;
-			continue;
-		}
-		if (!rt_fmt_parse(pct, &cv)) { /* not a conversion: the '%' is text */
-			sb_put(s, "%", 1);
-			p = pct + 1;
-			continue;
-		}
-		if (conv_stars(&cv, args, n, &next) && next < n)
-			render_conv(s, &cv, &args[next++]);
-		else
-			sb_put(s, pct, cv.n);
-		p = pct + cv.n;
-	}
-}
-
-static void render_missing(struct sbuf *s, uint64_t id, const struct rt_value *args, uint32_t n)
-{
-	uint32_t i;
-	sb_printf(s, "<template 0x%016llx>", (unsigned long long)id);
-	for (i = 0; i < n; i++) {
-		sb_put(s, " ", 1);
-		sb_value(s, &args[i]);
-	}
-}
-
-/* Give every templated log its template text and rendered body. */
-static int render_logs(struct build *b)
-{
-	struct sbuf s = { 0 };
-	size_t i;
-	int rc = 0;
-	for (i = 0; i < b->n_logs && rc == 0; i++) {
-		struct rt_log_event *ev = &b->logs[i].ev;
-		uint32_t t;
-		if (!ev->template_id)
-			continue; /* free text: body already set */
-		s.len = 0;
-		t = idmap_get(&b->template_ids, ev->template_id);
-		if (t != NO_SPAN) {
-			ev->template_text = b->templates[t].text;
-			render_template(&s, ev->template_text, ev->args, ev->n_args);
-		} else {
-			ev->flags |= RT_LOG_TEMPLATE_MISSING;
-			b->st->missing_templates++;
-			render_missing(&s, ev->template_id, ev->args, ev->n_args);
-		}
-		if (s.oom || !(ev->body = arena_strndup(b->out, s.p ? s.p : "", s.len)))
-			rc = -1;
-	}
-	free(s.p);
-	return rc;
 }
 
 /* ------------------------------------------------------ finishing up ---- */
@@ -1377,8 +551,8 @@ static int build_resources(struct build *b, struct rt_decoded_trace *t)
 	for (i = 0; i < b->n_spans; i++)
 		if (add_resource(b, b->spans[i].agent, b->spans[i].pid, NULL, 0, 1) != 0)
 			return -1;
-	sort_items(b->res, b->n_res, sizeof *b->res, cmp_resource);
-	t->resources = arena_alloc(b->out, (b->n_res ? b->n_res : 1) * sizeof *t->resources);
+	rt_dec_sort(b->res, b->n_res, sizeof *b->res, cmp_resource);
+	t->resources = rt_dec_alloc(b->out, (b->n_res ? b->n_res : 1) * sizeof *t->resources);
 	if (!t->resources)
 		return -1;
 	for (i = 0; i < b->n_res; i++) {
@@ -1406,8 +580,8 @@ static int cmp_log(const void *pa, const void *pb)
  * two contiguous arrays. */
 static int attach_attrs_logs(struct build *b, struct rt_decoded_trace *t, const uint32_t *final)
 {
-	struct rt_attr *attrs = arena_alloc(b->out, (b->n_attrs ? b->n_attrs : 1) * sizeof *attrs);
-	struct rt_log_event *logs = arena_alloc(b->out, (b->n_logs ? b->n_logs : 1) * sizeof *logs);
+	struct rt_attr *attrs = rt_dec_alloc(b->out, (b->n_attrs ? b->n_attrs : 1) * sizeof *attrs);
+	struct rt_log_event *logs = rt_dec_alloc(b->out, (b->n_logs ? b->n_logs : 1) * sizeof *logs);
 	uint32_t *fill;
 	size_t i, at = 0;
 	if (!attrs || !logs || !(fill = calloc(t->n_spans ? t->n_spans : 1, sizeof *fill)))
@@ -1424,7 +598,7 @@ static int attach_attrs_logs(struct build *b, struct rt_decoded_trace *t, const 
 	for (i = 0; i < b->n_logs; i++)
 		if (b->logs[i].span != NO_SPAN)
 			b->logs[i].span = final[b->logs[i].span];
-	sort_items(b->logs, b->n_logs, sizeof *b->logs, cmp_log);
+	rt_dec_sort(b->logs, b->n_logs, sizeof *b->logs, cmp_log);
 	for (i = 0; i < b->n_logs; i++)
 		logs[i] = b->logs[i].ev;
 	for (i = 0, at = 0; i < t->n_spans; i++) {
@@ -1473,9 +647,9 @@ static int build_spans(struct build *b, struct rt_decoded_trace *t)
 	complete_spans(b);
 	for (i = 0; i < b->n_spans; i++)
 		order[i] = (struct span_key){ b->spans[i].start_ns, b->spans[i].id, (uint32_t)i };
-	sort_items(order, b->n_spans, sizeof *order, cmp_span_key);
+	rt_dec_sort(order, b->n_spans, sizeof *order, cmp_span_key);
 	t->n_spans = (uint32_t)b->n_spans;
-	if (!(t->spans = arena_alloc(b->out, (b->n_spans ? b->n_spans : 1) * sizeof *t->spans)))
+	if (!(t->spans = rt_dec_alloc(b->out, (b->n_spans ? b->n_spans : 1) * sizeof *t->spans)))
 		goto out;
 	for (i = 0; i < b->n_spans; i++) {
 		final[order[i].idx] = (uint32_t)i;
@@ -1486,7 +660,7 @@ static int build_spans(struct build *b, struct rt_decoded_trace *t)
 	for (i = 0; i < t->n_spans; i++) {
 		struct rt_span *s = &t->spans[i];
 		uint32_t p = s->parent_id && s->parent_id != s->span_id
-				     ? idmap_get(&b->span_ids, s->parent_id) : NO_SPAN;
+				     ? rt_dec_idmap_get(&b->span_ids, s->parent_id) : NO_SPAN;
 		s->parent = p == NO_SPAN ? -1 : (int32_t)final[p];
 	}
 	if (attach_attrs_logs(b, t, final) != 0 || build_resources(b, t) != 0)
@@ -1569,12 +743,12 @@ static int cmp_u32(const void *pa, const void *pb)
 static int list_agents(const struct rt_decoder *d, struct arena *out, struct rt_decoded_trace *t)
 {
 	size_t i, n = 0;
-	uint32_t *a = arena_alloc(out, (d->n_slices ? d->n_slices : 1) * sizeof *a);
+	uint32_t *a = rt_dec_alloc(out, (d->n_slices ? d->n_slices : 1) * sizeof *a);
 	if (!a)
 		return -1;
 	for (i = 0; i < d->n_slices; i++)
 		a[i] = d->slices[i].agent_id;
-	sort_items(a, d->n_slices, sizeof *a, cmp_u32);
+	rt_dec_sort(a, d->n_slices, sizeof *a, cmp_u32);
 	for (i = 0; i < d->n_slices; i++)
 		if (!n || a[n - 1] != a[i])
 			a[n++] = a[i];
@@ -1586,13 +760,12 @@ static int list_agents(const struct rt_decoder *d, struct arena *out, struct rt_
 static void build_free(struct build *b)
 {
 	free(b->spans);
-	idmap_free(&b->span_ids);
+	rt_dec_idmap_free(&b->span_ids);
 	free(b->attrs);
 	free(b->logs);
 	free(b->templates);
-	idmap_free(&b->template_ids);
+	rt_dec_idmap_free(&b->template_ids);
 	free(b->res);
-	msgpack_unpacked_destroy(&b->unp);
 }
 
 int rt_decoder_finish(struct rt_decoder *d, struct rt_decoded_trace *out)
@@ -1615,12 +788,11 @@ int rt_decoder_finish(struct rt_decoder *d, struct rt_decoded_trace *out)
 	memset(&b, 0, sizeof b);
 	b.out = arena;
 	b.st = &d->st;
-	b.span_ids.seed = b.template_ids.seed = mix64((uint64_t)(uintptr_t)d ^ (uint64_t)time(NULL));
-	msgpack_unpacked_init(&b.unp);
+	b.span_ids.seed = b.template_ids.seed = rt_mix64((uint64_t)(uintptr_t)d ^ (uint64_t)time(NULL));
 	out->trace_hi = d->trace_hi;
 	out->trace_lo = d->trace_lo;
 	out->arena = arena;
-	if (read_all(&b, d) == 0 && render_logs(&b) == 0 && build_spans(&b, out) == 0 &&
+	if (read_all(&b, d) == 0 && rt_dec_render_logs(&b) == 0 && build_spans(&b, out) == 0 &&
 	    list_agents(d, arena, out) == 0)
 		rc = 0;
 	out->st = d->st;
@@ -1640,7 +812,7 @@ void rt_decoded_trace_free(struct rt_decoded_trace *t)
 	if (!t)
 		return;
 	if (t->arena) {
-		arena_free(t->arena);
+		rt_dec_arena_free(t->arena);
 		free(t->arena);
 	}
 	memset(t, 0, sizeof *t);

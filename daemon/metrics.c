@@ -18,6 +18,8 @@
  * handlers can share its listener (rt_metrics_add_handler: the web UI).
  */
 #include "metrics.h"
+
+#include <stdatomic.h>
 #include "tls.h"
 
 #include <errno.h>
@@ -40,7 +42,7 @@ struct rt_metrics {
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	int wanted;             /* a scrape waits (atomic; set under mu) */
+	atomic_int wanted;      /* a scrape waits (set under mu; the loop polls it without) */
 	unsigned long started;  /* renderings begun (under mu) */
 	unsigned long done;     /* renderings published (under mu) */
 	int stopping;           /* under mu */
@@ -170,7 +172,9 @@ static void on_scrape(nng_aio *aio)
 	m->inside++;
 	/* The rendering that starts after now: one under way began too early. */
 	ticket = m->started + 1;
-	__atomic_store_n(&m->wanted, 1, __ATOMIC_RELEASE);
+	/* Pairs with the acquire in rt_metrics_wanted. Only a hint: the ticket and
+	 * the rendering are read under mu, which orders them by itself. */
+	atomic_store_explicit(&m->wanted, 1, memory_order_release);
 	deadline(&until, RT_METRICS_WAIT_MS);
 	while (m->done < ticket && !m->stopping && rc != ETIMEDOUT)
 		rc = pthread_cond_timedwait(&m->cv, &m->mu, &until);
@@ -197,7 +201,7 @@ static void on_scrape(nng_aio *aio)
 
 int rt_metrics_wanted(struct rt_metrics *m)
 {
-	return m && __atomic_load_n(&m->wanted, __ATOMIC_ACQUIRE);
+	return m && atomic_load_explicit(&m->wanted, memory_order_acquire);
 }
 
 /* Render into scratch, doubling it while cut; the length, or (size_t)-1. */
@@ -227,7 +231,9 @@ void rt_metrics_serve(struct rt_metrics *m, rt_metrics_render render, void *arg)
 	if (!rt_metrics_wanted(m))
 		return;
 	pthread_mutex_lock(&m->mu);
-	__atomic_store_n(&m->wanted, 0, __ATOMIC_RELEASE);
+	/* Under mu, as every store of it; a handler that raises it again after
+	 * this waits for the next rendering (its ticket is started + 1). */
+	atomic_store_explicit(&m->wanted, 0, memory_order_relaxed);
 	m->started++;
 	pthread_mutex_unlock(&m->mu);
 

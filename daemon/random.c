@@ -17,9 +17,5 @@ uint64_t rt_random_seed(const void *where)
 		return x;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	x = (uint64_t)ts.tv_nsec << 32 ^ (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)where;
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
+	return rt_mix64(x);
 }

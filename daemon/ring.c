@@ -8,6 +8,7 @@
  * per member, a few ns each; groups are small (RT_RING_MAX).
  */
 #include "ring.h"
+#include "random.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -20,12 +21,10 @@ static uint64_t fnv1a(const char *s)
 	return h;
 }
 
+/* The weights every agent and coordinator must compute alike: the test pins them. */
 static uint64_t mix(uint64_t x)
 {
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
+	return rt_mix64(x + 0x9e3779b97f4a7c15ull);
 }
 
 static int id_ok(const char *id, size_t len)

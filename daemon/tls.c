@@ -29,6 +29,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,7 +318,7 @@ static int conn_send(nng_tls_engine_conn *ec, const uint8_t *buf, size_t *szp)
 	return 0;
 }
 
-static uint64_t refused_handshakes;
+static _Atomic uint64_t refused_handshakes;
 
 static int conn_handshake(nng_tls_engine_conn *ec)
 {
@@ -339,7 +340,7 @@ static int conn_handshake(nng_tls_engine_conn *ec)
 		rv = MBEDTLS_ERR_SSL_PEER_VERIFY_FAILED;
 	}
 	if (ec->server) /* a stranger, a plain client, a certificate of another CA */
-		__atomic_add_fetch(&refused_handshakes, 1, __ATOMIC_RELAXED);
+		atomic_fetch_add_explicit(&refused_handshakes, 1, memory_order_relaxed);
 	return mk_err(rv);
 }
 
@@ -500,7 +501,7 @@ static void engine_install(void)
 uint64_t rt_tls_refused(void)
 {
 #ifdef RT_OWN_ENGINE
-	return __atomic_load_n(&refused_handshakes, __ATOMIC_RELAXED);
+	return atomic_load_explicit(&refused_handshakes, memory_order_relaxed);
 #else
 	return 0;
 #endif

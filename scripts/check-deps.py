@@ -7,7 +7,9 @@ depends on it. The table in docs/architecture.md (between the markers
 "<!-- deps:begin -->" and "<!-- deps:end -->") must list exactly those
 dependencies: one that the code has and the table lacks is an undeclared
 dependency; one the table lists and the code no longer has is a stale promise.
-Exit 0 when they agree, 1 (with the differences) when they do not.
+The dependencies must also point one way: a folder that reaches itself through
+them (a includes b, b includes a, or a longer loop) is reported with the loop.
+Exit 0 when they agree and there is no loop, 1 (with what is wrong) otherwise.
 
     python3 scripts/check-deps.py [REPO_ROOT]
 """
@@ -73,6 +75,30 @@ def table_deps(root):
     return deps
 
 
+def find_loop(deps):
+    """A list of folders [a, b, ..., a] that include each other in a loop, or None."""
+    state = {}
+
+    def visit(f, path):
+        state[f] = 'open'
+        for d in sorted(deps.get(f, ())):
+            if state.get(d) == 'open':
+                return path[path.index(d):] + [d]
+            if d not in state:
+                loop = visit(d, path + [d])
+                if loop:
+                    return loop
+        state[f] = 'done'
+        return None
+
+    for f in sorted(deps):
+        if f not in state:
+            loop = visit(f, [f])
+            if loop:
+                return loop
+    return None
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), '..')
     code, table = code_deps(root), table_deps(root)
@@ -88,7 +114,13 @@ def main():
         for d in sorted(table[f] - code[f]):
             print(f'check-deps: the table says {f}/ uses {d}/ but no #include does')
             bad = 1
-    print('check-deps: the table matches the includes' if not bad else 'check-deps: MISMATCH')
+    loop = find_loop(code)
+    if loop:
+        print('check-deps: the folders include each other in a loop: ' +
+              ' -> '.join(f + '/' for f in loop))
+        bad = 1
+    print('check-deps: the table matches the includes, no loops' if not bad else
+          'check-deps: MISMATCH')
     return bad
 
 

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -21,7 +22,7 @@ struct closer {
 	int abandoned;
 };
 
-static uint64_t abandoned_count;
+static _Atomic uint64_t abandoned_count;
 
 static void closer_free(struct closer *c)
 {
@@ -94,7 +95,7 @@ int rt_nng_close_bounded(nng_socket s, unsigned wait_ms)
 		c->abandoned = 1;
 	pthread_mutex_unlock(&c->mu);
 	if (!finished) {
-		__atomic_add_fetch(&abandoned_count, 1, __ATOMIC_RELAXED);
+		atomic_fetch_add_explicit(&abandoned_count, 1, memory_order_relaxed);
 		return -1;
 	}
 	closer_free(c);
@@ -103,5 +104,5 @@ int rt_nng_close_bounded(nng_socket s, unsigned wait_ms)
 
 uint64_t rt_nng_close_abandoned(void)
 {
-	return __atomic_load_n(&abandoned_count, __ATOMIC_RELAXED);
+	return atomic_load_explicit(&abandoned_count, memory_order_relaxed);
 }

@@ -1,7 +1,8 @@
 /*
  * tests/daemon/test_ring.c — rendezvous hashing (daemon/ring.h): even shares,
  * minimal movement when a member leaves or returns, independence of the list
- * order, and the member-list grammar.
+ * order, the member-list grammar, and owners pinned to fixed values (every
+ * agent and coordinator, of any build, must name the same owner).
  */
 #include <check.h>
 #include <math.h>
@@ -117,6 +118,23 @@ START_TEST(member_lists)
 }
 END_TEST
 
+/* Owners as the first sharded release computed them: a change to the weights
+ * (the seed hash, the mix, the tie rule) would split traces across a group whose
+ * members run different builds. */
+START_TEST(owners_are_pinned)
+{
+	static const int want[16] = { 2, 1, 3, 2, 0, 0, 2, 3, 1, 3, 1, 0, 0, 1, 0, 3 };
+	struct rt_ring r;
+	rt_ring_init(&r);
+	rt_ring_add(&r, "a");
+	rt_ring_add(&r, "b");
+	rt_ring_add(&r, "c");
+	rt_ring_add(&r, "d");
+	for (int k = 1; k <= 16; k++)
+		ck_assert_int_eq(rt_ring_owner(&r, (uint64_t)k * 0x1000193ull), want[k - 1]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("daemon_ring");
@@ -125,6 +143,7 @@ int main(void)
 	tcase_add_test(t, leaving_moves_only_its_range);
 	tcase_add_test(t, order_does_not_matter);
 	tcase_add_test(t, member_lists);
+	tcase_add_test(t, owners_are_pinned);
 	suite_add_tcase(s, t);
 	return test_run_suite(s);
 }

@@ -15,7 +15,7 @@
 #include "store.h"
 #include "retrace/retrace.h"
 
-uint64_t retrace_parse_duration_ns(const char *v)
+uint64_t cli_parse_duration_ns(const char *v)
 {
 	char *end;
 	double x;
@@ -49,7 +49,7 @@ int cli_store_locator(const char *cmd, const char *given, const char *coord, cha
 	if (!coord || !*coord)
 		coord = getenv("RETRACE_COORDINATOR");
 	if (!coord || !*coord)
-		coord = RETRACE_DEFAULT_COORDINATOR;
+		coord = CLI_DEFAULT_COORDINATOR;
 	if (cli_request(coord, "store", 2000, &reply, &len, err, sizeof err) == 0) {
 		int ok = len > 3 && !strncmp(reply, "ok ", 3) && memchr(reply, 0, len) &&
 			 strlen(reply + 3) < cap;

@@ -21,7 +21,7 @@ int cli_cmd_policy(int argc, char **argv);
 
 /* "90s", "5m", "2h", "1d", "1500ms" or plain seconds -> ns; 0 if malformed
  * (cli_common.c, as are the store, time and id-list helpers below). */
-uint64_t retrace_parse_duration_ns(const char *v);
+uint64_t cli_parse_duration_ns(const char *v);
 
 /* Store and decode helpers shared by show and export. */
 struct rt_store;
@@ -31,15 +31,15 @@ struct rt_decode_stats;
  * The store a command reads (traces, show, export, estimate): `given` (--store),
  * else $RETRACE_STORE, else the store the coordinator says it writes (the
  * request "store" to `coord`: --coordinator, else $RETRACE_COORDINATOR, else
- * RETRACE_DEFAULT_COORDINATOR), else ./retrace.db if it exists. 0 with the
+ * CLI_DEFAULT_COORDINATOR), else ./retrace.db if it exists. 0 with the
  * locator in out, or -1 with "retrace CMD: ..." printed, naming --store.
  */
-#define RETRACE_DEFAULT_COORDINATOR "tcp://127.0.0.1:7700"
+#define CLI_DEFAULT_COORDINATOR "tcp://127.0.0.1:7700"
 int cli_store_locator(const char *cmd, const char *given, const char *coord, char *out,
 		      size_t cap);
 /* The --store and --coordinator lines of their usage texts; `pad`: spaces that
  * line the text up with the command's other options. */
-#define RETRACE_STORE_USAGE(pad)                                                          \
+#define CLI_STORE_USAGE(pad)                                                          \
 	"  -S, --store STORE " pad "the store: PATH or sqlite:PATH (a SQLite file), or\n"   \
 	"                    " pad "clickhouse://HOST:PORT/DB; default $RETRACE_STORE, else\n" \
 	"                    " pad "the one the coordinator says it writes, else\n"         \
@@ -50,7 +50,7 @@ int cli_store_locator(const char *cmd, const char *given, const char *coord, cha
 /* Open read-only; on failure print "retrace CMD: cannot open ..." and return -1. */
 int cli_open_store(const char *cmd, const char *path, struct rt_store **s);
 /* "2 gaps, 1 partial span" into out; returns the number of problems (0: clean). */
-uint64_t retrace_decode_problems(const struct rt_decode_stats *st, char *out, size_t cap);
+uint64_t cli_decode_problems(const struct rt_decode_stats *st, char *out, size_t cap);
 void cli_format_time(uint64_t unix_ns, char *out, size_t cap);
 void cli_list_ids(char *out, size_t cap, const uint32_t *ids, uint32_t n, const char *sep);
 
@@ -81,24 +81,24 @@ int cli_parse_trigger(const struct cli_trigger_names *t, const char *arg, uint32
 
 /* A request/reply round trip to a daemon's control address (nng REQ). With
  * certificates (below) a tcp:// URL is dialled as tls+tcp://, and the daemon
- * must present the certificate named retrace_tls_peer (NULL: any of the CA). */
+ * must present the certificate named cli_tls_peer (NULL: any of the CA). */
 int cli_request(const char *url, const char *req, int timeout_ms, char **reply,
 		    size_t *reply_len, char *err, size_t errlen);
 
 /* TLS for requests (docs/security.md): --tls-ca/--tls-cert/--tls-key, else
  * $RETRACE_TLS_CA, $RETRACE_TLS_CERT, $RETRACE_TLS_KEY. Commands list these
  * long options and hand them to cli_tls_opt. */
-enum { RETRACE_OPT_TLS_CA = 0x7101, RETRACE_OPT_TLS_CERT, RETRACE_OPT_TLS_KEY };
-#define RETRACE_TLS_LONGOPTS                                                        \
-	{ "tls-ca", required_argument, NULL, RETRACE_OPT_TLS_CA },                    \
-	{ "tls-cert", required_argument, NULL, RETRACE_OPT_TLS_CERT },                \
-	{ "tls-key", required_argument, NULL, RETRACE_OPT_TLS_KEY }
-#define RETRACE_TLS_USAGE                                                            \
+enum { CLI_OPT_TLS_CA = 0x7101, CLI_OPT_TLS_CERT, CLI_OPT_TLS_KEY };
+#define CLI_TLS_LONGOPTS                                                        \
+	{ "tls-ca", required_argument, NULL, CLI_OPT_TLS_CA },                    \
+	{ "tls-cert", required_argument, NULL, CLI_OPT_TLS_CERT },                \
+	{ "tls-key", required_argument, NULL, CLI_OPT_TLS_KEY }
+#define CLI_TLS_USAGE                                                            \
 	"  --tls-ca FILE --tls-cert FILE --tls-key FILE\n"                            \
 	"                         talk TLS with this certificate (an operator's:\n"   \
 	"                         CN=operator-NAME; or $RETRACE_TLS_CA/_CERT/_KEY)\n"
 void cli_tls_opt(int ch, const char *arg);
-extern const char *retrace_tls_peer; /* default "coordinator" */
+extern const char *cli_tls_peer; /* default "coordinator" */
 
 /* One text request to the coordinator; its answer goes to stdout ("ok ...") or
  * stderr ("error: ..."). 0 if it said ok, 1 otherwise. `cmd` names the command

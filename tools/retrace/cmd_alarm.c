@@ -39,7 +39,7 @@ static void alarm_usage(FILE *out)
 		"  -C, --coordinator URL  the coordinator's address (default $RETRACE_COORDINATOR\n"
 		"                         or " DEFAULT_COORDINATOR ")\n"
 		"  -t, --timeout MS       give up after MS milliseconds (default 2000)\n"
-		RETRACE_TLS_USAGE
+		CLI_TLS_USAGE
 		"  -h, --help             this text\n"
 		"With TLS only an operator certificate may add or clear (docs/security.md).\n");
 }
@@ -59,7 +59,7 @@ int cli_cmd_alarm(int argc, char **argv)
 		{ "for", required_argument, NULL, 'f' },     { "list", no_argument, NULL, 'l' },
 		{ "clear", no_argument, NULL, 'c' },         { "coordinator", required_argument, NULL, 'C' },
 		{ "timeout", required_argument, NULL, 't' }, { "help", no_argument, NULL, 'h' },
-		RETRACE_TLS_LONGOPTS,                        { 0, 0, 0, 0 },
+		CLI_TLS_LONGOPTS,                        { 0, 0, 0, 0 },
 	};
 	const char *url = getenv("RETRACE_COORDINATOR");
 	double secs = DEFAULT_ALARM_S;
@@ -72,7 +72,7 @@ int cli_cmd_alarm(int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, "f:lcC:t:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'f':
-			if (!(secs = ((double)retrace_parse_duration_ns(optarg) / 1e9)) || secs > 1e7) {
+			if (!(secs = ((double)cli_parse_duration_ns(optarg) / 1e9)) || secs > 1e7) {
 				fprintf(stderr, "retrace alarm: --for wants a duration like 90s, 5m, 2h; got '%s'\n", optarg);
 				return 2;
 			}
@@ -89,9 +89,9 @@ int cli_cmd_alarm(int argc, char **argv)
 			}
 			break;
 		case 'h': alarm_usage(stdout); return 0;
-		case RETRACE_OPT_TLS_CA:
-		case RETRACE_OPT_TLS_CERT:
-		case RETRACE_OPT_TLS_KEY: cli_tls_opt(ch, optarg); break;
+		case CLI_OPT_TLS_CA:
+		case CLI_OPT_TLS_CERT:
+		case CLI_OPT_TLS_KEY: cli_tls_opt(ch, optarg); break;
 		default: alarm_usage(stderr); return 2;
 		}
 	}

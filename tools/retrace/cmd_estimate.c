@@ -539,7 +539,7 @@ static void estimate_usage(FILE *out)
 		"                       per trigger that collected the trace (its name if known)\n"
 		"  -s, --since D        only traces closed in the last D (90s, 5m, 2h, 1d)\n"
 		"  -j, --json           one JSON object\n"
-		RETRACE_STORE_USAGE("   ")
+		CLI_STORE_USAGE("   ")
 		"  -h, --help           this text\n"
 		"example: retrace estimate --where service=payment,status=error --by operation\n");
 }
@@ -586,7 +586,7 @@ int cli_cmd_estimate(int argc, char **argv)
 			}
 			break;
 		case 's':
-			if (!(since = retrace_parse_duration_ns(optarg))) {
+			if (!(since = cli_parse_duration_ns(optarg))) {
 				fprintf(stderr, "retrace estimate: --since wants a duration like 90s, 5m, 2h; got '%s'\n",
 					optarg);
 				free(r);

@@ -114,7 +114,7 @@ static void export_usage(FILE *out)
 		"      --no-gzip            send the push uncompressed (default: gzip)\n"
 		"  -p, --pretty             indent the JSON written (the push stays compact)\n"
 		"  -q, --quiet              no progress or summary on stderr\n"
-		RETRACE_STORE_USAGE("       ")
+		CLI_STORE_USAGE("       ")
 		"  -h, --help               this text\n");
 }
 
@@ -189,7 +189,7 @@ static int parse_args(int argc, char **argv, struct export_opts *o)
 			break;
 		case 'a': o->all = 1; break;
 		case 's':
-			if (!(o->since_ns = retrace_parse_duration_ns(optarg))) {
+			if (!(o->since_ns = cli_parse_duration_ns(optarg))) {
 				fprintf(stderr, "retrace export: --since wants a duration like 90s, 5m, 2h; got '%s'\n",
 					optarg);
 				return -1;
@@ -546,7 +546,7 @@ static void summary(const struct export_opts *o, const struct rt_decoded_trace *
 		loose += t[i].n_loose_logs;
 		add_stats(&sum, &t[i].st);
 	}
-	if (!retrace_decode_problems(&sum, problems, sizeof problems))
+	if (!cli_decode_problems(&sum, problems, sizeof problems))
 		snprintf(problems, sizeof problems, "none");
 	mended_text(mended, fixes, sizeof fixes);
 	fprintf(stderr, "retrace export: %zu trace%s, %" PRIu64 " span%s, %zu bytes of %s -> %s; "

@@ -26,7 +26,7 @@ static void policy_usage(FILE *out)
 		"site's belief (alpha, beta, mean), recording probability and rank.\n"
 		"  -j, --json             the same as JSON\n"
 		"  -C, --coordinator URL  default $RETRACE_COORDINATOR or " DEFAULT_COORDINATOR "\n"
-		"  -t, --timeout MS       default 2000\n" RETRACE_TLS_USAGE);
+		"  -t, --timeout MS       default 2000\n" CLI_TLS_USAGE);
 }
 
 int cli_cmd_policy(int argc, char **argv)
@@ -34,7 +34,7 @@ int cli_cmd_policy(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, 'j' },          { "coordinator", required_argument, NULL, 'C' },
 		{ "timeout", required_argument, NULL, 't' }, { "help", no_argument, NULL, 'h' },
-		RETRACE_TLS_LONGOPTS,                        { 0, 0, 0, 0 },
+		CLI_TLS_LONGOPTS,                        { 0, 0, 0, 0 },
 	};
 	const char *url = getenv("RETRACE_COORDINATOR");
 	int ch, json = 0, timeout = 2000, failed;
@@ -57,9 +57,9 @@ int cli_cmd_policy(int argc, char **argv)
 			}
 			break;
 		case 'h': policy_usage(stdout); return 0;
-		case RETRACE_OPT_TLS_CA:
-		case RETRACE_OPT_TLS_CERT:
-		case RETRACE_OPT_TLS_KEY: cli_tls_opt(ch, optarg); break;
+		case CLI_OPT_TLS_CA:
+		case CLI_OPT_TLS_CERT:
+		case CLI_OPT_TLS_KEY: cli_tls_opt(ch, optarg); break;
 		default: policy_usage(stderr); return 2;
 		}
 	}

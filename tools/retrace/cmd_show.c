@@ -45,7 +45,7 @@ struct problem {
 	uint64_t n;
 };
 
-uint64_t retrace_decode_problems(const struct rt_decode_stats *st, char *out, size_t cap)
+uint64_t cli_decode_problems(const struct rt_decode_stats *st, char *out, size_t cap)
 {
 	const struct problem p[] = {
 		{ "gap", "gaps", st->gaps },
@@ -391,7 +391,7 @@ static void print_header(const struct rt_store_trace *row, const struct rt_decod
 static void print_footer(const struct rt_decoded_trace *t)
 {
 	char problems[512];
-	uint64_t n = retrace_decode_problems(&t->st, problems, sizeof problems);
+	uint64_t n = cli_decode_problems(&t->st, problems, sizeof problems);
 	if (t->n_loose_logs) {
 		printf("\nlogs outside any span:\n");
 		print_logs(t->loose_logs, t->n_loose_logs, 2);
@@ -700,7 +700,7 @@ static void show_usage(FILE *out)
 		"                    ({\"trace_id\",...,\"decode\":{...},\"otlp\":{\"resourceSpans\"}})\n"
 		"  -r, --records     the raw view instead: slices by agent, every record in hex\n"
 		"                    (with --json: the per-agent summary as JSON)\n"
-		RETRACE_STORE_USAGE("")
+		CLI_STORE_USAGE("")
 		"  -h, --help        this text\n");
 }
 

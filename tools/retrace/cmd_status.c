@@ -41,17 +41,17 @@ static void status_usage(FILE *out)
 		"  -A, --all           every figure, as text\n"
 		"  -j, --json          every figure, as JSON\n"
 		"  -t, --timeout MS    give up after MS milliseconds (default 2000)\n"
-		RETRACE_TLS_USAGE
+		CLI_TLS_USAGE
 		"  -h, --help          this text\n");
 }
 
 static struct rt_tls_opts tls_opts;
-const char *retrace_tls_peer = RT_TLS_COORDINATOR_NAME;
+const char *cli_tls_peer = RT_TLS_COORDINATOR_NAME;
 
 void cli_tls_opt(int ch, const char *arg)
 {
-	char *f = ch == RETRACE_OPT_TLS_CA ? tls_opts.ca
-		  : ch == RETRACE_OPT_TLS_CERT ? tls_opts.cert : tls_opts.key;
+	char *f = ch == CLI_OPT_TLS_CA ? tls_opts.ca
+		  : ch == CLI_OPT_TLS_CERT ? tls_opts.cert : tls_opts.key;
 	snprintf(f, RT_TLS_PATH_MAX, "%s", arg);
 }
 
@@ -93,7 +93,7 @@ int cli_request(const char *url, const char *req, int timeout_ms, char **reply,
 	}
 	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, timeout_ms);
 	nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, timeout_ms);
-	if (rt_tls_dial(s, tls, url, retrace_tls_peer, 0, why, sizeof why) != 0) {
+	if (rt_tls_dial(s, tls, url, cli_tls_peer, 0, why, sizeof why) != 0) {
 		snprintf(err, errlen, "%s (%s%s)", url, why,
 			 tls || strncmp(url, "tcp://", 6) ? ""
 			      : "; if it uses TLS, give --tls-ca, --tls-cert and --tls-key");
@@ -122,7 +122,7 @@ static int ask(const char *url, const char *what, enum status_form form, int tim
 	size_t len = 0, n;
 	int rc = 0;
 	/* An agent's certificate is agent-ID, which we may not know: any of the CA. */
-	retrace_tls_peer = !strcmp(what, "agent") ? NULL : RT_TLS_COORDINATOR_NAME;
+	cli_tls_peer = !strcmp(what, "agent") ? NULL : RT_TLS_COORDINATOR_NAME;
 	if (cli_request(url, form == FORM_ALL ? "status" : "status json", timeout, &reply, &len,
 			    err, sizeof err) != 0) {
 		fprintf(stderr, "retrace status: no %s answers at %s (is retrace-%s running?)\n",
@@ -150,7 +150,7 @@ int cli_cmd_status(int argc, char **argv)
 		{ "coordinator", required_argument, NULL, 'C' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
-		RETRACE_TLS_LONGOPTS,
+		CLI_TLS_LONGOPTS,
 		{ 0, 0, 0, 0 },
 	};
 	const char *pool = getenv("RETRACE_POOL") ? getenv("RETRACE_POOL") : RT_POOL_DEFAULT_NAME;
@@ -178,9 +178,9 @@ int cli_cmd_status(int argc, char **argv)
 			}
 			break;
 		case 'h': status_usage(stdout); return 0;
-		case RETRACE_OPT_TLS_CA:
-		case RETRACE_OPT_TLS_CERT:
-		case RETRACE_OPT_TLS_KEY: cli_tls_opt(ch, optarg); break;
+		case CLI_OPT_TLS_CA:
+		case CLI_OPT_TLS_CERT:
+		case CLI_OPT_TLS_KEY: cli_tls_opt(ch, optarg); break;
 		default: status_usage(stderr); return 2;
 		}
 	}

@@ -104,7 +104,7 @@ static void traces_usage(FILE *out)
 		"  -i, --incoherent     only traces with a missing slice\n"
 		"  -n, --limit N        at most N traces (default all)\n"
 		"  -j, --json           a JSON array\n"
-		RETRACE_STORE_USAGE("   ")
+		CLI_STORE_USAGE("   ")
 		"  -h, --help           this text\n");
 }
 
@@ -134,7 +134,7 @@ int cli_cmd_traces(int argc, char **argv)
 			q.by_trigger = 1;
 			break;
 		case 's':
-			if (!(since = retrace_parse_duration_ns(optarg))) {
+			if (!(since = cli_parse_duration_ns(optarg))) {
 				fprintf(stderr, "retrace traces: --since wants a duration like 90s, 5m, 2h; got '%s'\n", optarg);
 				return 2;
 			}
