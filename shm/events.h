@@ -4,7 +4,8 @@
  * Owns: the byte layout the client's tracer (client/tracer.c) writes into a
  * record and the coordinator's decoder (coordinator/decode.c) reads back. Raw
  * retrace_tracepoint() records share the same buffers; this header says how the
- * two are told apart. No policy, no code: constants only.
+ * two are told apart. No policy, no code: the layout only (its constants are in
+ * retrace/abi.h).
  *
  * A tracer event is one framed record (shm/frame.h) whose payload is
  *
@@ -58,54 +59,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RETRACE_EVENT_MAGIC 0xC1u
-
-enum retrace_event_type {
-	RETRACE_EV_SPAN_START = 1,
-	RETRACE_EV_SPAN_END = 2,
-	RETRACE_EV_ATTR = 3,
-	RETRACE_EV_LOG = 4,
-	RETRACE_EV_LOG_TEXT = 5,
-	RETRACE_EV_TEMPLATE = 6,
-	RETRACE_EV_RESOURCE = 7,
-	RETRACE_EV_TRIGGER = 8,
-};
-#define RETRACE_EV_MAX RETRACE_EV_TRIGGER
-
-/* Limits the encoder enforces (longer strings are cut, counted) and the decoder
- * checks (larger = corrupt). */
-#define RETRACE_EV_MAX_STR 4096u  /* any one string field */
-#define RETRACE_EV_MAX_ARGS 16u   /* arguments of one LOG */
-#define RETRACE_EV_MAX_RESOURCE 32u /* resource attributes */
-
-/* A TRIGGER event's name: 1..RETRACE_EV_MAX_TRIGGER_NAME bytes of letters,
- * digits and "-_.:/" (safe in a URL, a shell word, CSV and JSON). The client
- * refuses any other name; the decoder counts any other as corrupt. */
-#define RETRACE_EV_MAX_TRIGGER_NAME 63u
-static inline int retrace_event_trigger_name_ok(const char *name, size_t len)
-{
-	size_t i;
-	if (len == 0 || len > RETRACE_EV_MAX_TRIGGER_NAME)
-		return 0;
-	for (i = 0; i < len; i++) {
-		char c = name[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '-' || c == '_' || c == '.' || c == ':' || c == '/'))
-			return 0;
-	}
-	return 1;
-}
-
-/* FNV-1a, 64-bit: the template id of a format string (never 0). */
-static inline uint64_t retrace_event_template_id(const char *text)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (; *text; text++) {
-		h ^= (uint8_t)*text;
-		h *= 0x100000001b3ull;
-	}
-	return h ? h : 1;
-}
-#define RETRACE_EVENT_TEMPLATE_ID(text) retrace_event_template_id(text)
+/* The magic byte, the event types, the limits, the trigger-name rule and the
+ * template id are constants the installed headers need too: they are in
+ * retrace/abi.h, the one home of each. This header is the layout above. */
+#include "retrace/abi.h"
 
 #endif

@@ -12,7 +12,8 @@
  *   chunk_len bytes of payload
  * flags: VALID (always set, so a zero word is the end mark), TS, CONT_NEXT (the
  * record continues in this writer's next buffer), CONT_PREV (this chunk continues
- * the record begun in the previous buffer). A record is one unsplit frame, or a
+ * the record begun in the previous buffer; the flag values and sizes are in
+ * retrace/abi.h). A record is one unsplit frame, or a
  * CONT_NEXT chunk, any number of CONT_NEXT|CONT_PREV chunks and a CONT_PREV chunk,
  * in consecutive buffers of one writer (by buffer-header seq).
  */

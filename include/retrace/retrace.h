@@ -12,7 +12,7 @@
  *     goes into a per-thread discard buffer and is counted.
  *   - Records are length-framed; a record larger than the room left is split
  *     across buffers with continuation marks and can be rebuilt byte-exact
- *     (see shm/frame.h for the format).
+ *     (the framing constants are in retrace/abi.h).
  *   - retrace_trigger() is async-signal-safe (see its comment).
  *
  * Thread model: every function acts on the calling thread's context. Hand a trace
@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "retrace/abi.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -64,21 +66,7 @@ static inline const char *retrace_builtin_trigger_name(uint32_t trigger_id)
 
 /* ------------------------------------------------------------- errors ---- */
 
-enum retrace_error {
-	RETRACE_OK = 0,
-	RETRACE_E_NOPOOL = -1,    /* no shared-memory object with that name */
-	RETRACE_E_PERM = -2,      /* permission denied opening the pool */
-	RETRACE_E_VERSION = -3,   /* pool ABI version differs from this library */
-	RETRACE_E_GEOMETRY = -4,  /* geometry inconsistent or not the one expected */
-	RETRACE_E_CORRUPT = -5,   /* bad magic or header fields out of range */
-	RETRACE_E_NOTREADY = -6,  /* the agent has not finished creating the pool */
-	RETRACE_E_INVAL = -7,     /* a bad argument or malformed input */
-	RETRACE_E_FULL = -8,      /* a queue was full: the entry was dropped, counted */
-	RETRACE_E_NOTRACE = -9,   /* the calling thread is not in a trace */
-	RETRACE_E_AGAIN = -10,    /* re-entered from a signal handler; dropped, counted */
-	RETRACE_E_SYS = -11,      /* another system error; errno is kept */
-	RETRACE_E_EXISTS = -12,   /* the pool already exists (create) */
-};
+/* enum retrace_error (RETRACE_OK, RETRACE_E_*) is in retrace/abi.h. */
 
 /* A static English sentence for an error code. */
 const char *retrace_strerror(int err);
@@ -162,13 +150,7 @@ void retrace_tracepoint_slow(const void *data, size_t len, int with_ts);
 void *retrace_reserve_slow(size_t len);
 void retrace_commit_slow(size_t len);
 
-/* Frame header word: (len << 4) | flags; see shm/frame.h. */
-#define RETRACE_FRAME_VALID 0x1u
-#define RETRACE_FRAME_TS 0x2u
-#define RETRACE_FRAME_CONT_NEXT 0x4u
-#define RETRACE_FRAME_CONT_PREV 0x8u
-#define RETRACE_FRAME_HDR 4u   /* bytes of the frame header word */
-#define RETRACE_FRAME_TERM 4u  /* bytes of the zero end mark after the last frame */
+/* The frame word's flags and sizes (RETRACE_FRAME_*) are in retrace/abi.h. */
 
 static inline uint64_t retrace_ticks(void)
 {
@@ -283,7 +265,7 @@ void retrace_attach(const retrace_context *ctx);
 /*
  * Ask the local agent to keep trace `id` (and `n_lateral` lateral traces, at most
  * RETRACE_MAX_LATERAL) and to collect it from every host it visited. The entries
- * reach the agent as one group (see shm/pool.h). Also marks the current trace as
+ * reach the agent as one group (docs/shm-abi.md). Also marks the current trace as
  * fired so that retrace_serialize tells the next hop.
  *
  * Async-signal-safe: it uses only atomic operations on shared memory, no locks, no
@@ -301,7 +283,7 @@ int retrace_trigger(retrace_trace_id id, uint32_t trigger_id,
  * retrace_trigger_name(7, "payment-error"), once at setup, before it fires.
  * A name is 1..RETRACE_TRIGGER_NAME_MAX bytes of letters, digits and "-_.:/".
  * When the calling thread's current trace fires a named trigger, its writer
- * stream carries one TRIGGER event {id, name} at the trace's end (shm/events.h:
+ * stream carries one TRIGGER event {id, name} at the trace's end (retrace/abi.h:
  * retrace_trigger itself writes nothing and stays async-signal-safe); the
  * coordinator learns the name from the collected trace and keeps it in its
  * store, so `retrace traces --trigger payment-error`, `retrace show`, the JSON

@@ -2,8 +2,8 @@
  * tracer.h — spans, attributes and logs on top of libretrace (retrace.h).
  *
  * What it owns: the per-thread span stack, the process resource attributes and
- * the encoding of span/log events into the current trace's buffers (format in
- * shm/events.h). What it promises:
+ * the encoding of span/log events into the current trace's buffers (constants in
+ * retrace/abi.h). What it promises:
  *   - Every call writes one compact msgpack event straight into the thread's
  *     buffer through retrace_reserve/commit: no lock, no allocation, no system
  *     call after the thread's first use. Outside a trace (or unsampled) the calls
@@ -32,21 +32,7 @@
 extern "C" {
 #endif
 
-/* OpenTelemetry's span kinds, same numbers. */
-enum retrace_span_kind {
-	RETRACE_SPAN_INTERNAL = 1,
-	RETRACE_SPAN_SERVER = 2,
-	RETRACE_SPAN_CLIENT = 3,
-	RETRACE_SPAN_PRODUCER = 4,
-	RETRACE_SPAN_CONSUMER = 5,
-};
-
-/* OpenTelemetry's status codes, same numbers. */
-enum retrace_span_status {
-	RETRACE_STATUS_UNSET = 0,
-	RETRACE_STATUS_OK = 1,
-	RETRACE_STATUS_ERROR = 2,
-};
+/* enum retrace_span_kind and enum retrace_span_status are in retrace/abi.h. */
 
 enum retrace_log_level {
 	RETRACE_LOG_DEBUG = 0,
@@ -127,7 +113,7 @@ struct retrace_log_site {
 	uint64_t template_id;              /* 0 until parsed */
 	uint8_t nargs;
 	uint8_t bad;                       /* unsupported format */
-	uint8_t types[16];                 /* RETRACE_EV_MAX_ARGS; private codes */
+	uint8_t types[RETRACE_EV_MAX_ARGS]; /* argument kinds, the tracer's own codes */
 };
 
 void retrace_log_at(struct retrace_log_site *site, enum retrace_log_level level, ...);

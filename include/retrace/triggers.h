@@ -319,7 +319,7 @@ struct retrace_attr {
 };
 
 /* Span status codes are OpenTelemetry's, RETRACE_STATUS_UNSET / _OK / _ERROR of
- * tracer.h (any int works with the status filter). */
+ * retrace/abi.h (any int works with the status filter). */
 
 struct retrace_span_summary {
 	retrace_trace_id trace_id;
