@@ -379,6 +379,14 @@ static void return_slice_buffers(struct rt_agent *a, struct rt_uplink_slot *s)
 		return;
 	}
 	rt_index_return_buffers(&a->ix, t, s->bufs, s->nbuf);
+	/* The same buffers go out again as the same slice (same slice_seq): the
+	 * member that may have committed it before the failure, or another after a
+	 * re-route that later receives both, keys the slice on (agent, trace, seq)
+	 * and stores it once (issue 17: "a host's records twice"). Only the slice
+	 * returned last is at the head: an earlier one, now behind it, goes under a
+	 * new seq (stored twice at worst, never taken for another slice's copy). */
+	a->ix.traces[t].retry_seq = s->seq;
+	a->ix.traces[t].retry_nbuf = s->nbuf;
 	rt_agent_queue_pinned(a, t, s->nbuf);
 	s->nbuf = 0;
 }
@@ -536,18 +544,27 @@ static int cut_slice(struct rt_agent *a, uint32_t t, struct rt_report_class *c,
 		     struct rt_uplink_slot *s)
 {
 	struct rt_trace_entry *e = &a->ix.traces[t];
-	uint32_t i;
+	uint32_t i, max;
 	rt_report_dequeue(&a->rep, &a->ix, t);
 	s->trace = t;
 	s->trace_lo = e->lo;
 	s->trace_hi = e->hi;
 	s->trigger_id = e->trigger_id; /* the trace's own id, also in the shared OTHER class */
 	s->cls = (uint32_t)(c - a->rep.classes);
-	s->seq = ++a->slice_seq;
 	/* Segments may outnumber buffers: a slice's scratch holds buffer_count. */
-	s->nbuf = rt_index_take_buffers(&a->ix, t, s->bufs, a->cfg.max_slice_bytes,
-					RT_WIRE_MAX_SLICE_BUFFERS < a->pool.geo.buffer_count
-						? RT_WIRE_MAX_SLICE_BUFFERS : a->pool.geo.buffer_count);
+	max = RT_WIRE_MAX_SLICE_BUFFERS < a->pool.geo.buffer_count ? RT_WIRE_MAX_SLICE_BUFFERS
+								   : a->pool.geo.buffer_count;
+	if (e->retry_seq) { /* a failed slice again, whole and under its own seq */
+		s->seq = e->retry_seq;
+		if (e->retry_nbuf && e->retry_nbuf < max)
+			max = e->retry_nbuf;
+		e->retry_seq = 0;
+		e->retry_nbuf = 0;
+		a->st.slices_resent++;
+	} else {
+		s->seq = ++a->slice_seq;
+	}
+	s->nbuf = rt_index_take_buffers(&a->ix, t, s->bufs, a->cfg.max_slice_bytes, max);
 	s->bytes = 0;
 	for (i = 0; i < s->nbuf; i++)
 		s->bytes += a->ix.buf_bytes[s->bufs[i]];

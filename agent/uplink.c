@@ -43,23 +43,27 @@
 #define REGISTER_EVERY_NS 5000000000ull
 #define COORD_RETRY_NS 1000000000ull
 
-/* 1 if msg is an ACK with status 0 that names seq (or names nothing when seq is
- * 0); *status gets the ACK's status (-1: not an ACK). */
-static int ack_names(nng_msg *m, uint64_t seq, int32_t *status)
+/* 1 if msg is an ACK with status 0 that names x->seq (or names nothing when
+ * seq is 0); x->status gets the ACK's status (-1: not an ACK); with x->keep,
+ * the ACK's seqs are copied there (a REGISTER ACK's live set, wire.h). */
+static int ack_names(nng_msg *m, struct rt_exchange *x)
 {
 	struct rt_wire_msg w;
 	uint32_t i;
 	int ok = 0;
-	*status = -1;
+	x->status = -1;
+	x->kept = 0;
 	if (rt_wire_decode(nng_msg_body(m), nng_msg_len(m), &w) != 0)
 		return 0;
 	if (w.type == RT_WIRE_ACK)
-		*status = w.ack.status;
+		x->status = w.ack.status;
 	if (w.type == RT_WIRE_ACK && w.ack.status == 0) {
-		if (seq == 0)
+		if (x->seq == 0)
 			ok = 1;
 		for (i = 0; i < w.ack.seq_count && !ok; i++)
-			ok = w.ack.seqs[i] == seq;
+			ok = w.ack.seqs[i] == x->seq;
+		for (i = 0; x->keep && i < w.ack.seq_count && i < x->keep_cap; i++)
+			x->keep[x->kept++] = w.ack.seqs[i];
 	}
 	rt_wire_msg_free(&w);
 	return ok;
@@ -88,7 +92,7 @@ static void exchange_cb(void *arg)
 		x->status = -1;
 		if (rv == 0) {
 			nng_msg *m = nng_aio_get_msg(x->aio);
-			x->ok = ack_names(m, x->seq, &x->status);
+			x->ok = ack_names(m, x);
 			nng_msg_free(m);
 		}
 		__atomic_store_n(&x->state, RT_SLOT_DONE, __ATOMIC_RELEASE);
@@ -147,6 +151,8 @@ static int open_slots(struct rt_uplink *u, uint32_t buffer_count, char *err, siz
 static int open_coord_slots(struct rt_uplink *u)
 {
 	int i;
+	u->register_x.keep = u->view_keep;
+	u->register_x.keep_cap = RT_UPLINK_VIEW_MAX;
 	if (exchange_open(&u->register_x, u->coord, u->timeout_ms) != 0)
 		return -1;
 	for (i = 0; i < RT_UPLINK_COORD_SLOTS; i++)
@@ -485,6 +491,9 @@ static void finish_register(struct rt_uplink *u, uint64_t now_ns)
 	if (__atomic_load_n(&u->register_x.state, __ATOMIC_ACQUIRE) != RT_SLOT_DONE)
 		return;
 	if (u->register_x.ok) {
+		memcpy(u->view, u->view_keep, u->register_x.kept * sizeof *u->view);
+		u->view_n = u->register_x.kept;
+		u->view_gen++;
 		u->coord_fails_in_row = 0;
 		u->st.coord_acked++;
 		u->st.registrations++;
@@ -539,6 +548,15 @@ static void finish_messages(struct rt_uplink *u, uint64_t now_ns)
 	}
 }
 
+void rt_uplink_ask(struct rt_uplink *u, uint64_t now_ns)
+{
+	uint64_t at = u->register_sent_ns + COORD_RETRY_NS;
+	if (at < now_ns)
+		at = now_ns;
+	if (u->coord_open && u->register_msg.len && u->next_register_ns > at)
+		u->next_register_ns = at;
+}
+
 void rt_uplink_pump_coordinator(struct rt_uplink *u, uint64_t now_ns)
 {
 	int i;
@@ -551,6 +569,7 @@ void rt_uplink_pump_coordinator(struct rt_uplink *u, uint64_t now_ns)
 	if (u->register_msg.len && now_ns >= u->next_register_ns &&
 	    __atomic_load_n(&u->register_x.state, __ATOMIC_ACQUIRE) == RT_SLOT_FREE) {
 		u->next_register_ns = now_ns + REGISTER_EVERY_NS;
+		u->register_sent_ns = now_ns;
 		if (start_send(&u->register_x, 0, u->register_msg.data, u->register_msg.len) == 0)
 			u->st.coord_sent++;
 	}

@@ -27,6 +27,7 @@
 #define RT_UPLINK_SLOTS 8
 #define RT_UPLINK_FAIR_IDS 32 /* trigger ids the outbox tells apart */
 #define RT_UPLINK_COORD_SLOTS 8 /* coordinator messages in flight at once */
+#define RT_UPLINK_VIEW_MAX 64 /* members in a REGISTER ACK's live set (RT_RING_MAX) */
 
 enum rt_slot_state {
 	RT_SLOT_FREE = 0,
@@ -47,6 +48,8 @@ struct rt_exchange {
 	int ok;                  /* DONE: 1 if acknowledged */
 	int32_t status;          /* DONE: the ACK's status (0 ok), -1 when no ACK came */
 	uint64_t seq;
+	uint64_t *keep;          /* if set: the ACK's seqs are copied here (keep_cap at most) */
+	uint32_t keep_cap, kept;
 };
 
 struct rt_uplink_slot {
@@ -95,6 +98,12 @@ struct rt_uplink {
 	int coord_open;
 	struct rt_exchange register_x;  /* REGISTER has its own exchange */
 	int registered;                 /* the last REGISTER was acknowledged */
+	/* The group's live set as this member told it in its last REGISTER ACK
+	 * (wire.h: ring seeds); view_n 0 = it said nothing (not sharded). */
+	uint64_t view[RT_UPLINK_VIEW_MAX];
+	uint64_t view_keep[RT_UPLINK_VIEW_MAX]; /* written by the callback */
+	uint32_t view_n;
+	uint64_t view_gen;              /* REGISTER ACKs taken: a new view each */
 	int register_refused;           /* the last REGISTER was refused (logged once) */
 	struct rt_uplink_coord_slot coord_slots[RT_UPLINK_COORD_SLOTS];
 	struct rt_wire_buf *outbox; /* ring of encoded messages not yet in flight */
@@ -114,6 +123,7 @@ struct rt_uplink {
 	uint64_t fair_clock;
 	struct rt_wire_buf register_msg;
 	uint64_t next_register_ns;
+	uint64_t register_sent_ns;
 	uint64_t coord_retry_ns;
 	struct rt_uplink_stats st;
 };
@@ -127,6 +137,10 @@ int rt_uplink_open(struct rt_uplink *u, const char *collector, const char *coord
 		   uint32_t buffer_count, uint32_t outbox_cap, int timeout_ms,
 		   const struct rt_wire_buf *register_msg, char *err, size_t errlen);
 void rt_uplink_close(struct rt_uplink *u);
+
+/* Send REGISTER again at the next pump (at most once a second): the route
+ * asks every member for its view of the group when one stops answering. */
+void rt_uplink_ask(struct rt_uplink *u, uint64_t now_ns);
 
 /* A free slice slot, or NULL (all in flight, or no collector). */
 struct rt_uplink_slot *rt_uplink_free_slot(struct rt_uplink *u);
