@@ -526,6 +526,10 @@ static void finish_slot(struct rt_agent *a, struct rt_uplink_slot *s)
 			free_slice_buffers(a, s, 1);
 		}
 	} else {
+		/* It may have committed the slice (only the ACK was lost): the trace
+		 * stays with it and this slice goes there again, under its seq. */
+		if (rt_uplink_maybe_delivered(&s->x))
+			stick(a, s->trace_lo, member);
 		if (!a->collector_down)
 			rt_log(RT_LOG_WARN, "collector %s of %s did not acknowledge a slice; %s",
 			       a->route.ring.id[member], a->cfg.collector,
@@ -696,6 +700,8 @@ static void route_upkeep(struct rt_agent *a)
 	for (m = 0; m < a->route.n; m++) {
 		struct rt_uplink *u = &a->route.up[m];
 		while (rt_uplink_take_acked(u, &lo) == 0)
+			stick(a, lo, m);
+		while (rt_uplink_take_held(u, &lo) == 0) /* it may hold them: they wait for it */
 			stick(a, lo, m);
 		if (a->route.ring.live[m] || !u->out_len)
 			continue;

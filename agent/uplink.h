@@ -41,8 +41,17 @@ enum rt_slot_state {
  * SENDING to RECEIVING to DONE and sets ok when the reply is an ACK with status
  * 0 naming `seq` (any ACK with status 0 when seq is 0).
  */
+/* A link's connections (nng pipe events): how many now, how many ever. */
+struct rt_pipes {
+	int n;        /* atomic */
+	uint64_t gen; /* atomic: connections made */
+};
+
 struct rt_exchange {
 	nng_ctx ctx;
+	const struct rt_pipes *pipes; /* the link's, to tell a request that never left */
+	int pipes_at_send;
+	uint64_t gen_at_send;
 	nng_aio *aio;
 	int state;               /* enum rt_slot_state (atomic) */
 	int ok;                  /* DONE: 1 if acknowledged */
@@ -91,6 +100,7 @@ struct rt_uplink_stats {
 struct rt_uplink {
 	nng_socket coll;
 	int coll_open;
+	struct rt_pipes coll_pipes, coord_pipes;
 	struct rt_uplink_slot slots[RT_UPLINK_SLOTS];
 	int timeout_ms;
 	/* coordinator */
@@ -113,6 +123,10 @@ struct rt_uplink {
 	 * a coordinator stored part of stays with it: agent/route.h) */
 	uint64_t acked_lo[RT_UPLINK_ACKED];
 	uint32_t nacked;
+	/* route keys of messages that failed after they may have reached the
+	 * member (rt_uplink_maybe_delivered): the trace stays with it too */
+	uint64_t held_lo[RT_UPLINK_ACKED];
+	uint32_t nheld;
 	uint32_t coord_fails_in_row;    /* coordinator round trips failed in a row */
 	uint32_t out_head, out_len, out_cap;
 	/* Fair order across trigger ids (uplink.c, take_fair): when each id was last
@@ -141,6 +155,19 @@ void rt_uplink_close(struct rt_uplink *u);
 /* Send REGISTER again at the next pump (at most once a second): the route
  * asks every member for its view of the group when one stops answering. */
 void rt_uplink_ask(struct rt_uplink *u, uint64_t now_ns);
+
+/*
+ * A finished round trip that failed: 1 if its request may have reached the
+ * member (a connection was up when it was sent, or one came up while it
+ * waited), so the member may have committed it and only its ACK was lost; 0 if
+ * it never left this host (no connection all along: the member was down).
+ * A trace with such a message stays with that member (agent/route.h).
+ */
+int rt_uplink_maybe_delivered(const struct rt_exchange *x);
+
+/* Route keys of coordinator messages that failed after they may have been
+ * delivered, one per call: 0, or -1 when none is left. */
+int rt_uplink_take_held(struct rt_uplink *u, uint64_t *route_lo);
 
 /* A free slice slot, or NULL (all in flight, or no collector). */
 struct rt_uplink_slot *rt_uplink_free_slot(struct rt_uplink *u);
