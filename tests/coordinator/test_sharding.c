@@ -74,7 +74,9 @@ static void member_args(const char *id)
 	cl_coord_args[n] = NULL;
 }
 
-/* Member c1 first (no hosts), then c0, then three agents routing over both. */
+/* Member c1 first (no hosts), then c0, then c1 again on the same ports with the
+ * whole ring (c0's port is known now: both members probe each other and publish
+ * their live set to the agents), then three agents routing over both. */
 static void start_pair(void)
 {
 	peers[0] = 0;
@@ -83,6 +85,10 @@ static void start_pair(void)
 	snprintf(peers, sizeof peers, "c0=tcp://127.0.0.1:0,c1=%s", cb.coord_url);
 	member_args("c0");
 	ck_assert_int_eq(cl_start(&ca, 0, 512), 0);
+	snprintf(peers, sizeof peers, "c0=%s,c1=%s", ca.coord_url, cb.coord_url);
+	cl_kill_coordinator(&cb);
+	member_args("c1");
+	ck_assert_int_eq(cl_start_coordinator(&cb), 0);
 	snprintf(coords, sizeof coords, "c0=%s,c1=%s", ca.coord_url, cb.coord_url);
 	snprintf(colls, sizeof colls, "c0=%s,c1=%s", ca.collect_url, cb.collect_url);
 	cl_agent_coordinators = coords;
