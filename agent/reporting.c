@@ -538,10 +538,11 @@ static void finish_slot(struct rt_agent *a, struct rt_uplink_slot *s)
 			free_slice_buffers(a, s, 1);
 		}
 	} else {
-		/* It may have committed the slice (only the ACK was lost): the trace
-		 * stays with it and this slice goes there again, under its seq. */
-		if (rt_uplink_maybe_delivered(&s->x))
-			stick(a, s->trace_lo, member);
+		/* A slice that may have been committed (only its ACK lost) does not
+		 * pin its trace here: the trace goes where its trigger goes (posted,
+		 * held: route.h), and the same slice, under its seq, with it. Pinning
+		 * it on the collector link's view split traces whose trigger the
+		 * coordinator link had already moved. */
 		if (!a->collector_down)
 			rt_log(RT_LOG_WARN, "collector %s of %s did not acknowledge a slice; %s",
 			       a->route.ring.id[member], a->cfg.collector,
