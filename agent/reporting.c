@@ -741,8 +741,12 @@ static void route_upkeep(struct rt_agent *a)
 			stick(a, lo, m);
 		while (rt_uplink_take_held(u, &lo) == 0) /* it may hold them: they wait for it */
 			stick(a, lo, m);
-		if (a->route.ring.live[m] || !u->out_len)
+		/* A live member's outbox is looked at again when a message failed back
+		 * into it: its trace may have moved meanwhile (a later message of it
+		 * went to another member while this one was in flight). */
+		if ((a->route.ring.live[m] && !u->requeued) || !u->out_len)
 			continue;
+		u->requeued = 0;
 		for (n = u->out_len, k = 0; k < n; k++) {
 			uint32_t t, to;
 			a->msg.len = 0;

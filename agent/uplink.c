@@ -582,6 +582,7 @@ static void finish_messages(struct rt_uplink *u, uint64_t now_ns)
 			if (rt_uplink_maybe_delivered(&cs->x) && u->nheld < RT_UPLINK_ACKED)
 				u->held_lo[u->nheld++] = cs->route_lo;
 			requeue_front(u, cs);
+			u->requeued = 1;
 		}
 		__atomic_store_n(&cs->x.state, RT_SLOT_FREE, __ATOMIC_RELEASE);
 	}

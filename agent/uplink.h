@@ -127,6 +127,7 @@ struct rt_uplink {
 	 * member (rt_uplink_maybe_delivered): the trace stays with it too */
 	uint64_t held_lo[RT_UPLINK_ACKED];
 	uint32_t nheld;
+	int requeued;                   /* a failed message went back into the outbox */
 	uint32_t coord_fails_in_row;    /* coordinator round trips failed in a row */
 	uint32_t out_head, out_len, out_cap;
 	/* Fair order across trigger ids (uplink.c, take_fair): when each id was last
