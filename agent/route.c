@@ -124,6 +124,7 @@ static void drop(struct rt_route *r, uint32_t m)
 		return; /* the last live member stays: there is nowhere else to go */
 	r->ring.live[m] = 0;
 	r->up[m].registered = 0; /* its next acknowledged REGISTER brings it back */
+	rt_uplink_cancel(&r->up[m]); /* what waits for it is routed again */
 	r->dropped++;
 	rt_log(RT_LOG_WARN, "coordinator member %s stopped answering (%u round trips failed); its "
 	       "new traces go to the next owner", r->ring.id[m], RT_ROUTE_FAILS);
@@ -194,7 +195,10 @@ void rt_route_pump(struct rt_route *r, uint64_t now_ns)
 		rt_uplink_pump_coordinator(u, now_ns);
 		if (!was && u->registered && r->follows)
 			r->fails[m] = 0; /* a round trip that worked: it answers again */
-		if (r->n > 1 && (!answers(r, m) || (!was && u->registered)))
+		/* ask at its first failure, not its third: the others' set may
+		 * already say it is gone */
+		if (r->n > 1 && (!answers(r, m) || r->fails[m] || u->coord_fails_in_row ||
+				 (!was && u->registered)))
 			for (uint32_t k = 0; k < r->n; k++)
 				if (k != m) /* ask the others what they see */
 					rt_uplink_ask(&r->up[k], now_ns);
@@ -205,6 +209,7 @@ void rt_route_pump(struct rt_route *r, uint64_t now_ns)
 		if (r->follows) {
 			if (r->ring.live[m] && !live[m]) {
 				r->dropped++;
+				rt_uplink_cancel(u); /* what waits for it is routed again */
 				rt_log(RT_LOG_WARN, "coordinator member %s is down in the group's live "
 				       "set; its new traces go to the next owner", r->ring.id[m]);
 			} else if (!r->ring.live[m] && live[m]) {

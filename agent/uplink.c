@@ -395,6 +395,19 @@ int rt_uplink_take(struct rt_uplink *u, struct rt_wire_buf *msg, uint32_t *trigg
 	return 0;
 }
 
+void rt_uplink_cancel(struct rt_uplink *u)
+{
+	int i;
+	for (i = 0; i < RT_UPLINK_SLOTS; i++)
+		if (u->slots[i].x.aio &&
+		    __atomic_load_n(&u->slots[i].x.state, __ATOMIC_ACQUIRE) != RT_SLOT_FREE)
+			nng_aio_cancel(u->slots[i].x.aio);
+	for (i = 0; i < RT_UPLINK_COORD_SLOTS; i++)
+		if (u->coord_slots[i].x.aio &&
+		    __atomic_load_n(&u->coord_slots[i].x.state, __ATOMIC_ACQUIRE) != RT_SLOT_FREE)
+			nng_aio_cancel(u->coord_slots[i].x.aio);
+}
+
 int rt_uplink_maybe_delivered(const struct rt_exchange *x)
 {
 	if (!x->pipes)

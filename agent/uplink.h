@@ -166,6 +166,12 @@ void rt_uplink_ask(struct rt_uplink *u, uint64_t now_ns);
  */
 int rt_uplink_maybe_delivered(const struct rt_exchange *x);
 
+/* Cancel every request in flight (they finish failed, at the next pump): a
+ * member dropped from the live set must not receive, when it returns, what was
+ * waiting for it (nng's REQ holds a request until a connection comes) while
+ * the rest of its trace goes to the next owner. */
+void rt_uplink_cancel(struct rt_uplink *u);
+
 /* Route keys of coordinator messages that failed after they may have been
  * delivered, one per call: 0, or -1 when none is left. */
 int rt_uplink_take_held(struct rt_uplink *u, uint64_t *route_lo);
