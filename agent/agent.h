@@ -77,6 +77,7 @@ struct rt_agent_stats {
 	uint64_t policy_stale;      /* POLICY messages older than the one applied */
 	uint64_t triggered_expired; /* quiet triggered traces dropped after their TTL */
 	uint64_t slices_sent, slices_acked, slices_failed, slices_spooled, spool_sent;
+	uint64_t slices_resent; /* a failed slice cut again under its own slice_seq */
 	uint64_t slices_unsendable; /* dropped: over the wire's limits even alone */
 	uint64_t slice_bytes_acked;
 	uint64_t spool_full;        /* slices neither sent nor spooled (spool full) */

@@ -75,6 +75,11 @@ struct rt_trace_entry {
 	                            (agent/route.h: the trace stays with it); 0 = none */
 	uint8_t asked;           /* coordinator member + 1 whose remote trigger asked for
 	                            it last: where it goes while no member acknowledged part */
+	uint8_t posted;          /* coordinator member + 1 its trigger was last posted to:
+	                            its slices follow while that member is live */
+	uint32_t retry_nbuf;     /* a failed slice's buffers, back at the head: cut again */
+	uint64_t retry_seq;      /* under this slice_seq, so a member that committed it
+	                            before its ACK was lost stores it once (0 = none) */
 	uint32_t crumbs[RT_INDEX_MAX_CRUMBS];
 };
 

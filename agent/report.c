@@ -303,6 +303,8 @@ static uint32_t class_pick(const struct rt_report *r, const struct rt_report_cla
 		uint64_t since = r->trace_since[t];
 		if (rt_report_priority(ix->traces[t].lo) < floor)
 			return NO_PICK; /* and every trace below: not now, or abandoned */
+		if (r->blocked && r->blocked(r->blocked_arg, t))
+			continue;
 		if (!r->holding || since == 0 || r->last_refill_ns >= since + r->cfg.hold_ns)
 			return pos;
 	}

@@ -91,6 +91,11 @@ struct rt_report {
 	int holding;              /* backlog or a level up: new traces wait cfg.hold_ns */
 	uint64_t calm_since_ns;   /* pressure low since then, CLOCK_REALTIME (0: it is not) */
 	uint64_t relaxed_epoch;   /* the relax_ns epoch levels last came down in */
+	/* Set by the caller around rt_report_next: a trace it cannot send now (its
+	 * coordinator member is down or busy, agent/route.h) is passed over, so it
+	 * does not hold back the traces of the other members. NULL: none is. */
+	int (*blocked)(void *arg, uint32_t t);
+	void *blocked_arg;
 };
 
 /* Parse cfg->weights etc.; -1 with a sentence in err. */

@@ -126,10 +126,17 @@ void rt_agent_queue_pinned(struct rt_agent *a, uint32_t t, uint32_t n)
 static void abandon(struct rt_agent *a, struct rt_report_class *c, uint32_t t);
 
 /* The member a trace's messages go to, if one is set: the one that
- * acknowledged part of it, else the one that asked for it last (route.h). */
-static uint8_t sticky_of(const struct rt_trace_entry *e)
+ * acknowledged part of it, else the one that asked for it last (route.h), else
+ * the live one its trigger went to (so that its slices do not go elsewhere when
+ * the live set changes before that member's ACK comes). */
+static uint8_t sticky_of(const struct rt_agent *a, const struct rt_trace_entry *e)
 {
-	return e->route ? e->route : e->asked;
+	const struct rt_route *r = &a->route;
+	if (e->route)
+		return e->route;
+	if (e->asked)
+		return e->asked;
+	return e->posted && e->posted <= r->n && r->ring.live[e->posted - 1] ? e->posted : 0;
 }
 
 static void post_trigger(struct rt_agent *a, const struct rt_trigger_entry *g, unsigned int n)
@@ -162,8 +169,10 @@ static void post_trigger(struct rt_agent *a, const struct rt_trigger_entry *g, u
 	a->msg.len = 0;
 	if (rt_wire_encode_trigger(&a->msg, &m) == 0) {
 		/* The whole group goes where its triggered trace goes (route.h). */
-		uint8_t sticky = t0 != RT_INDEX_NONE ? sticky_of(&a->ix.traces[t0]) : 0;
+		uint8_t sticky = t0 != RT_INDEX_NONE ? sticky_of(a, &a->ix.traces[t0]) : 0;
 		uint32_t mem = rt_route_member(&a->route, traces[0].trace_lo, sticky);
+		if (t0 != RT_INDEX_NONE)
+			a->ix.traces[t0].posted = (uint8_t)(mem + 1);
 		rt_uplink_post(&a->route.up[mem], &a->msg, m.trigger_id, traces[0].trace_lo);
 	}
 }
@@ -379,6 +388,14 @@ static void return_slice_buffers(struct rt_agent *a, struct rt_uplink_slot *s)
 		return;
 	}
 	rt_index_return_buffers(&a->ix, t, s->bufs, s->nbuf);
+	/* The same buffers go out again as the same slice (same slice_seq): the
+	 * member that may have committed it before the failure, or another after a
+	 * re-route that later receives both, keys the slice on (agent, trace, seq)
+	 * and stores it once (issue 17: "a host's records twice"). Only the slice
+	 * returned last is at the head: an earlier one, now behind it, goes under a
+	 * new seq (stored twice at worst, never taken for another slice's copy). */
+	a->ix.traces[t].retry_seq = s->seq;
+	a->ix.traces[t].retry_nbuf = s->nbuf;
 	rt_agent_queue_pinned(a, t, s->nbuf);
 	s->nbuf = 0;
 }
@@ -504,6 +521,9 @@ static void finish_slot(struct rt_agent *a, struct rt_uplink_slot *s)
 {
 	uint32_t member = rt_route_index(&a->route, s->up);
 	rt_route_result(&a->route, member, s->x.ok);
+	a->route.coll_down[member] = !s->x.ok;
+	if (!s->x.ok)
+		a->route.coll_probe_ns[member] = a->pass_now_ns + PROBE_EVERY_NS;
 	if (s->x.ok) {
 		stick(a, s->trace_lo, member);
 		a->collector_down = 0;
@@ -518,6 +538,11 @@ static void finish_slot(struct rt_agent *a, struct rt_uplink_slot *s)
 			free_slice_buffers(a, s, 1);
 		}
 	} else {
+		/* A slice that may have been committed (only its ACK lost) does not
+		 * pin its trace here: the trace goes where its trigger goes (posted,
+		 * held: route.h), and the same slice, under its seq, with it. Pinning
+		 * it on the collector link's view split traces whose trigger the
+		 * coordinator link had already moved. */
 		if (!a->collector_down)
 			rt_log(RT_LOG_WARN, "collector %s of %s did not acknowledge a slice; %s",
 			       a->route.ring.id[member], a->cfg.collector,
@@ -536,18 +561,27 @@ static int cut_slice(struct rt_agent *a, uint32_t t, struct rt_report_class *c,
 		     struct rt_uplink_slot *s)
 {
 	struct rt_trace_entry *e = &a->ix.traces[t];
-	uint32_t i;
+	uint32_t i, max;
 	rt_report_dequeue(&a->rep, &a->ix, t);
 	s->trace = t;
 	s->trace_lo = e->lo;
 	s->trace_hi = e->hi;
 	s->trigger_id = e->trigger_id; /* the trace's own id, also in the shared OTHER class */
 	s->cls = (uint32_t)(c - a->rep.classes);
-	s->seq = ++a->slice_seq;
 	/* Segments may outnumber buffers: a slice's scratch holds buffer_count. */
-	s->nbuf = rt_index_take_buffers(&a->ix, t, s->bufs, a->cfg.max_slice_bytes,
-					RT_WIRE_MAX_SLICE_BUFFERS < a->pool.geo.buffer_count
-						? RT_WIRE_MAX_SLICE_BUFFERS : a->pool.geo.buffer_count);
+	max = RT_WIRE_MAX_SLICE_BUFFERS < a->pool.geo.buffer_count ? RT_WIRE_MAX_SLICE_BUFFERS
+								   : a->pool.geo.buffer_count;
+	if (e->retry_seq) { /* a failed slice again, whole and under its own seq */
+		s->seq = e->retry_seq;
+		if (e->retry_nbuf && e->retry_nbuf < max)
+			max = e->retry_nbuf;
+		e->retry_seq = 0;
+		e->retry_nbuf = 0;
+		a->st.slices_resent++;
+	} else {
+		s->seq = ++a->slice_seq;
+	}
+	s->nbuf = rt_index_take_buffers(&a->ix, t, s->bufs, a->cfg.max_slice_bytes, max);
 	s->bytes = 0;
 	for (i = 0; i < s->nbuf; i++)
 		s->bytes += a->ix.buf_bytes[s->bufs[i]];
@@ -558,6 +592,29 @@ static int cut_slice(struct rt_agent *a, uint32_t t, struct rt_report_class *c,
 	return 0;
 }
 
+/* The member trace t's slices go to (route.h). */
+static uint32_t member_of(const struct rt_agent *a, uint32_t t)
+{
+	const struct rt_trace_entry *e = &a->ix.traces[t];
+	return rt_route_member(&a->route, e->lo, sticky_of(a, e));
+}
+
+/*
+ * A trace whose member cannot take a slice now: no free slot, or its last slice
+ * failed and its next probe is not due. The schedule passes over it, so that a
+ * dead member's traces (waiting for it) do not hold back the other members'
+ * (seen: a live member closed a trace incoherent because the agent's slices
+ * waited behind a dead member's probe back-off).
+ */
+static int slice_blocked(void *arg, uint32_t t)
+{
+	struct rt_agent *a = arg;
+	uint32_t m = member_of(a, t);
+	if (a->route.coll_down[m] && a->pass_now_ns < a->route.coll_probe_ns[m])
+		return 1;
+	return rt_uplink_free_slot(&a->route.up[m]) == NULL;
+}
+
 static void send_new_slices(struct rt_agent *a)
 {
 	struct rt_report_class *c;
@@ -566,21 +623,23 @@ static void send_new_slices(struct rt_agent *a)
 				     !a->route.has_coll);
 	if (via_spool && a->pass_now_ns < a->spool_retry_ns)
 		return;
-	if (!a->spool && (!a->route.has_coll ||
-			  (a->collector_down && a->pass_now_ns < a->next_probe_ns)))
+	if (!a->spool && !a->route.has_coll)
 		return; /* nowhere to put them yet: they wait, pinned, under the overload policy */
-	if (!a->spool && a->collector_down)
-		a->next_probe_ns = a->pass_now_ns + PROBE_EVERY_NS; /* this pass probes */
+	a->rep.blocked = via_spool ? NULL : slice_blocked;
+	a->rep.blocked_arg = a;
 	while ((t = rt_report_next(&a->rep, &a->ix, &c)) != RT_INDEX_NONE) {
-		/* The slice goes to the trace's member (route.h); if its slots are
-		 * all busy the schedule waits for them, in order. */
-		const struct rt_trace_entry *e = &a->ix.traces[t];
-		struct rt_uplink_slot *s =
-			via_spool ? &a->spool_slot
-				  : rt_uplink_free_slot(
-					    &a->route.up[rt_route_member(&a->route, e->lo, sticky_of(e))]);
-		if (!s)
-			return;
+		/* The slice goes to the trace's member (route.h); one whose member
+		 * cannot take it now is passed over (slice_blocked). */
+		struct rt_uplink_slot *s;
+		if (via_spool) {
+			s = &a->spool_slot;
+		} else {
+			uint32_t m = member_of(a, t);
+			if (!(s = rt_uplink_free_slot(&a->route.up[m])))
+				break;
+			if (a->route.coll_down[m]) /* this slice probes it */
+				a->route.coll_probe_ns[m] = a->pass_now_ns + PROBE_EVERY_NS;
+		}
 		cut_slice(a, t, c, s);
 		a->st.slices_sent++;
 		if (via_spool) {
@@ -653,7 +712,7 @@ static void drain_spool(struct rt_agent *a)
 	}
 	{
 		uint32_t t = rt_index_find(&a->ix, lo);
-		uint8_t sticky = t != RT_INDEX_NONE ? sticky_of(&a->ix.traces[t]) : 0;
+		uint8_t sticky = t != RT_INDEX_NONE ? sticky_of(a, &a->ix.traces[t]) : 0;
 		if (!(s = rt_uplink_free_slot(&a->route.up[rt_route_member(&a->route, lo, sticky)])))
 			return;
 	}
@@ -680,8 +739,14 @@ static void route_upkeep(struct rt_agent *a)
 		struct rt_uplink *u = &a->route.up[m];
 		while (rt_uplink_take_acked(u, &lo) == 0)
 			stick(a, lo, m);
-		if (a->route.ring.live[m] || !u->out_len)
+		while (rt_uplink_take_held(u, &lo) == 0) /* it may hold them: they wait for it */
+			stick(a, lo, m);
+		/* A live member's outbox is looked at again when a message failed back
+		 * into it: its trace may have moved meanwhile (a later message of it
+		 * went to another member while this one was in flight). */
+		if ((a->route.ring.live[m] && !u->requeued) || !u->out_len)
 			continue;
+		u->requeued = 0;
 		for (n = u->out_len, k = 0; k < n; k++) {
 			uint32_t t, to;
 			a->msg.len = 0;
@@ -689,9 +754,11 @@ static void route_upkeep(struct rt_agent *a)
 				break;
 			t = rt_index_find(&a->ix, lo);
 			to = rt_route_member(&a->route, lo,
-					     t != RT_INDEX_NONE ? sticky_of(&a->ix.traces[t]) : 0);
+					     t != RT_INDEX_NONE ? sticky_of(a, &a->ix.traces[t]) : 0);
 			if (to != m)
 				a->route.moved++;
+			if (t != RT_INDEX_NONE)
+				a->ix.traces[t].posted = (uint8_t)(to + 1);
 			rt_uplink_post(&a->route.up[to], &a->msg, trig, lo);
 		}
 	}

@@ -7,8 +7,13 @@
  * coordinator as the single uplink always did. The owner of a trace is
  * rt_ring_owner over the members this agent considers live; the caller passes
  * the trace's sticky member (the one that acknowledged part of it), which
- * wins. Liveness: RT_ROUTE_FAILS round trips in a row failed on either link
- * drop a member (never the last live one); its REGISTER keeps going out (every
+ * wins. Liveness is the group's (follow_members): each member's REGISTER ACK
+ * carries the live set it sees (coordinator/peers.c probes the others), and
+ * the agent drops a member only when a member that answers it says so; its own
+ * failed sends only make it ask (REGISTER to the others now). Without such a
+ * set (a coordinator alone, members without --peers) the agent decides alone
+ * as before: RT_ROUTE_FAILS round trips in a row failed on either link drop a
+ * member (never the last live one); its REGISTER keeps going out (every
  * second while it fails, uplink.c), and the first one acknowledged brings the
  * member back.
  */
@@ -111,12 +116,15 @@ uint32_t rt_route_live(const struct rt_route *r)
 	return n;
 }
 
+/* Own failures decide (no member publishes a live set: a coordinator alone, or
+ * members without --peers): drop after RT_ROUTE_FAILS, never the last live one. */
 static void drop(struct rt_route *r, uint32_t m)
 {
 	if (!r->ring.live[m] || r->n < 2 || rt_route_live(r) < 2)
 		return; /* the last live member stays: there is nowhere else to go */
 	r->ring.live[m] = 0;
 	r->up[m].registered = 0; /* its next acknowledged REGISTER brings it back */
+	rt_uplink_cancel(&r->up[m]); /* what waits for it is routed again */
 	r->dropped++;
 	rt_log(RT_LOG_WARN, "coordinator member %s stopped answering (%u round trips failed); its "
 	       "new traces go to the next owner", r->ring.id[m], RT_ROUTE_FAILS);
@@ -130,15 +138,89 @@ void rt_route_result(struct rt_route *r, uint32_t m, int ok)
 		r->fails[m] = 0;
 		return;
 	}
-	if (++r->fails[m] >= RT_ROUTE_FAILS)
+	if (++r->fails[m] >= RT_ROUTE_FAILS && !r->follows)
 		drop(r, m);
+}
+
+/* Member m answers this agent now: its last REGISTER was acknowledged and its
+ * round trips have not failed RT_ROUTE_FAILS times in a row since. */
+static int answers(const struct rt_route *r, uint32_t m)
+{
+	return r->up[m].registered && r->fails[m] < RT_ROUTE_FAILS &&
+	       r->up[m].coord_fails_in_row < RT_ROUTE_FAILS;
+}
+
+static int in_view(const struct rt_uplink *u, uint64_t seed)
+{
+	for (uint32_t i = 0; i < u->view_n; i++)
+		if (u->view[i] == seed)
+			return 1;
+	return 0;
+}
+
+/*
+ * The live set the members publish: member x is live unless a member that
+ * answers this agent says it is not. A member that stops answering this agent
+ * only makes the agent ask the others (a REGISTER now), so every agent drops it
+ * when the members do, within a round trip of each other, not after its own
+ * count of failures. If the members' sets exclude each other (a partition
+ * between them), the members that answer stay live: nothing better is known.
+ * 0 when no member that answers has published a set.
+ */
+static int follow_members(struct rt_route *r, uint8_t *live)
+{
+	uint32_t x, y, any = 0, views = 0;
+	for (y = 0; y < r->n; y++)
+		views += answers(r, y) && r->up[y].view_n > 0;
+	if (!views)
+		return 0;
+	for (x = 0; x < r->n; x++) {
+		live[x] = 1;
+		for (y = 0; y < r->n && live[x]; y++)
+			if (answers(r, y) && r->up[y].view_n && !in_view(&r->up[y], r->ring.seed[x]))
+				live[x] = 0;
+		any += live[x];
+	}
+	for (x = 0; !any && x < r->n; x++)
+		any += live[x] = (uint8_t)answers(r, x);
+	return any ? 1 : 0;
 }
 
 void rt_route_pump(struct rt_route *r, uint64_t now_ns)
 {
+	uint8_t live[RT_ROUTE_MAX];
 	for (uint32_t m = 0; m < r->n; m++) {
 		struct rt_uplink *u = &r->up[m];
+		int was = u->registered;
 		rt_uplink_pump_coordinator(u, now_ns);
+		if (!was && u->registered && r->follows)
+			r->fails[m] = 0; /* a round trip that worked: it answers again */
+		/* ask at its first failure, not its third: the others' set may
+		 * already say it is gone */
+		if (r->n > 1 && (!answers(r, m) || r->fails[m] || u->coord_fails_in_row ||
+				 (!was && u->registered)))
+			for (uint32_t k = 0; k < r->n; k++)
+				if (k != m) /* ask the others what they see */
+					rt_uplink_ask(&r->up[k], now_ns);
+	}
+	r->follows = r->has_coord && follow_members(r, live);
+	for (uint32_t m = 0; m < r->n; m++) {
+		struct rt_uplink *u = &r->up[m];
+		if (r->follows) {
+			if (r->ring.live[m] && !live[m]) {
+				r->dropped++;
+				rt_uplink_cancel(u); /* what waits for it is routed again */
+				rt_log(RT_LOG_WARN, "coordinator member %s is down in the group's live "
+				       "set; its new traces go to the next owner", r->ring.id[m]);
+			} else if (!r->ring.live[m] && live[m]) {
+				r->returned++;
+				r->fails[m] = 0;
+				rt_log(RT_LOG_INFO, "coordinator member %s is live in the group's live "
+				       "set again; it takes its range back", r->ring.id[m]);
+			}
+			r->ring.live[m] = live[m];
+			continue;
+		}
 		if (u->coord_fails_in_row >= RT_ROUTE_FAILS)
 			drop(r, m);
 		if (!r->ring.live[m] && u->registered) {

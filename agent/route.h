@@ -17,10 +17,15 @@
  *     spooled, and complete when it returns and resumes them), and the traces
  *     it had acknowledged nothing of move whole to the next owner.
  *   - A lateral group goes where its first (the triggered) trace goes.
- *   - A member is dropped from the live set after RT_ROUTE_FAILS round trips
- *     in a row failed (slices or coordinator messages), unless it is the last
- *     live one; it keeps being sent REGISTER, and the first acknowledged one
- *     makes it live again (it takes its range back for new traces).
+ *   - The live set is the group's: the members probe each other and each
+ *     REGISTER ACK names the members its sender sees live (wire.h); a member
+ *     is dropped when one that answers this agent says it is down, and comes
+ *     back when they all count it again. Failed sends only make the agent ask
+ *     (REGISTER to the others at once). Without a published set (one
+ *     coordinator, or members without --peers) a member is dropped after
+ *     RT_ROUTE_FAILS round trips in a row failed (slices or coordinator
+ *     messages), unless it is the last live one; it keeps being sent REGISTER,
+ *     and the first acknowledged one makes it live again.
  */
 #ifndef RETRACE_AGENT_ROUTE_H
 #define RETRACE_AGENT_ROUTE_H
@@ -40,6 +45,11 @@ struct rt_route {
 	struct rt_uplink up[RT_ROUTE_MAX];
 	uint32_t fails[RT_ROUTE_MAX];     /* round trips failed in a row */
 	int has_coll, has_coord;
+	int follows;                      /* the live set is the members' (route.c) */
+	/* per member, for the collector link: its last slice failed, and when the
+	 * next one may go (one probes a down member a second; agent/reporting.c) */
+	uint8_t coll_down[RT_ROUTE_MAX];
+	uint64_t coll_probe_ns[RT_ROUTE_MAX];
 	uint64_t dropped, returned, moved; /* members dropped / back; messages moved */
 };
 

@@ -146,6 +146,7 @@ static void reporting_section(struct rt_figures *w, const struct rt_agent *a)
 	rt_fig_u64(w, "slices_acked", a->st.slices_acked);
 	rt_fig_u64(w, "slice_bytes_acked", a->st.slice_bytes_acked);
 	rt_fig_u64(w, "slices_failed", a->st.slices_failed);
+	rt_fig_u64(w, "slices_resent", a->st.slices_resent);
 	rt_fig_u64(w, "slices_unsendable", a->st.slices_unsendable);
 	rt_fig_u64(w, "rate_limited", a->st.rate_limited);
 	rt_fig_u64(w, "abandoned_at_trigger", a->st.abandoned_at_trigger);

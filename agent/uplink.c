@@ -43,23 +43,27 @@
 #define REGISTER_EVERY_NS 5000000000ull
 #define COORD_RETRY_NS 1000000000ull
 
-/* 1 if msg is an ACK with status 0 that names seq (or names nothing when seq is
- * 0); *status gets the ACK's status (-1: not an ACK). */
-static int ack_names(nng_msg *m, uint64_t seq, int32_t *status)
+/* 1 if msg is an ACK with status 0 that names x->seq (or names nothing when
+ * seq is 0); x->status gets the ACK's status (-1: not an ACK); with x->keep,
+ * the ACK's seqs are copied there (a REGISTER ACK's live set, wire.h). */
+static int ack_names(nng_msg *m, struct rt_exchange *x)
 {
 	struct rt_wire_msg w;
 	uint32_t i;
 	int ok = 0;
-	*status = -1;
+	x->status = -1;
+	x->kept = 0;
 	if (rt_wire_decode(nng_msg_body(m), nng_msg_len(m), &w) != 0)
 		return 0;
 	if (w.type == RT_WIRE_ACK)
-		*status = w.ack.status;
+		x->status = w.ack.status;
 	if (w.type == RT_WIRE_ACK && w.ack.status == 0) {
-		if (seq == 0)
+		if (x->seq == 0)
 			ok = 1;
 		for (i = 0; i < w.ack.seq_count && !ok; i++)
-			ok = w.ack.seqs[i] == seq;
+			ok = w.ack.seqs[i] == x->seq;
+		for (i = 0; x->keep && i < w.ack.seq_count && i < x->keep_cap; i++)
+			x->keep[x->kept++] = w.ack.seqs[i];
 	}
 	rt_wire_msg_free(&w);
 	return ok;
@@ -88,15 +92,17 @@ static void exchange_cb(void *arg)
 		x->status = -1;
 		if (rv == 0) {
 			nng_msg *m = nng_aio_get_msg(x->aio);
-			x->ok = ack_names(m, x->seq, &x->status);
+			x->ok = ack_names(m, x);
 			nng_msg_free(m);
 		}
 		__atomic_store_n(&x->state, RT_SLOT_DONE, __ATOMIC_RELEASE);
 	}
 }
 
-static int exchange_open(struct rt_exchange *x, nng_socket s, int timeout_ms)
+static int exchange_open(struct rt_exchange *x, nng_socket s, const struct rt_pipes *pipes,
+			 int timeout_ms)
 {
+	x->pipes = pipes;
 	if (nng_ctx_open(&x->ctx, s) != 0 || nng_aio_alloc(&x->aio, exchange_cb, x) != 0)
 		return -1;
 	nng_aio_set_timeout(x->aio, timeout_ms);
@@ -112,13 +118,28 @@ static void exchange_close(struct rt_exchange *x)
 	x->aio = NULL;
 }
 
-static int dial(nng_socket *s, const char *url, char *err, size_t errlen)
+static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	struct rt_pipes *c = arg;
+	(void)p;
+	if (ev == NNG_PIPE_EV_ADD_POST) {
+		__atomic_add_fetch(&c->gen, 1, __ATOMIC_ACQ_REL);
+		__atomic_add_fetch(&c->n, 1, __ATOMIC_ACQ_REL);
+	} else if (ev == NNG_PIPE_EV_REM_POST) {
+		__atomic_sub_fetch(&c->n, 1, __ATOMIC_ACQ_REL);
+	}
+}
+
+static int dial(nng_socket *s, const char *url, struct rt_pipes *pipes, char *err, size_t errlen)
 {
 	int rv = nng_req0_open(s);
 	if (rv != 0) {
 		snprintf(err, errlen, "cannot dial %s: %s", url, nng_strerror(rv));
 		return -1;
 	}
+	/* before the dial, so that no connection goes uncounted */
+	nng_pipe_notify(*s, NNG_PIPE_EV_ADD_POST, pipe_cb, pipes);
+	nng_pipe_notify(*s, NNG_PIPE_EV_REM_POST, pipe_cb, pipes);
 	if (rt_tls_dial(*s, rt_tls_process(), url, RT_TLS_COORDINATOR_NAME, NNG_FLAG_NONBLOCK, err,
 			errlen) != 0) {
 		nng_close(*s);
@@ -136,7 +157,7 @@ static int open_slots(struct rt_uplink *u, uint32_t buffer_count, char *err, siz
 		struct rt_uplink_slot *s = &u->slots[i];
 		s->up = u;
 		s->bufs = malloc((size_t)buffer_count * sizeof *s->bufs);
-		if (!s->bufs || exchange_open(&s->x, u->coll, u->timeout_ms) != 0) {
+		if (!s->bufs || exchange_open(&s->x, u->coll, &u->coll_pipes, u->timeout_ms) != 0) {
 			snprintf(err, errlen, "cannot set up collector contexts");
 			return -1;
 		}
@@ -147,10 +168,12 @@ static int open_slots(struct rt_uplink *u, uint32_t buffer_count, char *err, siz
 static int open_coord_slots(struct rt_uplink *u)
 {
 	int i;
-	if (exchange_open(&u->register_x, u->coord, u->timeout_ms) != 0)
+	u->register_x.keep = u->view_keep;
+	u->register_x.keep_cap = RT_UPLINK_VIEW_MAX;
+	if (exchange_open(&u->register_x, u->coord, &u->coord_pipes, u->timeout_ms) != 0)
 		return -1;
 	for (i = 0; i < RT_UPLINK_COORD_SLOTS; i++)
-		if (exchange_open(&u->coord_slots[i].x, u->coord, u->timeout_ms) != 0)
+		if (exchange_open(&u->coord_slots[i].x, u->coord, &u->coord_pipes, u->timeout_ms) != 0)
 			return -1;
 	return 0;
 }
@@ -162,7 +185,7 @@ int rt_uplink_open(struct rt_uplink *u, const char *collector, const char *coord
 	memset(u, 0, sizeof *u);
 	u->timeout_ms = timeout_ms > 0 ? timeout_ms : 5000;
 	if (collector && collector[0]) {
-		if (dial(&u->coll, collector, err, errlen) != 0)
+		if (dial(&u->coll, collector, &u->coll_pipes, err, errlen) != 0)
 			return -1;
 		u->coll_open = 1;
 		if (open_slots(u, buffer_count, err, errlen) != 0) {
@@ -171,7 +194,7 @@ int rt_uplink_open(struct rt_uplink *u, const char *collector, const char *coord
 		}
 	}
 	if (coordinator && coordinator[0]) {
-		if (dial(&u->coord, coordinator, err, errlen) != 0) {
+		if (dial(&u->coord, coordinator, &u->coord_pipes, err, errlen) != 0) {
 			rt_uplink_close(u);
 			return -1;
 		}
@@ -252,6 +275,10 @@ static int start_send(struct rt_exchange *x, uint64_t seq, const void *msg, size
 	}
 	x->seq = seq;
 	x->ok = 0;
+	if (x->pipes) {
+		x->pipes_at_send = __atomic_load_n(&x->pipes->n, __ATOMIC_ACQUIRE);
+		x->gen_at_send = __atomic_load_n(&x->pipes->gen, __ATOMIC_ACQUIRE);
+	}
 	nng_aio_set_msg(x->aio, m);
 	__atomic_store_n(&x->state, RT_SLOT_SENDING, __ATOMIC_RELEASE);
 	nng_ctx_send(x->ctx, x->aio);
@@ -365,6 +392,35 @@ int rt_uplink_take(struct rt_uplink *u, struct rt_wire_buf *msg, uint32_t *trigg
 	f = fair_slot(u, *trigger_id);
 	if (u->fair[f].queued)
 		u->fair[f].queued--;
+	return 0;
+}
+
+void rt_uplink_cancel(struct rt_uplink *u)
+{
+	int i;
+	for (i = 0; i < RT_UPLINK_SLOTS; i++)
+		if (u->slots[i].x.aio &&
+		    __atomic_load_n(&u->slots[i].x.state, __ATOMIC_ACQUIRE) != RT_SLOT_FREE)
+			nng_aio_cancel(u->slots[i].x.aio);
+	for (i = 0; i < RT_UPLINK_COORD_SLOTS; i++)
+		if (u->coord_slots[i].x.aio &&
+		    __atomic_load_n(&u->coord_slots[i].x.state, __ATOMIC_ACQUIRE) != RT_SLOT_FREE)
+			nng_aio_cancel(u->coord_slots[i].x.aio);
+}
+
+int rt_uplink_maybe_delivered(const struct rt_exchange *x)
+{
+	if (!x->pipes)
+		return 1;
+	return x->pipes_at_send > 0 ||
+	       __atomic_load_n(&x->pipes->gen, __ATOMIC_ACQUIRE) != x->gen_at_send;
+}
+
+int rt_uplink_take_held(struct rt_uplink *u, uint64_t *route_lo)
+{
+	if (!u->nheld)
+		return -1;
+	*route_lo = u->held_lo[--u->nheld];
 	return 0;
 }
 
@@ -485,6 +541,9 @@ static void finish_register(struct rt_uplink *u, uint64_t now_ns)
 	if (__atomic_load_n(&u->register_x.state, __ATOMIC_ACQUIRE) != RT_SLOT_DONE)
 		return;
 	if (u->register_x.ok) {
+		memcpy(u->view, u->view_keep, u->register_x.kept * sizeof *u->view);
+		u->view_n = u->register_x.kept;
+		u->view_gen++;
 		u->coord_fails_in_row = 0;
 		u->st.coord_acked++;
 		u->st.registrations++;
@@ -533,10 +592,22 @@ static void finish_messages(struct rt_uplink *u, uint64_t now_ns)
 			u->st.coord_failed++;
 			u->coord_fails_in_row++;
 			u->coord_retry_ns = now_ns + COORD_RETRY_NS;
+			if (rt_uplink_maybe_delivered(&cs->x) && u->nheld < RT_UPLINK_ACKED)
+				u->held_lo[u->nheld++] = cs->route_lo;
 			requeue_front(u, cs);
+			u->requeued = 1;
 		}
 		__atomic_store_n(&cs->x.state, RT_SLOT_FREE, __ATOMIC_RELEASE);
 	}
+}
+
+void rt_uplink_ask(struct rt_uplink *u, uint64_t now_ns)
+{
+	uint64_t at = u->register_sent_ns + COORD_RETRY_NS;
+	if (at < now_ns)
+		at = now_ns;
+	if (u->coord_open && u->register_msg.len && u->next_register_ns > at)
+		u->next_register_ns = at;
 }
 
 void rt_uplink_pump_coordinator(struct rt_uplink *u, uint64_t now_ns)
@@ -551,6 +622,7 @@ void rt_uplink_pump_coordinator(struct rt_uplink *u, uint64_t now_ns)
 	if (u->register_msg.len && now_ns >= u->next_register_ns &&
 	    __atomic_load_n(&u->register_x.state, __ATOMIC_ACQUIRE) == RT_SLOT_FREE) {
 		u->next_register_ns = now_ns + REGISTER_EVERY_NS;
+		u->register_sent_ns = now_ns;
 		if (start_send(&u->register_x, 0, u->register_msg.data, u->register_msg.len) == 0)
 			u->st.coord_sent++;
 	}

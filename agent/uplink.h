@@ -27,6 +27,7 @@
 #define RT_UPLINK_SLOTS 8
 #define RT_UPLINK_FAIR_IDS 32 /* trigger ids the outbox tells apart */
 #define RT_UPLINK_COORD_SLOTS 8 /* coordinator messages in flight at once */
+#define RT_UPLINK_VIEW_MAX 64 /* members in a REGISTER ACK's live set (RT_RING_MAX) */
 
 enum rt_slot_state {
 	RT_SLOT_FREE = 0,
@@ -40,13 +41,24 @@ enum rt_slot_state {
  * SENDING to RECEIVING to DONE and sets ok when the reply is an ACK with status
  * 0 naming `seq` (any ACK with status 0 when seq is 0).
  */
+/* A link's connections (nng pipe events): how many now, how many ever. */
+struct rt_pipes {
+	int n;        /* atomic */
+	uint64_t gen; /* atomic: connections made */
+};
+
 struct rt_exchange {
 	nng_ctx ctx;
+	const struct rt_pipes *pipes; /* the link's, to tell a request that never left */
+	int pipes_at_send;
+	uint64_t gen_at_send;
 	nng_aio *aio;
 	int state;               /* enum rt_slot_state (atomic) */
 	int ok;                  /* DONE: 1 if acknowledged */
 	int32_t status;          /* DONE: the ACK's status (0 ok), -1 when no ACK came */
 	uint64_t seq;
+	uint64_t *keep;          /* if set: the ACK's seqs are copied here (keep_cap at most) */
+	uint32_t keep_cap, kept;
 };
 
 struct rt_uplink_slot {
@@ -88,6 +100,7 @@ struct rt_uplink_stats {
 struct rt_uplink {
 	nng_socket coll;
 	int coll_open;
+	struct rt_pipes coll_pipes, coord_pipes;
 	struct rt_uplink_slot slots[RT_UPLINK_SLOTS];
 	int timeout_ms;
 	/* coordinator */
@@ -95,6 +108,12 @@ struct rt_uplink {
 	int coord_open;
 	struct rt_exchange register_x;  /* REGISTER has its own exchange */
 	int registered;                 /* the last REGISTER was acknowledged */
+	/* The group's live set as this member told it in its last REGISTER ACK
+	 * (wire.h: ring seeds); view_n 0 = it said nothing (not sharded). */
+	uint64_t view[RT_UPLINK_VIEW_MAX];
+	uint64_t view_keep[RT_UPLINK_VIEW_MAX]; /* written by the callback */
+	uint32_t view_n;
+	uint64_t view_gen;              /* REGISTER ACKs taken: a new view each */
 	int register_refused;           /* the last REGISTER was refused (logged once) */
 	struct rt_uplink_coord_slot coord_slots[RT_UPLINK_COORD_SLOTS];
 	struct rt_wire_buf *outbox; /* ring of encoded messages not yet in flight */
@@ -104,6 +123,11 @@ struct rt_uplink {
 	 * a coordinator stored part of stays with it: agent/route.h) */
 	uint64_t acked_lo[RT_UPLINK_ACKED];
 	uint32_t nacked;
+	/* route keys of messages that failed after they may have reached the
+	 * member (rt_uplink_maybe_delivered): the trace stays with it too */
+	uint64_t held_lo[RT_UPLINK_ACKED];
+	uint32_t nheld;
+	int requeued;                   /* a failed message went back into the outbox */
 	uint32_t coord_fails_in_row;    /* coordinator round trips failed in a row */
 	uint32_t out_head, out_len, out_cap;
 	/* Fair order across trigger ids (uplink.c, take_fair): when each id was last
@@ -114,6 +138,7 @@ struct rt_uplink {
 	uint64_t fair_clock;
 	struct rt_wire_buf register_msg;
 	uint64_t next_register_ns;
+	uint64_t register_sent_ns;
 	uint64_t coord_retry_ns;
 	struct rt_uplink_stats st;
 };
@@ -127,6 +152,29 @@ int rt_uplink_open(struct rt_uplink *u, const char *collector, const char *coord
 		   uint32_t buffer_count, uint32_t outbox_cap, int timeout_ms,
 		   const struct rt_wire_buf *register_msg, char *err, size_t errlen);
 void rt_uplink_close(struct rt_uplink *u);
+
+/* Send REGISTER again at the next pump (at most once a second): the route
+ * asks every member for its view of the group when one stops answering. */
+void rt_uplink_ask(struct rt_uplink *u, uint64_t now_ns);
+
+/*
+ * A finished round trip that failed: 1 if its request may have reached the
+ * member (a connection was up when it was sent, or one came up while it
+ * waited), so the member may have committed it and only its ACK was lost; 0 if
+ * it never left this host (no connection all along: the member was down).
+ * A trace with such a message stays with that member (agent/route.h).
+ */
+int rt_uplink_maybe_delivered(const struct rt_exchange *x);
+
+/* Cancel every request in flight (they finish failed, at the next pump): a
+ * member dropped from the live set must not receive, when it returns, what was
+ * waiting for it (nng's REQ holds a request until a connection comes) while
+ * the rest of its trace goes to the next owner. */
+void rt_uplink_cancel(struct rt_uplink *u);
+
+/* Route keys of coordinator messages that failed after they may have been
+ * delivered, one per call: 0, or -1 when none is left. */
+int rt_uplink_take_held(struct rt_uplink *u, uint64_t *route_lo);
 
 /* A free slice slot, or NULL (all in flight, or no collector). */
 struct rt_uplink_slot *rt_uplink_free_slot(struct rt_uplink *u);

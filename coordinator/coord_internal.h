@@ -570,6 +570,9 @@ int coord_peers_open(struct rt_coord *c, char *err, size_t errlen);
 void coord_peers_close(struct rt_coord *c);
 void coord_peers_tick(struct rt_coord *c, uint64_t now); /* probes the peers' load */
 size_t coord_peers_load_reply(struct rt_coord *c, char *out, size_t cap); /* "load" */
+/* The members this one sees live, as ring seeds (daemon/ring.h), for the ACK of
+ * a REGISTER (wire.h); 0 when not sharded. */
+uint32_t coord_peers_view(struct rt_coord *c, uint64_t *seeds, uint32_t cap);
 void coord_peers_figures(struct rt_figures *w, struct rt_coord *c);
 
 /* coordinator.c */

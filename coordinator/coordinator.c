@@ -26,6 +26,7 @@
  */
 #include "nng_close.h"
 #include "coord_internal.h"
+#include "daemon/ring.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -255,7 +256,11 @@ static void handle_coord_request(struct rt_coord *c, struct coord_in *in)
 			if (rc == 0)
 				coord_adaptive_registered(c, m.reg.agent_id);
 		}
-		coord_reply_ack(c, in, rc, NULL, 0);
+		{ /* a sharded member tells the agent the group's live set (peers.c) */
+			uint64_t view[RT_RING_MAX];
+			uint32_t nv = rc == 0 ? coord_peers_view(c, view, RT_RING_MAX) : 0;
+			coord_reply_ack(c, in, rc, nv ? view : NULL, nv);
+		}
 	} else if (rc == 0 && m.type == RT_WIRE_TRIGGER) {
 		handle_trigger_msg(c, in, &m, b, len);
 	} else {

@@ -11,6 +11,13 @@
  * within PEER_LIVE_NS is live. Shares of the hash space are measured over the
  * live members (what agents that see the same liveness route by) and over all
  * (each member's home range).
+ *
+ * The live set is the group's, not only the status page's: every ACK of a
+ * REGISTER carries it (the ring seeds of the members this one sees live,
+ * wire.h), and agents route by it (agent/route.c) instead of each deciding
+ * alone from its own failed sends. A peer never answered yet counts as live for
+ * PEER_LIVE_NS after this member started: a member that (re)starts must not
+ * tell the agents that the others are gone before it has asked them.
  */
 #include "coord_internal.h"
 
@@ -42,6 +49,7 @@ struct coord_peer {
 struct coord_peers {
 	struct rt_ring ring;
 	int self;
+	uint64_t opened_ns;
 	uint64_t next_probe_ns;
 	struct coord_peer peer[RT_RING_MAX];
 };
@@ -98,6 +106,7 @@ int coord_peers_open(struct rt_coord *c, char *err, size_t errlen)
 	c->peers = ps;
 	rt_ring_init(&ps->ring);
 	ps->self = -1;
+	ps->opened_ns = coord_now_ns();
 	for (int i = 0; i < n; i++) {
 		struct coord_peer *p = &ps->peer[i];
 		rt_ring_add(&ps->ring, e[i].id);
@@ -157,6 +166,32 @@ void coord_peers_tick(struct rt_coord *c, uint64_t now)
 	}
 }
 
+/* Member i live as this member sees it (caller holds c->mu). */
+static int peer_live(const struct coord_peers *ps, uint32_t i, uint64_t now)
+{
+	const struct coord_peer *p = &ps->peer[i];
+	if ((int)i == ps->self)
+		return 1;
+	if (p->answered_ns)
+		return now - p->answered_ns < PEER_LIVE_NS;
+	return now - ps->opened_ns < PEER_LIVE_NS;
+}
+
+uint32_t coord_peers_view(struct rt_coord *c, uint64_t *seeds, uint32_t cap)
+{
+	struct coord_peers *ps = c->peers;
+	uint64_t now = coord_now_ns();
+	uint32_t n = 0;
+	if (!ps)
+		return 0;
+	pthread_mutex_lock(&c->mu);
+	for (uint32_t i = 0; i < ps->ring.n && n < cap; i++)
+		if (peer_live(ps, i, now))
+			seeds[n++] = ps->ring.seed[i];
+	pthread_mutex_unlock(&c->mu);
+	return n;
+}
+
 size_t coord_peers_load_reply(struct rt_coord *c, char *out, size_t cap)
 {
 	return (size_t)snprintf(out, cap, "load groups_open=%u traces=%llu slices=%llu",
@@ -175,8 +210,7 @@ void coord_peers_figures(struct rt_figures *w, struct rt_coord *c)
 	live = ps->ring;
 	pthread_mutex_lock(&c->mu);
 	for (uint32_t i = 0; i < live.n; i++)
-		live.live[i] = (int)i == ps->self ||
-			       (ps->peer[i].answered_ns && now - ps->peer[i].answered_ns < PEER_LIVE_NS);
+		live.live[i] = (uint8_t)peer_live(ps, i, now);
 	pthread_mutex_unlock(&c->mu);
 	rt_fig_section(w, "ring");
 	rt_fig_str(w, "member_id", c->cfg.member_id);

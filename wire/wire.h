@@ -172,6 +172,15 @@ struct rt_wire_slice {
 	uint32_t rate_exp;
 };
 
+/*
+ * seqs name what the ACK acknowledges (slice_seq, trigger_seq). The ACK of a
+ * REGISTER (status 0) from a member of a sharded coordinator group instead
+ * names the group's live set as that member sees it: the ring seed
+ * (daemon/ring.h, the hash of the member id) of each live member, itself
+ * included, in any order. Agents route by it (agent/route.c); an ACK of
+ * REGISTER with no seqs (a coordinator alone, or an older one) says nothing
+ * about the group.
+ */
 struct rt_wire_ack {
 	int32_t status;     /* 0 = ok; else an RT_WIRE_E_* or RETRACE_E_* code (msgpack int) */
 	uint32_t seq_count; /* 0..RT_WIRE_MAX_ACK_SEQS */

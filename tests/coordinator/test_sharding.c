@@ -12,9 +12,12 @@
  *     ClickHouse server, two shards of one cluster: a Distributed table reads
  *     every trace once (skipped, exit 77, without clickhouse-server).
  *   - member_kill9_and_return: kill -9 of one member while traces are being
- *     triggered, triggers go on, the member restarts: no trace lost, none in
- *     both stores, every one complete, every slice an agent counts as
- *     acknowledged is in a store.
+ *     triggered, triggers go on at the kill and after the members dropped it,
+ *     the member restarts: no trace lost, none in both stores, every one
+ *     complete, each of the killed member's range triggered after the drop at
+ *     the other member, every slice an agent counts as acknowledged in a store.
+ *   - untriggered_slice_never_coherent: a member that gets a trace's slice but
+ *     never its trigger stores it incoherent (a fake agent, below).
  * Waits are on conditions with generous bounds, never on time alone.
  */
 #include <check.h>
@@ -24,9 +27,16 @@
 #include <string.h>
 #include <time.h>
 
+#include <pthread.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
+
 #include "cluster.h"
 #include "common/suite.h"
 #include "daemon/ring.h"
+#include "evgen.h"
 #include "store/chserver.h"
 
 #define HI 0x5a5a5a5a00000000ull
@@ -65,7 +75,9 @@ static void member_args(const char *id)
 	cl_coord_args[n] = NULL;
 }
 
-/* Member c1 first (no hosts), then c0, then three agents routing over both. */
+/* Member c1 first (no hosts), then c0, then c1 again on the same ports with the
+ * whole ring (c0's port is known now: both members probe each other and publish
+ * their live set to the agents), then three agents routing over both. */
 static void start_pair(void)
 {
 	peers[0] = 0;
@@ -74,6 +86,10 @@ static void start_pair(void)
 	snprintf(peers, sizeof peers, "c0=tcp://127.0.0.1:0,c1=%s", cb.coord_url);
 	member_args("c0");
 	ck_assert_int_eq(cl_start(&ca, 0, 512), 0);
+	snprintf(peers, sizeof peers, "c0=%s,c1=%s", ca.coord_url, cb.coord_url);
+	cl_kill_coordinator(&cb);
+	member_args("c1");
+	ck_assert_int_eq(cl_start_coordinator(&cb), 0);
 	snprintf(coords, sizeof coords, "c0=%s,c1=%s", ca.coord_url, cb.coord_url);
 	snprintf(colls, sizeof colls, "c0=%s,c1=%s", ca.collect_url, cb.collect_url);
 	cl_agent_coordinators = coords;
@@ -250,7 +266,7 @@ END_TEST
 
 START_TEST(member_kill9_and_return)
 {
-	const int n = 30;
+	const int n = 30, late = 22;
 	long long acked = 0, stored;
 	struct rt_ring ring;
 	int moved = 0;
@@ -263,15 +279,20 @@ START_TEST(member_kill9_and_return)
 	while (cl_coord_figure(&ca, "collection", "slices") < 3)
 		nap_ms(10);
 	cl_kill_coordinator(&ca);
-	for (int i = n / 2; i < n; i++)
+	/* Triggered at the kill: an agent may have sent these to c0 before it saw
+	 * the connection go, so they may wait for c0 (docs/scaling.md). */
+	for (int i = n / 2; i < late; i++)
 		ck_assert_int_eq(cl_trigger(&ca, 2, HI, 0x9001 + (uint64_t)i, TRIGGER, NULL, 0), 0);
-	/* Until every agent has dropped c0, the traces it would own wait for it. */
+	/* The members' live set drops c0; every agent follows it. */
 	for (int h = 0; h < 3; h++) {
 		double end = mono_s() + 60;
 		while (cl_agent_figure(&ca, h, "reporting", "coordinator_members_dropped") < 1 &&
 		       mono_s() < end)
 			nap_ms(50);
 	}
+	/* Triggered while c0 is known down: c0's range goes to c1. */
+	for (int i = late; i < n; i++)
+		ck_assert_int_eq(cl_trigger(&ca, 2, HI, 0x9001 + (uint64_t)i, TRIGGER, NULL, 0), 0);
 	member_args("c0");
 	ck_assert_int_eq(cl_start_coordinator(&ca), 0);
 	rt_ring_init(&ring);
@@ -280,10 +301,14 @@ START_TEST(member_kill9_and_return)
 	for (int i = 0; i < n; i++) {
 		uint64_t lo = 0x9001 + (uint64_t)i;
 		int where = check_trace(lo, 90);
-		/* c0's range moved: traces triggered while it was down went to c1 */
-		moved += i >= n / 2 && rt_ring_owner(&ring, lo) == 0 && where == 1;
+		/* c0's range moved: traces triggered while it was known down went to c1 */
+		if (i >= late && rt_ring_owner(&ring, lo) == 0) {
+			ck_assert_msg(where == 1, "trace %llx, triggered while c0 was down, is at c0",
+				      (unsigned long long)lo);
+			moved++;
+		}
 	}
-	ck_assert_msg(moved > 0, "no trace of c0's range triggered while it was down went to c1");
+	ck_assert_msg(moved > 0, "no trace of c0's range triggered while it was down");
 	/* Nothing an agent saw acknowledged is missing from the stores. */
 	for (int h = 0; h < 3; h++) {
 		long long a = cl_agent_figure(&ca, h, "reporting", "slices_acked");
@@ -297,21 +322,197 @@ START_TEST(member_kill9_and_return)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------
+ * untriggered_slice_never_coherent: what a member sees when a trace's trigger
+ * went to another member (or was lost) and one host's slice came to it. A fake
+ * agent speaking the wire protocol (so the test decides exactly what arrives)
+ * registers with a real coordinator, answers its REMOTE_TRIGGER with "I hold
+ * this slice, nothing open, no further hop", and sends, for trace A, its
+ * TRIGGER and its slice, for trace B its slice only. A must be stored
+ * coherent (the fake agent is complete: the control), B incoherent and
+ * counted in collection.traces_untriggered, though everything its traversal
+ * could name delivered.
+ */
+#define FAKE_AGENT 7u
+#define FAKE_HZ 1000000000ull
+
+struct fake {
+	nng_socket rep;
+	char url[64];
+	pthread_t th;
+	volatile int stop;
+	uint32_t buffers[2];
+	uint64_t bytes[2], lo[2];
+};
+
+static void *fake_serve(void *arg)
+{
+	struct fake *f = arg;
+	struct rt_wire_buf out = { 0 };
+	struct rt_wire_trace tr[RT_WIRE_MAX_TRACES];
+	while (!f->stop) {
+		nng_msg *m;
+		struct rt_wire_msg q;
+		if (nng_recvmsg(f->rep, &m, 0) != 0)
+			continue;
+		out.len = 0;
+		if (rt_wire_decode(nng_msg_body(m), nng_msg_len(m), &q) == 0 &&
+		    q.type == RT_WIRE_REMOTE_TRIGGER) {
+			struct rt_wire_breadcrumb_reply r = { .request_id = q.remote.request_id,
+							      .agent_id = FAKE_AGENT,
+							      .trace_count = q.remote.trace_count,
+							      .traces = tr };
+			for (uint32_t j = 0; j < q.remote.trace_count; j++) {
+				memset(&tr[j], 0, sizeof tr[j]);
+				tr[j].trace_hi = q.remote.traces[j].trace_hi;
+				tr[j].trace_lo = q.remote.traces[j].trace_lo;
+				for (int k = 0; k < 2; k++)
+					if (tr[j].trace_lo == f->lo[k]) {
+						tr[j].buffers = f->buffers[k];
+						tr[j].bytes = f->bytes[k];
+					}
+			}
+			rt_wire_encode_breadcrumb_reply(&out, &r);
+		} else {
+			struct rt_wire_ack ack = { .status = RT_WIRE_E_UNKNOWN_TYPE };
+			rt_wire_encode_ack(&out, &ack);
+		}
+		rt_wire_msg_free(&q);
+		nng_msg_clear(m);
+		nng_msg_append(m, out.data, out.len);
+		if (nng_sendmsg(f->rep, m, 0) != 0)
+			nng_msg_free(m);
+	}
+	rt_wire_buf_free(&out);
+	return NULL;
+}
+
+/* One request on a fresh REQ socket: 0 if the reply is an ACK with status 0. */
+static int fake_request(const char *url, const struct rt_wire_buf *b)
+{
+	nng_socket s;
+	nng_msg *m = NULL;
+	int rc = -1;
+	ck_assert_int_eq(nng_req0_open(&s), 0);
+	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 20000);
+	if (nng_dial(s, url, NULL, 0) == 0 && nng_send(s, b->data, b->len, 0) == 0 &&
+	    nng_recvmsg(s, &m, 0) == 0) {
+		struct rt_wire_msg a;
+		rc = rt_wire_decode(nng_msg_body(m), nng_msg_len(m), &a) == 0 &&
+				     a.type == RT_WIRE_ACK && a.ack.status == 0
+			     ? 0
+			     : -1;
+		rt_wire_msg_free(&a);
+		nng_msg_free(m);
+	}
+	nng_close(s);
+	return rc;
+}
+
+/* One root SERVER span, begun and ended, in one buffer of the fake agent. */
+static void fake_trace(struct eg *g, uint64_t lo, struct rt_wire_buf *slice, uint32_t *buffers,
+		       uint64_t *bytes)
+{
+	struct eg_stream *st;
+	eg_init(g, HI, lo, 4096);
+	eg_agent(g, FAKE_AGENT, FAKE_HZ, 0, 0);
+	st = eg_stream(g, FAKE_AGENT, 100, 1);
+	eg_resource(st, "fake", "fake-host");
+	eg_span_start(st, 0x100 + lo, 0, 2 /* SERVER */, EG_T(10), "GET /fake");
+	eg_span_end(st, 0x100 + lo, EG_T(90), 0, 0, NULL);
+	eg_finish(g);
+	slice->len = 0;
+	ck_assert_int_eq(eg_slice_msg(g, FAKE_AGENT, NULL, 0, slice), 0);
+	*buffers = (uint32_t)g->n_bufs;
+	*bytes = 0;
+	for (size_t i = 0; i < g->n_bufs; i++)
+		*bytes += g->bufs[i].len;
+}
+
+START_TEST(untriggered_slice_never_coherent)
+{
+	struct fake f;
+	struct eg g[2];
+	struct rt_wire_buf reg = { 0 }, trig = { 0 }, slice[2] = { { 0 }, { 0 } };
+	struct rt_store_trace t;
+	nng_listener l;
+	nng_sockaddr sa;
+	memset(&f, 0, sizeof f);
+	f.lo[0] = 0xa001; /* triggered: the control */
+	f.lo[1] = 0xb001; /* its trigger never comes */
+	cl_coord_args[0] = "--collect-timeout";
+	cl_coord_args[1] = "3";
+	cl_coord_args[2] = NULL;
+	ck_assert_int_eq(cl_start(&cb, 0, 512), 0);
+	ck_assert_int_eq(nng_rep0_open(&f.rep), 0);
+	nng_socket_set_ms(f.rep, NNG_OPT_RECVTIMEO, 100);
+	ck_assert_int_eq(nng_listen(f.rep, "tcp://127.0.0.1:0", &l, 0), 0);
+	ck_assert_int_eq(nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa), 0);
+	snprintf(f.url, sizeof f.url, "tcp://127.0.0.1:%u",
+		 (unsigned)((sa.s_in.sa_port >> 8) | ((sa.s_in.sa_port & 0xff) << 8)));
+	for (int k = 0; k < 2; k++)
+		fake_trace(&g[k], f.lo[k], &slice[k], &f.buffers[k], &f.bytes[k]);
+	ck_assert_int_eq(pthread_create(&f.th, NULL, fake_serve, &f), 0);
+	{
+		struct rt_wire_register r = { .agent_id = FAKE_AGENT, .pid = 4242, .start_unix_ns = 1,
+					      .buffer_size = 4096, .buffer_count = 64,
+					      .tsc_hz = FAKE_HZ, .tsc_ref_tick = 0,
+					      .tsc_ref_unix_ns = EG_BASE_NS };
+		snprintf(r.host, sizeof r.host, "fake-host");
+		snprintf(r.control_addr, sizeof r.control_addr, "%s", f.url);
+		ck_assert_int_eq(rt_wire_encode_register(&reg, &r), 0);
+		ck_assert_int_eq(fake_request(cb.coord_url, &reg), 0);
+	}
+	{
+		struct rt_wire_trace tr = { .trace_hi = HI, .trace_lo = f.lo[0] };
+		struct rt_wire_trigger m = { .agent_id = FAKE_AGENT, .trigger_id = TRIGGER,
+					     .trigger_seq = 1, .fired_unix_ns = EG_BASE_NS,
+					     .trace_count = 1, .traces = &tr };
+		ck_assert_int_eq(rt_wire_encode_trigger(&trig, &m), 0);
+		ck_assert_int_eq(fake_request(cb.coord_url, &trig), 0);
+	}
+	ck_assert_int_eq(fake_request(cb.collect_url, &slice[0]), 0);
+	ck_assert_int_eq(fake_request(cb.collect_url, &slice[1]), 0);
+	ck_assert_int_eq(cl_wait_trace(&cb, HI, f.lo[0], 60, &t), 0);
+	ck_assert_msg(t.coherent, "the triggered trace, complete, is incoherent (%u agents, %u "
+		      "missing): the fake agent is wrong, not the rule", t.agent_count,
+		      t.missing_count);
+	ck_assert_int_eq(cl_wait_trace(&cb, HI, f.lo[1], 60, &t), 0);
+	ck_assert_msg(!t.coherent, "a trace whose trigger never came is stored coherent");
+	ck_assert_int_eq(cl_coord_figure(&cb, "collection", "traces_untriggered"), 1);
+	f.stop = 1;
+	pthread_join(f.th, NULL);
+	nng_close(f.rep);
+	for (int k = 0; k < 2; k++) {
+		eg_free(&g[k]);
+		rt_wire_buf_free(&slice[k]);
+	}
+	rt_wire_buf_free(&reg);
+	rt_wire_buf_free(&trig);
+	cl_stop(&cb);
+	cl_coord_args[0] = NULL;
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("coordinator_sharding");
 	/* One TCase per test, named as it (CK_RUN_CASE runs one per ctest entry). */
 	TCase *t1 = tcase_create("sharded_collection"), *t2 = tcase_create("member_kill9_and_return");
 	TCase *t3 = tcase_create("clickhouse_pair");
+	TCase *t4 = tcase_create("untriggered_slice_never_coherent");
 	const char *only = getenv("CK_RUN_CASE");
 	tcase_set_timeout(t1, 240);
 	tcase_set_timeout(t2, 240);
 	tcase_set_timeout(t3, 240);
 	tcase_add_test(t1, sharded_collection);
 	tcase_add_test(t2, member_kill9_and_return);
+	tcase_set_timeout(t4, 240);
 	tcase_add_test(t3, clickhouse_pair);
+	tcase_add_test(t4, untriggered_slice_never_coherent);
 	suite_add_tcase(s, t1);
 	suite_add_tcase(s, t2);
+	suite_add_tcase(s, t4);
 	if (chs_binary()) {
 		suite_add_tcase(s, t3);
 	} else if (only && !strcmp(only, "clickhouse_pair")) {

@@ -6,7 +6,9 @@
  *   back to its trace and is sent again: once the collector is up it must arrive.
  *
  * refused: the collector answers with a non-zero status (refuses) and later
- *   accepts: without a spool the slice must be sent again and arrive.
+ *   accepts: without a spool the slice must be sent again and arrive, under the
+ *   slice_seq it was refused under (a coordinator that committed it before its
+ *   ACK was lost must see the same slice, not a new one: docs/scaling.md).
  *
  * refused_spool: the same with a spool: the refused slice is spooled, the spool
  *   probes once a second, and the slice arrives once the collector accepts.
@@ -105,6 +107,19 @@ static void run_retry(int mode)
 			      ? 0
 			      : a.ix.traces[rt_index_find(&a.ix, X_LO)].nbuffers,
 		      (unsigned long long)tc_requests(&c));
+	if (mode == 1) { /* every slice_seq X went under was acknowledged in the end */
+		tc_lock(&c);
+		for (size_t i = 0; i < c.nslices; i++) {
+			int acked = 0;
+			for (size_t j = 0; j < c.nslices; j++)
+				acked |= c.slices[j].acked && c.slices[j].slice_seq == c.slices[i].slice_seq;
+			ck_assert_msg(acked, "a refused slice (seq %llu) came again under another "
+				      "slice_seq: a member that committed it would store it twice",
+				      (unsigned long long)c.slices[i].slice_seq);
+		}
+		tc_unlock(&c);
+		ck_assert_uint_ge(a.st.slices_resent, 1);
+	}
 	ck_assert_uint_eq(a.ix.st.inflight_buffers, 0);
 	ck_assert_uint_eq(rt_agent_free_buffers(&a), 64);
 	rt_agent_close(&a);
