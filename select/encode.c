@@ -322,11 +322,15 @@ static int encode(const rt_sel_trace *t, const rt_sel_quantiles *span_p90, doubl
             push(out, ev[2 * (uint32_t)s->parent + 1], ev[2 * i]);
     }
     sort_u64(out->v, out->n, out->v + need);
-    size_t w = out->n ? 1 : 0; /* drop repeats, without a branch per key */
+    /* drop repeats, without a branch per key; the previous key stays in a register
+     * (reading it back from v[w - 1] made every step wait on the store before) */
+    size_t w = out->n ? 1 : 0;
+    uint64_t prev = out->n ? out->v[0] : 0;
     for (size_t r = 1; r < out->n; r++) {
         uint64_t x = out->v[r];
         out->v[w] = x;
-        w += x != out->v[w - 1];
+        w += x != prev;
+        prev = x;
     }
     out->n = w;
     return 0;

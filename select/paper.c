@@ -79,6 +79,33 @@ static uint64_t kth_smallest(uint64_t *v, size_t n, size_t k)
     return v[k];
 }
 
+/* k-th smallest (0-based) of v[0..n) when k is near the top (n - k ≤ 8): one pass
+ * keeping the n - k largest in a small sorted array; most values fall below its
+ * smallest and cost one well-predicted compare. Ties count with their multiplicity,
+ * so this is the value quickselect returns. */
+static uint64_t kth_smallest_top(const uint64_t *v, size_t n, size_t k)
+{
+    size_t m = n - k; /* the answer is the m-th largest */
+    uint64_t top[8];  /* top[0] ≥ top[1] ≥ … ≥ top[m-1] */
+    for (size_t i = 0; i < m; i++) {
+        uint64_t x = v[i];
+        size_t j = i;
+        for (; j > 0 && top[j - 1] < x; j--)
+            top[j] = top[j - 1];
+        top[j] = x;
+    }
+    for (size_t i = m; i < n; i++) {
+        uint64_t x = v[i];
+        if (x <= top[m - 1])
+            continue;
+        size_t j = m - 1;
+        for (; j > 0 && top[j - 1] < x; j--)
+            top[j] = top[j - 1];
+        top[j] = x;
+    }
+    return top[m - 1];
+}
+
 /* Spans are bucketed by (operation, minute) in a hash table — counts, then offsets,
  * then durations scattered into one array — and each bucket's nearest-rank p90 is
  * a quickselect: linear in the spans, no sort. */
@@ -166,7 +193,8 @@ int rt_sel_paper_p90_build_carry(const rt_sel_trace *traces, size_t n,
             continue;
         size_t end = out->p90[i], c = end - off;
         size_t rank = (size_t)ceil(0.9 * (double)c);
-        out->p90[i] = kth_smallest(dur + off, c, rank ? rank - 1 : 0);
+        size_t k = rank ? rank - 1 : 0;
+        out->p90[i] = c - k <= 8 ? kth_smallest_top(dur + off, c, k) : kth_smallest(dur + off, c, k);
         off = end;
     }
     k = 0;
