@@ -841,6 +841,14 @@ __attribute__((target("avx2"))) static bool ex_verify_avx2(const unsigned char *
         if (i + 32 <= n) {
             r = _mm256_loadu_si256((const __m256i *)(raw + i));
             e = _mm256_loadu_si256((const __m256i *)(ex + i));
+        } else if (TAIL_LOAD_OK && ((uintptr_t)(raw + i) & 4095) <= 4096 - 32) {
+            /* tail, one load each: the line's vector stays inside its page, the
+             * remembered line's inside the arena's padding; bytes past n become
+             * equal non-alphanumeric bytes (the copying path below cost four libc
+             * calls per line) */
+            __m256i pad = _mm256_loadu_si256((const __m256i *)(tail_pad + 32 - (n - i)));
+            r = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)(raw + i)), pad);
+            e = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)(ex + i)), pad);
         } else { /* tail: pad with equal non-alphanumeric bytes */
             memset(rb, 0xff, sizeof rb);
             memset(eb, 0xff, sizeof eb);
