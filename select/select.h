@@ -192,7 +192,7 @@ uint64_t rt_sel_simcache_misses(const rt_sel_simcache *c);
 typedef struct rt_sel_config {
     rt_sel_weights weights;
     double quality_gain;      /* DPP quality r = 1 + quality_gain × score: 1.0 */
-    double seen_penalty;      /* r × this for a pattern kept in an earlier window: 0.25 */
+    double seen_penalty;      /* r × this for a pattern kept in an earlier window: 0.2 */
     size_t seen_capacity;     /* remembered kept patterns (direct-mapped): 1 << 16 */
     double group_memory;      /* decay per window of a group's recent kept count: 0.9 */
     double dpp_eps;           /* 1e-6 */

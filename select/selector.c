@@ -84,7 +84,7 @@ void rt_sel_config_default(rt_sel_config *cfg)
     cfg->weights.latency = 2.0;
     cfg->weights.slow_factor = 2.0;
     cfg->quality_gain = 1.0;
-    cfg->seen_penalty = 0.25;
+    cfg->seen_penalty = 0.2;
     cfg->novelty_first = true;
     cfg->minute_tiers = true;
     cfg->seen_capacity = (size_t)1 << 16;
