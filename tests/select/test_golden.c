@@ -6,8 +6,9 @@
  * and compares with fixture/kept.txt: the kept trace ids of every run, a digest of all
  * verdicts (pattern, group, score, chosen) and a digest of the Drain template ids
  * assigned to every log. A speed change must leave all of it equal. After an intended
- * change of selection behaviour, regenerate the file with
- * RETRACE_GOLDEN_WRITE=tests/select/fixture/kept.txt and say why in the commit.
+ * change of selection behaviour, regenerate the file from the repository root with
+ * RETRACE_GOLDEN_WRITE=$PWD/tests/select/fixture/kept.txt build/tests/select/test_select_golden
+ * and say why in the commit.
  */
 #include "select.h"
 
