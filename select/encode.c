@@ -158,6 +158,17 @@ static void push(rt_sel_pairs *out, uint64_t a, uint64_t b)
 	out->v[out->n++] = rt_sel_combine(a * 0x9e3779b97f4a7c15ull, b);
 }
 
+static void insertion_u64(uint64_t *v, size_t n)
+{
+	for (size_t i = 1; i < n; i++) {
+		uint64_t x = v[i];
+		size_t k = i;
+		for (; k > 0 && v[k - 1] > x; k--)
+			v[k] = v[k - 1];
+		v[k] = x;
+	}
+}
+
 /* In-place quicksort of 64-bit keys with inline comparisons (qsort's callback per
  * comparison dominated encoding time); insertion sort below 16 elements. */
 static void quicksort_u64(uint64_t *v, size_t n)
@@ -190,24 +201,7 @@ static void quicksort_u64(uint64_t *v, size_t n)
 			n = j + 1;
 		}
 	}
-	for (size_t i = 1; i < n; i++) {
-		uint64_t x = v[i];
-		size_t k = i;
-		for (; k > 0 && v[k - 1] > x; k--)
-			v[k] = v[k - 1];
-		v[k] = x;
-	}
-}
-
-static void insertion_u64(uint64_t *v, size_t n)
-{
-	for (size_t i = 1; i < n; i++) {
-		uint64_t x = v[i];
-		size_t k = i;
-		for (; k > 0 && v[k - 1] > x; k--)
-			v[k] = v[k - 1];
-		v[k] = x;
-	}
+	insertion_u64(v, n);
 }
 
 /* Sort pair hashes (uniformly spread 64-bit values): one counting pass on the top
