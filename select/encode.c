@@ -338,6 +338,30 @@ int rt_sel_encode(const rt_sel_trace *t, const rt_sel_quantiles *span_p90, doubl
 	return encode(t, span_p90, slow_factor, NULL, out);
 }
 
+/* What encode() reads of each span — its op key, its parent's (for the edge), the
+ * error flag, the tier and its log template ids in order — hashed per span and
+ * summed, so the order of spans does not matter. Equal digests mean equal multisets
+ * of span descriptions, hence equal pair sets (up to 64-bit collisions, as pattern
+ * ids). */
+uint64_t rt_sel_encode_fingerprint(const rt_sel_trace *t, const uint8_t *span_tiers)
+{
+	uint64_t sum = t->n_spans;
+	for (uint32_t i = 0; i < t->n_spans; i++) {
+		const rt_sel_span *s = &t->spans[i];
+		uint64_t parent = 0x5ba7e17a11ull; /* no edge */
+		if (s->parent >= 0 && (uint32_t)s->parent < t->n_spans && (uint32_t)s->parent != i)
+			parent = rt_sel_span_key(&t->spans[s->parent]);
+		uint64_t h = rt_sel_combine(
+			rt_sel_span_key(s) ^ ((uint64_t)span_tiers[i] << 1 | (s->error ? 1u : 0u)),
+			parent);
+		uint32_t end = s->first_log + s->n_logs;
+		for (uint32_t l = s->first_log; l < end && l < t->n_logs; l++)
+			h = rt_sel_combine(h, (uint64_t)t->logs[l].template_id | 1ull << 40);
+		sum += rt_sel_mix64(h);
+	}
+	return sum;
+}
+
 int rt_sel_encode_minute_tiers(const rt_sel_trace *t, const uint8_t *span_tiers, rt_sel_pairs *out)
 {
 	return encode(t, NULL, 0, span_tiers, out);

@@ -43,5 +43,8 @@ size_t rt_sel_paper_pairs(const rt_sel_trace *t, const rt_sel_paper_p90 *p90, ui
 /* rt_sel_encode with the latency events of the spans given: span_tiers[i] is the
  * tier of span i (rt_sel_paper_p90.tier of this trace's spans). */
 int rt_sel_encode_minute_tiers(const rt_sel_trace *t, const uint8_t *span_tiers, rt_sel_pairs *out);
+/* Order-independent digest of what rt_sel_encode_minute_tiers reads of a trace:
+ * traces with equal digests have equal pair sets (up to 64-bit collisions). */
+uint64_t rt_sel_encode_fingerprint(const rt_sel_trace *t, const uint8_t *span_tiers);
 
 #endif

@@ -68,6 +68,9 @@ struct rt_selector {
 	size_t verdicts_cap;
 	uint32_t *chosen;
 	size_t chosen_cap;
+	uint64_t *fp_key; /* encoding fingerprints of the window (fp_find) */
+	uint32_t *fp_slot;
+	size_t fp_cap;
 	key_memo *keys; /* KEY_MEMO_SIZE entries */
 	uint32_t key_gen;
 	/* span durations of the newest minute of trace time seen so far (minute_tiers):
@@ -141,6 +144,8 @@ void rt_sel_destroy(rt_selector *s)
 	free(s->info);
 	free(s->verdicts);
 	free(s->chosen);
+	free(s->fp_key);
+	free(s->fp_slot);
 	free(s->keys);
 	free(s->carry);
 	free(s);
@@ -229,9 +234,34 @@ static void observe_durations(rt_selector *s, const rt_sel_trace *t, uint64_t gr
 	rt_sel_quantiles_add(s->group_p90, group, (double)rt_sel_trace_duration(t));
 }
 
+/* A trace whose spans read the same as an earlier trace's of this window (about half
+ * of them on the dataset) shares that trace's pairs in the arena and its pattern:
+ * sorting, deduplicating and the serial pattern-id hash are skipped. Per window:
+ * fp_slot[] maps a fingerprint to 1 + the info index, 0 = empty. */
+static const trace_info *fp_find(rt_selector *s, uint64_t fp, size_t *slot)
+{
+	size_t mask = s->fp_cap - 1, i = rt_sel_mix64(fp) & mask;
+	while (s->fp_slot[i] && s->fp_key[i] != fp)
+		i = (i + 1) & mask;
+	*slot = i;
+	return s->fp_slot[i] ? &s->info[s->fp_slot[i] - 1] : NULL;
+}
+
 static int encode_into_arena(rt_selector *s, const rt_sel_trace *t, const uint8_t *tiers,
 			     trace_info *ti)
 {
+	size_t slot = 0;
+	uint64_t fp = 0;
+	if (tiers && s->fp_cap) {
+		fp = rt_sel_encode_fingerprint(t, tiers);
+		const trace_info *same = fp_find(s, fp, &slot);
+		if (same) {
+			ti->off = same->off;
+			ti->len = same->len;
+			ti->pattern = same->pattern;
+			return 0;
+		}
+	}
 	if (tiers ? rt_sel_encode_minute_tiers(t, tiers, &s->enc)
 		  : rt_sel_encode(t, s->span_p90, s->cfg.weights.slow_factor, &s->enc))
 		return -1;
@@ -243,6 +273,10 @@ static int encode_into_arena(rt_selector *s, const rt_sel_trace *t, const uint8_
 	ti->len = s->enc.n;
 	s->arena_len += s->enc.n;
 	ti->pattern = rt_sel_pattern_id(s->enc.v, s->enc.n);
+	if (tiers && s->fp_cap) {
+		s->fp_key[slot] = fp;
+		s->fp_slot[slot] = (uint32_t)(ti - s->info) + 1;
+	}
 	return 0;
 }
 
@@ -623,6 +657,21 @@ static int analyse_traces(rt_selector *s, rt_sel_trace *traces, size_t n)
 		rt_sel_paper_p90_free(&minute);
 		return -1;
 	}
+	/* the fingerprint table, at most half full (no memo if it cannot be had) */
+	size_t cap = 64;
+	while (cap < 2 * n)
+		cap <<= 1;
+	if (cap > s->fp_cap) {
+		uint64_t *k = realloc(s->fp_key, cap * sizeof *k);
+		if (k)
+			s->fp_key = k;
+		uint32_t *v = k ? realloc(s->fp_slot, cap * sizeof *v) : NULL;
+		if (v)
+			s->fp_slot = v;
+		s->fp_cap = k && v ? cap : 0;
+	}
+	if (s->fp_cap)
+		memset(s->fp_slot, 0, s->fp_cap * sizeof *s->fp_slot);
 	size_t first_span = 0;
 	for (size_t i = 0; i < n; i++) {
 		trace_info *ti = &s->info[i];
