@@ -9,38 +9,38 @@
 /* splitmix64 finaliser: a cheap, well-mixed 64-bit hash step. */
 static inline uint64_t rt_sel_mix64(uint64_t x)
 {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
 }
 
 static inline uint64_t rt_sel_combine(uint64_t a, uint64_t b)
 {
-    return rt_sel_mix64(a ^ rt_sel_mix64(b + 0x632be59bd9b4e019ull));
+	return rt_sel_mix64(a ^ rt_sel_mix64(b + 0x632be59bd9b4e019ull));
 }
 
 /* Hash of bytes, 8 at a time (multiply-xorshift per word), then mixed. */
 static inline uint64_t rt_sel_hash_bytes(const void *p, size_t n, uint64_t seed)
 {
-    const unsigned char *s = p;
-    uint64_t h = (seed ^ n) * 0x9e3779b97f4a7c15ull;
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
-        h ^= h >> 31;
-        s += 8;
-        n -= 8;
-    }
-    uint64_t w = 0;
-    memcpy(&w, s, n);
-    return rt_sel_mix64(h ^ w);
+	const unsigned char *s = p;
+	uint64_t h = (seed ^ n) * 0x9e3779b97f4a7c15ull;
+	while (n >= 8) {
+		uint64_t w;
+		memcpy(&w, s, 8);
+		h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+		h ^= h >> 31;
+		s += 8;
+		n -= 8;
+	}
+	uint64_t w = 0;
+	memcpy(&w, s, n);
+	return rt_sel_mix64(h ^ w);
 }
 
 static inline uint64_t rt_sel_hash_str(const char *s, uint64_t seed)
 {
-    return rt_sel_hash_bytes(s ? s : "", s ? strlen(s) : 0, seed);
+	return rt_sel_hash_bytes(s ? s : "", s ? strlen(s) : 0, seed);
 }
 
 /* Grow *arr (element size elem) so it holds at least need elements. */
@@ -49,8 +49,8 @@ int rt_sel_grow(void **arr, size_t *cap, size_t need, size_t elem);
 /* xorshift-style PRNG for the random baseline (splitmix64 sequence). */
 static inline uint64_t rt_sel_rand(uint64_t *state)
 {
-    *state += 0x9e3779b97f4a7c15ull;
-    return rt_sel_mix64(*state);
+	*state += 0x9e3779b97f4a7c15ull;
+	return rt_sel_mix64(*state);
 }
 
 #endif

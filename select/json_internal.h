@@ -21,30 +21,30 @@
 #include <stdint.h>
 
 #define RT_JSON_MAX_DEPTH 64
-#define RT_JSON_NONE UINT32_MAX
+#define RT_JSON_NONE      UINT32_MAX
 
 enum rt_json_type {
-    RT_JSON_NULL = 0,
-    RT_JSON_FALSE,
-    RT_JSON_TRUE,
-    RT_JSON_NUMBER,
-    RT_JSON_STRING,
-    RT_JSON_ARRAY,
-    RT_JSON_OBJECT,
+	RT_JSON_NULL = 0,
+	RT_JSON_FALSE,
+	RT_JSON_TRUE,
+	RT_JSON_NUMBER,
+	RT_JSON_STRING,
+	RT_JSON_ARRAY,
+	RT_JSON_OBJECT,
 };
 
 typedef struct rt_json_node {
-    const char *s;  /* string: unescaped, NUL-terminated; number: its text (not terminated) */
-    size_t off;     /* byte offset of the value in the input, for messages */
-    uint32_t len;   /* string / number text length in bytes */
-    uint32_t size;  /* array: elements; object: members (a member = key node + value) */
-    uint32_t end;   /* index one past this node's subtree */
-    uint8_t type;   /* enum rt_json_type */
+	const char *s; /* string: unescaped, NUL-terminated; number: its text (not terminated) */
+	size_t off;    /* byte offset of the value in the input, for messages */
+	uint32_t len;  /* string / number text length in bytes */
+	uint32_t size; /* array: elements; object: members (a member = key node + value) */
+	uint32_t end;  /* index one past this node's subtree */
+	uint8_t type;  /* enum rt_json_type */
 } rt_json_node;
 
 typedef struct rt_json_doc {
-    rt_json_node *nodes;
-    uint32_t n, cap;
+	rt_json_node *nodes;
+	uint32_t n, cap;
 } rt_json_doc;
 
 /* Parse one JSON value from buf[*pos, len), skipping whitespace before it, into doc
@@ -52,7 +52,7 @@ typedef struct rt_json_doc {
  * place). On success *pos is just past the value and its trailing whitespace, and the
  * root is node 0. On failure returns -1 with "byte N: what" in err. */
 int rt_json_parse_value(rt_json_doc *doc, char *buf, size_t len, size_t *pos, char *err,
-                        size_t errlen);
+			size_t errlen);
 void rt_json_free(rt_json_doc *doc);
 
 /* Member `key` of object node obj, or RT_JSON_NONE (also when obj is not an object). */

@@ -7,10 +7,10 @@
 
 /* p90 of span durations per (service, operation, minute of span start), nearest rank. */
 typedef struct rt_sel_paper_p90 {
-    uint64_t *keys; /* open addressing, 0 = empty */
-    uint64_t *p90;  /* ns, beside its key */
-    size_t n;       /* slots, a power of two (0: empty table) */
-    uint8_t *tier;  /* latency tier of every span of the traces it was built from, in
+	uint64_t *keys; /* open addressing, 0 = empty */
+	uint64_t *p90;  /* ns, beside its key */
+	size_t n;       /* slots, a power of two (0: empty table) */
+	uint8_t *tier;  /* latency tier of every span of the traces it was built from, in
                        order (trace by trace, span by span) */
 } rt_sel_paper_p90;
 
@@ -20,15 +20,15 @@ int rt_sel_paper_p90_build(const rt_sel_trace *traces, size_t n, rt_sel_paper_p9
 /* A span duration remembered from an earlier window: its (operation, minute) key
  * (rt_sel_paper_minute_key), the minute number, and the duration in ns. */
 typedef struct rt_sel_minute_sample {
-    uint64_t key, minute, dur;
+	uint64_t key, minute, dur;
 } rt_sel_minute_sample;
 
 /* rt_sel_paper_p90_build with carry[0..n_carry) added to the buckets (they count for
  * the p90s but get no tier): the selector passes the spans of a minute that an
  * earlier window boundary cut, so that minute has one p90 over all its spans. */
 int rt_sel_paper_p90_build_carry(const rt_sel_trace *traces, size_t n,
-                                 const rt_sel_minute_sample *carry, size_t n_carry,
-                                 rt_sel_paper_p90 *out);
+				 const rt_sel_minute_sample *carry, size_t n_carry,
+				 rt_sel_paper_p90 *out);
 uint64_t rt_sel_paper_minute_key(const rt_sel_span *s);
 uint64_t rt_sel_paper_span_dur(const rt_sel_span *s);
 void rt_sel_paper_p90_free(rt_sel_paper_p90 *t);
@@ -38,11 +38,13 @@ int rt_sel_paper_tier(const rt_sel_paper_p90 *t, const rt_sel_span *s);
  * Logs must carry template ids. Returns the number of pairs, or (size_t)-1 when out
  * of memory. */
 size_t rt_sel_paper_pairs(const rt_sel_trace *t, const rt_sel_paper_p90 *p90, uint64_t **buf,
-                          size_t *cap);
+			  size_t *cap);
 
 /* rt_sel_encode with the latency events of the spans given: span_tiers[i] is the
  * tier of span i (rt_sel_paper_p90.tier of this trace's spans). */
-int rt_sel_encode_minute_tiers(const rt_sel_trace *t, const uint8_t *span_tiers,
-                               rt_sel_pairs *out);
+int rt_sel_encode_minute_tiers(const rt_sel_trace *t, const uint8_t *span_tiers, rt_sel_pairs *out);
+/* Order-independent digest of what rt_sel_encode_minute_tiers reads of a trace:
+ * traces with equal digests have equal pair sets (up to 64-bit collisions). */
+uint64_t rt_sel_encode_fingerprint(const rt_sel_trace *t, const uint8_t *span_tiers);
 
 #endif

@@ -37,35 +37,35 @@ enum rt_sel_level { RT_SEL_LOG_DEBUG = 0, RT_SEL_LOG_INFO, RT_SEL_LOG_WARN, RT_S
  * into the tracer id space: nonzero and below RT_SEL_MINED_TEMPLATE_BIT. */
 static inline uint32_t rt_sel_fold_template_id(uint64_t id)
 {
-    uint32_t x = (uint32_t)(id ^ (id >> 31) ^ (id >> 62)) & (RT_SEL_MINED_TEMPLATE_BIT - 1u);
-    return x ? x : 1u;
+	uint32_t x = (uint32_t)(id ^ (id >> 31) ^ (id >> 62)) & (RT_SEL_MINED_TEMPLATE_BIT - 1u);
+	return x ? x : 1u;
 }
 
 typedef struct rt_sel_log {
-    uint64_t ts_ns;
-    const char *text;     /* free text, mined with Drain when template_id == 0 */
-    uint32_t template_id; /* 0 = not templated yet (selection fills it in) */
-    uint8_t level;        /* enum rt_sel_level */
+	uint64_t ts_ns;
+	const char *text;     /* free text, mined with Drain when template_id == 0 */
+	uint32_t template_id; /* 0 = not templated yet (selection fills it in) */
+	uint8_t level;        /* enum rt_sel_level */
 } rt_sel_log;
 
 typedef struct rt_sel_span {
-    const char *service;
-    const char *operation;
-    int32_t parent;     /* index into the trace's spans, -1 for a root */
-    uint64_t start_ns;
-    uint64_t end_ns;
-    uint32_t first_log; /* this span's logs: trace->logs[first_log, first_log+n_logs) */
-    uint32_t n_logs;    /* in time order */
-    bool error;         /* the span itself reported a failure status */
-    uint64_t op_key;    /* cache of rt_sel_op_key(service, operation); 0 = not yet */
+	const char *service;
+	const char *operation;
+	int32_t parent; /* index into the trace's spans, -1 for a root */
+	uint64_t start_ns;
+	uint64_t end_ns;
+	uint32_t first_log; /* this span's logs: trace->logs[first_log, first_log+n_logs) */
+	uint32_t n_logs;    /* in time order */
+	bool error;         /* the span itself reported a failure status */
+	uint64_t op_key;    /* cache of rt_sel_op_key(service, operation); 0 = not yet */
 } rt_sel_span;
 
 typedef struct rt_sel_trace {
-    uint64_t id_hi, id_lo;
-    rt_sel_span *spans;
-    uint32_t n_spans;
-    rt_sel_log *logs;
-    uint32_t n_logs;
+	uint64_t id_hi, id_lo;
+	rt_sel_span *spans;
+	uint32_t n_spans;
+	rt_sel_log *logs;
+	uint32_t n_logs;
 } rt_sel_trace;
 
 /* 64-bit key of a (service, operation) pair; also the key of a root group. */
@@ -86,11 +86,11 @@ uint64_t rt_sel_trace_duration(const rt_sel_trace *t);
 /* ------------------------------------------------------------------ Drain miner */
 
 typedef struct rt_sel_drain_config {
-    unsigned depth;         /* parse-tree depth incl. root and leaf: 4 */
-    double sim_threshold;   /* 0.4 */
-    unsigned max_children;  /* per internal node: 100 */
-    size_t max_clusters;    /* bounded; least recently used evicted first */
-    unsigned max_tokens;    /* longer lines are truncated */
+	unsigned depth;        /* parse-tree depth incl. root and leaf: 4 */
+	double sim_threshold;  /* 0.4 */
+	unsigned max_children; /* per internal node: 100 */
+	size_t max_clusters;   /* bounded; least recently used evicted first */
+	unsigned max_tokens;   /* longer lines are truncated */
 } rt_sel_drain_config;
 
 typedef struct rt_sel_drain rt_sel_drain;
@@ -113,8 +113,8 @@ void rt_sel_mask_line(const char *in, char *out, size_t len);
 /* ------------------------------------------------------------------ encoding */
 
 typedef struct rt_sel_pairs {
-    uint64_t *v; /* sorted, unique */
-    size_t n, cap;
+	uint64_t *v; /* sorted, unique */
+	size_t n, cap;
 } rt_sel_pairs;
 
 void rt_sel_pairs_free(rt_sel_pairs *p);
@@ -131,17 +131,17 @@ double rt_sel_quantiles_get(const rt_sel_quantiles *qs, uint64_t key);
 
 /* Encode a trace into its event-pair set. span_p90 may be NULL (no slow markers).
  * All logs must already carry a template id. Returns 0 or -1 (out of memory). */
-int rt_sel_encode(const rt_sel_trace *t, const rt_sel_quantiles *span_p90,
-                  double slow_factor, rt_sel_pairs *out);
+int rt_sel_encode(const rt_sel_trace *t, const rt_sel_quantiles *span_p90, double slow_factor,
+		  rt_sel_pairs *out);
 
 /* ------------------------------------------------------------------ anomaly score */
 
 typedef struct rt_sel_weights {
-    double error_span; /* 5: per failed span */
-    double warn_log;   /* 1: per WARN log */
-    double error_log;  /* 2: per ERROR log */
-    double latency;    /* 2: once, when the trace is slower than slow_factor × group p90 */
-    double slow_factor; /* 2.0 (was 1.2: see docs/selection.md "Paper metrics") */
+	double error_span;  /* 5: per failed span */
+	double warn_log;    /* 1: per WARN log */
+	double error_log;   /* 2: per ERROR log */
+	double latency;     /* 2: once, when the trace is slower than slow_factor × group p90 */
+	double slow_factor; /* 2.0 (was 1.2: see docs/selection.md "Paper metrics") */
 } rt_sel_weights;
 
 /* group_p90 < 0 means "unknown yet": no latency term. */
@@ -156,13 +156,12 @@ double rt_sel_anomaly_score(const rt_sel_trace *t, const rt_sel_weights *w, doub
  * boost × the average quota, all alarmed together at most cap × budget (unless no
  * other group can use the remainder). sum(quota) == min(budget, sum(sizes)). */
 void rt_sel_quota(const size_t *sizes, const bool *alarmed, size_t n_groups, size_t budget,
-                  double boost, double cap, size_t *quota);
+		  double boost, double cap, size_t *quota);
 /* Same, but when the budget is smaller than the number of groups the groups with the
  * lowest priority value go first (ties: rarest first). The selector passes how many
  * traces each group had kept recently, so tiny budgets rotate across groups. */
 void rt_sel_quota_prio(const size_t *sizes, const bool *alarmed, const double *priority,
-                       size_t n_groups, size_t budget, double boost, double cap,
-                       size_t *quota);
+		       size_t n_groups, size_t budget, double boost, double cap, size_t *quota);
 
 /* ------------------------------------------------------------------ DPP */
 
@@ -173,8 +172,8 @@ typedef double (*rt_sel_sim_fn)(void *ctx, size_t i, size_t j);
  * incremental Cholesky, O(n·k) work and memory, kernel rows on demand. Stops after k
  * picks or when the best marginal gain d_j² falls below eps. Writes the picks in
  * order to picked[] and returns how many. Returns (size_t)-1 when out of memory. */
-size_t rt_sel_dpp_greedy(size_t n, const double *quality, rt_sel_sim_fn sim, void *ctx,
-                         size_t k, double eps, size_t *picked);
+size_t rt_sel_dpp_greedy(size_t n, const double *quality, rt_sel_sim_fn sim, void *ctx, size_t k,
+			 double eps, size_t *picked);
 
 /* ------------------------------------------------------------------ similarity cache */
 
@@ -190,25 +189,25 @@ uint64_t rt_sel_simcache_misses(const rt_sel_simcache *c);
 /* ------------------------------------------------------------------ selector */
 
 typedef struct rt_sel_config {
-    rt_sel_weights weights;
-    double quality_gain;      /* DPP quality r = 1 + quality_gain × score: 1.0 */
-    double seen_penalty;      /* r × this for a pattern kept in an earlier window: 0.25 */
-    size_t seen_capacity;     /* remembered kept patterns (direct-mapped): 1 << 16 */
-    double group_memory;      /* decay per window of a group's recent kept count: 0.9 */
-    double dpp_eps;           /* 1e-6 */
-    size_t simcache_capacity; /* pattern pairs kept across windows: 1 << 16 */
-    double alarm_boost;       /* alarmed group quota up to boost × average: 3 */
-    double alarm_cap;         /* alarmed groups together at most cap × budget: 0.5 */
-    double drop_ratio;        /* traffic below drop_ratio × recent average = sharp drop: 0.5 */
-    double max_budget_scale;  /* budget scale-up limit during an incident: 2 */
-    double traffic_smoothing; /* EWMA weight of the newest window: 0.2 */
-    rt_sel_drain_config drain;
-    bool novelty_first;       /* budget < groups: the budget goes to patterns not kept
+	rt_sel_weights weights;
+	double quality_gain;      /* DPP quality r = 1 + quality_gain × score: 1.0 */
+	double seen_penalty;      /* r × this for a pattern kept in an earlier window: 0.2 */
+	size_t seen_capacity;     /* remembered kept patterns (direct-mapped): 1 << 16 */
+	double group_memory;      /* decay per window of a group's recent kept count: 0.9 */
+	double dpp_eps;           /* 1e-6 */
+	size_t simcache_capacity; /* pattern pairs kept across windows: 1 << 16 */
+	double alarm_boost;       /* alarmed group quota up to boost × average: 3 */
+	double alarm_cap;         /* alarmed groups together at most cap × budget: 0.5 */
+	double drop_ratio;        /* traffic below drop_ratio × recent average = sharp drop: 0.5 */
+	double max_budget_scale;  /* budget scale-up limit during an incident: 2 */
+	double traffic_smoothing; /* EWMA weight of the newest window: 0.2 */
+	rt_sel_drain_config drain;
+	bool novelty_first; /* budget < groups: the budget goes to patterns not kept
                                  before (a group may take several), groups with nothing
                                  new this window only get what is left; budget ≥
                                  groups: every group one, the rest to new patterns
                                  first: true */
-    bool minute_tiers;        /* latency events of the encoding against the p90 of the
+	bool minute_tiers;  /* latency events of the encoding against the p90 of the
                                  span's operation in its minute, computed over the
                                  window plus the spans of that minute remembered from
                                  the previous window, in tiers 1.5 / 3 / 5 × (the
@@ -218,20 +217,20 @@ typedef struct rt_sel_config {
 } rt_sel_config;
 
 typedef struct rt_sel_verdict {
-    uint64_t pattern;
-    uint64_t group;
-    double score;
-    double weight; /* inclusion weight when chosen: group traces / group picks */
-    bool chosen;
+	uint64_t pattern;
+	uint64_t group;
+	double score;
+	double weight; /* inclusion weight when chosen: group traces / group picks */
+	bool chosen;
 } rt_sel_verdict;
 
 typedef struct rt_sel_result {
-    size_t n_traces;
-    size_t budget; /* effective budget after any incident scale-up */
-    size_t n_chosen;
-    size_t n_groups;
-    rt_sel_verdict *verdicts; /* one per input trace, owned by the selector */
-    uint32_t *chosen;         /* n_chosen indices into the input, owned by the selector */
+	size_t n_traces;
+	size_t budget; /* effective budget after any incident scale-up */
+	size_t n_chosen;
+	size_t n_groups;
+	rt_sel_verdict *verdicts; /* one per input trace, owned by the selector */
+	uint32_t *chosen;         /* n_chosen indices into the input, owned by the selector */
 } rt_sel_result;
 
 typedef struct rt_selector rt_selector;
@@ -256,16 +255,15 @@ void rt_sel_mine_templates(rt_selector *s, rt_sel_trace *traces, size_t n);
  * showed in the window was kept in an earlier window or the budget went to new
  * patterns of other groups. */
 int rt_sel_select_window(rt_selector *s, rt_sel_trace *traces, size_t n, size_t budget,
-                         const uint64_t *alarmed_groups, size_t n_alarmed,
-                         rt_sel_result *out);
+			 const uint64_t *alarmed_groups, size_t n_alarmed, rt_sel_result *out);
 
 /* Same, for a window that covers only `coverage` (0, 1] of the usual window length
  * (e.g. the last, cut-off window of a replay, or a window closed early): its traffic
  * is judged as n / coverage, so a short window is not mistaken for a traffic drop
  * that would scale the budget up. rt_sel_select_window is coverage 1. */
 int rt_sel_select_window_part(rt_selector *s, rt_sel_trace *traces, size_t n, size_t budget,
-                              const uint64_t *alarmed_groups, size_t n_alarmed, double coverage,
-                              rt_sel_result *out);
+			      const uint64_t *alarmed_groups, size_t n_alarmed, double coverage,
+			      rt_sel_result *out);
 
 /* ------------------------------------------------------------------ datasets */
 
@@ -291,11 +289,11 @@ void rt_sel_dataset_free(rt_sel_dataset *ds);
  * evaluation should refuse a dataset with skipped rows unless told to accept it. The
  * OTLP reader fails on malformed input instead, so its counts stay 0. */
 typedef struct rt_sel_read_stats {
-    size_t span_rows, span_rows_skipped;
-    size_t log_rows, log_rows_skipped;
-    size_t files, bad_files; /* CSV files read; of which empty or with a header that is
+	size_t span_rows, span_rows_skipped;
+	size_t log_rows, log_rows_skipped;
+	size_t files, bad_files; /* CSV files read; of which empty or with a header that is
                                 not the expected column list (cut inside it?) */
-    char first_problem[256]; /* "FILE: line N: what" of the first skipped row */
+	char first_problem[256]; /* "FILE: line N: what" of the first skipped row */
 } rt_sel_read_stats;
 void rt_sel_dataset_read_stats(const rt_sel_dataset *ds, rt_sel_read_stats *out);
 size_t rt_sel_dataset_count(const rt_sel_dataset *ds);
@@ -316,36 +314,36 @@ size_t rt_sel_dataset_logs(const rt_sel_dataset *ds);
  * min(budget, n) are chosen. Returns 0, or -1 when out of memory. */
 #define RT_SEL_ORIGINAL_BATCH 4000 /* traces per batch in the paper's prototype */
 int rt_sel_original_select_batch(rt_sel_trace *traces, size_t n, size_t budget,
-                                 bool alarm_on_errors, uint64_t *rng, bool *kept);
+				 bool alarm_on_errors, uint64_t *rng, bool *kept);
 
 /* ------------------------------------------------------------------ evaluation */
 
 enum rt_sel_sampler { RT_SEL_SAMPLER_GLEANER = 0, RT_SEL_SAMPLER_RANDOM, RT_SEL_SAMPLER_ORIGINAL };
 
 typedef struct rt_sel_eval_options {
-    double rate;           /* fraction of traces to keep */
-    double window_s;       /* selection window in trace time: 60 */
-    uint64_t seed;         /* random baseline seed */
-    bool alarm_on_errors;  /* a group with an ERROR log / failed span in the window is
+	double rate;                 /* fraction of traces to keep */
+	double window_s;             /* selection window in trace time: 60 */
+	uint64_t seed;               /* random baseline seed */
+	bool alarm_on_errors;        /* a group with an ERROR log / failed span in the window is
                               alarmed (stands in for an exception trigger) */
-    bool progress;         /* progress line on stderr */
-    const rt_sel_config *config; /* NULL = defaults */
-    size_t original_batch; /* traces per batch of the original algorithm: 0 = 4000 */
+	bool progress;               /* progress line on stderr */
+	const rt_sel_config *config; /* NULL = defaults */
+	size_t original_batch;       /* traces per batch of the original algorithm: 0 = 4000 */
 } rt_sel_eval_options;
 
 typedef struct rt_sel_metrics {
-    size_t kept, total;
-    double api_coverage;     /* entry APIs kept / entry APIs seen */
-    double path_coverage;    /* call paths kept / seen (parallel duplicates removed) */
-    double pattern_coverage; /* patterns kept / patterns seen */
-    double entropy;          /* Shannon entropy (bits) over patterns of kept traces */
-    double anomalous;        /* kept traces with score > 0 */
-    double errors;           /* kept traces with an ERROR log or failed span */
-    double rare;             /* kept traces whose pattern is in the rarest 5 % */
-    double bcr;              /* unique patterns kept / traces kept */
-    double actual_rate;      /* kept / total */
-    double us_per_trace;     /* sampler thread CPU time per input trace, all stages */
-    double us_mining;        /* of which Drain template mining of free-text logs */
+	size_t kept, total;
+	double api_coverage;     /* entry APIs kept / entry APIs seen */
+	double path_coverage;    /* call paths kept / seen (parallel duplicates removed) */
+	double pattern_coverage; /* patterns kept / patterns seen */
+	double entropy;          /* Shannon entropy (bits) over patterns of kept traces */
+	double anomalous;        /* kept traces with score > 0 */
+	double errors;           /* kept traces with an ERROR log or failed span */
+	double rare;             /* kept traces whose pattern is in the rarest 5 % */
+	double bcr;              /* unique patterns kept / traces kept */
+	double actual_rate;      /* kept / total */
+	double us_per_trace;     /* sampler thread CPU time per input trace, all stages */
+	double us_mining;        /* of which Drain template mining of free-text logs */
 } rt_sel_metrics;
 
 /* The Gleaner paper's metric definitions (docs/selection.md "Paper metrics"), computed
@@ -357,30 +355,30 @@ typedef struct rt_sel_metrics {
  * a span and (parent operation, child operation) per edge. Rare: the trace's entry API
  * has fewer than 5 % of all traces. */
 typedef struct rt_sel_paper_metrics {
-    size_t patterns_all, patterns_kept;
-    double pattern_coverage; /* patterns_kept / patterns_all */
-    double entropy;          /* Shannon entropy (bits) over paper patterns of kept traces */
-    double rare;             /* kept traces of a rare entry API / kept */
-    double rare_coverage;    /* kept rare traces / rare traces in the dataset */
-    double errors;           /* kept with an ERROR log or failed span / kept */
-    double api_coverage;     /* entry APIs kept / seen */
+	size_t patterns_all, patterns_kept;
+	double pattern_coverage; /* patterns_kept / patterns_all */
+	double entropy;          /* Shannon entropy (bits) over paper patterns of kept traces */
+	double rare;             /* kept traces of a rare entry API / kept */
+	double rare_coverage;    /* kept rare traces / rare traces in the dataset */
+	double errors;           /* kept with an ERROR log or failed span / kept */
+	double api_coverage;     /* entry APIs kept / seen */
 } rt_sel_paper_metrics;
 
 typedef struct rt_sel_eval_report {
-    rt_sel_metrics gleaner;  /* retrace's selector */
-    rt_sel_metrics random;
-    rt_sel_metrics original; /* the original algorithm (rt_sel_original_select_batch) */
-    size_t windows, batches;
-    rt_sel_paper_metrics paper_gleaner; /* the same three samplers, paper definitions */
-    rt_sel_paper_metrics paper_random;
-    rt_sel_paper_metrics paper_original;
+	rt_sel_metrics gleaner; /* retrace's selector */
+	rt_sel_metrics random;
+	rt_sel_metrics original; /* the original algorithm (rt_sel_original_select_batch) */
+	size_t windows, batches;
+	rt_sel_paper_metrics paper_gleaner; /* the same three samplers, paper definitions */
+	rt_sel_paper_metrics paper_random;
+	rt_sel_paper_metrics paper_original;
 } rt_sel_eval_report;
 
 /* Replay the dataset in time order, through the selector and a random sampler at the
  * same per-window budgets, then through the original algorithm in batches at the same
  * rate, and compute both metric sets for all three with the same code. */
-int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt,
-                    rt_sel_eval_report *rep, char *err, size_t errlen);
+int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt, rt_sel_eval_report *rep,
+		    char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -26,10 +26,10 @@
 #include <stdlib.h>
 
 typedef struct trace_info {
-    size_t off, len; /* event pairs in the window arena */
-    uint64_t pattern, group;
-    double score;
-    uint32_t index;
+	size_t off, len; /* event pairs in the window arena */
+	uint64_t pattern, group;
+	double score;
+	uint32_t index;
 } trace_info;
 
 /* (service, operation) string pointers → op key, for one window only: the traces
@@ -37,117 +37,128 @@ typedef struct trace_info {
  * generation makes entries of earlier windows (whose strings may be gone) misses. */
 #define KEY_MEMO_SIZE 1024
 typedef struct key_memo {
-    const char *service, *operation;
-    uint64_t key;
-    uint32_t gen;
+	const char *service, *operation;
+	uint64_t key;
+	uint32_t gen;
 } key_memo;
 
 typedef struct group_stat {
-    uint64_t group; /* 0 = free slot */
-    double kept;    /* traces kept recently, decayed each window */
+	uint64_t group; /* 0 = free slot */
+	double kept;    /* traces kept recently, decayed each window */
 } group_stat;
 
 struct rt_selector {
-    rt_sel_config cfg;
-    rt_sel_drain *drain;
-    rt_sel_quantiles *span_p90;
-    rt_sel_quantiles *group_p90;
-    rt_sel_simcache *cache;
-    double traffic_avg; /* EWMA of traces per window; < 0 before the first window */
-    uint64_t *seen;     /* direct-mapped set of patterns kept in earlier windows */
-    size_t seen_mask;
-    group_stat *groups; /* decayed kept count per group (open addressing) */
-    size_t groups_cap, groups_used;
-    /* window scratch, reused */
-    rt_sel_pairs enc;
-    uint64_t *arena;
-    size_t arena_len, arena_cap;
-    trace_info *info;
-    size_t info_cap;
-    rt_sel_verdict *verdicts;
-    size_t verdicts_cap;
-    uint32_t *chosen;
-    size_t chosen_cap;
-    key_memo *keys; /* KEY_MEMO_SIZE entries */
-    uint32_t key_gen;
-    /* span durations of the newest minute of trace time seen so far (minute_tiers):
+	rt_sel_config cfg;
+	rt_sel_drain *drain;
+	rt_sel_quantiles *span_p90;
+	rt_sel_quantiles *group_p90;
+	rt_sel_simcache *cache;
+	double traffic_avg; /* EWMA of traces per window; < 0 before the first window */
+	uint64_t *seen;     /* direct-mapped set of patterns kept in earlier windows */
+	size_t seen_mask;
+	group_stat *groups; /* decayed kept count per group (open addressing) */
+	size_t groups_cap, groups_used;
+	/* window scratch, reused */
+	rt_sel_pairs enc;
+	uint64_t *arena;
+	size_t arena_len, arena_cap;
+	trace_info *info;
+	size_t info_cap;
+	rt_sel_verdict *verdicts;
+	size_t verdicts_cap;
+	uint32_t *chosen;
+	size_t chosen_cap;
+	uint64_t *fp_key; /* encoding fingerprints of the window (fp_find) */
+	uint32_t *fp_slot;
+	size_t fp_cap;
+	key_memo *keys; /* KEY_MEMO_SIZE entries */
+	uint32_t key_gen;
+	/* span durations of the newest minute of trace time seen so far (minute_tiers):
      * a window boundary inside a minute does not split that minute's p90 */
-    rt_sel_minute_sample *carry;
-    size_t n_carry, carry_cap;
+	rt_sel_minute_sample *carry;
+	size_t n_carry, carry_cap;
 };
 
 void rt_sel_config_default(rt_sel_config *cfg)
 {
-    cfg->weights.error_span = 5.0;
-    cfg->weights.warn_log = 1.0;
-    cfg->weights.error_log = 2.0;
-    cfg->weights.latency = 2.0;
-    cfg->weights.slow_factor = 2.0;
-    cfg->quality_gain = 1.0;
-    cfg->seen_penalty = 0.25;
-    cfg->novelty_first = true;
-    cfg->minute_tiers = true;
-    cfg->seen_capacity = (size_t)1 << 16;
-    cfg->group_memory = 0.9;
-    cfg->dpp_eps = 1e-6;
-    cfg->simcache_capacity = (size_t)1 << 16;
-    cfg->alarm_boost = 3.0;
-    cfg->alarm_cap = 0.5;
-    cfg->drop_ratio = 0.5;
-    cfg->max_budget_scale = 2.0;
-    cfg->traffic_smoothing = 0.2;
-    rt_sel_drain_config_default(&cfg->drain);
+	cfg->weights.error_span = 5.0;
+	cfg->weights.warn_log = 1.0;
+	cfg->weights.error_log = 2.0;
+	cfg->weights.latency = 2.0;
+	cfg->weights.slow_factor = 2.0;
+	cfg->quality_gain = 1.0;
+	cfg->seen_penalty = 0.2;
+	cfg->novelty_first = true;
+	cfg->minute_tiers = true;
+	cfg->seen_capacity = (size_t)1 << 16;
+	cfg->group_memory = 0.9;
+	cfg->dpp_eps = 1e-6;
+	cfg->simcache_capacity = (size_t)1 << 16;
+	cfg->alarm_boost = 3.0;
+	cfg->alarm_cap = 0.5;
+	cfg->drop_ratio = 0.5;
+	cfg->max_budget_scale = 2.0;
+	cfg->traffic_smoothing = 0.2;
+	rt_sel_drain_config_default(&cfg->drain);
 }
 
 rt_selector *rt_sel_create(const rt_sel_config *cfg)
 {
-    rt_selector *s = calloc(1, sizeof *s);
-    if (!s)
-        return NULL;
-    if (cfg)
-        s->cfg = *cfg;
-    else
-        rt_sel_config_default(&s->cfg);
-    s->drain = rt_sel_drain_create(&s->cfg.drain);
-    s->span_p90 = rt_sel_quantiles_create(0.9);
-    s->group_p90 = rt_sel_quantiles_create(0.9);
-    s->cache = rt_sel_simcache_create(s->cfg.simcache_capacity);
-    s->traffic_avg = -1.0;
-    size_t seen = 1;
-    while (seen < s->cfg.seen_capacity)
-        seen <<= 1;
-    s->seen = calloc(seen, sizeof *s->seen);
-    s->seen_mask = seen - 1;
-    s->keys = calloc(KEY_MEMO_SIZE, sizeof *s->keys);
-    if (!s->drain || !s->span_p90 || !s->group_p90 || !s->cache || !s->seen || !s->keys) {
-        rt_sel_destroy(s);
-        return NULL;
-    }
-    return s;
+	rt_selector *s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	if (cfg)
+		s->cfg = *cfg;
+	else
+		rt_sel_config_default(&s->cfg);
+	s->drain = rt_sel_drain_create(&s->cfg.drain);
+	s->span_p90 = rt_sel_quantiles_create(0.9);
+	s->group_p90 = rt_sel_quantiles_create(0.9);
+	s->cache = rt_sel_simcache_create(s->cfg.simcache_capacity);
+	s->traffic_avg = -1.0;
+	size_t seen = 1;
+	while (seen < s->cfg.seen_capacity)
+		seen <<= 1;
+	s->seen = calloc(seen, sizeof *s->seen);
+	s->seen_mask = seen - 1;
+	s->keys = calloc(KEY_MEMO_SIZE, sizeof *s->keys);
+	if (!s->drain || !s->span_p90 || !s->group_p90 || !s->cache || !s->seen || !s->keys) {
+		rt_sel_destroy(s);
+		return NULL;
+	}
+	return s;
 }
 
 void rt_sel_destroy(rt_selector *s)
 {
-    if (!s)
-        return;
-    rt_sel_drain_destroy(s->drain);
-    rt_sel_quantiles_destroy(s->span_p90);
-    rt_sel_quantiles_destroy(s->group_p90);
-    rt_sel_simcache_destroy(s->cache);
-    rt_sel_pairs_free(&s->enc);
-    free(s->seen);
-    free(s->groups);
-    free(s->arena);
-    free(s->info);
-    free(s->verdicts);
-    free(s->chosen);
-    free(s->keys);
-    free(s->carry);
-    free(s);
+	if (!s)
+		return;
+	rt_sel_drain_destroy(s->drain);
+	rt_sel_quantiles_destroy(s->span_p90);
+	rt_sel_quantiles_destroy(s->group_p90);
+	rt_sel_simcache_destroy(s->cache);
+	rt_sel_pairs_free(&s->enc);
+	free(s->seen);
+	free(s->groups);
+	free(s->arena);
+	free(s->info);
+	free(s->verdicts);
+	free(s->chosen);
+	free(s->fp_key);
+	free(s->fp_slot);
+	free(s->keys);
+	free(s->carry);
+	free(s);
 }
 
-rt_sel_drain *rt_sel_selector_drain(rt_selector *s) { return s->drain; }
-const rt_sel_simcache *rt_sel_selector_simcache(const rt_selector *s) { return s->cache; }
+rt_sel_drain *rt_sel_selector_drain(rt_selector *s)
+{
+	return s->drain;
+}
+const rt_sel_simcache *rt_sel_selector_simcache(const rt_selector *s)
+{
+	return s->cache;
+}
 
 /* ---------------------------------------------------------------- stages 1–3 */
 
@@ -164,30 +175,30 @@ const rt_sel_simcache *rt_sel_selector_simcache(const rt_selector *s) { return s
 
 static inline void prefetch_log(const rt_sel_log *lg)
 {
-    const char *p = lg->text;
-    /* only lines still to be mined: a templated line's text is never read (tracer-API
+	const char *p = lg->text;
+	/* only lines still to be mined: a templated line's text is never read (tracer-API
      * logs, or lines mined by rt_sel_mine_templates before the window runs) */
-    if (p && lg->template_id == 0) /* the first 512 bytes: most lines are shorter */
-        for (unsigned k = 0; k < 512; k += 64)
-            PREFETCH(p + k);
+	if (p && lg->template_id == 0) /* the first 512 bytes: most lines are shorter */
+		for (unsigned k = 0; k < 512; k += 64)
+			PREFETCH(p + k);
 }
 
 static void mine_templates(rt_selector *s, rt_sel_trace *t, const rt_sel_trace *next)
 {
-    for (uint32_t l = 0; l < t->n_logs; l++) {
-        if (l + 4 < t->n_logs)
-            prefetch_log(&t->logs[l + 4]);
-        else if (next && l + 4 - t->n_logs < next->n_logs)
-            prefetch_log(&next->logs[l + 4 - t->n_logs]);
-        if (t->logs[l].template_id == 0 && t->logs[l].text)
-            t->logs[l].template_id = rt_sel_drain_add(s->drain, t->logs[l].text);
-    }
+	for (uint32_t l = 0; l < t->n_logs; l++) {
+		if (l + 4 < t->n_logs)
+			prefetch_log(&t->logs[l + 4]);
+		else if (next && l + 4 - t->n_logs < next->n_logs)
+			prefetch_log(&next->logs[l + 4 - t->n_logs]);
+		if (t->logs[l].template_id == 0 && t->logs[l].text)
+			t->logs[l].template_id = rt_sel_drain_add(s->drain, t->logs[l].text);
+	}
 }
 
 void rt_sel_mine_templates(rt_selector *s, rt_sel_trace *traces, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        mine_templates(s, &traces[i], i + 1 < n ? &traces[i + 1] : NULL);
+	for (size_t i = 0; i < n; i++)
+		mine_templates(s, &traces[i], i + 1 < n ? &traces[i + 1] : NULL);
 }
 
 /* rt_sel_trace_fill_keys with the window's key memo: services and operations come
@@ -195,72 +206,105 @@ void rt_sel_mine_templates(rt_selector *s, rt_sel_trace *traces, size_t n)
  * selection time on fresh traces. */
 static void fill_keys(rt_selector *s, rt_sel_trace *t)
 {
-    for (uint32_t i = 0; i < t->n_spans; i++) {
-        rt_sel_span *sp = &t->spans[i];
-        if (sp->op_key)
-            continue;
-        uintptr_t a = (uintptr_t)sp->service, b = (uintptr_t)sp->operation;
-        key_memo *m = &s->keys[rt_sel_mix64(a ^ (b * 0x9e3779b97f4a7c15ull)) &
-                               (KEY_MEMO_SIZE - 1)];
-        if (m->gen != s->key_gen || m->service != sp->service || m->operation != sp->operation)
-            *m = (key_memo){.service = sp->service, .operation = sp->operation,
-                            .key = rt_sel_op_key(sp->service, sp->operation), .gen = s->key_gen};
-        sp->op_key = m->key;
-    }
+	for (uint32_t i = 0; i < t->n_spans; i++) {
+		rt_sel_span *sp = &t->spans[i];
+		if (sp->op_key)
+			continue;
+		uintptr_t a = (uintptr_t)sp->service, b = (uintptr_t)sp->operation;
+		key_memo *m = &s->keys[rt_sel_mix64(a ^ (b * 0x9e3779b97f4a7c15ull)) &
+				       (KEY_MEMO_SIZE - 1)];
+		if (m->gen != s->key_gen || m->service != sp->service ||
+		    m->operation != sp->operation)
+			*m = (key_memo){ .service = sp->service,
+					 .operation = sp->operation,
+					 .key = rt_sel_op_key(sp->service, sp->operation),
+					 .gen = s->key_gen };
+		sp->op_key = m->key;
+	}
 }
 
 static void observe_durations(rt_selector *s, const rt_sel_trace *t, uint64_t group)
 {
-    /* span p90s serve only the streaming slow marker: not kept with minute tiers */
-    for (uint32_t i = 0; i < t->n_spans && !s->cfg.minute_tiers; i++) {
-        const rt_sel_span *sp = &t->spans[i];
-        double d = sp->end_ns > sp->start_ns ? (double)(sp->end_ns - sp->start_ns) : 0.0;
-        rt_sel_quantiles_add(s->span_p90, rt_sel_span_key(sp), d);
-    }
-    rt_sel_quantiles_add(s->group_p90, group, (double)rt_sel_trace_duration(t));
+	/* span p90s serve only the streaming slow marker: not kept with minute tiers */
+	for (uint32_t i = 0; i < t->n_spans && !s->cfg.minute_tiers; i++) {
+		const rt_sel_span *sp = &t->spans[i];
+		double d = sp->end_ns > sp->start_ns ? (double)(sp->end_ns - sp->start_ns) : 0.0;
+		rt_sel_quantiles_add(s->span_p90, rt_sel_span_key(sp), d);
+	}
+	rt_sel_quantiles_add(s->group_p90, group, (double)rt_sel_trace_duration(t));
+}
+
+/* A trace whose spans read the same as an earlier trace's of this window (about half
+ * of them on the dataset) shares that trace's pairs in the arena and its pattern:
+ * sorting, deduplicating and the serial pattern-id hash are skipped. Per window:
+ * fp_slot[] maps a fingerprint to 1 + the info index, 0 = empty. */
+static const trace_info *fp_find(rt_selector *s, uint64_t fp, size_t *slot)
+{
+	size_t mask = s->fp_cap - 1, i = rt_sel_mix64(fp) & mask;
+	while (s->fp_slot[i] && s->fp_key[i] != fp)
+		i = (i + 1) & mask;
+	*slot = i;
+	return s->fp_slot[i] ? &s->info[s->fp_slot[i] - 1] : NULL;
 }
 
 static int encode_into_arena(rt_selector *s, const rt_sel_trace *t, const uint8_t *tiers,
-                             trace_info *ti)
+			     trace_info *ti)
 {
-    if (tiers ? rt_sel_encode_minute_tiers(t, tiers, &s->enc)
-               : rt_sel_encode(t, s->span_p90, s->cfg.weights.slow_factor, &s->enc))
-        return -1;
-    if (rt_sel_grow((void **)&s->arena, &s->arena_cap, s->arena_len + s->enc.n, sizeof *s->arena))
-        return -1;
-    memcpy(s->arena + s->arena_len, s->enc.v, s->enc.n * sizeof *s->arena);
-    ti->off = s->arena_len;
-    ti->len = s->enc.n;
-    s->arena_len += s->enc.n;
-    ti->pattern = rt_sel_pattern_id(s->enc.v, s->enc.n);
-    return 0;
+	size_t slot = 0;
+	uint64_t fp = 0;
+	if (tiers && s->fp_cap) {
+		fp = rt_sel_encode_fingerprint(t, tiers);
+		const trace_info *same = fp_find(s, fp, &slot);
+		if (same) {
+			ti->off = same->off;
+			ti->len = same->len;
+			ti->pattern = same->pattern;
+			return 0;
+		}
+	}
+	if (tiers ? rt_sel_encode_minute_tiers(t, tiers, &s->enc)
+		  : rt_sel_encode(t, s->span_p90, s->cfg.weights.slow_factor, &s->enc))
+		return -1;
+	if (rt_sel_grow((void **)&s->arena, &s->arena_cap, s->arena_len + s->enc.n,
+			sizeof *s->arena))
+		return -1;
+	memcpy(s->arena + s->arena_len, s->enc.v, s->enc.n * sizeof *s->arena);
+	ti->off = s->arena_len;
+	ti->len = s->enc.n;
+	s->arena_len += s->enc.n;
+	ti->pattern = rt_sel_pattern_id(s->enc.v, s->enc.n);
+	if (tiers && s->fp_cap) {
+		s->fp_key[slot] = fp;
+		s->fp_slot[slot] = (uint32_t)(ti - s->info) + 1;
+	}
+	return 0;
 }
 
 /* ---------------------------------------------------------------- similarity */
 
 static double pattern_similarity(rt_selector *s, const trace_info *a, const trace_info *b)
 {
-    if (a->pattern == b->pattern)
-        return 1.0;
-    float v;
-    if (rt_sel_simcache_get(s->cache, a->pattern, b->pattern, &v))
-        return v;
-    double j = rt_sel_jaccard(s->arena + a->off, a->len, s->arena + b->off, b->len);
-    rt_sel_simcache_put(s->cache, a->pattern, b->pattern, (float)j);
-    return j;
+	if (a->pattern == b->pattern)
+		return 1.0;
+	float v;
+	if (rt_sel_simcache_get(s->cache, a->pattern, b->pattern, &v))
+		return v;
+	double j = rt_sel_jaccard(s->arena + a->off, a->len, s->arena + b->off, b->len);
+	rt_sel_simcache_put(s->cache, a->pattern, b->pattern, (float)j);
+	return j;
 }
 
 typedef struct group_ctx {
-    rt_selector *s;
-    const trace_info **rep; /* one representative per distinct pattern */
+	rt_selector *s;
+	const trace_info **rep; /* one representative per distinct pattern */
 } group_ctx;
 
 static double sim_cb(void *ctx, size_t i, size_t j)
 {
-    group_ctx *g = ctx;
-    if (i == j)
-        return 1.0;
-    return pattern_similarity(g->s, g->rep[i], g->rep[j]);
+	group_ctx *g = ctx;
+	if (i == j)
+		return 1.0;
+	return pattern_similarity(g->s, g->rep[i], g->rep[j]);
 }
 
 /* ---------------------------------------------------------------- memory across windows */
@@ -270,169 +314,169 @@ static double sim_cb(void *ctx, size_t i, size_t j)
 
 static bool was_kept(const rt_selector *s, uint64_t pattern)
 {
-    return pattern && s->seen[rt_sel_mix64(pattern) & s->seen_mask] == pattern;
+	return pattern && s->seen[rt_sel_mix64(pattern) & s->seen_mask] == pattern;
 }
 
 static void remember_kept(rt_selector *s, uint64_t pattern)
 {
-    s->seen[rt_sel_mix64(pattern) & s->seen_mask] = pattern;
+	s->seen[rt_sel_mix64(pattern) & s->seen_mask] = pattern;
 }
 
 static group_stat *group_slot(group_stat *t, size_t cap, uint64_t group)
 {
-    size_t i = rt_sel_mix64(group) & (cap - 1);
-    while (t[i].group && t[i].group != group)
-        i = (i + 1) & (cap - 1);
-    return &t[i];
+	size_t i = rt_sel_mix64(group) & (cap - 1);
+	while (t[i].group && t[i].group != group)
+		i = (i + 1) & (cap - 1);
+	return &t[i];
 }
 
 /* Stats of a group, inserted if new; NULL only when out of memory. */
 static group_stat *group_stats(rt_selector *s, uint64_t group)
 {
-    group += group == 0; /* 0 marks a free slot */
-    if ((s->groups_used + 1) * 2 > s->groups_cap) {
-        size_t ncap = s->groups_cap ? s->groups_cap * 2 : 64;
-        group_stat *nt = calloc(ncap, sizeof *nt);
-        if (!nt)
-            return NULL;
-        for (size_t i = 0; i < s->groups_cap; i++)
-            if (s->groups[i].group)
-                *group_slot(nt, ncap, s->groups[i].group) = s->groups[i];
-        free(s->groups);
-        s->groups = nt;
-        s->groups_cap = ncap;
-    }
-    group_stat *g = group_slot(s->groups, s->groups_cap, group);
-    if (!g->group) {
-        g->group = group;
-        s->groups_used++;
-    }
-    return g;
+	group += group == 0; /* 0 marks a free slot */
+	if ((s->groups_used + 1) * 2 > s->groups_cap) {
+		size_t ncap = s->groups_cap ? s->groups_cap * 2 : 64;
+		group_stat *nt = calloc(ncap, sizeof *nt);
+		if (!nt)
+			return NULL;
+		for (size_t i = 0; i < s->groups_cap; i++)
+			if (s->groups[i].group)
+				*group_slot(nt, ncap, s->groups[i].group) = s->groups[i];
+		free(s->groups);
+		s->groups = nt;
+		s->groups_cap = ncap;
+	}
+	group_stat *g = group_slot(s->groups, s->groups_cap, group);
+	if (!g->group) {
+		g->group = group;
+		s->groups_used++;
+	}
+	return g;
 }
 
 static void decay_groups(rt_selector *s)
 {
-    for (size_t i = 0; i < s->groups_cap; i++)
-        s->groups[i].kept *= s->cfg.group_memory;
+	for (size_t i = 0; i < s->groups_cap; i++)
+		s->groups[i].kept *= s->cfg.group_memory;
 }
 
 /* ---------------------------------------------------------------- grouping */
 
 static int by_group_pattern_score(const void *x, const void *y)
 {
-    const trace_info *a = x, *b = y;
-    if (a->group != b->group)
-        return a->group < b->group ? -1 : 1;
-    if (a->pattern != b->pattern)
-        return a->pattern < b->pattern ? -1 : 1;
-    if (a->score != b->score)
-        return a->score > b->score ? -1 : 1;
-    return a->index < b->index ? -1 : a->index > b->index;
+	const trace_info *a = x, *b = y;
+	if (a->group != b->group)
+		return a->group < b->group ? -1 : 1;
+	if (a->pattern != b->pattern)
+		return a->pattern < b->pattern ? -1 : 1;
+	if (a->score != b->score)
+		return a->score > b->score ? -1 : 1;
+	return a->index < b->index ? -1 : a->index > b->index;
 }
 
 static bool is_alarmed(uint64_t group, const uint64_t *alarmed, size_t n_alarmed)
 {
-    for (size_t i = 0; i < n_alarmed; i++)
-        if (alarmed[i] == group)
-            return true;
-    return false;
+	for (size_t i = 0; i < n_alarmed; i++)
+		if (alarmed[i] == group)
+			return true;
+	return false;
 }
 
 /* ---------------------------------------------------------------- in-group choice */
 
 typedef struct pattern_run {
-    size_t first, count; /* members, best score first */
-    size_t taken;        /* how many members already chosen */
-    double max_sim;      /* to the chosen set; -1 while nothing is chosen */
+	size_t first, count; /* members, best score first */
+	size_t taken;        /* how many members already chosen */
+	double max_sim;      /* to the chosen set; -1 while nothing is chosen */
 } pattern_run;
 
 static void choose(rt_selector *s, uint32_t trace_index, size_t *n_chosen)
 {
-    s->verdicts[trace_index].chosen = true;
-    s->chosen[(*n_chosen)++] = trace_index;
+	s->verdicts[trace_index].chosen = true;
+	s->chosen[(*n_chosen)++] = trace_index;
 }
 
 static void note_pick(group_ctx *g, pattern_run *runs, size_t nruns, size_t picked)
 {
-    for (size_t r = 0; r < nruns; r++) {
-        double v = sim_cb(g, r, picked);
-        if (v > runs[r].max_sim)
-            runs[r].max_sim = v;
-    }
+	for (size_t r = 0; r < nruns; r++) {
+		double v = sim_cb(g, r, picked);
+		if (v > runs[r].max_sim)
+			runs[r].max_sim = v;
+	}
 }
 
 /* Fill up to `want` more picks with the least similar remaining patterns. */
 static void fill_least_similar(rt_selector *s, group_ctx *g, pattern_run *runs, size_t nruns,
-                               const trace_info *members, size_t want, size_t *n_chosen)
+			       const trace_info *members, size_t want, size_t *n_chosen)
 {
-    while (want > 0) {
-        size_t best = nruns;
-        for (size_t r = 0; r < nruns; r++) {
-            if (runs[r].taken == runs[r].count)
-                continue;
-            if (best == nruns || runs[r].max_sim < runs[best].max_sim)
-                best = r;
-        }
-        if (best == nruns)
-            return;
-        pattern_run *b = &runs[best];
-        choose(s, members[b->first + b->taken].index, n_chosen);
-        b->taken++;
-        want--;
-        if (b->taken == 1)
-            note_pick(g, runs, nruns, best);
-    }
+	while (want > 0) {
+		size_t best = nruns;
+		for (size_t r = 0; r < nruns; r++) {
+			if (runs[r].taken == runs[r].count)
+				continue;
+			if (best == nruns || runs[r].max_sim < runs[best].max_sim)
+				best = r;
+		}
+		if (best == nruns)
+			return;
+		pattern_run *b = &runs[best];
+		choose(s, members[b->first + b->taken].index, n_chosen);
+		b->taken++;
+		want--;
+		if (b->taken == 1)
+			note_pick(g, runs, nruns, best);
+	}
 }
 
 static int select_in_group(rt_selector *s, const trace_info *members, size_t size, size_t quota,
-                           size_t *n_chosen)
+			   size_t *n_chosen)
 {
-    if (quota >= size) {
-        for (size_t i = 0; i < size; i++)
-            choose(s, members[i].index, n_chosen);
-        return 0;
-    }
-    size_t nruns = 0;
-    for (size_t i = 0; i < size; i++)
-        nruns += i == 0 || members[i].pattern != members[i - 1].pattern;
-    pattern_run *runs = calloc(nruns, sizeof *runs);
-    const trace_info **rep = malloc(nruns * sizeof *rep);
-    double *quality = malloc(nruns * sizeof *quality);
-    size_t *picked = malloc(nruns * sizeof *picked);
-    int rc = -1;
-    if (!runs || !rep || !quality || !picked)
-        goto out;
-    for (size_t i = 0, r = (size_t)-1; i < size; i++) {
-        if (i == 0 || members[i].pattern != members[i - 1].pattern) {
-            r++;
-            runs[r].first = i;
-            runs[r].max_sim = -1.0;
-            rep[r] = &members[i];
-            quality[r] = 1.0 + s->cfg.quality_gain * rep[r]->score;
-            if (was_kept(s, rep[r]->pattern)) /* novelty across windows */
-                quality[r] *= s->cfg.seen_penalty;
-        }
-        runs[r].count++;
-    }
-    group_ctx g = {s, rep};
-    size_t k = rt_sel_dpp_greedy(nruns, quality, sim_cb, &g, quota, s->cfg.dpp_eps, picked);
-    if (k == (size_t)-1)
-        goto out;
-    for (size_t p = 0; p < k; p++) {
-        pattern_run *r = &runs[picked[p]];
-        choose(s, members[r->first].index, n_chosen);
-        r->taken = 1;
-    }
-    for (size_t p = 0; p < k; p++)
-        note_pick(&g, runs, nruns, picked[p]);
-    fill_least_similar(s, &g, runs, nruns, members, quota - k, n_chosen);
-    rc = 0;
+	if (quota >= size) {
+		for (size_t i = 0; i < size; i++)
+			choose(s, members[i].index, n_chosen);
+		return 0;
+	}
+	size_t nruns = 0;
+	for (size_t i = 0; i < size; i++)
+		nruns += i == 0 || members[i].pattern != members[i - 1].pattern;
+	pattern_run *runs = calloc(nruns, sizeof *runs);
+	const trace_info **rep = malloc(nruns * sizeof *rep);
+	double *quality = malloc(nruns * sizeof *quality);
+	size_t *picked = malloc(nruns * sizeof *picked);
+	int rc = -1;
+	if (!runs || !rep || !quality || !picked)
+		goto out;
+	for (size_t i = 0, r = (size_t)-1; i < size; i++) {
+		if (i == 0 || members[i].pattern != members[i - 1].pattern) {
+			r++;
+			runs[r].first = i;
+			runs[r].max_sim = -1.0;
+			rep[r] = &members[i];
+			quality[r] = 1.0 + s->cfg.quality_gain * rep[r]->score;
+			if (was_kept(s, rep[r]->pattern)) /* novelty across windows */
+				quality[r] *= s->cfg.seen_penalty;
+		}
+		runs[r].count++;
+	}
+	group_ctx g = { s, rep };
+	size_t k = rt_sel_dpp_greedy(nruns, quality, sim_cb, &g, quota, s->cfg.dpp_eps, picked);
+	if (k == (size_t)-1)
+		goto out;
+	for (size_t p = 0; p < k; p++) {
+		pattern_run *r = &runs[picked[p]];
+		choose(s, members[r->first].index, n_chosen);
+		r->taken = 1;
+	}
+	for (size_t p = 0; p < k; p++)
+		note_pick(&g, runs, nruns, picked[p]);
+	fill_least_similar(s, &g, runs, nruns, members, quota - k, n_chosen);
+	rc = 0;
 out:
-    free(runs);
-    free(rep);
-    free(quality);
-    free(picked);
-    return rc;
+	free(runs);
+	free(rep);
+	free(quality);
+	free(picked);
+	return rc;
 }
 
 /* ---------------------------------------------------------------- budget */
@@ -440,20 +484,20 @@ out:
 /* Traffic is compared as a rate: a window that covers only part of the usual length
  * (coverage < 1, e.g. the last, cut-off window of a replay) is not a traffic drop. */
 static size_t effective_budget(rt_selector *s, size_t n_traces, size_t budget, bool any_alarm,
-                               double coverage)
+			       double coverage)
 {
-    double avg = s->traffic_avg;
-    double n = (double)n_traces / coverage;
-    size_t out = budget;
-    if (any_alarm && avg > 0 && n < s->cfg.drop_ratio * avg) {
-        double scale = avg / (n > 1 ? n : 1.0);
-        if (scale > s->cfg.max_budget_scale)
-            scale = s->cfg.max_budget_scale;
-        out = (size_t)floor((double)budget * scale);
-    }
-    double a = s->cfg.traffic_smoothing;
-    s->traffic_avg = avg < 0 ? n : (1 - a) * avg + a * n;
-    return out;
+	double avg = s->traffic_avg;
+	double n = (double)n_traces / coverage;
+	size_t out = budget;
+	if (any_alarm && avg > 0 && n < s->cfg.drop_ratio * avg) {
+		double scale = avg / (n > 1 ? n : 1.0);
+		if (scale > s->cfg.max_budget_scale)
+			scale = s->cfg.max_budget_scale;
+		out = (size_t)floor((double)budget * scale);
+	}
+	double a = s->cfg.traffic_smoothing;
+	s->traffic_avg = avg < 0 ? n : (1 - a) * avg + a * n;
+	return out;
 }
 
 /* ---------------------------------------------------------------- novelty quota */
@@ -461,11 +505,11 @@ static size_t effective_budget(rt_selector *s, size_t n_traces, size_t budget, b
 /* Distinct patterns of info[a..b) (a group, sorted by pattern) not kept earlier. */
 static size_t new_patterns(const rt_selector *s, size_t a, size_t b)
 {
-    size_t k = 0;
-    for (size_t i = a; i < b; i++)
-        k += (i == a || s->info[i].pattern != s->info[i - 1].pattern) &&
-             !was_kept(s, s->info[i].pattern);
-    return k;
+	size_t k = 0;
+	for (size_t i = a; i < b; i++)
+		k += (i == a || s->info[i].pattern != s->info[i - 1].pattern) &&
+		     !was_kept(s, s->info[i].pattern);
+	return k;
 }
 
 /* Quotas with novelty first.
@@ -486,73 +530,73 @@ static size_t new_patterns(const rt_selector *s, size_t a, size_t b)
  * group whose traces repeat what the store holds does not take more that a group with
  * new patterns could use; then the rest over their other traces. */
 static int fresh_first_quota(rt_selector *s, const size_t *start, const size_t *sizes,
-                             const bool *alarmed, const double *recent, size_t ng, size_t budget,
-                             size_t *quota)
+			     const bool *alarmed, const double *recent, size_t ng, size_t budget,
+			     size_t *quota)
 {
-    size_t *fresh = malloc(ng * sizeof *fresh), *pass = malloc(ng * sizeof *pass);
-    size_t *more = malloc(ng * sizeof *more);
-    if (!fresh || !pass || !more) {
-        free(fresh);
-        free(pass);
-        free(more);
-        return -1;
-    }
-    if (budget < ng) { /* not every group can have one: new patterns first */
-        size_t total = 0;
-        for (size_t g = 0; g < ng; g++) {
-            fresh[g] = new_patterns(s, start[g], start[g + 1]);
-            total += fresh[g];
-        }
-        size_t first = total < budget ? total : budget;
-        rt_sel_quota_prio(fresh, NULL, recent, ng, first, 1.0, 1.0, pass);
-        for (size_t g = 0; g < ng; g++)
-            fresh[g] = fresh[g] == 0; /* now: the groups with nothing new, one each */
-        rt_sel_quota_prio(fresh, NULL, recent, ng, budget - first, 1.0, 1.0, more);
-        for (size_t g = 0; g < ng; g++)
-            quota[g] = pass[g] + more[g];
-        goto done;
-    }
-    rt_sel_quota_prio(sizes, alarmed, recent, ng, budget, s->cfg.alarm_boost, s->cfg.alarm_cap,
-                      quota);
-    size_t others = 0, total_fresh = 0;
-    for (size_t g = 0; g < ng; g++) {
-        fresh[g] = 0;
-        if (alarmed[g])
-            continue;
-        others += quota[g];
-        fresh[g] = new_patterns(s, start[g], start[g + 1]);
-        if (fresh[g] == 0) /* one pick still goes to every group the budget can reach */
-            fresh[g] = 1;
-        total_fresh += fresh[g];
-    }
-    rt_sel_quota_prio(fresh, NULL, recent, ng, others < total_fresh ? others : total_fresh, 1.0,
-                      1.0, pass);
-    size_t used = 0;
-    for (size_t g = 0; g < ng; g++) {
-        used += pass[g];
-        fresh[g] = alarmed[g] ? 0 : sizes[g] - pass[g]; /* now: the other traces */
-    }
-    rt_sel_quota_prio(fresh, NULL, recent, ng, others - used, 1.0, 1.0, more);
-    for (size_t g = 0; g < ng; g++)
-        if (!alarmed[g])
-            quota[g] = pass[g] + more[g];
+	size_t *fresh = malloc(ng * sizeof *fresh), *pass = malloc(ng * sizeof *pass);
+	size_t *more = malloc(ng * sizeof *more);
+	if (!fresh || !pass || !more) {
+		free(fresh);
+		free(pass);
+		free(more);
+		return -1;
+	}
+	if (budget < ng) { /* not every group can have one: new patterns first */
+		size_t total = 0;
+		for (size_t g = 0; g < ng; g++) {
+			fresh[g] = new_patterns(s, start[g], start[g + 1]);
+			total += fresh[g];
+		}
+		size_t first = total < budget ? total : budget;
+		rt_sel_quota_prio(fresh, NULL, recent, ng, first, 1.0, 1.0, pass);
+		for (size_t g = 0; g < ng; g++)
+			fresh[g] = fresh[g] == 0; /* now: the groups with nothing new, one each */
+		rt_sel_quota_prio(fresh, NULL, recent, ng, budget - first, 1.0, 1.0, more);
+		for (size_t g = 0; g < ng; g++)
+			quota[g] = pass[g] + more[g];
+		goto done;
+	}
+	rt_sel_quota_prio(sizes, alarmed, recent, ng, budget, s->cfg.alarm_boost, s->cfg.alarm_cap,
+			  quota);
+	size_t others = 0, total_fresh = 0;
+	for (size_t g = 0; g < ng; g++) {
+		fresh[g] = 0;
+		if (alarmed[g])
+			continue;
+		others += quota[g];
+		fresh[g] = new_patterns(s, start[g], start[g + 1]);
+		if (fresh[g] == 0) /* one pick still goes to every group the budget can reach */
+			fresh[g] = 1;
+		total_fresh += fresh[g];
+	}
+	rt_sel_quota_prio(fresh, NULL, recent, ng, others < total_fresh ? others : total_fresh, 1.0,
+			  1.0, pass);
+	size_t used = 0;
+	for (size_t g = 0; g < ng; g++) {
+		used += pass[g];
+		fresh[g] = alarmed[g] ? 0 : sizes[g] - pass[g]; /* now: the other traces */
+	}
+	rt_sel_quota_prio(fresh, NULL, recent, ng, others - used, 1.0, 1.0, more);
+	for (size_t g = 0; g < ng; g++)
+		if (!alarmed[g])
+			quota[g] = pass[g] + more[g];
 done:
-    free(fresh);
-    free(pass);
-    free(more);
-    return 0;
+	free(fresh);
+	free(pass);
+	free(more);
+	return 0;
 }
 
 /* ---------------------------------------------------------------- window */
 
 static int prepare_window(rt_selector *s, size_t n)
 {
-    if (rt_sel_grow((void **)&s->info, &s->info_cap, n, sizeof *s->info) ||
-        rt_sel_grow((void **)&s->verdicts, &s->verdicts_cap, n, sizeof *s->verdicts) ||
-        rt_sel_grow((void **)&s->chosen, &s->chosen_cap, n, sizeof *s->chosen))
-        return -1;
-    s->arena_len = 0;
-    return 0;
+	if (rt_sel_grow((void **)&s->info, &s->info_cap, n, sizeof *s->info) ||
+	    rt_sel_grow((void **)&s->verdicts, &s->verdicts_cap, n, sizeof *s->verdicts) ||
+	    rt_sel_grow((void **)&s->chosen, &s->chosen_cap, n, sizeof *s->chosen))
+		return -1;
+	s->arena_len = 0;
+	return 0;
 }
 
 /* At most this many carried span durations (one minute of a very busy system is
@@ -566,162 +610,184 @@ static int prepare_window(rt_selector *s, size_t n)
  * far-future start (a bad clock) costs the carry for one window, not for good. */
 static int carry_newest_minute(rt_selector *s, const rt_sel_trace *traces, size_t n)
 {
-    uint64_t newest = 0;
-    for (size_t i = 0; i < n; i++)
-        for (uint32_t j = 0; j < traces[i].n_spans; j++) {
-            uint64_t m = traces[i].spans[j].start_ns / 60000000000ull;
-            newest = m > newest ? m : newest;
-        }
-    size_t k = 0, spans = 0;
-    for (size_t c = 0; c < s->n_carry; c++)
-        if (s->carry[c].minute == newest)
-            s->carry[k++] = s->carry[c];
-    for (size_t i = 0; i < n; i++)
-        spans += traces[i].n_spans;
-    size_t room = k + spans < CARRY_MAX ? k + spans : CARRY_MAX;
-    if (rt_sel_grow((void **)&s->carry, &s->carry_cap, room, sizeof *s->carry))
-        return -1;
-    for (size_t i = 0; i < n; i++)
-        for (uint32_t j = 0; j < traces[i].n_spans && k < room; j++) {
-            const rt_sel_span *sp = &traces[i].spans[j];
-            if (sp->start_ns / 60000000000ull != newest)
-                continue;
-            s->carry[k++] = (rt_sel_minute_sample){.key = rt_sel_paper_minute_key(sp),
-                                                   .minute = newest,
-                                                   .dur = rt_sel_paper_span_dur(sp)};
-        }
-    s->n_carry = k;
-    return 0;
+	uint64_t newest = 0;
+	for (size_t i = 0; i < n; i++)
+		for (uint32_t j = 0; j < traces[i].n_spans; j++) {
+			uint64_t m = traces[i].spans[j].start_ns / 60000000000ull;
+			newest = m > newest ? m : newest;
+		}
+	size_t k = 0, spans = 0;
+	for (size_t c = 0; c < s->n_carry; c++)
+		if (s->carry[c].minute == newest)
+			s->carry[k++] = s->carry[c];
+	for (size_t i = 0; i < n; i++)
+		spans += traces[i].n_spans;
+	size_t room = k + spans < CARRY_MAX ? k + spans : CARRY_MAX;
+	if (rt_sel_grow((void **)&s->carry, &s->carry_cap, room, sizeof *s->carry))
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		for (uint32_t j = 0; j < traces[i].n_spans && k < room; j++) {
+			const rt_sel_span *sp = &traces[i].spans[j];
+			if (sp->start_ns / 60000000000ull != newest)
+				continue;
+			s->carry[k++] = (rt_sel_minute_sample){ .key = rt_sel_paper_minute_key(sp),
+								.minute = newest,
+								.dur = rt_sel_paper_span_dur(sp) };
+		}
+	s->n_carry = k;
+	return 0;
 }
 
 static int analyse_traces(rt_selector *s, rt_sel_trace *traces, size_t n)
 {
-    if (++s->key_gen == 0) { /* wrapped: forget everything */
-        memset(s->keys, 0, KEY_MEMO_SIZE * sizeof *s->keys);
-        s->key_gen = 1;
-    }
-    for (size_t i = 0; i < n; i++) {
-        mine_templates(s, &traces[i], i + 1 < n ? &traces[i + 1] : NULL);
-        fill_keys(s, &traces[i]);
-        s->info[i].group = rt_sel_trace_group(&traces[i]);
-        observe_durations(s, &traces[i], s->info[i].group);
-    }
-    rt_sel_paper_p90 minute = {0};
-    if (s->cfg.minute_tiers &&
-        (rt_sel_paper_p90_build_carry(traces, n, s->carry, s->n_carry, &minute) ||
-         carry_newest_minute(s, traces, n))) {
-        rt_sel_paper_p90_free(&minute);
-        return -1;
-    }
-    size_t first_span = 0;
-    for (size_t i = 0; i < n; i++) {
-        trace_info *ti = &s->info[i];
-        ti->index = (uint32_t)i;
-        const uint8_t *tiers = s->cfg.minute_tiers ? minute.tier + first_span : NULL;
-        first_span += traces[i].n_spans;
-        if (encode_into_arena(s, &traces[i], tiers, ti)) {
-            rt_sel_paper_p90_free(&minute);
-            return -1;
-        }
-        ti->score = rt_sel_anomaly_score(&traces[i], &s->cfg.weights,
-                                         rt_sel_quantiles_get(s->group_p90, ti->group));
-        s->verdicts[i] = (rt_sel_verdict){.pattern = ti->pattern, .group = ti->group,
-                                          .score = ti->score};
-    }
-    rt_sel_paper_p90_free(&minute);
-    return 0;
+	if (++s->key_gen == 0) { /* wrapped: forget everything */
+		memset(s->keys, 0, KEY_MEMO_SIZE * sizeof *s->keys);
+		s->key_gen = 1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		mine_templates(s, &traces[i], i + 1 < n ? &traces[i + 1] : NULL);
+		fill_keys(s, &traces[i]);
+		s->info[i].group = rt_sel_trace_group(&traces[i]);
+		observe_durations(s, &traces[i], s->info[i].group);
+	}
+	rt_sel_paper_p90 minute = { 0 };
+	if (s->cfg.minute_tiers &&
+	    (rt_sel_paper_p90_build_carry(traces, n, s->carry, s->n_carry, &minute) ||
+	     carry_newest_minute(s, traces, n))) {
+		rt_sel_paper_p90_free(&minute);
+		return -1;
+	}
+	/* the fingerprint table, at most half full (no memo if it cannot be had) */
+	size_t cap = 64;
+	while (cap < 2 * n)
+		cap <<= 1;
+	if (cap > s->fp_cap) {
+		uint64_t *k = realloc(s->fp_key, cap * sizeof *k);
+		if (k)
+			s->fp_key = k;
+		uint32_t *v = k ? realloc(s->fp_slot, cap * sizeof *v) : NULL;
+		if (v)
+			s->fp_slot = v;
+		s->fp_cap = k && v ? cap : 0;
+	}
+	if (s->fp_cap)
+		memset(s->fp_slot, 0, s->fp_cap * sizeof *s->fp_slot);
+	size_t first_span = 0;
+	for (size_t i = 0; i < n; i++) {
+		trace_info *ti = &s->info[i];
+		ti->index = (uint32_t)i;
+		const uint8_t *tiers = s->cfg.minute_tiers ? minute.tier + first_span : NULL;
+		first_span += traces[i].n_spans;
+		if (encode_into_arena(s, &traces[i], tiers, ti)) {
+			rt_sel_paper_p90_free(&minute);
+			return -1;
+		}
+		ti->score = rt_sel_anomaly_score(&traces[i], &s->cfg.weights,
+						 rt_sel_quantiles_get(s->group_p90, ti->group));
+		s->verdicts[i] = (rt_sel_verdict){ .pattern = ti->pattern,
+						   .group = ti->group,
+						   .score = ti->score };
+	}
+	rt_sel_paper_p90_free(&minute);
+	return 0;
 }
 
 static size_t count_groups(const rt_selector *s, size_t n)
 {
-    size_t ng = 0;
-    for (size_t i = 0; i < n; i++)
-        ng += i == 0 || s->info[i].group != s->info[i - 1].group;
-    return ng;
+	size_t ng = 0;
+	for (size_t i = 0; i < n; i++)
+		ng += i == 0 || s->info[i].group != s->info[i - 1].group;
+	return ng;
 }
 
 int rt_sel_select_window(rt_selector *s, rt_sel_trace *traces, size_t n, size_t budget,
-                         const uint64_t *alarmed_groups, size_t n_alarmed, rt_sel_result *out)
+			 const uint64_t *alarmed_groups, size_t n_alarmed, rt_sel_result *out)
 {
-    return rt_sel_select_window_part(s, traces, n, budget, alarmed_groups, n_alarmed, 1.0, out);
+	return rt_sel_select_window_part(s, traces, n, budget, alarmed_groups, n_alarmed, 1.0, out);
 }
 
 int rt_sel_select_window_part(rt_selector *s, rt_sel_trace *traces, size_t n, size_t budget,
-                              const uint64_t *alarmed_groups, size_t n_alarmed, double coverage,
-                              rt_sel_result *out)
+			      const uint64_t *alarmed_groups, size_t n_alarmed, double coverage,
+			      rt_sel_result *out)
 {
-    *out = (rt_sel_result){0};
-    if (!(coverage > 0) || coverage > 1)
-        coverage = 1.0;
-    if (n == 0)
-        return 0;
-    if (prepare_window(s, n) || analyse_traces(s, traces, n))
-        return -1;
-    qsort(s->info, n, sizeof *s->info, by_group_pattern_score);
-    size_t ng = count_groups(s, n);
-    size_t *start = malloc((ng + 1) * sizeof *start);
-    size_t *sizes = malloc(ng * sizeof *sizes);
-    size_t *quota = malloc(ng * sizeof *quota);
-    bool *alarmed = malloc(ng * sizeof *alarmed);
-    double *recent = malloc(ng * sizeof *recent);
-    int rc = -1;
-    if (!start || !sizes || !quota || !alarmed || !recent)
-        goto out;
-    bool any_alarm = false;
-    for (size_t i = 0, g = 0; i < n; i++) {
-        if (i > 0 && s->info[i].group == s->info[i - 1].group)
-            continue;
-        start[g] = i;
-        alarmed[g] = is_alarmed(s->info[i].group, alarmed_groups, n_alarmed);
-        any_alarm |= alarmed[g];
-        g++;
-    }
-    start[ng] = n;
-    for (size_t g = 0; g < ng; g++)
-        sizes[g] = start[g + 1] - start[g];
-    size_t eff = effective_budget(s, n, budget, any_alarm, coverage);
-    /* When the budget is smaller than the number of groups, groups whose every
+	*out = (rt_sel_result){ 0 };
+	if (!(coverage > 0) || coverage > 1)
+		coverage = 1.0;
+	if (n == 0)
+		return 0;
+	if (prepare_window(s, n) || analyse_traces(s, traces, n))
+		return -1;
+	qsort(s->info, n, sizeof *s->info, by_group_pattern_score);
+	size_t ng = count_groups(s, n);
+	size_t *start = malloc((ng + 1) * sizeof *start);
+	size_t *sizes = malloc(ng * sizeof *sizes);
+	size_t *quota = malloc(ng * sizeof *quota);
+	bool *alarmed = malloc(ng * sizeof *alarmed);
+	double *recent = malloc(ng * sizeof *recent);
+	int rc = -1;
+	if (!start || !sizes || !quota || !alarmed || !recent)
+		goto out;
+	bool any_alarm = false;
+	for (size_t i = 0, g = 0; i < n; i++) {
+		if (i > 0 && s->info[i].group == s->info[i - 1].group)
+			continue;
+		start[g] = i;
+		alarmed[g] = is_alarmed(s->info[i].group, alarmed_groups, n_alarmed);
+		any_alarm |= alarmed[g];
+		g++;
+	}
+	start[ng] = n;
+	for (size_t g = 0; g < ng; g++)
+		sizes[g] = start[g + 1] - start[g];
+	size_t eff = effective_budget(s, n, budget, any_alarm, coverage);
+	/* When the budget is smaller than the number of groups, groups whose every
      * pattern was kept in an earlier window go last: a pick there adds nothing new. */
-    for (size_t g = 0; g < ng; g++) {
-        group_stat *st = group_stats(s, s->info[start[g]].group);
-        recent[g] = st ? st->kept : 0.0;
-        bool fresh = !s->cfg.novelty_first;
-        for (size_t i = start[g]; i < start[g + 1] && !fresh; i++)
-            fresh = (i == start[g] || s->info[i].pattern != s->info[i - 1].pattern) &&
-                    !was_kept(s, s->info[i].pattern);
-        if (!fresh && s->cfg.novelty_first)
-            recent[g] += STALE_GROUP_PRIORITY;
-    }
-    if (s->cfg.novelty_first && fresh_first_quota(s, start, sizes, alarmed, recent, ng, eff, quota))
-        goto out;
-    if (!s->cfg.novelty_first)
-        rt_sel_quota_prio(sizes, alarmed, recent, ng, eff, s->cfg.alarm_boost, s->cfg.alarm_cap,
-                          quota);
-    size_t n_chosen = 0;
-    for (size_t g = 0; g < ng; g++) {
-        size_t before = n_chosen;
-        if (quota[g] && select_in_group(s, s->info + start[g], sizes[g], quota[g], &n_chosen))
-            goto out;
-        double w = n_chosen > before ? (double)sizes[g] / (double)(n_chosen - before) : 0.0;
-        for (size_t c = before; c < n_chosen; c++)
-            s->verdicts[s->chosen[c]].weight = w;
-    }
-    decay_groups(s);
-    for (size_t c = 0; c < n_chosen; c++) {
-        const rt_sel_verdict *v = &s->verdicts[s->chosen[c]];
-        remember_kept(s, v->pattern);
-        group_stat *st = group_stats(s, v->group);
-        if (st)
-            st->kept += 1.0;
-    }
-    *out = (rt_sel_result){.n_traces = n, .budget = eff, .n_chosen = n_chosen, .n_groups = ng,
-                           .verdicts = s->verdicts, .chosen = s->chosen};
-    rc = 0;
+	for (size_t g = 0; g < ng; g++) {
+		group_stat *st = group_stats(s, s->info[start[g]].group);
+		recent[g] = st ? st->kept : 0.0;
+		bool fresh = !s->cfg.novelty_first;
+		for (size_t i = start[g]; i < start[g + 1] && !fresh; i++)
+			fresh = (i == start[g] || s->info[i].pattern != s->info[i - 1].pattern) &&
+				!was_kept(s, s->info[i].pattern);
+		if (!fresh && s->cfg.novelty_first)
+			recent[g] += STALE_GROUP_PRIORITY;
+	}
+	if (s->cfg.novelty_first &&
+	    fresh_first_quota(s, start, sizes, alarmed, recent, ng, eff, quota))
+		goto out;
+	if (!s->cfg.novelty_first)
+		rt_sel_quota_prio(sizes, alarmed, recent, ng, eff, s->cfg.alarm_boost,
+				  s->cfg.alarm_cap, quota);
+	size_t n_chosen = 0;
+	for (size_t g = 0; g < ng; g++) {
+		size_t before = n_chosen;
+		if (quota[g] &&
+		    select_in_group(s, s->info + start[g], sizes[g], quota[g], &n_chosen))
+			goto out;
+		double w = n_chosen > before ? (double)sizes[g] / (double)(n_chosen - before) : 0.0;
+		for (size_t c = before; c < n_chosen; c++)
+			s->verdicts[s->chosen[c]].weight = w;
+	}
+	decay_groups(s);
+	for (size_t c = 0; c < n_chosen; c++) {
+		const rt_sel_verdict *v = &s->verdicts[s->chosen[c]];
+		remember_kept(s, v->pattern);
+		group_stat *st = group_stats(s, v->group);
+		if (st)
+			st->kept += 1.0;
+	}
+	*out = (rt_sel_result){ .n_traces = n,
+				.budget = eff,
+				.n_chosen = n_chosen,
+				.n_groups = ng,
+				.verdicts = s->verdicts,
+				.chosen = s->chosen };
+	rc = 0;
 out:
-    free(start);
-    free(sizes);
-    free(quota);
-    free(alarmed);
-    free(recent);
-    return rc;
+	free(start);
+	free(sizes);
+	free(quota);
+	free(alarmed);
+	free(recent);
+	return rc;
 }

@@ -329,6 +329,36 @@ START_TEST(budget_goes_to_new_patterns_first)
 }
 END_TEST
 
+/* A pattern the store already holds, with a small anomaly score (3 WARN logs), and a
+ * new pattern with none, in one group with one pick: the new one is kept. With the
+ * former seen_penalty 0.25 their DPP qualities tied ((1 + 3) · 0.25 = 1) and the
+ * stored pattern could be kept again (seen on the TrainTicket set). */
+START_TEST(seen_pattern_with_small_score_yields_to_new)
+{
+    rt_selector *s = rt_sel_create(NULL);
+    rt_sel_result r;
+    gen_fanout(&G[0], 1, "/cart", 1, 100);
+    for (int k = 0; k < 3; k++)
+        gen_log(&G[0], RT_SEL_LOG_WARN, 300, NULL);
+    T[0] = G[0].t;
+    ck_assert_int_eq(rt_sel_select_window(s, T, 1, 1, NULL, 0, &r), 0);
+    ck_assert(r.verdicts[0].chosen);
+    G[1] = G[0];
+    G[1].t.id_lo = 2;
+    G[1].t.spans = G[1].spans;
+    G[1].t.logs = G[1].logs;
+    gen_fanout(&G[2], 3, "/cart", 1, 101);
+    T[0] = G[1].t;
+    T[1] = G[2].t;
+    ck_assert_int_eq(rt_sel_select_window(s, T, 2, 1, NULL, 0, &r), 0);
+    ck_assert_double_eq(r.verdicts[0].score, 3.0);
+    ck_assert_double_eq(r.verdicts[1].score, 0.0);
+    ck_assert_msg(!r.verdicts[0].chosen && r.verdicts[1].chosen,
+                  "the stored pattern was kept again instead of the new one");
+    rt_sel_destroy(s);
+}
+END_TEST
+
 /* The promise below the group count: with fewer picks than groups, a pick goes to a
  * group whose every pattern the store holds (already represented there) only when no
  * new pattern is left in the window; a group with two new patterns takes both. With
@@ -439,6 +469,7 @@ int main(void)
     tcase_add_test(tc, latency_tiers_per_minute);
     tcase_add_test(tc, budget_goes_to_new_patterns_first);
     tcase_add_test(tc, tiny_budget_spends_on_new_patterns_before_stale_groups);
+    tcase_add_test(tc, seen_pattern_with_small_score_yields_to_new);
     tcase_add_test(tc, minute_split_by_window_keeps_one_p90);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
