@@ -8,7 +8,7 @@
  *      records crumbs / pins traces;
  *   3. evicts least-recently-seen untriggered traces while occupancy (buffers not
  *      in the available queue) is above the threshold, and applies the overload
- *      policy to triggered data past its share (reporting.c);
+ *      policy to triggered data past its share (report_pipeline.c);
  *   4. every liveness interval, puts back what a client overwrote in the shared
  *      header and repairs the rings (check_pool, below), then checks each
  *      registry slot's process (pid plus start time, so pid reuse is caught) and

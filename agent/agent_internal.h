@@ -1,6 +1,6 @@
 /*
  * agent/agent_internal.h — the seams between agent.c (index keeping) and
- * reporting.c (triggers, slices, acks, spool). Not for use outside agent/.
+ * report_pipeline.c (triggers, slices, acks, spool). Not for use outside agent/.
  */
 #ifndef RETRACE_AGENT_INTERNAL_H
 #define RETRACE_AGENT_INTERNAL_H
@@ -30,7 +30,7 @@ void rt_agent_drain_before_reply(struct rt_agent *a);
  */
 void rt_agent_count_open(struct rt_agent *a, const uint64_t *los, uint32_t n, uint32_t *open);
 
-/* reporting.c */
+/* report_pipeline.c */
 /* The message in a->msg as a control reply (0 if it does not fit), or an ACK with
  * `status` encoded there first. */
 size_t rt_agent_reply_msg(struct rt_agent *a, uint8_t *out, size_t cap);

@@ -21,7 +21,9 @@
  *
  * Promises: pure bookkeeping over the index (no I/O, no shared memory), bounded
  * memory (classes are a fixed table; queues hold trace indices), and the same
- * decisions for the same inputs on every host.
+ * decisions for the same inputs on every host. This scheduler is
+ * report_sched.c; the pipeline that feeds it and sends what it picks (rate
+ * limits, pins, slices, ACKs, the spool) is report_pipeline.c.
  */
 #ifndef RETRACE_AGENT_REPORT_H
 #define RETRACE_AGENT_REPORT_H

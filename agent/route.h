@@ -47,7 +47,7 @@ struct rt_route {
 	int has_coll, has_coord;
 	int follows;                      /* the live set is the members' (route.c) */
 	/* per member, for the collector link: its last slice failed, and when the
-	 * next one may go (one probes a down member a second; agent/reporting.c) */
+	 * next one may go (one probes a down member a second; agent/report_pipeline.c) */
 	uint8_t coll_down[RT_ROUTE_MAX];
 	uint64_t coll_probe_ns[RT_ROUTE_MAX];
 	uint64_t dropped, returned, moved; /* members dropped / back; messages moved */

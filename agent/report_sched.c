@@ -1,5 +1,5 @@
 /*
- * agent/report.c — trigger classes, reporting queues, fair sharing.
+ * agent/report_sched.c — trigger classes, reporting queues, fair sharing.
  *
  * Classes live in a fixed table searched linearly by trigger id (a host sees a
  * handful of trigger ids; past RT_REPORT_MAX_CLASSES they share the OTHER class).
@@ -22,7 +22,7 @@
  *
  * Levels: the threshold of level k is 2^64 - 2^(64-k), so each level halves
  * the share of priorities that go, and a trace admitted at level k is admitted
- * at every lower level. Raising is the overload policy's call (reporting.c);
+ * at every lower level. Raising is the overload policy's call (report_pipeline.c);
  * this file only moves the level and finds the traces it no longer admits,
  * which sit at the front of the sorted queue.
  */

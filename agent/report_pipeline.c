@@ -1,5 +1,5 @@
 /*
- * agent/reporting.c — from a trigger to slices acknowledged by the collector.
+ * agent/report_pipeline.c — from a trigger to slices acknowledged by the collector.
  *
  * A local trigger group passes its trigger id's rate limit or is dropped whole,
  * before anything is pinned. Accepted (and remote) triggers pin their traces and
