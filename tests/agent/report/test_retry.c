@@ -32,7 +32,14 @@ static void write_x(struct rt_agent *a)
 	ag_push_triggers(&a->pool, &t, 1);
 }
 
-/* X arrived whole (all 60 records, in order, each buffer once)? */
+/*
+ * X arrived whole (all 60 records, in order, each buffer under one slice_seq)?
+ * A slice whose ACK came after the agent's report timeout is sent again under
+ * the same slice_seq, and the collector may acknowledge both copies: a
+ * coordinator's store refuses the second by its seq (docs/scaling.md), so a
+ * buffer acknowledged twice under one seq is delivered once. Under two seqs it
+ * would be stored twice.
+ */
 static int x_arrived(struct tc_collector *c, char *msg, size_t msglen)
 {
 	uint32_t seq, next = 0;
@@ -41,16 +48,20 @@ static int x_arrived(struct tc_collector *c, char *msg, size_t msglen)
 	tc_lock(c);
 	for (seq = 0; seq < 3 && ok; seq++) {
 		const struct tc_buffer *hit = NULL;
-		uint32_t hits = 0;
+		uint64_t hit_seq = 0;
+		uint32_t seqs = 0;
 		for (i = 0; i < c->nslices; i++)
 			for (j = 0; j < c->slices[i].nbuf; j++)
 				if (c->slices[i].trace_lo == X_LO && c->slices[i].acked &&
-				    c->slices[i].bufs[j].seq == seq) {
-					hits++;
+				    c->slices[i].bufs[j].seq == seq &&
+				    (!hit || c->slices[i].slice_seq != hit_seq)) {
+					seqs++;
 					hit = &c->slices[i].bufs[j];
+					hit_seq = c->slices[i].slice_seq;
 				}
-		if (hits != 1) {
-			snprintf(msg, msglen, "buffer seq %u of X acknowledged %u times", seq, hits);
+		if (seqs != 1) {
+			snprintf(msg, msglen, "buffer seq %u of X acknowledged under %u slice seqs",
+				 seq, seqs);
 			ok = 0;
 		} else if (ag_check_frames(hit->data, hit->len, X_LO, &next, msg, msglen) != 20) {
 			ok = 0;
