@@ -61,6 +61,25 @@ void tc_unlock(struct tc_collector *c)
 	pthread_mutex_unlock(&c->mu);
 }
 
+/*
+ * Under mu: was this slice (agent, trace, slice_seq) acknowledged before? An
+ * agent resends a slice whose ACK did not come within its report timeout
+ * under the same slice_seq, and the coordinator's store keeps one row per
+ * (trace, agent, slice_seq) (store/sqlite.c): the copy is acknowledged and not
+ * stored again. The collector does the same, so that a late ACK on a loaded
+ * machine does not look like a slice delivered twice; a trace's data under two
+ * seqs, or two traces under one seq, are still both recorded for the tests to see.
+ */
+static int stored_before(const struct tc_collector *c, const struct rt_wire_slice *m)
+{
+	size_t i;
+	for (i = 0; i < c->nslices; i++)
+		if (c->slices[i].acked && c->slices[i].slice_seq == m->slice_seq &&
+		    c->slices[i].agent_id == m->agent_id && c->slices[i].trace_lo == m->trace_lo)
+			return 1;
+	return 0;
+}
+
 /* Under mu: record a slice. */
 static struct tc_slice *record_slice(struct tc_collector *c, const struct rt_wire_slice *m)
 {
@@ -163,6 +182,9 @@ static void *tc_main(void *arg)
 		rv = rt_wire_decode(nng_msg_body(req), nng_msg_len(req), &m);
 		if (rv != 0) {
 			c->bad++;
+		} else if (m.type == RT_WIRE_SLICE && stored_before(c, &m.slice)) {
+			seq = m.slice.slice_seq; /* acknowledged again, not recorded */
+			c->duplicates++;
 		} else if (m.type == RT_WIRE_SLICE) {
 			sl = record_slice(c, &m.slice);
 			seq = m.slice.slice_seq;

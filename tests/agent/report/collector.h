@@ -7,7 +7,10 @@
  * fields with a copy of its data; a REGISTER keeps the agent id, pid, host and
  * control address; a TRIGGER keeps the agent, trigger id and seq and each
  * trace with its breadcrumbs. Every request gets an ACK (status 0 naming the
- * slice_seq for a slice, no seqs otherwise), or a refusal in refuse mode.
+ * slice_seq for a slice, no seqs otherwise), or a refusal in refuse mode. A
+ * slice acknowledged before under the same (agent, trace, slice_seq), an
+ * agent's resend after a late ACK, is acknowledged again and only counted
+ * (`duplicates`), as the coordinator's store keeps it once.
  *
  * The collector can be made slower than the load (a delay per slice, or a byte
  * rate), can refuse (ACK with a non-zero status), can stay silent (never
@@ -97,6 +100,7 @@ struct tc_collector {
 	uint64_t requests;       /* every request received */
 	uint64_t bad;            /* undecodable */
 	uint64_t others;         /* decoded, not one of the above */
+	uint64_t duplicates;     /* slices acknowledged before, not recorded again */
 	uint64_t slice_bytes;
 	uint64_t starts;
 };
