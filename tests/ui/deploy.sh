@@ -4,7 +4,9 @@
 # host 2, which calls inventory on host 3; inventory and frontend fail a share of
 # their requests, which fires triggers), then load, until the store holds
 # coherent traces that span the hosts. Then host 3's agent is killed (-9) and more
-# load runs: traces that reach host 3 are stored incoherent, host 3 missing.
+# load runs: traces that reach host 3 are stored incoherent, host 3 missing. The
+# coordinator never forgets a silent agent here (--agent-ttl 0): the pages list
+# host 3 however long a loaded machine makes the test run.
 # Everything started here is stopped on exit.
 # Needs: B (build dir), D (a fresh work dir). Sets: UI (the UI's base URL),
 # COORD (control URL), STORE, R (the retrace CLI).
@@ -35,7 +37,7 @@ wait_for() { # FILE WHAT LOG [-e: exists is enough]
 
 "$B/coordinator/retrace-coordinator" --listen tcp://127.0.0.1:0 --collector tcp://127.0.0.1:0 \
   --store "$STORE" --settle 0.5 --select-window 1 --ready-file "$D/coord.ready" \
-  --agent-timeout 0.3 --agent-retries 0 --collect-timeout 3 \
+  --agent-timeout 0.3 --agent-retries 0 --collect-timeout 3 --agent-ttl 0 \
   --http-listen http://127.0.0.1:0 --history-interval 0.25 2> "$D/coordinator.log" &
 pids+=($!)
 wait_for "$D/coord.ready" coordinator "$D/coordinator.log"
