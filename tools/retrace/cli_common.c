@@ -50,7 +50,7 @@ int cli_store_locator(const char *cmd, const char *given, const char *coord, cha
 		coord = getenv("RETRACE_COORDINATOR");
 	if (!coord || !*coord)
 		coord = CLI_DEFAULT_COORDINATOR;
-	if (cli_request(coord, "store", 2000, &reply, &len, err, sizeof err) == 0) {
+	if (cli_request(coord, "store", CLI_DEFAULT_TIMEOUT_MS, &reply, &len, err, sizeof err) == 0) {
 		int ok = len > 3 && !strncmp(reply, "ok ", 3) && memchr(reply, 0, len) &&
 			 strlen(reply + 3) < cap;
 		if (ok)

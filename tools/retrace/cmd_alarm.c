@@ -38,7 +38,7 @@ static void alarm_usage(FILE *out)
 		"  -c, --clear            clear the alarm of SERVICE OPERATION, or all alarms\n"
 		"  -C, --coordinator URL  the coordinator's address (default $RETRACE_COORDINATOR\n"
 		"                         or " DEFAULT_COORDINATOR ")\n"
-		"  -t, --timeout MS       give up after MS milliseconds (default 2000)\n"
+		"  -t, --timeout MS       give up after MS milliseconds (default " CLI_DEFAULT_TIMEOUT_TEXT ")\n"
 		CLI_TLS_USAGE
 		"  -h, --help             this text\n"
 		"With TLS only an operator certificate may add or clear (docs/security.md).\n");
@@ -63,7 +63,7 @@ int cli_cmd_alarm(int argc, char **argv)
 	};
 	const char *url = getenv("RETRACE_COORDINATOR");
 	double secs = DEFAULT_ALARM_S;
-	int ch, list = 0, clear = 0, timeout = 2000, nargs;
+	int ch, list = 0, clear = 0, timeout = CLI_DEFAULT_TIMEOUT_MS, nargs;
 	char req[512], *end;
 
 	if (!url || !*url)

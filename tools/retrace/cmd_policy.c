@@ -26,7 +26,7 @@ static void policy_usage(FILE *out)
 		"site's belief (alpha, beta, mean), recording probability and rank.\n"
 		"  -j, --json             the same as JSON\n"
 		"  -C, --coordinator URL  default $RETRACE_COORDINATOR or " DEFAULT_COORDINATOR "\n"
-		"  -t, --timeout MS       default 2000\n" CLI_TLS_USAGE);
+		"  -t, --timeout MS       default " CLI_DEFAULT_TIMEOUT_TEXT "\n" CLI_TLS_USAGE);
 }
 
 int cli_cmd_policy(int argc, char **argv)
@@ -37,7 +37,7 @@ int cli_cmd_policy(int argc, char **argv)
 		CLI_TLS_LONGOPTS,                        { 0, 0, 0, 0 },
 	};
 	const char *url = getenv("RETRACE_COORDINATOR");
-	int ch, json = 0, timeout = 2000, failed;
+	int ch, json = 0, timeout = CLI_DEFAULT_TIMEOUT_MS, failed;
 	char err[512], *reply = NULL, *end;
 	size_t len = 0, n;
 

@@ -30,7 +30,7 @@ static void recollect_usage(FILE *out)
 		"every part is now there). Use it after an agent restart or a collector outage.\n\n"
 		"  -C, --coordinator URL  the coordinator's address (default $RETRACE_COORDINATOR\n"
 		"                         or " DEFAULT_COORDINATOR ")\n"
-		"  -t, --timeout MS       give up after MS milliseconds (default 2000)\n"
+		"  -t, --timeout MS       give up after MS milliseconds (default " CLI_DEFAULT_TIMEOUT_TEXT ")\n"
 		"  -h, --help             this text\n");
 }
 
@@ -43,7 +43,7 @@ int cli_cmd_recollect(int argc, char **argv)
 		{ 0, 0, 0, 0 },
 	};
 	const char *url = getenv("RETRACE_COORDINATOR");
-	int ch, timeout = 2000, failed = 0, i;
+	int ch, timeout = CLI_DEFAULT_TIMEOUT_MS, failed = 0, i;
 	char req[64], *end;
 	uint64_t hi, lo;
 

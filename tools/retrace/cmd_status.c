@@ -40,7 +40,7 @@ static void status_usage(FILE *out)
 		"  -C, --coordinator URL  the coordinator's address (or $RETRACE_COORDINATOR)\n"
 		"  -A, --all           every figure, as text\n"
 		"  -j, --json          every figure, as JSON\n"
-		"  -t, --timeout MS    give up after MS milliseconds (default 2000)\n"
+		"  -t, --timeout MS    give up after MS milliseconds (default " CLI_DEFAULT_TIMEOUT_TEXT ")\n"
 		CLI_TLS_USAGE
 		"  -h, --help          this text\n");
 }
@@ -158,7 +158,7 @@ int cli_cmd_status(int argc, char **argv)
 	char url[256] = "";
 	int agent_asked = 0, coord_asked = 0, rc = 0;
 	enum status_form form = FORM_SUMMARY;
-	int timeout = 2000, ch;
+	int timeout = CLI_DEFAULT_TIMEOUT_MS, ch;
 	char *end;
 
 	optind = 1;
