@@ -17,6 +17,7 @@
 #define RETRACE_AGENT_UPLINK_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,8 +44,8 @@ enum rt_slot_state {
  */
 /* A link's connections (nng pipe events): how many now, how many ever. */
 struct rt_pipes {
-	int n;        /* atomic */
-	uint64_t gen; /* atomic: connections made */
+	atomic_int n;
+	_Atomic uint64_t gen; /* connections made */
 };
 
 struct rt_exchange {
@@ -53,7 +54,7 @@ struct rt_exchange {
 	int pipes_at_send;
 	uint64_t gen_at_send;
 	nng_aio *aio;
-	int state;               /* enum rt_slot_state (atomic) */
+	atomic_int state;        /* enum rt_slot_state */
 	int ok;                  /* DONE: 1 if acknowledged */
 	int32_t status;          /* DONE: the ACK's status (0 ok), -1 when no ACK came */
 	uint64_t seq;
@@ -186,7 +187,7 @@ int rt_uplink_send_slice(struct rt_uplink *u, struct rt_uplink_slot *s,
 /* Slots whose round trip ended; the caller reads ok and calls rt_uplink_slot_reset. */
 static inline int rt_uplink_slot_done(const struct rt_uplink_slot *s)
 {
-	return __atomic_load_n(&s->x.state, __ATOMIC_ACQUIRE) == RT_SLOT_DONE;
+	return atomic_load_explicit(&s->x.state, memory_order_acquire) == RT_SLOT_DONE;
 }
 void rt_uplink_slot_reset(struct rt_uplink_slot *s);
 

@@ -292,7 +292,7 @@ static void req_cb(void *arg)
 	    (pthread_mutex_trylock(&c->loop_mu) == 0 ||
 	     /* another agent's reply holds it (a round's replies come together):
 	      * wait for that one, not for a turn of the loop */
-	     (__atomic_load_n(&c->loop_idle_hint, __ATOMIC_ACQUIRE) &&
+	     (atomic_load_explicit(&c->loop_idle_hint, memory_order_acquire) &&
 	      pthread_mutex_lock(&c->loop_mu) == 0))) {
 		if (c->loop_idle) {
 			r->state = REQ_DONE;
@@ -308,7 +308,9 @@ static void req_cb(void *arg)
 	r->state = REQ_DONE;
 	r->next_ready = c->ready_req;
 	c->ready_req = r;
-	__atomic_store_n(&c->replies_ready, 1, __ATOMIC_RELEASE);
+	/* pairs with the acquire in coord_traversal_serve (ready_req itself is
+	 * read under mu) */
+	atomic_store_explicit(&c->replies_ready, 1, memory_order_release);
 	pthread_cond_signal(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 }
@@ -694,7 +696,7 @@ uint64_t rt_coord_stage_samples(struct rt_coord *c, int stage, uint64_t from, ui
 void coord_traversal_serve(struct rt_coord *c)
 {
 	struct coord_req *rq;
-	if (__atomic_load_n(&c->replies_ready, __ATOMIC_ACQUIRE)) {
+	if (atomic_load_explicit(&c->replies_ready, memory_order_acquire)) {
 		pthread_mutex_lock(&c->mu);
 		rq = c->ready_req;
 		c->ready_req = NULL;

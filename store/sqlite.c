@@ -81,6 +81,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,7 +272,7 @@ struct sqlite_store {
 	pthread_cond_t ckpt_cv;   /* CLOCK_MONOTONIC */
 	int ckpt_stop;            /* under ckpt_mu */
 	sqlite3 *ckpt_db;         /* the thread's own connection */
-	uint64_t ckpt_runs, ckpt_errors, ckpt_max_ns; /* atomics */
+	_Atomic uint64_t ckpt_runs, ckpt_errors, ckpt_max_ns; /* figures: relaxed */
 };
 
 /* The failure of an open that returned no handle, for rt_store_errmsg(NULL). */
@@ -697,10 +698,10 @@ static void *checkpointer(void *arg)
 		 * checkpoint that saw no WAL (-1 frames) did nothing: count it as one. */
 		if (rc == SQLITE_OK && nlog < 0)
 			rc = SQLITE_ERROR;
-		__atomic_add_fetch(rc == SQLITE_OK || rc == SQLITE_BUSY ? &s->ckpt_runs : &s->ckpt_errors,
-				   1, __ATOMIC_RELAXED);
-		if (dt > __atomic_load_n(&s->ckpt_max_ns, __ATOMIC_RELAXED))
-			__atomic_store_n(&s->ckpt_max_ns, dt, __ATOMIC_RELAXED);
+		atomic_fetch_add_explicit(rc == SQLITE_OK || rc == SQLITE_BUSY ? &s->ckpt_runs : &s->ckpt_errors,
+				   1, memory_order_relaxed);
+		if (dt > atomic_load_explicit(&s->ckpt_max_ns, memory_order_relaxed))
+			atomic_store_explicit(&s->ckpt_max_ns, dt, memory_order_relaxed);
 		pthread_mutex_lock(&s->ckpt_mu);
 	}
 	pthread_mutex_unlock(&s->ckpt_mu);
@@ -1854,9 +1855,9 @@ static int sqlite_store_stats(struct sqlite_store *s, struct rt_store_stats *out
 		out->slice_bytes = s->tot_bytes;
 	}
 	out->file_bytes = file_size(s->path, "") + file_size(s->path, "-wal");
-	out->checkpoints = __atomic_load_n(&s->ckpt_runs, __ATOMIC_RELAXED);
-	out->checkpoint_errors = __atomic_load_n(&s->ckpt_errors, __ATOMIC_RELAXED);
-	out->checkpoint_max_ns = __atomic_load_n(&s->ckpt_max_ns, __ATOMIC_RELAXED);
+	out->checkpoints = atomic_load_explicit(&s->ckpt_runs, memory_order_relaxed);
+	out->checkpoint_errors = atomic_load_explicit(&s->ckpt_errors, memory_order_relaxed);
+	out->checkpoint_max_ns = atomic_load_explicit(&s->ckpt_max_ns, memory_order_relaxed);
 	return 0;
 }
 

@@ -19,6 +19,7 @@
 #define RETRACE_TESTS_REPORT_COLLECTOR_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -77,7 +78,7 @@ struct tc_collector {
 	int open;
 	pthread_t thread;
 	int running;
-	int stop;                /* atomic */
+	atomic_int stop;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;       /* signalled on every request */
 	/* options (set any time; read by the thread under mu) */
