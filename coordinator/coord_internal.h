@@ -16,6 +16,7 @@
 #include "coordinator.h"
 #include "daemon/guard.h"
 #include "daemon/metrics.h"
+#include "daemon/reqrep.h"
 #include "http_api.h"
 #include "daemon/tls.h"
 #include "daemon/log.h"
@@ -203,11 +204,9 @@ enum coord_req_kind {
 };
 
 struct coord_req {
-	int state;                /* REQ_FREE, REQ_SENDING, REQ_RECEIVING, REQ_DONE */
+	struct rt_reqrep rr;      /* the round trip; its context opened per request */
 	int kind;                 /* enum coord_req_kind */
 	int ok;
-	nng_ctx ctx;
-	nng_aio *aio;
 	nng_msg *reply;
 	struct rt_coord *c;
 	uint32_t agent_id;
