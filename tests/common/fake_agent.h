@@ -34,7 +34,7 @@ typedef void (*fake_agent_holds_fn)(const struct fake_agent *a, uint64_t trace_h
 struct fake_agent {
 	uint32_t id;
 	nng_socket rep;
-	char url[64];         /* where it listens, for REGISTER's control_addr */
+	char url[64]; /* where it listens, for REGISTER's control_addr */
 	pthread_t th;
 	atomic_int stop;
 	fake_agent_holds_fn holds;
