@@ -30,6 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <ck_pr.h> /* the slots live in shared memory: ck_pr, as shm/ */
+
 #define RT_ADAPT_TABLE_PROBE 8
 
 /*
@@ -118,7 +120,7 @@ static inline uint16_t rt_adapt_table_lookup(const uint64_t *slots, uint32_t cap
 	uint64_t tag = rt_adapt_table_tag(site);
 	uint32_t i = (uint32_t)site & mask;
 	for (int probe = 0; probe < RT_ADAPT_TABLE_PROBE; probe++) {
-		uint64_t v = __atomic_load_n(&slots[i], __ATOMIC_RELAXED);
+		uint64_t v = ck_pr_load_64(&slots[i]);
 		if (v == 0)
 			return RT_ADAPT_P16_ALWAYS;
 		if ((v >> 16) == tag)
@@ -150,7 +152,7 @@ static inline int rt_adapt_table_build(uint64_t *slots, uint32_t capacity, const
 		return -1;
 	uint32_t mask = capacity - 1;
 	for (uint32_t i = 0; i < capacity; i++)
-		__atomic_store_n(&slots[i], 0, __ATOMIC_RELAXED);
+		ck_pr_store_64(&slots[i], 0);
 	for (size_t k = 0; k < n; k++) {
 		uint64_t tag = rt_adapt_table_tag(sites[k]);
 		uint64_t entry = (tag << 16) | rt_adapt_p16(probs[k]);
@@ -159,7 +161,7 @@ static inline int rt_adapt_table_build(uint64_t *slots, uint32_t capacity, const
 		for (int probe = 0; placed && probe < RT_ADAPT_TABLE_PROBE; probe++) {
 			uint64_t v = slots[i];
 			if (v == 0 || (v >> 16) == tag) {
-				__atomic_store_n(&slots[i], entry, __ATOMIC_RELAXED);
+				ck_pr_store_64(&slots[i], entry);
 				break;
 			}
 			i = (i + 1) & mask;
@@ -168,7 +170,7 @@ static inline int rt_adapt_table_build(uint64_t *slots, uint32_t capacity, const
 		}
 		if (!placed) {
 			for (uint32_t j = 0; j < capacity; j++)
-				__atomic_store_n(&slots[j], 0, __ATOMIC_RELAXED);
+				ck_pr_store_64(&slots[j], 0);
 			return -1;
 		}
 	}

@@ -105,7 +105,7 @@ static void recv_cb(void *arg)
 	/* The poll thread sleeps (or another callback is answering: a moment's wait):
 	 * answer here. */
 	if (pthread_mutex_trylock(&c->own) == 0 ||
-	    (__atomic_load_n(&c->idle_hint, __ATOMIC_ACQUIRE) && pthread_mutex_lock(&c->own) == 0)) {
+	    (atomic_load_explicit(&c->idle_hint, memory_order_acquire) && pthread_mutex_lock(&c->own) == 0)) {
 		if (c->idle) {
 			c->served_direct++;
 			c->wake_after_send = 1;
@@ -115,7 +115,9 @@ static void recv_cb(void *arg)
 		}
 		pthread_mutex_unlock(&c->own);
 	}
-	__atomic_store_n(&c->pending, 1, __ATOMIC_RELEASE);
+	/* pairs with the acquire in rt_control_pending: the poll thread that sees
+	 * pending sees msg, req and peer set above */
+	atomic_store_explicit(&c->pending, 1, memory_order_release);
 	{
 		uint64_t one = 1;
 		if (write(c->wake_fd, &one, sizeof one) < 0)
@@ -197,14 +199,14 @@ int rt_control_begin(struct rt_control *c, rt_control_handler handler, void *arg
 
 int rt_control_pending(struct rt_control *c)
 {
-	return __atomic_load_n(&c->pending, __ATOMIC_ACQUIRE);
+	return atomic_load_explicit(&c->pending, memory_order_acquire);
 }
 
 void rt_control_serve(struct rt_control *c)
 {
 	if (!rt_control_pending(c))
 		return;
-	__atomic_store_n(&c->pending, 0, __ATOMIC_RELAXED);
+	atomic_store_explicit(&c->pending, 0, memory_order_relaxed);
 	c->served_by_loop++;
 	answer(c);
 }
@@ -239,12 +241,15 @@ void rt_control_sleep(struct rt_control *c, uint64_t ns)
 		return;
 	/* Let go: a request that comes now is answered by nng's callback. */
 	c->idle = 1;
-	__atomic_store_n(&c->idle_hint, 1, __ATOMIC_RELEASE);
+	/* pairs with the acquire in recv_cb: a callback that sees the hint waits
+	 * for own rather than leaving the request to a sleeping thread */
+	atomic_store_explicit(&c->idle_hint, 1, memory_order_release);
 	pthread_mutex_unlock(&c->own);
 	ppoll(&p, 1, &ts, NULL);
 	if (read(c->wake_fd, &v, sizeof v) < 0 && errno != EAGAIN)
 		v = 0; /* nothing to clear */
-	__atomic_store_n(&c->idle_hint, 0, __ATOMIC_RELEASE);
+	/* pairs with the acquire in recv_cb (the hint is only a hint: own decides) */
+	atomic_store_explicit(&c->idle_hint, 0, memory_order_release);
 	pthread_mutex_lock(&c->own);
 	c->idle = 0;
 }

@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include <nng/nng.h>
 
@@ -51,13 +52,13 @@ typedef size_t (*rt_control_handler)(void *arg, const uint8_t *req, size_t len,
 struct rt_control {
 	nng_socket sock;
 	int wake_fd;         /* eventfd: a request waits for the poll thread; -1 none */
-	int pending;         /* msg holds a request not yet answered (atomic) */
+	atomic_int pending;  /* msg holds a request not yet answered */
 	int running;
 	nng_aio *recv_aio, *send_aio;
 	pthread_mutex_t own; /* the poll thread's state: see above */
 	int owned;           /* the poll thread holds own (rt_control_begin) */
 	int idle;            /* under own: its holder is not the poll thread */
-	int idle_hint;       /* idle, read without own (atomic) */
+	atomic_int idle_hint; /* idle, read without own */
 	int wake_after_send; /* answered while it slept: wake it once the reply left */
 	rt_control_handler handler;
 	void *handler_arg;

@@ -678,7 +678,7 @@ static void drain_spool(struct rt_agent *a)
 		return;
 	for (m = 0; m < a->route.n; m++)
 		for (i = 0; i < RT_UPLINK_SLOTS; i++)
-			if (a->route.up[m].slots[i].x.state != RT_SLOT_FREE &&
+			if (rt_reqrep_state(&a->route.up[m].slots[i].x.rr) != RT_REQREP_FREE &&
 			    a->route.up[m].slots[i].from_spool)
 				return;
 	if (a->collector_down && a->pass_now_ns < a->next_probe_ns)

@@ -1,5 +1,5 @@
 /*
- * agent/uplink.c — REQ contexts driven by aio callbacks.
+ * agent/uplink.c — REQ contexts driven by aio callbacks (daemon/reqrep.h).
  *
  * A slice slot goes FREE -> SENDING (nng_ctx_send) -> RECEIVING (nng_ctx_recv)
  * -> DONE. The callback runs the middle step and sets DONE with `ok` when the
@@ -69,53 +69,34 @@ static int ack_names(nng_msg *m, struct rt_exchange *x)
 	return ok;
 }
 
-static void exchange_cb(void *arg)
+/* The round ended (reply NULL: the send or the receive failed or timed out). */
+static void exchange_done(struct rt_reqrep *r, nng_msg *reply)
 {
-	struct rt_exchange *x = arg;
-	int rv = nng_aio_result(x->aio);
-	int state = __atomic_load_n(&x->state, __ATOMIC_ACQUIRE);
-
-	if (state == RT_SLOT_SENDING) {
-		if (rv != 0) {
-			nng_msg_free(nng_aio_get_msg(x->aio));
-			x->ok = 0;
-			x->status = -1;
-			__atomic_store_n(&x->state, RT_SLOT_DONE, __ATOMIC_RELEASE);
-			return;
-		}
-		__atomic_store_n(&x->state, RT_SLOT_RECEIVING, __ATOMIC_RELEASE);
-		nng_ctx_recv(x->ctx, x->aio);
-		return;
+	struct rt_exchange *x = r->arg;
+	x->ok = 0;
+	x->status = -1;
+	if (reply) {
+		x->ok = ack_names(reply, x);
+		nng_msg_free(reply);
 	}
-	if (state == RT_SLOT_RECEIVING) {
-		x->ok = 0;
-		x->status = -1;
-		if (rv == 0) {
-			nng_msg *m = nng_aio_get_msg(x->aio);
-			x->ok = ack_names(m, x);
-			nng_msg_free(m);
-		}
-		__atomic_store_n(&x->state, RT_SLOT_DONE, __ATOMIC_RELEASE);
-	}
+	/* DONE pairs with the acquire in rt_uplink_slot_done and the poll
+	 * thread's loads: ok, status and kept are written before it */
+	rt_reqrep_finish(r);
 }
 
 static int exchange_open(struct rt_exchange *x, nng_socket s, const struct rt_pipes *pipes,
 			 int timeout_ms)
 {
 	x->pipes = pipes;
-	if (nng_ctx_open(&x->ctx, s) != 0 || nng_aio_alloc(&x->aio, exchange_cb, x) != 0)
+	x->timeout_ms = timeout_ms;
+	if (nng_ctx_open(&x->rr.ctx, s) != 0 || rt_reqrep_init(&x->rr, exchange_done, x) != 0)
 		return -1;
-	nng_aio_set_timeout(x->aio, timeout_ms);
 	return 0;
 }
 
 static void exchange_close(struct rt_exchange *x)
 {
-	if (!x->aio)
-		return;
-	nng_aio_stop(x->aio);
-	nng_aio_free(x->aio);
-	x->aio = NULL;
+	rt_reqrep_fini(&x->rr);
 }
 
 static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
@@ -123,10 +104,10 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 	struct rt_pipes *c = arg;
 	(void)p;
 	if (ev == NNG_PIPE_EV_ADD_POST) {
-		__atomic_add_fetch(&c->gen, 1, __ATOMIC_ACQ_REL);
-		__atomic_add_fetch(&c->n, 1, __ATOMIC_ACQ_REL);
+		atomic_fetch_add_explicit(&c->gen, 1, memory_order_acq_rel);
+		atomic_fetch_add_explicit(&c->n, 1, memory_order_acq_rel);
 	} else if (ev == NNG_PIPE_EV_REM_POST) {
-		__atomic_sub_fetch(&c->n, 1, __ATOMIC_ACQ_REL);
+		atomic_fetch_sub_explicit(&c->n, 1, memory_order_acq_rel);
 	}
 }
 
@@ -249,7 +230,7 @@ struct rt_uplink_slot *rt_uplink_free_slot(struct rt_uplink *u)
 	if (!u->coll_open)
 		return NULL;
 	for (i = 0; i < RT_UPLINK_SLOTS; i++)
-		if (__atomic_load_n(&u->slots[i].x.state, __ATOMIC_ACQUIRE) == RT_SLOT_FREE)
+		if (rt_reqrep_state(&u->slots[i].x.rr) == RT_REQREP_FREE)
 			return &u->slots[i];
 	return NULL;
 }
@@ -259,7 +240,7 @@ uint32_t rt_uplink_inflight(const struct rt_uplink *u)
 	uint32_t n = 0;
 	int i;
 	for (i = 0; i < RT_UPLINK_SLOTS; i++)
-		if (__atomic_load_n(&u->slots[i].x.state, __ATOMIC_ACQUIRE) != RT_SLOT_FREE)
+		if (rt_reqrep_state(&u->slots[i].x.rr) != RT_REQREP_FREE)
 			n++;
 	return n;
 }
@@ -276,12 +257,12 @@ static int start_send(struct rt_exchange *x, uint64_t seq, const void *msg, size
 	x->seq = seq;
 	x->ok = 0;
 	if (x->pipes) {
-		x->pipes_at_send = __atomic_load_n(&x->pipes->n, __ATOMIC_ACQUIRE);
-		x->gen_at_send = __atomic_load_n(&x->pipes->gen, __ATOMIC_ACQUIRE);
+		x->pipes_at_send = atomic_load_explicit(&x->pipes->n, memory_order_acquire);
+		x->gen_at_send = atomic_load_explicit(&x->pipes->gen, memory_order_acquire);
 	}
-	nng_aio_set_msg(x->aio, m);
-	__atomic_store_n(&x->state, RT_SLOT_SENDING, __ATOMIC_RELEASE);
-	nng_ctx_send(x->ctx, x->aio);
+	/* the callback sees seq, keep and the pipe counts set above (the
+	 * send's release store pairs with its acquire) */
+	rt_reqrep_send(&x->rr, m, x->timeout_ms);
 	return 0;
 }
 
@@ -304,7 +285,9 @@ void rt_uplink_slot_reset(struct rt_uplink_slot *s)
 	s->from_spool = 0;
 	s->nbuf = 0;
 	s->bytes = 0;
-	__atomic_store_n(&s->x.state, RT_SLOT_FREE, __ATOMIC_RELEASE);
+	/* FREE pairs with the acquire in rt_uplink_free_slot: the slot's fields are
+	 * reset before another send takes it */
+	rt_reqrep_release(&s->x.rr);
 }
 
 static uint32_t fair_slot(struct rt_uplink *u, uint32_t id);
@@ -399,13 +382,11 @@ void rt_uplink_cancel(struct rt_uplink *u)
 {
 	int i;
 	for (i = 0; i < RT_UPLINK_SLOTS; i++)
-		if (u->slots[i].x.aio &&
-		    __atomic_load_n(&u->slots[i].x.state, __ATOMIC_ACQUIRE) != RT_SLOT_FREE)
-			nng_aio_cancel(u->slots[i].x.aio);
+		if (rt_reqrep_state(&u->slots[i].x.rr) != RT_REQREP_FREE)
+			rt_reqrep_cancel(&u->slots[i].x.rr);
 	for (i = 0; i < RT_UPLINK_COORD_SLOTS; i++)
-		if (u->coord_slots[i].x.aio &&
-		    __atomic_load_n(&u->coord_slots[i].x.state, __ATOMIC_ACQUIRE) != RT_SLOT_FREE)
-			nng_aio_cancel(u->coord_slots[i].x.aio);
+		if (rt_reqrep_state(&u->coord_slots[i].x.rr) != RT_REQREP_FREE)
+			rt_reqrep_cancel(&u->coord_slots[i].x.rr);
 }
 
 int rt_uplink_maybe_delivered(const struct rt_exchange *x)
@@ -413,7 +394,7 @@ int rt_uplink_maybe_delivered(const struct rt_exchange *x)
 	if (!x->pipes)
 		return 1;
 	return x->pipes_at_send > 0 ||
-	       __atomic_load_n(&x->pipes->gen, __ATOMIC_ACQUIRE) != x->gen_at_send;
+	       atomic_load_explicit(&x->pipes->gen, memory_order_acquire) != x->gen_at_send;
 }
 
 int rt_uplink_take_held(struct rt_uplink *u, uint64_t *route_lo)
@@ -530,7 +511,7 @@ uint32_t rt_uplink_coord_inflight(const struct rt_uplink *u)
 	uint32_t n = 0;
 	int i;
 	for (i = 0; i < RT_UPLINK_COORD_SLOTS; i++)
-		if (__atomic_load_n(&u->coord_slots[i].x.state, __ATOMIC_ACQUIRE) != RT_SLOT_FREE)
+		if (rt_reqrep_state(&u->coord_slots[i].x.rr) != RT_REQREP_FREE)
 			n++;
 	return n;
 }
@@ -538,7 +519,7 @@ uint32_t rt_uplink_coord_inflight(const struct rt_uplink *u)
 /* A finished REGISTER: acknowledged, or register again (first) after the back-off. */
 static void finish_register(struct rt_uplink *u, uint64_t now_ns)
 {
-	if (__atomic_load_n(&u->register_x.state, __ATOMIC_ACQUIRE) != RT_SLOT_DONE)
+	if (rt_reqrep_state(&u->register_x.rr) != RT_REQREP_DONE)
 		return;
 	if (u->register_x.ok) {
 		memcpy(u->view, u->view_keep, u->register_x.kept * sizeof *u->view);
@@ -571,7 +552,8 @@ static void finish_register(struct rt_uplink *u, uint64_t now_ns)
 		u->coord_retry_ns = now_ns + COORD_RETRY_NS;
 		u->next_register_ns = now_ns;
 	}
-	__atomic_store_n(&u->register_x.state, RT_SLOT_FREE, __ATOMIC_RELEASE);
+	/* pairs with the acquire of register_x.state (FREE) in rt_uplink_pump_coordinator */
+	rt_reqrep_release(&u->register_x.rr);
 }
 
 /* Finished messages: an ACK frees the slot; a failure requeues and backs off. */
@@ -580,7 +562,7 @@ static void finish_messages(struct rt_uplink *u, uint64_t now_ns)
 	int i;
 	for (i = 0; i < RT_UPLINK_COORD_SLOTS; i++) {
 		struct rt_uplink_coord_slot *cs = &u->coord_slots[i];
-		if (__atomic_load_n(&cs->x.state, __ATOMIC_ACQUIRE) != RT_SLOT_DONE)
+		if (rt_reqrep_state(&cs->x.rr) != RT_REQREP_DONE)
 			continue;
 		if (cs->x.ok) {
 			u->st.coord_acked++;
@@ -597,7 +579,8 @@ static void finish_messages(struct rt_uplink *u, uint64_t now_ns)
 			requeue_front(u, cs);
 			u->requeued = 1;
 		}
-		__atomic_store_n(&cs->x.state, RT_SLOT_FREE, __ATOMIC_RELEASE);
+		/* pairs with the acquire of the slot's state (FREE) in rt_uplink_pump_coordinator */
+		rt_reqrep_release(&cs->x.rr);
 	}
 }
 
@@ -620,7 +603,7 @@ void rt_uplink_pump_coordinator(struct rt_uplink *u, uint64_t now_ns)
 	if (now_ns < u->coord_retry_ns)
 		return;
 	if (u->register_msg.len && now_ns >= u->next_register_ns &&
-	    __atomic_load_n(&u->register_x.state, __ATOMIC_ACQUIRE) == RT_SLOT_FREE) {
+	    rt_reqrep_state(&u->register_x.rr) == RT_REQREP_FREE) {
 		u->next_register_ns = now_ns + REGISTER_EVERY_NS;
 		u->register_sent_ns = now_ns;
 		if (start_send(&u->register_x, 0, u->register_msg.data, u->register_msg.len) == 0)
@@ -630,7 +613,7 @@ void rt_uplink_pump_coordinator(struct rt_uplink *u, uint64_t now_ns)
 		return;
 	for (i = 0; i < RT_UPLINK_COORD_SLOTS && u->out_len; i++) {
 		struct rt_uplink_coord_slot *cs = &u->coord_slots[i];
-		if (__atomic_load_n(&cs->x.state, __ATOMIC_ACQUIRE) != RT_SLOT_FREE)
+		if (rt_reqrep_state(&cs->x.rr) != RT_REQREP_FREE)
 			continue;
 		take_fair(u, cs);
 		if (start_send(&cs->x, 0, cs->msg.data, cs->msg.len) == 0) {

@@ -9,7 +9,7 @@
  * until acknowledged.
  *
  * Promises: callbacks run on nng's threads and only move a slot to DONE (with
- * release order); every decision — what to send, what an ack frees, what to
+ * release order; the round trip is daemon/reqrep.h's); every decision — what to send, what an ack frees, what to
  * spool — is taken by the poll thread that calls rt_uplink_* . Nothing here
  * reads shared memory or the index.
  */
@@ -17,11 +17,13 @@
 #define RETRACE_AGENT_UPLINK_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <nng/nng.h>
 
+#include "daemon/reqrep.h"
 #include "wire.h"
 
 #define RT_UPLINK_SLOTS 8
@@ -29,31 +31,25 @@
 #define RT_UPLINK_COORD_SLOTS 8 /* coordinator messages in flight at once */
 #define RT_UPLINK_VIEW_MAX 64 /* members in a REGISTER ACK's live set (RT_RING_MAX) */
 
-enum rt_slot_state {
-	RT_SLOT_FREE = 0,
-	RT_SLOT_SENDING,
-	RT_SLOT_RECEIVING,
-	RT_SLOT_DONE,
+
+/* A link's connections (nng pipe events): how many now, how many ever. */
+struct rt_pipes {
+	atomic_int n;
+	_Atomic uint64_t gen; /* connections made */
 };
 
 /*
- * One request/reply round trip on an nng context: the callback moves it from
- * SENDING to RECEIVING to DONE and sets ok when the reply is an ACK with status
- * 0 naming `seq` (any ACK with status 0 when seq is 0).
+ * One request/reply round trip on an nng context (daemon/reqrep.h: FREE,
+ * SENDING, RECEIVING, DONE): when it ends, the callback sets ok when the reply
+ * is an ACK with status 0 naming `seq` (any ACK with status 0 when seq is 0),
+ * then moves it to DONE.
  */
-/* A link's connections (nng pipe events): how many now, how many ever. */
-struct rt_pipes {
-	int n;        /* atomic */
-	uint64_t gen; /* atomic: connections made */
-};
-
 struct rt_exchange {
-	nng_ctx ctx;
+	struct rt_reqrep rr;     /* its context is opened once, kept for every round */
+	nng_duration timeout_ms;
 	const struct rt_pipes *pipes; /* the link's, to tell a request that never left */
 	int pipes_at_send;
 	uint64_t gen_at_send;
-	nng_aio *aio;
-	int state;               /* enum rt_slot_state (atomic) */
 	int ok;                  /* DONE: 1 if acknowledged */
 	int32_t status;          /* DONE: the ACK's status (0 ok), -1 when no ACK came */
 	uint64_t seq;
@@ -186,7 +182,7 @@ int rt_uplink_send_slice(struct rt_uplink *u, struct rt_uplink_slot *s,
 /* Slots whose round trip ended; the caller reads ok and calls rt_uplink_slot_reset. */
 static inline int rt_uplink_slot_done(const struct rt_uplink_slot *s)
 {
-	return __atomic_load_n(&s->x.state, __ATOMIC_ACQUIRE) == RT_SLOT_DONE;
+	return rt_reqrep_state(&s->x.rr) == RT_REQREP_DONE;
 }
 void rt_uplink_slot_reset(struct rt_uplink_slot *s);
 

@@ -153,13 +153,13 @@ static void rate_setup(void)
 	uint64_t w = rt_rate_word_shift(rt_client.cfg.sample_shift);
 	if (rt_client.cfg.trace_rate) {
 		w = 0;
-		__atomic_store_n(&rt_client.rate_window_begins, 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&rt_client.rate_window_start, rt_mono_ns(), __ATOMIC_RELAXED);
+		atomic_store_explicit(&rt_client.rate_window_begins, 0, memory_order_relaxed);
+		atomic_store_explicit(&rt_client.rate_window_start, rt_mono_ns(), memory_order_relaxed);
 	} else if (ppm > 0 && ppm < 1000000u) {
 		w = rt_rate_word(ppm / 1e6);
 		rt_client.cfg.sample_shift = (uint32_t)(w >> 57);
 	}
-	__atomic_store_n(&rt_client.rate_word, w, __ATOMIC_RELAXED);
+	atomic_store_explicit(&rt_client.rate_word, w, memory_order_relaxed);
 }
 
 /*
@@ -176,17 +176,17 @@ void rt_rate_tick(struct rt_thread *t)
 {
 	uint64_t n = t->rate_begins, start, now, count;
 	t->rate_begins = 0;
-	__atomic_add_fetch(&rt_client.rate_window_begins, n, __ATOMIC_RELAXED);
-	start = __atomic_load_n(&rt_client.rate_window_start, __ATOMIC_RELAXED);
+	atomic_fetch_add_explicit(&rt_client.rate_window_begins, n, memory_order_relaxed);
+	start = atomic_load_explicit(&rt_client.rate_window_start, memory_order_relaxed);
 	now = rt_mono_ns();
 	if (now - start < RT_RATE_WINDOW_NS ||
-	    !__atomic_compare_exchange_n(&rt_client.rate_window_start, &start, now, 0,
-					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+	    !atomic_compare_exchange_strong_explicit(&rt_client.rate_window_start, &start, now,
+						     memory_order_relaxed, memory_order_relaxed))
 		return;
-	count = __atomic_exchange_n(&rt_client.rate_window_begins, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&rt_client.rate_word,
+	count = atomic_exchange_explicit(&rt_client.rate_window_begins, 0, memory_order_relaxed);
+	atomic_store_explicit(&rt_client.rate_word,
 			 rt_rate_word(rt_rate_for_limit(rt_client.cfg.trace_rate, count, now - start)),
-			 __ATOMIC_RELAXED);
+			 memory_order_relaxed);
 }
 
 /* ---------------------------------------------------------- registry ---- */

@@ -13,6 +13,7 @@
 #define RETRACE_CLIENT_CLIENT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -203,9 +204,9 @@ struct rt_client_state {
 	/* This host's rate as one word, read by every begin (relaxed): the exponent k
 	 * in the top 7 bits, below them P(k + 1) of the §2.9 choice scaled by 2^57
 	 * (0: always k). Set at init; with cfg.trace_rate re-set every window. */
-	uint64_t rate_word;
-	uint64_t rate_window_start;    /* trace_rate: mono ns the window began */
-	uint64_t rate_window_begins;   /* trace_rate: begins counted in it */
+	_Atomic uint64_t rate_word;
+	_Atomic uint64_t rate_window_start;    /* trace_rate: mono ns the window began */
+	_Atomic uint64_t rate_window_begins;   /* trace_rate: begins counted in it */
 };
 
 #define RT_RATE_FLUSH 64u              /* a thread adds its begins every this many */
@@ -260,7 +261,7 @@ uint64_t rt_mono_ns(void);
  * probability rate_lower / 2^64 (§2.9). */
 static inline uint32_t rt_choose_exp(struct rt_thread *t)
 {
-	uint64_t w = __atomic_load_n(&rt_client.rate_word, __ATOMIC_RELAXED);
+	uint64_t w = atomic_load_explicit(&rt_client.rate_word, memory_order_relaxed);
 	uint32_t k = (uint32_t)(w >> 57);
 	uint64_t lower = w << 7;
 	if (__builtin_expect(rt_client.cfg.trace_rate != 0, 0) &&

@@ -42,6 +42,7 @@
 #include "client.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,7 +124,7 @@ static struct {
 	struct resource_attr attrs[RETRACE_EV_MAX_RESOURCE];
 	uint32_t n;
 	int defaults_done;
-	struct resource_blob *blob; /* current (acquire/release) */
+	struct resource_blob *_Atomic blob; /* current (acquire/release) */
 } resource = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static struct resource_attr *resource_slot(const char *key)
@@ -216,7 +217,9 @@ static int resource_publish_locked(void)
 	b->site_seed = rt_adapt_site_seed(resource.attrs[0].s,
 					  strnlen(resource.attrs[0].s, RETRACE_EV_MAX_STR));
 	b->older = resource.blob;
-	__atomic_store_n(&resource.blob, b, __ATOMIC_RELEASE);
+	/* pairs with the acquire loads of resource.blob below (resource_blob_for,
+	 * the policy lookup): a reader sees the blob's contents written */
+	atomic_store_explicit(&resource.blob, b, memory_order_release);
 	return 0;
 }
 
@@ -270,15 +273,15 @@ int retrace_resource_int(const char *key, int64_t value)
 /* The blob for this process (built on first use and again after fork). */
 static const struct resource_blob *resource_blob_for(uint32_t pid)
 {
-	struct resource_blob *b = __atomic_load_n(&resource.blob, __ATOMIC_ACQUIRE);
+	struct resource_blob *b = atomic_load_explicit(&resource.blob, memory_order_acquire);
 	if (likely(b && b->pid == pid))
 		return b;
 	pthread_mutex_lock(&resource.lock);
 	resource_defaults_locked();
-	b = __atomic_load_n(&resource.blob, __ATOMIC_ACQUIRE);
+	b = atomic_load_explicit(&resource.blob, memory_order_acquire);
 	if (!b || b->pid != pid)
 		resource_publish_locked();
-	b = __atomic_load_n(&resource.blob, __ATOMIC_ACQUIRE);
+	b = atomic_load_explicit(&resource.blob, memory_order_acquire);
 	pthread_mutex_unlock(&resource.lock);
 	return b;
 }
@@ -529,10 +532,10 @@ static inline uint16_t span_policy(struct rt_thread *t, const char *name, size_t
 	if (tr->depth == 0 || tr->depth >= RETRACE_SPAN_DEPTH || t->ctx.fired ||
 	    t->ctx.span_origin != RT_SPAN_LOCAL)
 		return RT_ADAPT_P16_ALWAYS;
-	g = __atomic_load_n(&pool->policy->generation, __ATOMIC_ACQUIRE);
+	g = rt_policy_generation_now(pool);
 	if (g == 0 || (g == tr->empty_gen && pool == tr->empty_pool))
 		return RT_ADAPT_P16_ALWAYS; /* nothing published, or an empty table */
-	b = __atomic_load_n(&resource.blob, __ATOMIC_ACQUIRE);
+	b = atomic_load_explicit(&resource.blob, memory_order_acquire);
 	if (unlikely(!b || b->pid != t->ctx.writer_pid)) {
 		b = resource_blob_for(t->ctx.writer_pid);
 		if (!b)
@@ -551,7 +554,7 @@ static inline uint16_t span_policy(struct rt_thread *t, const char *name, size_t
 			/* empty (a live copy's count changes only after the
 			 * generation moved away from it), or a writer on it */
 			if (ck_pr_load_32(&pool->policy->copy[g & 1].sites) == 0 &&
-			    __atomic_load_n(&pool->policy->generation, __ATOMIC_ACQUIRE) == g) {
+			    rt_policy_generation_now(pool) == g) {
 				tr->empty_gen = g;
 				tr->empty_pool = pool;
 			}
@@ -559,7 +562,7 @@ static inline uint16_t span_policy(struct rt_thread *t, const char *name, size_t
 		}
 		p16 = rt_adapt_table_lookup(pool->policy_slots[c], pool->geo.policy_capacity, site);
 		if (likely(rt_policy_read_end(pool, c, seq))) {
-			if (slot && __atomic_load_n(&pool->policy->generation, __ATOMIC_ACQUIRE) == g) {
+			if (slot && rt_policy_generation_now(pool) == g) {
 				slot->p16 = p16;
 				slot->ppool = pool;
 				slot->pgen = g;
@@ -842,7 +845,10 @@ bad:
 static const struct retrace_log_site *site_ready(struct retrace_log_site *site,
 						 struct retrace_log_site *local)
 {
-	uint64_t id = __atomic_load_n(&site->template_id, __ATOMIC_ACQUIRE), zero = 0;
+	/* template_id is a field of a public struct (C++ includes it, so it cannot
+	 * be _Atomic): ck_pr on the plain integer, as for shared memory. */
+	uint64_t id = ck_pr_load_64(&site->template_id);
+	ck_pr_fence_acquire(); /* pairs with the release fence below */
 	if (likely(id != 0 && id != SITE_BUSY))
 		return site;
 	memset(local, 0, sizeof *local);
@@ -850,12 +856,14 @@ static const struct retrace_log_site *site_ready(struct retrace_log_site *site,
 	parse_format(local);
 	local->template_id = local->format ? retrace_event_template_id(local->format) : 1;
 	if (id == 0 && local->template_id != SITE_BUSY &&
-	    __atomic_compare_exchange_n(&site->template_id, &zero, SITE_BUSY, 0,
-					__ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+	    ck_pr_cas_64(&site->template_id, 0, SITE_BUSY)) {
 		site->nargs = local->nargs;
 		site->bad = local->bad;
 		memcpy(site->types, local->types, sizeof site->types);
-		__atomic_store_n(&site->template_id, local->template_id, __ATOMIC_RELEASE);
+		/* the parsed fields before the id: pairs with the acquire fence
+		 * after the load above */
+		ck_pr_fence_release();
+		ck_pr_store_64(&site->template_id, local->template_id);
 	}
 	return local;
 }

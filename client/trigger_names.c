@@ -14,15 +14,16 @@
  */
 #include "client.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "shm/events.h"
 
 static struct {
 	pthread_mutex_t lock;
-	uint32_t count;                   /* published slots (release/acquire) */
+	_Atomic uint32_t count;           /* published slots (release/acquire) */
 	struct {
-		uint32_t id;              /* published after name */
+		_Atomic uint32_t id;      /* published after name */
 		char name[RETRACE_TRIGGER_NAME_MAX + 1];
 	} slot[RETRACE_TRIGGER_NAMES];
 } names = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -44,9 +45,9 @@ const char *retrace_trigger_name_get(uint32_t trigger_id)
 	uint32_t i, n;
 	if (b || trigger_id == 0)
 		return b;
-	n = __atomic_load_n(&names.count, __ATOMIC_ACQUIRE);
+	n = atomic_load_explicit(&names.count, memory_order_acquire);
 	for (i = 0; i < n && i < RETRACE_TRIGGER_NAMES; i++)
-		if (__atomic_load_n(&names.slot[i].id, __ATOMIC_ACQUIRE) == trigger_id)
+		if (atomic_load_explicit(&names.slot[i].id, memory_order_acquire) == trigger_id)
 			return names.slot[i].name;
 	return NULL;
 }
@@ -69,8 +70,10 @@ int retrace_trigger_name(uint32_t trigger_id, const char *name)
 		rc = RETRACE_E_FULL;
 	} else {
 		memcpy(names.slot[n].name, name, len + 1);
-		__atomic_store_n(&names.slot[n].id, trigger_id, __ATOMIC_RELEASE);
-		__atomic_store_n(&names.count, n + 1, __ATOMIC_RELEASE);
+		/* id after the name, count after the id: pair with the acquires in
+		 * retrace_trigger_name_get, which reads count, then id, then name */
+		atomic_store_explicit(&names.slot[n].id, trigger_id, memory_order_release);
+		atomic_store_explicit(&names.count, n + 1, memory_order_release);
 	}
 	pthread_mutex_unlock(&names.lock);
 	return rc;

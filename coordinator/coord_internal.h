@@ -8,6 +8,7 @@
 #define RETRACE_COORD_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include <nng/nng.h>
@@ -15,6 +16,7 @@
 #include "coordinator.h"
 #include "daemon/guard.h"
 #include "daemon/metrics.h"
+#include "daemon/reqrep.h"
 #include "http_api.h"
 #include "daemon/tls.h"
 #include "daemon/log.h"
@@ -202,11 +204,9 @@ enum coord_req_kind {
 };
 
 struct coord_req {
-	int state;                /* REQ_FREE, REQ_SENDING, REQ_RECEIVING, REQ_DONE */
+	struct rt_reqrep rr;      /* the round trip; its context opened per request */
 	int kind;                 /* enum coord_req_kind */
 	int ok;
-	nng_ctx ctx;
-	nng_aio *aio;
 	nng_msg *reply;
 	struct rt_coord *c;
 	uint32_t agent_id;
@@ -314,8 +314,8 @@ struct rt_coord {
 	pthread_cond_t cv;
 	struct coord_in *ready_in;   /* LIFO under mu; reversed when taken */
 	struct coord_req *ready_req;
-	int replies_ready;           /* ready_req non-empty: set under mu by req_cb, read
-				      * without it (atomic) at the loop's poll points */
+	atomic_int replies_ready;    /* ready_req non-empty: set under mu by req_cb, read
+				      * without it at the loop's poll points */
 	/* Who may touch the loop's state (groups, asks, requests, directory, figures,
 	 * c->out): the holder of loop_mu. rt_coord_run holds it all the time except
 	 * where loop_idle says it let go — while it waits for work, and during the
@@ -324,7 +324,7 @@ struct rt_coord {
 	 * round goes out without waking the loop. Never taken while holding mu. */
 	pthread_mutex_t loop_mu;
 	int loop_idle;               /* under loop_mu: its holder is not the loop */
-	int loop_idle_hint;          /* loop_idle, read without loop_mu (atomic) */
+	atomic_int loop_idle_hint;   /* loop_idle, read without loop_mu */
 	int loop_owned;              /* rt_coord_run is running (holds loop_mu) */
 	int closing;
 

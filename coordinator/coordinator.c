@@ -301,7 +301,9 @@ void coord_loop_let_go(struct rt_coord *c)
 	if (!c->loop_owned)
 		return;
 	c->loop_idle = 1;
-	__atomic_store_n(&c->loop_idle_hint, 1, __ATOMIC_RELEASE);
+	/* pairs with the acquire in req_cb (traversal.c): a reply's callback that
+	 * sees the hint waits for loop_mu rather than a turn of the loop */
+	atomic_store_explicit(&c->loop_idle_hint, 1, memory_order_release);
 	pthread_mutex_unlock(&c->loop_mu);
 }
 
@@ -309,7 +311,8 @@ void coord_loop_take_back(struct rt_coord *c)
 {
 	if (!c->loop_owned)
 		return;
-	__atomic_store_n(&c->loop_idle_hint, 0, __ATOMIC_RELEASE);
+	/* pairs with the acquire in req_cb (a hint only: loop_idle decides) */
+	atomic_store_explicit(&c->loop_idle_hint, 0, memory_order_release);
 	pthread_mutex_lock(&c->loop_mu);
 	c->loop_idle = 0;
 }

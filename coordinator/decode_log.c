@@ -8,11 +8,11 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <stdarg.h>
 #include <stdio.h>
 
 #include "retrace/tracer.h"
 #include "shm/fmt.h"
+#include "daemon/json.h"
 
 /* ---------------------------------------------------- log rendering ---- */
 
@@ -42,24 +42,16 @@ static void sb_puts(struct sbuf *s, const char *text)
 	sb_put(s, text, strlen(text));
 }
 
-/* Format one value into the body (snprintf into a scratch big enough for any
- * clamped width/precision: shm/fmt.h). Templates are parsed by shm/fmt.h's
- * grammar, the one the client used to choose which arguments to record. */
-#define SB_SCRATCH 16384
-#define CONV_MAX_WIDTH RT_FMT_MAX_WIDTH
-
-static void sb_printf(struct sbuf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(struct sbuf *s, const char *fmt, ...)
+static void sb_sink(void *ctx, const char *text, size_t n)
 {
-	char tmp[SB_SCRATCH];
-	va_list ap;
-	int n;
-	va_start(ap, fmt);
-	n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		sb_put(s, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+	sb_put(ctx, text, n);
 }
+
+/* Values are formatted into the body by rt_sink_printf (daemon/json.h) through
+ * sb_sink; widths and precisions are clamped by shm/fmt.h. Templates are
+ * parsed by shm/fmt.h's grammar, the one the client used to choose which
+ * arguments to record. */
+#define CONV_MAX_WIDTH RT_FMT_MAX_WIDTH
 
 /* A double as the shortest of %.15g / %.17g that reads back exactly. */
 static void sb_double(struct sbuf *s, double d)
@@ -76,7 +68,7 @@ static void sb_value(struct sbuf *s, const struct rt_value *v)
 {
 	switch (v->type) {
 	case RT_VAL_STR: sb_puts(s, v->u.s); break;
-	case RT_VAL_INT: sb_printf(s, "%lld", (long long)v->u.i); break;
+	case RT_VAL_INT: rt_sink_printf(sb_sink, s, "%lld", (long long)v->u.i); break;
 	case RT_VAL_DOUBLE: sb_double(s, v->u.d); break;
 	case RT_VAL_BOOL: sb_puts(s, v->u.b ? "true" : "false"); break;
 	default: sb_puts(s, "(null)"); break;
@@ -144,7 +136,7 @@ static void render_conv(struct sbuf *s, const struct rt_fmt_spec *cv, const stru
 		if (value_int(v, &i) != 0)
 			break;
 		conv_format(cv, "-+ 0'", "ll", cv->conv, fmt, sizeof fmt);
-		sb_printf(s, fmt, as_signed(cv, i));
+		rt_sink_printf(sb_sink, s, fmt, as_signed(cv, i));
 		return;
 	case 'u':
 	case 'o':
@@ -153,7 +145,7 @@ static void render_conv(struct sbuf *s, const struct rt_fmt_spec *cv, const stru
 		if (value_int(v, &i) != 0)
 			break;
 		conv_format(cv, "-#0'", "ll", cv->conv, fmt, sizeof fmt);
-		sb_printf(s, fmt, as_unsigned(cv, i));
+		rt_sink_printf(sb_sink, s, fmt, as_unsigned(cv, i));
 		return;
 	case 'c':
 		if (value_int(v, &i) != 0)
@@ -161,13 +153,13 @@ static void render_conv(struct sbuf *s, const struct rt_fmt_spec *cv, const stru
 		if ((unsigned char)i == 0)
 			return; /* a NUL cannot live in a C-string body */
 		conv_format(cv, "-", "", 'c', fmt, sizeof fmt);
-		sb_printf(s, fmt, (int)(unsigned char)i);
+		rt_sink_printf(sb_sink, s, fmt, (int)(unsigned char)i);
 		return;
 	case 's':
 		if (v->type != RT_VAL_STR && v->type != RT_VAL_NONE)
 			break;
 		conv_format(cv, "-", "", 's', fmt, sizeof fmt);
-		sb_printf(s, fmt, v->type == RT_VAL_STR ? v->u.s : "(null)");
+		rt_sink_printf(sb_sink, s, fmt, v->type == RT_VAL_STR ? v->u.s : "(null)");
 		return;
 	case 'p': {
 		char text[32];
@@ -177,14 +169,15 @@ static void render_conv(struct sbuf *s, const struct rt_fmt_spec *cv, const stru
 			snprintf(text, sizeof text, "0x%llx", (unsigned long long)i);
 		else
 			snprintf(text, sizeof text, "(nil)");
-		sb_printf(s, strchr(cv->flags, '-') ? "%-*s" : "%*s", cv->width > 0 ? cv->width : 0, text);
+		rt_sink_printf(sb_sink, s, strchr(cv->flags, '-') ? "%-*s" : "%*s",
+			       cv->width > 0 ? cv->width : 0, text);
 		return;
 	}
 	default: /* e E f F g G a A */
 		if (v->type != RT_VAL_DOUBLE)
 			break;
 		conv_format(cv, "-+ #0'", "", cv->conv, fmt, sizeof fmt);
-		sb_printf(s, fmt, v->u.d);
+		rt_sink_printf(sb_sink, s, fmt, v->u.d);
 		return;
 	}
 	sb_value(s, v);
@@ -260,7 +253,7 @@ static void render_template(struct sbuf *s, const char *tpl, const struct rt_val
 static void render_missing(struct sbuf *s, uint64_t id, const struct rt_value *args, uint32_t n)
 {
 	uint32_t i;
-	sb_printf(s, "<template 0x%016llx>", (unsigned long long)id);
+	rt_sink_printf(sb_sink, s, "<template 0x%016llx>", (unsigned long long)id);
 	for (i = 0; i < n; i++) {
 		sb_put(s, " ", 1);
 		sb_value(s, &args[i]);

@@ -40,7 +40,6 @@
 
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,19 +95,6 @@ static void jw_lit(struct jw *w, const char *s)
 	jw_raw(w, s, strlen(s));
 }
 
-static void jw_fmt(struct jw *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void jw_fmt(struct jw *w, const char *fmt, ...)
-{
-	char tmp[128];
-	va_list ap;
-	int n;
-	va_start(ap, fmt);
-	n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		jw_raw(w, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
 static void jw_sink(void *ctx, const char *p, size_t n)
 {
 	jw_raw(ctx, p, n);
@@ -123,9 +109,9 @@ static void jw_str(struct jw *w, const char *s)
 static void jw_hex_id(struct jw *w, uint64_t hi, uint64_t lo, int with_hi)
 {
 	if (with_hi)
-		jw_fmt(w, "\"%016" PRIx64 "%016" PRIx64 "\"", hi, lo);
+		rt_sink_printf(jw_sink, w, "\"%016" PRIx64 "%016" PRIx64 "\"", hi, lo);
 	else
-		jw_fmt(w, "\"%016" PRIx64 "\"", lo);
+		rt_sink_printf(jw_sink, w, "\"%016" PRIx64 "\"", lo);
 }
 
 /* The shortest of %.15g, %.16g, %.17g that reads back as the same double:
@@ -258,9 +244,9 @@ static void otlp_value(struct jw *w, const struct rt_value *v, int is_unsigned)
 	case RT_VAL_INT:
 		if (is_unsigned && v->u.i < 0) {
 			w->st.unsigned_as_string++;
-			jw_fmt(w, "{\"stringValue\":\"%" PRIu64 "\"}", (uint64_t)v->u.i);
+			rt_sink_printf(jw_sink, w, "{\"stringValue\":\"%" PRIu64 "\"}", (uint64_t)v->u.i);
 		} else {
-			jw_fmt(w, "{\"intValue\":\"%" PRId64 "\"}", v->u.i);
+			rt_sink_printf(jw_sink, w, "{\"intValue\":\"%" PRId64 "\"}", v->u.i);
 		}
 		break;
 	case RT_VAL_DOUBLE:
@@ -363,7 +349,7 @@ static void otlp_event(struct jw *w, const struct rt_log_event *l)
 	char tid[24];
 	uint32_t a;
 	size_t first_arg;
-	jw_fmt(w, "{\"timeUnixNano\":\"%" PRIu64 "\",\"name\":", l->time_ns);
+	rt_sink_printf(jw_sink, w, "{\"timeUnixNano\":\"%" PRIu64 "\",\"name\":", l->time_ns);
 	if (!l->body || !*l->body) /* OTLP: an event name is required */
 		w->st.unnamed_events++;
 	jw_str(w, l->body && *l->body ? l->body : UNNAMED_EVENT);
@@ -397,10 +383,10 @@ static void span_head(struct jw *w, const struct rt_span *s, const char *id_key,
 {
 	jw_lit(w, "{\"traceId\":");
 	jw_hex_id(w, s->trace_hi, s->trace_lo, 1);
-	jw_fmt(w, ",\"%s\":", id_key);
+	rt_sink_printf(jw_sink, w, ",\"%s\":", id_key);
 	jw_hex_id(w, 0, s->span_id, 0);
 	if (s->parent_id) {
-		jw_fmt(w, ",\"%s\":", parent_key);
+		rt_sink_printf(jw_sink, w, ",\"%s\":", parent_key);
 		jw_hex_id(w, 0, s->parent_id, 0);
 	}
 	jw_lit(w, ",\"name\":");
@@ -435,8 +421,10 @@ static void otlp_span(struct jw *w, const struct rt_span *s)
 {
 	uint32_t i;
 	span_head(w, s, "spanId", "parentSpanId");
-	jw_fmt(w, ",\"kind\":%u,\"startTimeUnixNano\":\"%" PRIu64 "\",\"endTimeUnixNano\":\"%" PRIu64
-	       "\"", otlp_kind(s->kind), s->start_ns, s->end_ns);
+	rt_sink_printf(jw_sink, w,
+		       ",\"kind\":%u,\"startTimeUnixNano\":\"%" PRIu64
+		       "\",\"endTimeUnixNano\":\"%" PRIu64 "\"",
+		       otlp_kind(s->kind), s->start_ns, s->end_ns);
 	kv_reset(w);
 	kv_attrs(w, s->attrs, s->n_attrs, NULL);
 	if (s->status == RETRACE_STATUS_ERROR)
@@ -452,7 +440,8 @@ static void otlp_span(struct jw *w, const struct rt_span *s)
 		}
 		jw_lit(w, "]");
 	}
-	jw_fmt(w, ",\"status\":{\"code\":%u", s->status <= RETRACE_STATUS_ERROR ? s->status : 0);
+	rt_sink_printf(jw_sink, w, ",\"status\":{\"code\":%u",
+		       s->status <= RETRACE_STATUS_ERROR ? s->status : 0);
 	if (s->status == RETRACE_STATUS_ERROR && s->status_message && *s->status_message) {
 		jw_lit(w, ",\"message\":");
 		jw_str(w, s->status_message);
@@ -696,7 +685,7 @@ static void zipkin_annotations(struct jw *w, const struct rt_span *s, const stru
 		}
 		if (us != raw)
 			w->st.annotations_clamped++;
-		jw_fmt(w, "%s{\"timestamp\":%" PRIu64 ",\"value\":", i ? "," : "", us);
+		rt_sink_printf(jw_sink, w, "%s{\"timestamp\":%" PRIu64 ",\"value\":", i ? "," : "", us);
 		same = annotation_repeats(s, z, i, us, value);
 		if (same) {
 			char *v2 = malloc(strlen(value) + 16);
@@ -724,11 +713,11 @@ static void zipkin_span(struct jw *w, const struct rt_decoded_trace *t, const st
 	struct zipkin_times z = zipkin_span_times(s);
 	span_head(w, s, "id", "parentId");
 	if (kind)
-		jw_fmt(w, ",\"kind\":\"%s\"", kind);
+		rt_sink_printf(jw_sink, w, ",\"kind\":\"%s\"", kind);
 	if (z.has_start)
-		jw_fmt(w, ",\"timestamp\":%" PRIu64, z.start_us);
+		rt_sink_printf(jw_sink, w, ",\"timestamp\":%" PRIu64, z.start_us);
 	if (z.has_duration)
-		jw_fmt(w, ",\"duration\":%" PRIu64, z.dur_us);
+		rt_sink_printf(jw_sink, w, ",\"duration\":%" PRIu64, z.dur_us);
 	jw_lit(w, ",\"localEndpoint\":{\"serviceName\":");
 	jw_str(w, res && res->service && *res->service ? res->service : "unknown_service");
 	jw_lit(w, "}");

@@ -38,6 +38,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,13 +62,19 @@
 #define MAX_SERVICES 16 /* service names listed per search result */
 #define RT_API_TRIGGER_NAMES 1024 /* trigger names the API knows (more: shown as ids) */
 
+/* The counters behind struct rt_http_api_stats, bumped from the server's
+ * threads and read for figures only (relaxed). */
+struct api_counters {
+	_Atomic uint64_t requests, bad_requests, not_found, errors, refused;
+};
+
 struct rt_http_api {
 	struct rt_metrics *listener; /* the server, and /api/status through the loop */
 	char url[320];
 	char store_path[1024];
 	pthread_mutex_t mu;          /* the store handle: one request at a time */
 	struct rt_store *store;
-	struct rt_http_api_stats st; /* atomic adds */
+	struct api_counters st;
 	char hostport[300];          /* the listener's, port resolved (Host check) */
 	int loopback;                /* the listener is on loopback */
 	char control[300];           /* coordinator's control URL (under mu); "" unset */
@@ -142,9 +149,9 @@ static void put_ids(struct out *o, const uint32_t *ids, uint32_t n)
 
 /* -------------------------------------------------------- replies ---- */
 
-static void count(uint64_t *field)
+static void count(_Atomic uint64_t *field)
 {
-	__atomic_add_fetch(field, 1, __ATOMIC_RELAXED);
+	atomic_fetch_add_explicit(field, 1, memory_order_relaxed);
 }
 
 static void send_reply(nng_aio *aio, uint16_t status, const char *type, const char *body,
@@ -1451,11 +1458,11 @@ void rt_http_api_stats(const struct rt_http_api *a, struct rt_http_api_stats *ou
 	memset(out, 0, sizeof *out);
 	if (!a)
 		return;
-	out->requests = __atomic_load_n(&a->st.requests, __ATOMIC_RELAXED);
-	out->bad_requests = __atomic_load_n(&a->st.bad_requests, __ATOMIC_RELAXED);
-	out->not_found = __atomic_load_n(&a->st.not_found, __ATOMIC_RELAXED);
-	out->errors = __atomic_load_n(&a->st.errors, __ATOMIC_RELAXED);
-	out->refused = __atomic_load_n(&a->st.refused, __ATOMIC_RELAXED);
+	out->requests = atomic_load_explicit(&a->st.requests, memory_order_relaxed);
+	out->bad_requests = atomic_load_explicit(&a->st.bad_requests, memory_order_relaxed);
+	out->not_found = atomic_load_explicit(&a->st.not_found, memory_order_relaxed);
+	out->errors = atomic_load_explicit(&a->st.errors, memory_order_relaxed);
+	out->refused = atomic_load_explicit(&a->st.refused, memory_order_relaxed);
 }
 
 void rt_http_api_stop(struct rt_http_api *a)

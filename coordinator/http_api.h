@@ -44,7 +44,7 @@
 struct rt_metrics;
 struct rt_http_api;
 
-/* Counters of the API (read with atomic loads; any thread). */
+/* Counters of the API (a snapshot: rt_http_api_stats, any thread). */
 struct rt_http_api_stats {
 	uint64_t requests;      /* API requests answered (static files not counted) */
 	uint64_t bad_requests;  /* 400 */

@@ -21,6 +21,7 @@
  */
 #include "coord_internal.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,8 @@ struct coord_peer {
 	struct rt_coord *c;
 	char url[RT_RING_URL_MAX];
 	nng_socket sock;
-	int open, busy;
+	int open;
+	atomic_int busy;
 	nng_aio *aio;
 	/* under c->mu: written by the callback, read by the loop */
 	uint64_t answered_ns;         /* monotonic, 0 = never */
@@ -60,7 +62,8 @@ static void peer_cb(void *arg)
 	nng_msg *m;
 	unsigned long long g, t, s;
 	if (nng_aio_result(p->aio) != 0) {
-		__atomic_store_n(&p->busy, 0, __ATOMIC_RELEASE);
+		/* pairs with the acquire in coord_peers_tick: the aio is free again */
+		atomic_store_explicit(&p->busy, 0, memory_order_release);
 		return;
 	}
 	m = nng_aio_get_msg(p->aio);
@@ -84,7 +87,8 @@ static void peer_cb(void *arg)
 		}
 	}
 	nng_msg_free(m);
-	__atomic_store_n(&p->busy, 0, __ATOMIC_RELEASE);
+	/* pairs with the acquire in coord_peers_tick: the figures are in, the aio free */
+	atomic_store_explicit(&p->busy, 0, memory_order_release);
 }
 
 int coord_peers_open(struct rt_coord *c, char *err, size_t errlen)
@@ -156,11 +160,12 @@ void coord_peers_tick(struct rt_coord *c, uint64_t now)
 	for (uint32_t i = 0; i < ps->ring.n; i++) {
 		struct coord_peer *p = &ps->peer[i];
 		nng_msg *m;
-		if (!p->open || __atomic_load_n(&p->busy, __ATOMIC_ACQUIRE))
+		if (!p->open || atomic_load_explicit(&p->busy, memory_order_acquire))
 			continue;
 		if (nng_msg_alloc(&m, 0) != 0 || nng_msg_append(m, "load", 5) != 0)
 			return;
-		__atomic_store_n(&p->busy, 1, __ATOMIC_RELEASE);
+		/* read by this thread only (the tick); the callback clears it */
+		atomic_store_explicit(&p->busy, 1, memory_order_release);
 		nng_aio_set_msg(p->aio, m);
 		nng_send_aio(p->sock, p->aio);
 	}

@@ -31,8 +31,9 @@
  *
  * Threads: everything here belongs to whoever holds c->loop_mu (coord_internal.h):
  * the loop thread, except while it waits for work or commits the store. A
- * reply's nng callback (req_cb) then takes loop_mu itself and acts on the reply
- * at once — the next round of the traversal leaves from nng's thread, with no
+ * reply's nng callback (req_cb, called at the end of the round trip that
+ * daemon/reqrep.h drives) then takes loop_mu itself and acts on the reply at
+ * once — the next round of the traversal leaves from nng's thread, with no
  * wake-up of the loop in between. Otherwise (the loop is inside a turn) req_cb
  * only pushes its own coord_req on c->ready_req and sets c->replies_ready,
  * under c->mu, and the loop acts on it at its next poll point
@@ -50,8 +51,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-enum { REQ_FREE = 0, REQ_SENDING = 1, REQ_RECEIVING = 2, REQ_DONE = 3 };
 
 static uint32_t pow2_at_least(uint64_t n)
 {
@@ -91,10 +90,7 @@ void coord_traversal_free(struct rt_coord *c)
 	uint32_t i, n = c->cfg.max_groups ? c->cfg.max_groups : 1;
 	if (c->reqs)
 		for (i = 0; i < COORD_MAX_REQS; i++) {
-			if (c->reqs[i].aio) {
-				nng_aio_stop(c->reqs[i].aio);
-				nng_aio_free(c->reqs[i].aio);
-			}
+			rt_reqrep_fini(&c->reqs[i].rr);
 			if (c->reqs[i].reply)
 				nng_msg_free(c->reqs[i].reply);
 		}
@@ -271,20 +267,13 @@ static void name_agent(struct coord_group *g, int trace, uint32_t agent)
 
 /* --------------------------------------------------- remote triggers ---- */
 
-static void req_cb(void *arg)
+/* The round trip ended (daemon/reqrep.h; reply NULL: failed or timed out). */
+static void req_cb(struct rt_reqrep *rr, nng_msg *reply)
 {
-	struct coord_req *r = arg;
+	struct coord_req *r = rr->arg;
 	struct rt_coord *c = r->c;
-	int rv = nng_aio_result(r->aio);
-	if (r->state == REQ_SENDING && rv == 0) {
-		r->state = REQ_RECEIVING;
-		nng_ctx_recv(r->ctx, r->aio);
-		return;
-	}
-	if (r->state == REQ_SENDING)
-		nng_msg_free(nng_aio_get_msg(r->aio));
-	r->ok = r->state == REQ_RECEIVING && rv == 0;
-	r->reply = r->ok ? nng_aio_get_msg(r->aio) : NULL;
+	r->ok = reply != NULL;
+	r->reply = reply;
 	r->done_ns = coord_now_ns();
 	/* The loop waits or commits: act on the reply here, and send the next
 	 * round from this thread, instead of waking the loop for it. */
@@ -292,10 +281,10 @@ static void req_cb(void *arg)
 	    (pthread_mutex_trylock(&c->loop_mu) == 0 ||
 	     /* another agent's reply holds it (a round's replies come together):
 	      * wait for that one, not for a turn of the loop */
-	     (__atomic_load_n(&c->loop_idle_hint, __ATOMIC_ACQUIRE) &&
+	     (atomic_load_explicit(&c->loop_idle_hint, memory_order_acquire) &&
 	      pthread_mutex_lock(&c->loop_mu) == 0))) {
 		if (c->loop_idle) {
-			r->state = REQ_DONE;
+			rt_reqrep_finish(&r->rr);
 			c->st.replies_direct++;
 			coord_handle_reply(c, r);
 			coord_traversal_flush(c);
@@ -305,10 +294,12 @@ static void req_cb(void *arg)
 		pthread_mutex_unlock(&c->loop_mu);
 	}
 	pthread_mutex_lock(&c->mu);
-	r->state = REQ_DONE;
+	rt_reqrep_finish(&r->rr);
 	r->next_ready = c->ready_req;
 	c->ready_req = r;
-	__atomic_store_n(&c->replies_ready, 1, __ATOMIC_RELEASE);
+	/* pairs with the acquire in coord_traversal_serve (ready_req itself is
+	 * read under mu) */
+	atomic_store_explicit(&c->replies_ready, 1, memory_order_release);
 	pthread_cond_signal(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 }
@@ -319,7 +310,7 @@ static struct coord_req *req_alloc(struct rt_coord *c)
 	if (!c->req_free)
 		return NULL;
 	r = &c->reqs[c->req_free - 1];
-	if (!r->aio && nng_aio_alloc(&r->aio, req_cb, r) != 0)
+	if (!r->rr.aio && rt_reqrep_init(&r->rr, req_cb, r) != 0)
 		return NULL;
 	c->req_free = r->next_free;
 	return r;
@@ -330,8 +321,8 @@ static void req_release(struct rt_coord *c, struct coord_req *r)
 	if (r->reply)
 		nng_msg_free(r->reply);
 	r->reply = NULL;
-	nng_ctx_close(r->ctx);
-	r->state = REQ_FREE;
+	nng_ctx_close(r->rr.ctx);
+	rt_reqrep_release(&r->rr);
 	r->next_free = c->req_free;
 	c->req_free = (uint32_t)(r - c->reqs) + 1;
 }
@@ -368,8 +359,8 @@ static int req_dispatch(struct rt_coord *c, struct coord_req *r, struct coord_ag
 			double timeout_s)
 {
 	nng_msg *m;
-	if (nng_ctx_open(&r->ctx, a->sock) != 0) {
-		r->ctx = (nng_ctx)NNG_CTX_INITIALIZER;
+	if (nng_ctx_open(&r->rr.ctx, a->sock) != 0) {
+		r->rr.ctx = (nng_ctx)NNG_CTX_INITIALIZER;
 		req_release(c, r);
 		return -1;
 	}
@@ -380,11 +371,8 @@ static int req_dispatch(struct rt_coord *c, struct coord_req *r, struct coord_ag
 	memcpy(nng_msg_body(m), c->out.data, c->out.len);
 	r->agent_id = a->id;
 	r->ok = 0;
-	r->state = REQ_SENDING;
 	r->sent_ns = coord_now_ns();
-	nng_aio_set_timeout(r->aio, (nng_duration)(timeout_s * 1000));
-	nng_aio_set_msg(r->aio, m);
-	nng_ctx_send(r->ctx, r->aio);
+	rt_reqrep_send(&r->rr, m, (nng_duration)(timeout_s * 1000));
 	return 0;
 }
 
@@ -395,7 +383,7 @@ static int send_request(struct rt_coord *c, struct coord_req *r, struct coord_ag
 	r->request_id = c->next_request_id++;
 	r->kind = COORD_REQ_TRAVERSAL;
 	if (encode_request(c, r, trigger_id) != 0) {
-		r->ctx = (nng_ctx)NNG_CTX_INITIALIZER;
+		r->rr.ctx = (nng_ctx)NNG_CTX_INITIALIZER;
 		req_release(c, r);
 		return -1;
 	}
@@ -694,7 +682,7 @@ uint64_t rt_coord_stage_samples(struct rt_coord *c, int stage, uint64_t from, ui
 void coord_traversal_serve(struct rt_coord *c)
 {
 	struct coord_req *rq;
-	if (__atomic_load_n(&c->replies_ready, __ATOMIC_ACQUIRE)) {
+	if (atomic_load_explicit(&c->replies_ready, memory_order_acquire)) {
 		pthread_mutex_lock(&c->mu);
 		rq = c->ready_req;
 		c->ready_req = NULL;

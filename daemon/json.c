@@ -8,6 +8,8 @@
  */
 #include "json.h"
 
+#include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 size_t rt_utf8_seq_len(const unsigned char *p, size_t left)
@@ -84,4 +86,23 @@ static void file_sink(void *ctx, const char *p, size_t n)
 void rt_json_fput_string(FILE *f, const char *s)
 {
 	rt_json_put_string(file_sink, f, s);
+}
+
+void rt_sink_printf(rt_json_sink put, void *ctx, const char *fmt, ...)
+{
+	char tmp[256], *big;
+	va_list ap, again;
+	int n;
+	va_start(ap, fmt);
+	va_copy(again, ap);
+	n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+	va_end(ap);
+	if (n > 0 && (size_t)n < sizeof tmp) {
+		put(ctx, tmp, (size_t)n);
+	} else if (n > 0 && (big = malloc((size_t)n + 1)) != NULL) {
+		if (vsnprintf(big, (size_t)n + 1, fmt, again) == n)
+			put(ctx, big, (size_t)n);
+		free(big);
+	}
+	va_end(again);
 }

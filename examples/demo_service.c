@@ -14,6 +14,7 @@
  */
 #include <getopt.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,7 @@ struct demo {
 	unsigned requests, frontends, backends;
 	double error_rate;
 	struct hop_queue q;
-	unsigned next_request;
+	atomic_uint next_request;
 	unsigned long traced, triggers, trigger_failures, discards, exceptions;
 	struct retrace_percentile *slow;
 	pthread_mutex_t stats_lock;
@@ -100,7 +101,7 @@ static void *frontend(void *arg)
 	for (;;) {
 		struct retrace_wire_context in;
 		struct hop h;
-		unsigned no = __atomic_fetch_add(&d->next_request, 1, __ATOMIC_RELAXED);
+		unsigned no = atomic_fetch_add_explicit(&d->next_request, 1, memory_order_relaxed);
 		char line[96];
 		int n;
 		if (no >= d->requests)

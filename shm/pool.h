@@ -612,6 +612,16 @@ static inline int rt_policy_read_begin(const struct rt_pool *p, uint64_t *seq)
 	return c;
 }
 
+/* The policy block's generation now (0: nothing published), loaded before
+ * anything read after it: the acquire side of the agent's store fence before it
+ * moves the generation (as in read_begin). */
+static inline uint64_t rt_policy_generation_now(const struct rt_pool *p)
+{
+	uint64_t g = ck_pr_load_64(&p->policy->generation);
+	ck_pr_fence_load();
+	return g;
+}
+
 /* 1 if the copy read since read_begin was stable (no writer came through). */
 static inline int rt_policy_read_end(const struct rt_pool *p, int c, uint64_t seq)
 {

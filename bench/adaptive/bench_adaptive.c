@@ -633,8 +633,7 @@ static void bench_lookup(bool quick)
 		acc += rt_adapt_table_lookup(slots, cap, miss[it & (K - 1)]);
 	double t2 = now_ms();
 	for (size_t it = 0; it < iters; it++)
-		acc += (uint16_t)__atomic_load_n(&slots[hit[it & (K - 1)] & (cap - 1)],
-						 __ATOMIC_RELAXED);
+		acc += (uint16_t)ck_pr_load_64(&slots[hit[it & (K - 1)] & (cap - 1)]);
 	double t3 = now_ms();
 	for (size_t it = 0; it < iters; it++)
 		acc += empty_call(slots, cap, hit[it & (K - 1)]);

@@ -21,6 +21,7 @@
  */
 #include <arpa/inet.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,8 +246,8 @@ static double baseline(struct collector *c, const struct rt_wire_buf *msg, doubl
 
 static struct rt_agent agent;
 static volatile int producer_stop;
-static uint64_t produced;      /* bytes of triggered traces (producer thread) */
-static uint64_t acked_pub;     /* slice bytes acknowledged (published by the poll thread) */
+static _Atomic uint64_t produced;      /* bytes of triggered traces (producer thread) */
+static _Atomic uint64_t acked_pub;     /* slice bytes acknowledged (published by the poll thread) */
 static uint32_t trace_bytes, window;
 static uint64_t next_lo = 1;   /* trace ids never repeat across phases */
 
@@ -258,7 +259,7 @@ static void *producer(void *arg)
 	(void)arg;
 	memset(rec, 0x5a, sizeof rec);
 	while (!producer_stop) {
-		uint64_t acked = __atomic_load_n(&acked_pub, __ATOMIC_ACQUIRE);
+		uint64_t acked = atomic_load_explicit(&acked_pub, memory_order_acquire);
 		/* acked may pass produced: a record split across buffers has two frame headers */
 		if (produced > acked && produced - acked >= (uint64_t)window * nrec * (RECORD + 4)) {
 			struct timespec ts = { 0, 20000 };
@@ -272,8 +273,8 @@ static void *producer(void *arg)
 		retrace_end();
 		retrace_flush();
 		if (retrace_trigger(id, 1, NULL, 0) == RETRACE_OK)
-			__atomic_store_n(&produced, produced + (uint64_t)nrec * (RECORD + 4),
-					 __ATOMIC_RELEASE);
+			atomic_store_explicit(&produced, produced + (uint64_t)nrec * (RECORD + 4),
+					 memory_order_release);
 	}
 	next_lo = id.lo + 1;
 	return NULL;
@@ -297,7 +298,7 @@ static void agent_phase(uint32_t bytes, double secs, struct result *r)
 	if (window < 2)
 		window = 2;
 	produced = 0;
-	__atomic_store_n(&acked_pub, 0, __ATOMIC_RELEASE);
+	atomic_store_explicit(&acked_pub, 0, memory_order_release);
 	producer_stop = 0;
 	pthread_create(&th, NULL, producer, NULL);
 	t0 = now_s();
@@ -308,7 +309,7 @@ static void agent_phase(uint32_t bytes, double secs, struct result *r)
 			next_trace = now_s() + 0.25;
 			fprintf(stderr, "  t=%.2f acked_mb=%.1f produced_mb=%.1f inflight=%u queued=%llu\n",
 				now_s() - t0, (double)(agent.st.slice_bytes_acked - b0) / 1e6,
-				(double)__atomic_load_n(&produced, __ATOMIC_ACQUIRE) / 1e6,
+				(double)atomic_load_explicit(&produced, memory_order_acquire) / 1e6,
 				rt_route_inflight(&agent.route),
 				(unsigned long long)agent.rep.queued_buffers);
 		}
@@ -316,7 +317,7 @@ static void agent_phase(uint32_t bytes, double secs, struct result *r)
 			struct timespec ts = { 0, 2000 };
 			nanosleep(&ts, NULL);
 		}
-		__atomic_store_n(&acked_pub, agent.st.slice_bytes_acked - b0, __ATOMIC_RELEASE);
+		atomic_store_explicit(&acked_pub, agent.st.slice_bytes_acked - b0, memory_order_release);
 	}
 	r->secs = now_s() - t0;
 	r->cpu_s = thread_cpu_s() - c0;
@@ -325,7 +326,7 @@ static void agent_phase(uint32_t bytes, double secs, struct result *r)
 	producer_stop = 1;
 	while (pthread_tryjoin_np(th, NULL) != 0) {
 		rt_agent_poll(&agent);
-		__atomic_store_n(&acked_pub, agent.st.slice_bytes_acked - b0, __ATOMIC_RELEASE);
+		atomic_store_explicit(&acked_pub, agent.st.slice_bytes_acked - b0, memory_order_release);
 	}
 	/* Let the rest go so the next phase starts empty. */
 	{

@@ -28,9 +28,9 @@
 #include <unistd.h>
 
 #include <nng/nng.h>
-#include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
 
+#include "common/fake_agent.h"
 #include "coordinator.h"
 #include "daemon/ring.h"
 
@@ -39,14 +39,6 @@
 #define DONE_WAIT_S 300
 
 struct load;
-
-struct fagent {
-	uint32_t id;
-	nng_socket rep;
-	char url[64];
-	pthread_t th;
-	struct load *L;
-};
 
 struct slot {
 	struct load *L;
@@ -71,8 +63,8 @@ struct side {
 
 struct load {
 	const struct cl_workload *w;
-	volatile int stop_agents;
-	struct fagent agents[MAX_AGENTS];
+	struct fake_agent agents[MAX_AGENTS];
+	int nagents;        /* started */
 	struct side side[2];
 	int nside;
 	atomic_long retries;
@@ -96,96 +88,26 @@ static int part_of(const struct cl_workload *w, long t, uint32_t agent)
 	return -1;
 }
 
-static void *agent_serve(void *arg)
+/* What agent a holds of a trace: its part's buffers and payload bytes. */
+static void agent_holds(const struct fake_agent *a, uint64_t hi, uint64_t lo, uint32_t *buffers,
+			uint64_t *bytes)
 {
-	struct fagent *a = arg;
-	const struct cl_workload *w = a->L->w;
-	struct rt_wire_buf out = { 0 };
-	struct rt_wire_trace tr[RT_WIRE_MAX_TRACES];
-	while (!a->L->stop_agents) {
-		nng_msg *m;
-		struct rt_wire_msg q;
-		if (nng_recvmsg(a->rep, &m, 0) != 0)
-			continue; /* the receive timeout: look at the stop flag */
-		if (rt_wire_decode(nng_msg_body(m), nng_msg_len(m), &q) == 0 &&
-		    q.type == RT_WIRE_REMOTE_TRIGGER) {
-			struct rt_wire_breadcrumb_reply r = { .request_id = q.remote.request_id,
-							      .agent_id = a->id,
-							      .trace_count = q.remote.trace_count,
-							      .traces = tr };
-			for (uint32_t j = 0; j < q.remote.trace_count; j++) {
-				long t = (long)(q.remote.traces[j].trace_lo - w->lo0);
-				int k = t >= 0 && t < w->traces ? part_of(w, t, a->id) : -1;
-				memset(&tr[j], 0, sizeof tr[j]);
-				tr[j].trace_hi = q.remote.traces[j].trace_hi;
-				tr[j].trace_lo = q.remote.traces[j].trace_lo;
-				if (k >= 0) {
-					tr[j].buffers = w->buffers[t * CL_PARTS + k];
-					tr[j].bytes = w->payload[t * CL_PARTS + k];
-				}
-			}
-			out.len = 0;
-			rt_wire_encode_breadcrumb_reply(&out, &r);
-		} else {
-			struct rt_wire_ack ack = { .status = RT_WIRE_E_UNKNOWN_TYPE };
-			out.len = 0;
-			rt_wire_encode_ack(&out, &ack);
-		}
-		rt_wire_msg_free(&q);
-		nng_msg_clear(m);
-		nng_msg_append(m, out.data, out.len);
-		if (nng_sendmsg(a->rep, m, 0) != 0)
-			nng_msg_free(m);
+	const struct cl_workload *w = ((const struct load *)a->arg)->w;
+	long t = (long)(lo - w->lo0);
+	int k = t >= 0 && t < w->traces ? part_of(w, t, a->id) : -1;
+	(void)hi;
+	if (k >= 0) {
+		*buffers = w->buffers[t * CL_PARTS + k];
+		*bytes = w->payload[t * CL_PARTS + k];
 	}
-	rt_wire_buf_free(&out);
-	return NULL;
 }
 
-static int agent_open(struct fagent *a)
-{
-	nng_listener l;
-	nng_sockaddr sa;
-	if (nng_rep0_open(&a->rep) != 0 ||
-	    nng_socket_set_ms(a->rep, NNG_OPT_RECVTIMEO, 100) != 0 ||
-	    nng_listen(a->rep, "tcp://127.0.0.1:0", &l, 0) != 0 ||
-	    nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) != 0)
-		return -1;
-	snprintf(a->url, sizeof a->url, "tcp://127.0.0.1:%u",
-		 (unsigned)((sa.s_in.sa_port >> 8) | ((sa.s_in.sa_port & 0xff) << 8)));
-	return pthread_create(&a->th, NULL, agent_serve, a) == 0 ? 0 : -1;
-}
-
-/* One synchronous request on a fresh REQ socket: 0 if the ACK says 0. */
 static int request(const char *url, const struct rt_wire_buf *msg, char *text, size_t textcap)
 {
-	nng_socket s;
-	nng_msg *m = NULL;
-	int rc = -1;
-	if (nng_req0_open(&s) != 0)
-		return -1;
-	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 10000);
-	if (nng_dial(s, url, NULL, 0) == 0 && nng_send(s, msg->data, msg->len, 0) == 0 &&
-	    nng_recvmsg(s, &m, 0) == 0) {
-		if (text) {
-			size_t n = nng_msg_len(m) < textcap - 1 ? nng_msg_len(m) : textcap - 1;
-			memcpy(text, nng_msg_body(m), n);
-			text[n] = 0;
-			rc = 0;
-		} else {
-			struct rt_wire_msg a;
-			rc = rt_wire_decode(nng_msg_body(m), nng_msg_len(m), &a) == 0 &&
-					     a.type == RT_WIRE_ACK && a.ack.status == 0
-				     ? 0
-				     : -1;
-			rt_wire_msg_free(&a);
-		}
-		nng_msg_free(m);
-	}
-	nng_close(s);
-	return rc;
+	return fake_agent_request(url, msg, 10000, text, textcap);
 }
 
-static int agent_register(const struct fagent *a, const char *coord_url)
+static int agent_register(const struct fake_agent *a, const char *coord_url)
 {
 	struct rt_wire_register r = { .agent_id = a->id, .pid = (uint32_t)getpid(),
 				      .start_unix_ns = 1, .buffer_size = 8192,
@@ -426,10 +348,9 @@ int cl_load_run(const struct cl_workload *w, const struct cl_run *run, struct cl
 		sd->owned[sd->nowned++] = t;
 	}
 	for (int i = 0; i < nagents; i++) {
-		L->agents[i].id = (uint32_t)i + 1;
-		L->agents[i].L = L;
-		if (agent_open(&L->agents[i]) != 0)
+		if (fake_agent_start(&L->agents[i], (uint32_t)i + 1, agent_holds, L) != 0)
 			goto done;
+		L->nagents = i + 1;
 		for (int k = 0; k < L->nside; k++)
 			if (agent_register(&L->agents[i], rt_coord_listen_addr(L->side[k].c)) != 0) {
 				fprintf(stderr, "bench_scale: agent %d could not register\n", i + 1);
@@ -478,12 +399,7 @@ int cl_load_run(const struct cl_workload *w, const struct cl_run *run, struct cl
 done:
 	for (int k = 0; k < L->nside; k++)
 		close_side(&L->side[k]);
-	L->stop_agents = 1;
-	for (int i = 0; i < nagents; i++)
-		if (L->agents[i].th) {
-			pthread_join(L->agents[i].th, NULL);
-			nng_close(L->agents[i].rep);
-		}
+	fake_agent_stop_all(L->agents, L->nagents);
 	free(L);
 	return rc;
 }

@@ -10,6 +10,7 @@
  */
 #include <check.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -26,7 +27,7 @@ struct seen {
 	volatile int *sleeping; /* the poll thread is inside rt_control_sleep */
 	int on_other_thread;    /* the handler ran off the poll thread */
 	int while_asleep;       /* ... while the poll thread slept */
-	int calls;
+	atomic_int calls;
 };
 
 static size_t handler(void *arg, const uint8_t *req, size_t len, uint8_t *out, size_t cap)
@@ -36,7 +37,7 @@ static size_t handler(void *arg, const uint8_t *req, size_t len, uint8_t *out, s
 	(void)len;
 	s->on_other_thread = !pthread_equal(pthread_self(), s->poll_thread);
 	s->while_asleep = s->sleeping && *s->sleeping;
-	__atomic_add_fetch(&s->calls, 1, __ATOMIC_RELEASE);
+	atomic_fetch_add_explicit(&s->calls, 1, memory_order_release);
 	return (size_t)snprintf((char *)out, cap, "pong") + 1;
 }
 
@@ -44,7 +45,7 @@ struct client {
 	const char *url;
 	struct rt_control *ctl;
 	int wait_for_sleep; /* send only once the poll thread sleeps */
-	int answered;       /* atomic: the reply came */
+	atomic_int answered; /* the reply came */
 };
 
 static void *client_main(void *arg)
@@ -55,14 +56,14 @@ static void *client_main(void *arg)
 	size_t sz = 0;
 	struct timespec ms = { 0, 1000000 };
 	if (k->wait_for_sleep)
-		for (int i = 0; i < 30000 && !__atomic_load_n(&k->ctl->idle_hint, __ATOMIC_ACQUIRE); i++)
+		for (int i = 0; i < 30000 && !atomic_load_explicit(&k->ctl->idle_hint, memory_order_acquire); i++)
 			nanosleep(&ms, NULL);
 	if (nng_req0_open(&s) != 0)
 		return NULL;
 	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 30000);
 	if (nng_dial(s, k->url, NULL, 0) == 0 && nng_send(s, "ping", 5, 0) == 0 &&
 	    nng_recv(s, &buf, &sz, NNG_FLAG_ALLOC) == 0) {
-		__atomic_store_n(&k->answered, 1, __ATOMIC_RELEASE);
+		atomic_store_explicit(&k->answered, 1, memory_order_release);
 		nng_free(buf, sz);
 	}
 	nng_close(s);
@@ -92,8 +93,8 @@ START_TEST(sleeping_poll_thread_is_not_woken_for_a_request)
 	 * the poll thread, it would end the sleep first; answered by nng's callback,
 	 * the sleep ends once the reply has left (so that a pass reports what the
 	 * request pinned). */
-	while (!__atomic_load_n(&k.answered, __ATOMIC_ACQUIRE) &&
-	       !__atomic_load_n(&s.calls, __ATOMIC_ACQUIRE)) {
+	while (!atomic_load_explicit(&k.answered, memory_order_acquire) &&
+	       !atomic_load_explicit(&s.calls, memory_order_acquire)) {
 		sleeping = 1;
 		rt_control_sleep(&ctl, 30000000000ull);
 		sleeping = 0;

@@ -11,6 +11,7 @@
  */
 #include <check.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,7 @@ struct fake_agent {
 	nng_socket sock;
 	char url[128];
 	pthread_t th;
-	int requests; /* atomic */
+	atomic_int requests;
 };
 
 static void *agent_main(void *arg)
@@ -65,7 +66,7 @@ static void *agent_main(void *arg)
 		if (rt_wire_encode_breadcrumb_reply(&out, &rep) == 0)
 			nng_send(f->sock, out.data, out.len, 0);
 		rt_wire_buf_free(&out);
-		__atomic_add_fetch(&f->requests, 1, __ATOMIC_RELAXED);
+		atomic_fetch_add_explicit(&f->requests, 1, memory_order_relaxed);
 	}
 }
 
@@ -231,7 +232,7 @@ START_TEST(reply_mid_turn_is_acted_on_in_that_turn)
 	ck_assert_int_eq(coord_dir_register(c, &reg, 0), 0);
 	ck_assert_int_eq(coord_handle_trigger(c, &tr, coord_unix_ns()), 0);
 	coord_traversal_flush(c); /* the remote trigger goes out */
-	for (k = 0; k < 3000 && !__atomic_load_n(&c->replies_ready, __ATOMIC_ACQUIRE); k++)
+	for (k = 0; k < 3000 && !atomic_load_explicit(&c->replies_ready, memory_order_acquire); k++)
 		sleep_ms(10);
 	ck_assert_msg(c->replies_ready, "the agent's reply never came");
 	ck_assert_uint_eq(c->latency_count, 0); /* nobody acted on it yet */

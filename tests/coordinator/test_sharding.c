@@ -34,6 +34,7 @@
 #include <nng/protocol/reqrep0/req.h>
 
 #include "cluster.h"
+#include "common/fake_agent.h"
 #include "common/suite.h"
 #include "daemon/ring.h"
 #include "evgen.h"
@@ -336,77 +337,28 @@ END_TEST
 #define FAKE_AGENT 7u
 #define FAKE_HZ 1000000000ull
 
+/* What the fake agent holds: one slice of each of two traces. */
 struct fake {
-	nng_socket rep;
-	char url[64];
-	pthread_t th;
-	volatile int stop;
+	struct fake_agent agent;
 	uint32_t buffers[2];
 	uint64_t bytes[2], lo[2];
 };
 
-static void *fake_serve(void *arg)
+static void fake_holds(const struct fake_agent *a, uint64_t hi, uint64_t lo, uint32_t *buffers,
+		       uint64_t *bytes)
 {
-	struct fake *f = arg;
-	struct rt_wire_buf out = { 0 };
-	struct rt_wire_trace tr[RT_WIRE_MAX_TRACES];
-	while (!f->stop) {
-		nng_msg *m;
-		struct rt_wire_msg q;
-		if (nng_recvmsg(f->rep, &m, 0) != 0)
-			continue;
-		out.len = 0;
-		if (rt_wire_decode(nng_msg_body(m), nng_msg_len(m), &q) == 0 &&
-		    q.type == RT_WIRE_REMOTE_TRIGGER) {
-			struct rt_wire_breadcrumb_reply r = { .request_id = q.remote.request_id,
-							      .agent_id = FAKE_AGENT,
-							      .trace_count = q.remote.trace_count,
-							      .traces = tr };
-			for (uint32_t j = 0; j < q.remote.trace_count; j++) {
-				memset(&tr[j], 0, sizeof tr[j]);
-				tr[j].trace_hi = q.remote.traces[j].trace_hi;
-				tr[j].trace_lo = q.remote.traces[j].trace_lo;
-				for (int k = 0; k < 2; k++)
-					if (tr[j].trace_lo == f->lo[k]) {
-						tr[j].buffers = f->buffers[k];
-						tr[j].bytes = f->bytes[k];
-					}
-			}
-			rt_wire_encode_breadcrumb_reply(&out, &r);
-		} else {
-			struct rt_wire_ack ack = { .status = RT_WIRE_E_UNKNOWN_TYPE };
-			rt_wire_encode_ack(&out, &ack);
+	const struct fake *f = a->arg;
+	(void)hi;
+	for (int k = 0; k < 2; k++)
+		if (lo == f->lo[k]) {
+			*buffers = f->buffers[k];
+			*bytes = f->bytes[k];
 		}
-		rt_wire_msg_free(&q);
-		nng_msg_clear(m);
-		nng_msg_append(m, out.data, out.len);
-		if (nng_sendmsg(f->rep, m, 0) != 0)
-			nng_msg_free(m);
-	}
-	rt_wire_buf_free(&out);
-	return NULL;
 }
 
-/* One request on a fresh REQ socket: 0 if the reply is an ACK with status 0. */
 static int fake_request(const char *url, const struct rt_wire_buf *b)
 {
-	nng_socket s;
-	nng_msg *m = NULL;
-	int rc = -1;
-	ck_assert_int_eq(nng_req0_open(&s), 0);
-	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 20000);
-	if (nng_dial(s, url, NULL, 0) == 0 && nng_send(s, b->data, b->len, 0) == 0 &&
-	    nng_recvmsg(s, &m, 0) == 0) {
-		struct rt_wire_msg a;
-		rc = rt_wire_decode(nng_msg_body(m), nng_msg_len(m), &a) == 0 &&
-				     a.type == RT_WIRE_ACK && a.ack.status == 0
-			     ? 0
-			     : -1;
-		rt_wire_msg_free(&a);
-		nng_msg_free(m);
-	}
-	nng_close(s);
-	return rc;
+	return fake_agent_request(url, b, 20000, NULL, 0);
 }
 
 /* One root SERVER span, begun and ended, in one buffer of the fake agent. */
@@ -435,8 +387,6 @@ START_TEST(untriggered_slice_never_coherent)
 	struct eg g[2];
 	struct rt_wire_buf reg = { 0 }, trig = { 0 }, slice[2] = { { 0 }, { 0 } };
 	struct rt_store_trace t;
-	nng_listener l;
-	nng_sockaddr sa;
 	memset(&f, 0, sizeof f);
 	f.lo[0] = 0xa001; /* triggered: the control */
 	f.lo[1] = 0xb001; /* its trigger never comes */
@@ -444,22 +394,16 @@ START_TEST(untriggered_slice_never_coherent)
 	cl_coord_args[1] = "3";
 	cl_coord_args[2] = NULL;
 	ck_assert_int_eq(cl_start(&cb, 0, 512), 0);
-	ck_assert_int_eq(nng_rep0_open(&f.rep), 0);
-	nng_socket_set_ms(f.rep, NNG_OPT_RECVTIMEO, 100);
-	ck_assert_int_eq(nng_listen(f.rep, "tcp://127.0.0.1:0", &l, 0), 0);
-	ck_assert_int_eq(nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa), 0);
-	snprintf(f.url, sizeof f.url, "tcp://127.0.0.1:%u",
-		 (unsigned)((sa.s_in.sa_port >> 8) | ((sa.s_in.sa_port & 0xff) << 8)));
 	for (int k = 0; k < 2; k++)
 		fake_trace(&g[k], f.lo[k], &slice[k], &f.buffers[k], &f.bytes[k]);
-	ck_assert_int_eq(pthread_create(&f.th, NULL, fake_serve, &f), 0);
+	ck_assert_int_eq(fake_agent_start(&f.agent, FAKE_AGENT, fake_holds, &f), 0);
 	{
 		struct rt_wire_register r = { .agent_id = FAKE_AGENT, .pid = 4242, .start_unix_ns = 1,
 					      .buffer_size = 4096, .buffer_count = 64,
 					      .tsc_hz = FAKE_HZ, .tsc_ref_tick = 0,
 					      .tsc_ref_unix_ns = EG_BASE_NS };
 		snprintf(r.host, sizeof r.host, "fake-host");
-		snprintf(r.control_addr, sizeof r.control_addr, "%s", f.url);
+		snprintf(r.control_addr, sizeof r.control_addr, "%s", f.agent.url);
 		ck_assert_int_eq(rt_wire_encode_register(&reg, &r), 0);
 		ck_assert_int_eq(fake_request(cb.coord_url, &reg), 0);
 	}
@@ -480,9 +424,7 @@ START_TEST(untriggered_slice_never_coherent)
 	ck_assert_int_eq(cl_wait_trace(&cb, HI, f.lo[1], 60, &t), 0);
 	ck_assert_msg(!t.coherent, "a trace whose trigger never came is stored coherent");
 	ck_assert_int_eq(cl_coord_figure(&cb, "collection", "traces_untriggered"), 1);
-	f.stop = 1;
-	pthread_join(f.th, NULL);
-	nng_close(f.rep);
+	fake_agent_stop_all(&f.agent, 1);
 	for (int k = 0; k < 2; k++) {
 		eg_free(&g[k]);
 		rt_wire_buf_free(&slice[k]);

@@ -40,8 +40,9 @@ static void produce(struct rt_pool *p, uint32_t who)
 	_exit(0);
 }
 
-/* Each consumer writes what it got into its own region of a shared bitmap. */
-static void consume(struct rt_pool *p, uint8_t *seen, volatile uint64_t *done,
+/* Each consumer writes what it got into its own region of a shared bitmap
+ * (shared between processes: ck_pr, as the pool). */
+static void consume(struct rt_pool *p, uint8_t *seen, uint64_t *done,
 		    uint64_t total)
 {
 	struct ck_ring *r = p->ring[RT_Q_COMPLETE];
@@ -53,13 +54,13 @@ static void consume(struct rt_pool *p, uint8_t *seen, volatile uint64_t *done,
 			uint64_t idx = (uint64_t)e[k].buffer_id * PER_PRODUCER + e[k].bytes;
 			if (e[k].buffer_id >= PRODUCERS || e[k].bytes >= PER_PRODUCER ||
 			    (e[k].trace_lo & 0xffffffffu) != e[k].bytes)
-				__atomic_add_fetch(&seen[PRODUCERS * PER_PRODUCER], 1, __ATOMIC_RELAXED);
+				ck_pr_inc_8(&seen[PRODUCERS * PER_PRODUCER]);
 			else
-				__atomic_add_fetch(&seen[idx], 1, __ATOMIC_RELAXED);
+				ck_pr_inc_8(&seen[idx]);
 		}
 		if (n)
-			__atomic_add_fetch(done, n, __ATOMIC_RELAXED);
-		else if (__atomic_load_n(done, __ATOMIC_RELAXED) >= total)
+			ck_pr_add_64(done, n);
+		else if (ck_pr_load_64(done) >= total)
 			break;
 		else
 			sched_yield(); /* 5 processes on few cores: let producers run */
@@ -74,7 +75,7 @@ START_TEST(test_mpmc_across_processes)
 	size_t seen_size = PRODUCERS * PER_PRODUCER + 1;
 	uint8_t *seen = mmap(NULL, seen_size + 64, PROT_READ | PROT_WRITE,
 			     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	volatile uint64_t *done = (volatile uint64_t *)(seen + ((seen_size + 7) & ~7ul));
+	uint64_t *done = (uint64_t *)(seen + ((seen_size + 7) & ~7ul));
 	uint64_t total = (uint64_t)PRODUCERS * PER_PRODUCER, i;
 	pid_t kids[PRODUCERS + CONSUMERS];
 	int k, status;
@@ -97,7 +98,7 @@ START_TEST(test_mpmc_across_processes)
 		ck_assert_int_eq(waitpid(kids[k], &status, 0), kids[k]);
 		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	}
-	ck_assert_uint_eq(*done, total);
+	ck_assert_uint_eq(ck_pr_load_64(done), total);
 	ck_assert_uint_eq(seen[PRODUCERS * PER_PRODUCER], 0); /* no torn entry */
 	for (i = 0; i < total; i++)
 		if (seen[i] != 1)

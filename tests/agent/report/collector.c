@@ -166,7 +166,7 @@ static void *tc_main(void *arg)
 {
 	struct tc_collector *c = arg;
 	struct rt_wire_buf out = { 0 };
-	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+	while (!atomic_load_explicit(&c->stop, memory_order_acquire)) {
 		nng_msg *req;
 		struct rt_wire_msg m;
 		struct rt_wire_ack ack;
@@ -254,7 +254,7 @@ int tc_start(struct tc_collector *c, const char *url, char *err, size_t errlen)
 			 (unsigned)ntohs(sa.s_in.sa_port));
 	}
 	c->open = 1;
-	__atomic_store_n(&c->stop, 0, __ATOMIC_RELEASE);
+	atomic_store_explicit(&c->stop, 0, memory_order_release);
 	if (pthread_create(&c->thread, NULL, tc_main, c) != 0) {
 		snprintf(err, errlen, "pthread_create");
 		nng_close(c->sock);
@@ -269,7 +269,7 @@ int tc_start(struct tc_collector *c, const char *url, char *err, size_t errlen)
 void tc_stop(struct tc_collector *c)
 {
 	if (c->running) {
-		__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
+		atomic_store_explicit(&c->stop, 1, memory_order_release);
 		pthread_join(c->thread, NULL);
 		c->running = 0;
 	}

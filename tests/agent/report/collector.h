@@ -22,6 +22,7 @@
 #define RETRACE_TESTS_REPORT_COLLECTOR_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -80,7 +81,7 @@ struct tc_collector {
 	int open;
 	pthread_t thread;
 	int running;
-	int stop;                /* atomic */
+	atomic_int stop;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;       /* signalled on every request */
 	/* options (set any time; read by the thread under mu) */

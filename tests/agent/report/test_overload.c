@@ -135,8 +135,8 @@ static void coherent_child(const char *pool, int fd, int go)
 static int ov_slots_busy(const struct rt_agent *a)
 {
 	for (int i = 0; i < RT_UPLINK_SLOTS; i++) {
-		int st = __atomic_load_n(&a->route.up[0].slots[i].x.state, __ATOMIC_ACQUIRE);
-		if (st == RT_SLOT_SENDING || st == RT_SLOT_RECEIVING)
+		int st = rt_reqrep_state(&a->route.up[0].slots[i].x.rr);
+		if (st == RT_REQREP_SENDING || st == RT_REQREP_RECEIVING)
 			return 1;
 	}
 	return 0;

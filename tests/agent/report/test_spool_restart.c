@@ -607,7 +607,7 @@ static void sp_patient(struct rt_agent *a)
 {
 	uint32_t i;
 	for (i = 0; i < RT_UPLINK_SLOTS; i++)
-		nng_aio_set_timeout(a->route.up[0].slots[i].x.aio, 20000);
+		a->route.up[0].slots[i].x.timeout_ms = 20000; /* each send sets it */
 }
 
 /* How many of the reported traces the collector holds any slice of. */
