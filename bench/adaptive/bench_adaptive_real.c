@@ -367,7 +367,7 @@ struct run_out {
 	int batches;
 	int final_rank, top1, top5;
 	int to_p90;       /* requests until p >= 0.9 (from the culprit's start), -1 never */
-	double mean_p, records_share, bytes_per_request, old_p_end;
+	double mean_p, policy_mean_p, records_share, bytes_per_request, old_p_end;
 	int traces_ok;
 	char top[160]; /* the three first-ranked sites at the end */
 };
@@ -418,8 +418,17 @@ static void run(int ca, int cb, int n, int shift, struct run_out *o, uint64_t ba
 		o->top5 = v.rank[culprit] <= 5;
 		o->old_p_end = shift ? v.p[ca] : 0;
 	}
-	for (int i = 0; i < NSITES; i++)
-		o->mean_p += v.p[i] / NSITES;
+	/* The share on per site: its probability, except that an entry span is
+	 * dropped only under a dropped call (rt='s "call dropped" flag) and kept by
+	 * rule under a kept one: p(call) + (1 - p(call)) p(entry). */
+	for (int i = 0; i < NSITES; i++) {
+		double p = v.p[i];
+		int up = site[i].parent;
+		o->policy_mean_p += p / NSITES;
+		if (i == entry_of[site[i].svc] && up >= 0 && kind_of(up) == RETRACE_SPAN_CLIENT)
+			p = v.p[up] + (1.0 - v.p[up]) * p;
+		o->mean_p += p / NSITES;
+	}
 	for (int k = 1, len = 0; k <= 3; k++)
 		for (int i = 0; i < NSITES; i++)
 			if (v.rank[i] == k)

@@ -330,6 +330,10 @@ struct retrace_wire_context {
 	uint8_t ot_has_th, ot_has_rv;
 	uint8_t ot_rejected;          /* a malformed ot member was ignored (rt= still
 	                                 counts); retrace_deserialize* count it too */
+	uint8_t call_dropped;         /* the caller dropped the span of this call: the
+	                                 parent named is no call span, so the callee's
+	                                 entry span may be dropped (docs/adaptive.md);
+	                                 0 from contexts without the flag */
 };
 
 #define RETRACE_TRACEPARENT_LEN 55 /* version 00, without the NUL */
@@ -577,6 +581,9 @@ struct retrace_thread_stats {
 	uint64_t breadcrumbs_dropped;
 	uint64_t unsampled_traces;  /* begins not recorded (trace percentage) */
 	uint64_t ot_rejected;       /* malformed tracestate `ot=` members ignored */
+	uint64_t contexts_rejected; /* incoming tracestates discarded as malformed (a bad
+	                               rt= value, its flag digit included) and binary
+	                               contexts refused (bad version, flag bits) */
 };
 
 void retrace_thread_stats(struct retrace_thread_stats *out);
