@@ -564,10 +564,12 @@ static inline uint16_t span_policy(struct rt_thread *t, const char *name, size_t
 	int c, attempt;
 	if (likely(!pool || !pool->policy))
 		return RT_ADAPT_P16_ALWAYS;
-	if (tr->depth >= RETRACE_SPAN_DEPTH || t->ctx.fired)
-		return RT_ADAPT_P16_ALWAYS;
-	if (unlikely(tr->depth == 0 || t->ctx.span_origin != RT_SPAN_LOCAL) &&
-	    !(t->ctx.span_origin == RT_SPAN_REMOTE && t->ctx.call_dropped))
+	/* The common case (a recorded local span below) tests as it did before the
+	 * call-dropped flag; the rest is the remote rule, off the fast path. */
+	if (unlikely(tr->depth == 0 || tr->depth >= RETRACE_SPAN_DEPTH || t->ctx.fired ||
+		     t->ctx.span_origin != RT_SPAN_LOCAL) &&
+	    !(t->ctx.span_origin == RT_SPAN_REMOTE && t->ctx.call_dropped &&
+	      tr->depth < RETRACE_SPAN_DEPTH && !t->ctx.fired))
 		return RT_ADAPT_P16_ALWAYS;
 	g = __atomic_load_n(&pool->policy->generation, __ATOMIC_ACQUIRE);
 	if (g == 0 || (g == tr->empty_gen && pool == tr->empty_pool))
