@@ -177,6 +177,7 @@ struct rt_thread {
 		retrace_agent_id agent[RT_RESPONSE_CRUMBS];
 	} crumbed;
 	struct retrace_thread_stats stats;
+	uint64_t contexts_rejected; /* retrace_thread_contexts_rejected (context.c) */
 	struct rt_tracer_thread tracer;
 	uint64_t rate_rng; /* LCG state for the §2.9 choice; seeded apart
 			      from any trace's randomness (the choice must not

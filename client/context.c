@@ -16,7 +16,7 @@
  * syntax, too long, too many members, a duplicate key, a bad rt value, a flag
  * digit beyond 3) is discarded as the spec asks, and the traceparent still
  * counts; out->state_rejected says so and retrace_deserialize counts it
- * (contexts_rejected).
+ * (retrace_thread_contexts_rejected).
  *
  * We also read and write OpenTelemetry's member `ot=th:…;rv:…` (consistent
  * probability sampling): `th` is a 56-bit rejection threshold, 1..14 hex digits
@@ -369,7 +369,7 @@ static void deposit(const struct retrace_wire_context *c)
 	if (c->ot_rejected)
 		t->stats.ot_rejected++;
 	if (c->state_rejected)
-		t->stats.contexts_rejected++;
+		t->contexts_rejected++;
 	same = t->ctx.active && t->ctx.id.lo == c->trace_id.lo && t->ctx.id.hi == c->trace_id.hi;
 	if (same) { /* deserialized after begin: the trace is decided already */
 		recorded = t->ctx.recorded;
@@ -635,6 +635,11 @@ int retrace_parse_binary(const uint8_t *in, size_t len, struct retrace_wire_cont
 	return RETRACE_OK;
 }
 
+uint64_t retrace_thread_contexts_rejected(void)
+{
+	return rt_thread_tls.contexts_rejected;
+}
+
 int retrace_deserialize_binary(const uint8_t *in, size_t len, struct retrace_wire_context *out)
 {
 	int rc = retrace_parse_binary(in, len, out);
@@ -644,7 +649,7 @@ int retrace_deserialize_binary(const uint8_t *in, size_t len, struct retrace_wir
 		struct rt_thread *t = &rt_thread_tls;
 		if (!t->initialized)
 			rt_thread_setup(t);
-		t->stats.contexts_rejected++;
+		t->contexts_rejected++;
 	}
 	return rc;
 }

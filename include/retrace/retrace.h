@@ -581,12 +581,16 @@ struct retrace_thread_stats {
 	uint64_t breadcrumbs_dropped;
 	uint64_t unsampled_traces;  /* begins not recorded (trace percentage) */
 	uint64_t ot_rejected;       /* malformed tracestate `ot=` members ignored */
-	uint64_t contexts_rejected; /* incoming tracestates discarded as malformed (a bad
-	                               rt= value, its flag digit included) and binary
-	                               contexts refused (bad version, flag bits) */
 };
 
 void retrace_thread_stats(struct retrace_thread_stats *out);
+
+/* This thread's incoming contexts refused as malformed by retrace_deserialize*:
+ * tracestates discarded (a bad rt= value, its flag digit included) and binary
+ * contexts refused (bad version, length or flag bits). A function, not a field
+ * of retrace_thread_stats, so that struct keeps its size for programs built
+ * against this SOVERSION. */
+uint64_t retrace_thread_contexts_rejected(void);
 
 #ifdef __cplusplus
 }
