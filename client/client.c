@@ -701,6 +701,8 @@ static void end_trace(struct rt_thread *t)
 {
 	if (__builtin_expect(t->named_trigger != 0, 0))
 		write_trigger_name(t);
+	if (__builtin_expect(t->ctx.stream_dropped && !t->ctx.resource_written, 0))
+		rt_tracer_mark_stream(t); /* a host that dropped every span still has data */
 	seal_buffer(t, 1, 1);
 	flush_pending(t);
 	t->ctx.active = 0;
@@ -730,6 +732,8 @@ int retrace_begin(retrace_trace_id id)
 	c->span_id = 0;
 	c->span_origin = RT_SPAN_NONE;
 	c->resource_written = 0;
+	c->call_dropped = 0;
+	c->stream_dropped = 0;
 	rt_tracer_reset(t);
 	/* A new writer stream per begin, so its sequence may restart at 0 even when
 	 * this thread already wrote this trace (a pool thread serving a second call
@@ -752,6 +756,7 @@ int retrace_begin(retrace_trace_id id)
 			/* The remote span is the parent of this trace's first span. */
 			c->span_id = t->incoming.parent_span_id;
 			c->span_origin = RT_SPAN_REMOTE;
+			c->call_dropped = t->incoming.call_dropped;
 			/* deposit decided (and left breadcrumbs accordingly) */
 			c->rv_source = t->incoming.rv_source;
 			c->rv = t->incoming.rv;

@@ -59,6 +59,11 @@ struct rt_trace_ctx {
 	uint8_t active, recorded, fired;
 	uint8_t resource_written; /* RESOURCE event written in this writer stream */
 	uint8_t span_origin;      /* enum rt_span_origin of span_id */
+	uint8_t call_dropped;     /* the incoming context said its call span was
+				     dropped: the remote parent is no call, so spans
+				     right under it may be dropped (tracer.c) */
+	uint8_t stream_dropped;   /* this writer stream dropped a span (tracer.c
+				     writes the resource at the end if nothing else) */
 	uint32_t rate_flags;      /* rt_buf_rate_flags of the shift that recorded the
 				     trace, or-ed into every buffer's flags */
 	uint8_t rate_exp;         /* this host's exponent for the trace (§2.9 choice) */
@@ -72,7 +77,7 @@ struct rt_incoming {
 	retrace_trace_id id;
 	uint64_t parent_span_id;  /* the remote span: parent of the first span */
 	retrace_agent_id hops[2];
-	uint8_t fired, valid;
+	uint8_t fired, valid, call_dropped;
 	/* The decision deposit made, so that begin records exactly the traces whose
 	 * hops got breadcrumbs (the §2.9 choice is random: made once). */
 	uint8_t rate_exp, rv_source, recorded;
@@ -83,6 +88,9 @@ struct rt_incoming {
 #define RT_DROPPED_NAME_MAX 47 /* a dropped span's name kept for an error end */
 #define RT_FRAME_DROPPED 0x1u    /* the span was dropped by the policy table */
 #define RT_FRAME_IN_DROPPED 0x2u /* its parent frame was dropped */
+/* The anchor of a span dropped under the remote parent (its caller dropped the
+ * call): no local frame to correct; the caller's adj counts the call whole. */
+#define RT_ANCHOR_REMOTE RETRACE_SPAN_DEPTH
 
 /* A template written in tracer generation `generation` of this thread. */
 struct rt_template_slot {
@@ -117,12 +125,16 @@ struct rt_tracer_thread {
 	/* Adaptive span policy (tracer.c, "Dropped spans"): per open span */
 	uint8_t frame_flags[RETRACE_SPAN_DEPTH];  /* RT_FRAME_* */
 	uint8_t frame_kind[RETRACE_SPAN_DEPTH];   /* a dropped span's kind */
-	uint8_t frame_anchor[RETRACE_SPAN_DEPTH]; /* nearest recorded frame below */
+	uint8_t frame_anchor[RETRACE_SPAN_DEPTH]; /* nearest recorded frame below;
+						     RT_ANCHOR_REMOTE: none on this
+						     host (the remote parent) */
 	uint8_t top_dropped;                      /* the innermost open span was dropped */
 	uint64_t frame_tick[RETRACE_SPAN_DEPTH];  /* start tick */
-	int64_t frame_adj[RETRACE_SPAN_DEPTH];    /* recorded span: ticks of dropped
+	int64_t frame_adj[RETRACE_SPAN_DEPTH + 1]; /* recorded span: ticks of dropped
 						     descendants to take off its
-						     exclusive time (SPAN_END) */
+						     exclusive time (SPAN_END); the
+						     last slot is RT_ANCHOR_REMOTE's,
+						     written and never read */
 	struct rt_site_slot site_cache[RT_SITE_CACHE];
 	const void *empty_pool; /* this pool's table was empty ... */
 	uint64_t empty_gen;     /* ... at this generation (tracer.c span_policy) */
@@ -166,6 +178,7 @@ struct rt_thread {
 		retrace_agent_id agent[RT_RESPONSE_CRUMBS];
 	} crumbed;
 	struct retrace_thread_stats stats;
+	uint64_t contexts_rejected; /* retrace_thread_contexts_rejected (context.c) */
 	struct rt_tracer_thread tracer;
 	uint64_t rate_rng; /* LCG state for the §2.9 choice; seeded apart
 			      from any trace's randomness (the choice must not
@@ -295,6 +308,13 @@ static inline int rt_trace_kept(retrace_trace_id id, uint32_t k, uint8_t source,
 void rt_tracer_seed(struct rt_thread *t);
 void rt_tracer_fork_child(struct rt_thread *t);
 void rt_tracer_trigger_event(struct rt_thread *t, uint32_t trigger_id, const char *name);
+/* tracer.c: the stream's RESOURCE event, for a stream that dropped every span
+ * (its host left breadcrumbs, so the coordinator must find data there). */
+void rt_tracer_mark_stream(struct rt_thread *t);
+/* tracer.c: does the context this thread would send now name a span that is no
+ * call (the call's span was dropped)? The "call dropped" flag of rt= and of the
+ * binary context (context.c). */
+int rt_tracer_call_dropped(const struct rt_thread *t);
 
 /* A new trace context on this thread (begin, attach): the span stack is empty and
  * log templates must be written again. */

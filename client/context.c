@@ -8,10 +8,15 @@
  *
  * tracestate is a list of up to 32 key=value members (at most 512 chars); we own
  * the member `rt=HHHHHHHH.HHHHHHHH.F`: the agent ids of the last two hops (newest
- * first, 8 lowercase hex each, 00000000 = none) and the fired-trigger flag (0/1).
- * A malformed tracestate (bad syntax, too long, too many members, a duplicate key,
- * a bad rt value) is discarded as the spec asks, and the traceparent still counts;
- * out->state_rejected says so.
+ * first, 8 lowercase hex each, 00000000 = none) and F, one hex digit of flags:
+ * bit0 a trigger fired, bit1 the caller dropped the span of this call (so the
+ * parent named is no call, docs/adaptive.md), so 0..3; older peers send and
+ * read only 0 and 1, and a context without bit1 means "call kept" (the callee
+ * keeps its entry span, as before the flag). A malformed tracestate (bad
+ * syntax, too long, too many members, a duplicate key, a bad rt value, a flag
+ * digit beyond 3) is discarded as the spec asks, and the traceparent still
+ * counts; out->state_rejected says so and retrace_deserialize counts it
+ * (retrace_thread_contexts_rejected).
  *
  * We also read and write OpenTelemetry's member `ot=th:…;rv:…` (consistent
  * probability sampling): `th` is a 56-bit rejection threshold, 1..14 hex digits
@@ -24,7 +29,8 @@
  * traces this host records.
  *
  * Binary form version 1 (48 bytes, big-endian): version 1 | flags (bit0 sampled,
- * bit1 fired, bit2 W3C random, bit3 th present, bit4 rv present) | trace id (16)
+ * bit1 fired, bit2 W3C random, bit3 th present, bit4 rv present, bit5 call
+ * dropped; a higher bit refuses the context) | trace id (16)
  * | span id (8) | hop0 (4) | hop1 (4) | th (7) | rv (7); an absent th or rv is
  * zero. Version 0 (34 bytes: the same without th and rv, flags bits 0-1 only)
  * from older peers is still read.
@@ -164,18 +170,32 @@ static int split_tracestate(const char *ts, struct ts_member *m, size_t *count)
 	return 0;
 }
 
+/* The rt flag digit F (one hex digit): the bits below; 0..3. */
+#define RT_FLAG_FIRED 0x1u
+#define RT_FLAG_CALL_DROPPED 0x2u
+#define RT_FLAGS_KNOWN (RT_FLAG_FIRED | RT_FLAG_CALL_DROPPED)
+
 /* rt value: HHHHHHHH.HHHHHHHH.F */
 static int parse_rt_value(const char *v, size_t len, struct retrace_wire_context *out)
 {
-	uint64_t h0, h1;
-	if (len != 19 || v[8] != '.' || v[17] != '.' || (v[18] != '0' && v[18] != '1'))
+	uint64_t h0, h1, f;
+	if (len != 19 || v[8] != '.' || v[17] != '.')
 		return -1;
-	if (parse_hex(v, 8, &h0) || parse_hex(v + 9, 8, &h1))
+	if (parse_hex(v, 8, &h0) || parse_hex(v + 9, 8, &h1) || parse_hex(v + 18, 1, &f) ||
+	    (f & ~(uint64_t)RT_FLAGS_KNOWN))
 		return -1;
 	out->hops[0] = (retrace_agent_id)h0;
 	out->hops[1] = (retrace_agent_id)h1;
-	out->fired = v[18] == '1';
+	out->fired = (f & RT_FLAG_FIRED) != 0;
+	out->call_dropped = (f & RT_FLAG_CALL_DROPPED) != 0;
 	return 0;
+}
+
+/* The flag digit this thread sends now. */
+static char rt_flag_digit(const struct rt_thread *t)
+{
+	return (char)('0' + (t->ctx.fired ? RT_FLAG_FIRED : 0) +
+		      (rt_tracer_call_dropped(t) ? RT_FLAG_CALL_DROPPED : 0));
 }
 
 static int is_key(const struct ts_member *m, const char *key)
@@ -348,6 +368,8 @@ static void deposit(const struct retrace_wire_context *c)
 		rt_thread_setup(t);
 	if (c->ot_rejected)
 		t->stats.ot_rejected++;
+	if (c->state_rejected)
+		t->contexts_rejected++;
 	same = t->ctx.active && t->ctx.id.lo == c->trace_id.lo && t->ctx.id.hi == c->trace_id.hi;
 	if (same) { /* deserialized after begin: the trace is decided already */
 		recorded = t->ctx.recorded;
@@ -376,6 +398,7 @@ static void deposit(const struct retrace_wire_context *c)
 	t->incoming.hops[0] = c->hops[0];
 	t->incoming.hops[1] = c->hops[1];
 	t->incoming.fired = (uint8_t)c->fired;
+	t->incoming.call_dropped = c->call_dropped;
 	t->incoming.valid = 1;
 	if (t->ctx.active && t->ctx.id.lo == c->trace_id.lo && t->ctx.id.hi == c->trace_id.hi) {
 		t->ctx.hops[0] = c->hops[0];
@@ -384,6 +407,7 @@ static void deposit(const struct retrace_wire_context *c)
 		if (t->ctx.span_origin == RT_SPAN_NONE) { /* deserialized after begin */
 			t->ctx.span_id = c->parent_span_id;
 			t->ctx.span_origin = RT_SPAN_REMOTE;
+			t->ctx.call_dropped = c->call_dropped;
 		}
 		t->incoming.valid = 0;
 	}
@@ -499,8 +523,7 @@ int retrace_serialize(char *traceparent, size_t tp_size, char *tracestate,
 	if (ts_size < 23)
 		return RETRACE_E_INVAL;
 	named_hops(&t->ctx, hop);
-	w = snprintf(tracestate, ts_size, "rt=%08x.%08x.%c", hop[0], hop[1],
-		     t->ctx.fired ? '1' : '0');
+	w = snprintf(tracestate, ts_size, "rt=%08x.%08x.%c", hop[0], hop[1], rt_flag_digit(t));
 	used = (size_t)w;
 	if (incoming_state && split_tracestate(incoming_state, m, &n) != 0)
 		n = 0;
@@ -548,6 +571,8 @@ static uint64_t get_be(const uint8_t *p, int bytes)
 #define BIN_RANDOM 0x04u
 #define BIN_TH 0x08u
 #define BIN_RV 0x10u
+#define BIN_CALL_DROPPED 0x20u /* as rt='s flag bit1 */
+#define BIN_V1_FLAGS 0x3fu
 
 int retrace_serialize_binary(uint8_t out[RETRACE_BINARY_CONTEXT_LEN])
 {
@@ -562,7 +587,8 @@ int retrace_serialize_binary(uint8_t out[RETRACE_BINARY_CONTEXT_LEN])
 	has_rv = outgoing_rv(c, &rv);
 	out[0] = 1;
 	out[1] = (uint8_t)((c->recorded ? BIN_SAMPLED | BIN_TH : 0) | (c->fired ? BIN_FIRED : 0) |
-			   (c->rv_source == RT_RV_ID ? BIN_RANDOM : 0) | (has_rv ? BIN_RV : 0));
+			   (c->rv_source == RT_RV_ID ? BIN_RANDOM : 0) | (has_rv ? BIN_RV : 0) |
+			   (rt_tracer_call_dropped(t) ? BIN_CALL_DROPPED : 0));
 	put_be(out + 2, c->id.hi, 8);
 	put_be(out + 10, c->id.lo, 8);
 	put_be(out + 18, retrace_span_id(), 8);
@@ -579,12 +605,13 @@ int retrace_parse_binary(const uint8_t *in, size_t len, struct retrace_wire_cont
 	if (!in || !out)
 		return RETRACE_E_INVAL;
 	if (!(len == RETRACE_BINARY_CONTEXT_V0_LEN && in[0] == 0 && !(in[1] & ~3u)) &&
-	    !(len == RETRACE_BINARY_CONTEXT_LEN && in[0] == 1 && !(in[1] & ~0x1fu)))
+	    !(len == RETRACE_BINARY_CONTEXT_LEN && in[0] == 1 && !(in[1] & ~BIN_V1_FLAGS)))
 		return RETRACE_E_INVAL;
 	memset(&c, 0, sizeof c);
 	c.trace_flags = (uint8_t)((in[1] & BIN_SAMPLED ? RETRACE_TRACE_FLAG_SAMPLED : 0) |
 				  (in[1] & BIN_RANDOM ? RETRACE_TRACE_FLAG_RANDOM : 0));
 	c.fired = (in[1] & BIN_FIRED) != 0;
+	c.call_dropped = (in[1] & BIN_CALL_DROPPED) != 0; /* never set in version 0 */
 	c.trace_id.hi = get_be(in + 2, 8);
 	c.trace_id.lo = get_be(in + 10, 8);
 	c.parent_span_id = get_be(in + 18, 8);
@@ -608,11 +635,22 @@ int retrace_parse_binary(const uint8_t *in, size_t len, struct retrace_wire_cont
 	return RETRACE_OK;
 }
 
+uint64_t retrace_thread_contexts_rejected(void)
+{
+	return rt_thread_tls.contexts_rejected;
+}
+
 int retrace_deserialize_binary(const uint8_t *in, size_t len, struct retrace_wire_context *out)
 {
 	int rc = retrace_parse_binary(in, len, out);
-	if (rc == RETRACE_OK)
+	if (rc == RETRACE_OK) {
 		deposit(out);
+	} else if (in) {
+		struct rt_thread *t = &rt_thread_tls;
+		if (!t->initialized)
+			rt_thread_setup(t);
+		t->contexts_rejected++;
+	}
 	return rc;
 }
 

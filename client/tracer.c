@@ -307,6 +307,12 @@ static __attribute__((noinline)) void write_resource(struct rt_thread *t)
 		t->ctx.resource_written = 1;
 }
 
+void rt_tracer_mark_stream(struct rt_thread *t)
+{
+	if (t->ctx.active && t->ctx.recorded && !t->ctx.resource_written)
+		write_resource(t);
+}
+
 /* Room for an event of at most `bound` bytes, after the stream's RESOURCE. */
 static inline uint8_t *event_reserve(struct rt_thread *t, size_t bound)
 {
@@ -410,12 +416,23 @@ static uint64_t span_start(struct rt_thread *t, const char *name, size_t n,
  * Dropped spans (the pool's policy table, docs/adaptive.md). A span may be
  * dropped only if everything that depends on it survives without it:
  *   - it has a recorded local span open below it on this thread (so never a
- *     root, a host's entry span under a remote parent, or the first span after
- *     an attach): its children, logs and outgoing context attach there;
+ *     root or the first span after an attach): its children, logs and
+ *     outgoing context attach there; or it lies under the remote parent and
+ *     the caller said its call span was dropped (ctx.call_dropped, the "call
+ *     dropped" flag of rt=): that parent is then no call waiting for its
+ *     SERVER span, so a host's entry span and the spans below it may go, and
+ *     attach to the caller's recorded span across hosts (anchor
+ *     RT_ANCHOR_REMOTE: nothing to correct here, the caller's adj counts the
+ *     call whole). An entry span whose caller kept the call is never dropped:
+ *     the kept CLIENT span needs it as its match;
  *   - (CLIENT and PRODUCER spans may be dropped: what the next hop needs is
  *     the context, and the context carries the recorded ancestor, so the
- *     callee's entry span names that ancestor as parent; breadcrumbs and rt=
- *     do not depend on a span record at all);
+ *     callee's entry span names that ancestor as parent, and the flag tells
+ *     the callee so (rt_tracer_call_dropped); breadcrumbs and rt= do not
+ *     depend on a span record at all. A stream that dropped every span still
+ *     writes its RESOURCE at the end (rt_tracer_mark_stream): its host left
+ *     breadcrumbs, and a named host without data would make the trace
+ *     incoherent);
  *   - no trigger has fired for the trace (ctx.fired);
  *   - it is within the kept stack depth.
  * Errors cannot be known at start: a dropped span that ends in error is
@@ -436,7 +453,8 @@ static uint64_t span_start(struct rt_thread *t, const char *name, size_t n,
  * though it lies inside a dropped span counted whole). Then A's self time =
  * duration - recorded children - adj, whatever the nesting.
  * A dropped call (CLIENT/PRODUCER) is counted like any dropped span: its
- * callee's entry span then names A as parent from another host, and
+ * callee's spans (its entry span, or, if that was dropped too, the spans
+ * below it) then name A as parent from another process, and
  * rt_decode_self_times does not subtract such a span from a parent that is
  * no call (it lies inside the dropped call, which adj counts whole).
  *
@@ -458,8 +476,11 @@ static __attribute__((noinline)) uint64_t span_drop(struct rt_thread *t, const c
 		tr->frame_anchor[d] = tr->frame_anchor[top];
 	} else {
 		tr->frame_flags[d] = RT_FRAME_DROPPED;
-		tr->frame_anchor[d] = (uint8_t)top;
+		/* under the remote parent (no recorded frame here): nothing to correct */
+		tr->frame_anchor[d] = (uint8_t)(t->ctx.span_origin == RT_SPAN_LOCAL && d
+							? top : RT_ANCHOR_REMOTE);
 	}
+	t->ctx.stream_dropped = 1;
 
 	memcpy(tr->frame_name[d], name, k);
 	tr->frame_name[d][k] = '\0';
@@ -470,6 +491,23 @@ static __attribute__((noinline)) uint64_t span_drop(struct rt_thread *t, const c
 	 * retrace_serialize use, and what a caller passing this id as an
 	 * explicit parent should get. */
 	return t->ctx.span_id;
+}
+
+/* The "call dropped" flag a context sent now carries (context.c): the span it
+ * names is no call span, because the innermost open span is a dropped
+ * CLIENT/PRODUCER (its recorded ancestor is named instead), or because no
+ * local span is recorded and the remote parent came with the flag (a host
+ * that dropped its entry span, or does not record the trace, passes it on).
+ * A recorded innermost span, whatever its kind, says no: it may be the call. */
+int rt_tracer_call_dropped(const struct rt_thread *t)
+{
+	const struct rt_tracer_thread *tr = &t->tracer;
+	if (tr->top_dropped && tr->depth > 0 && tr->depth <= RETRACE_SPAN_DEPTH) {
+		uint8_t kind = tr->frame_kind[tr->depth - 1];
+		if (kind == RETRACE_SPAN_CLIENT || kind == RETRACE_SPAN_PRODUCER)
+			return 1;
+	}
+	return t->ctx.span_origin == RT_SPAN_REMOTE && t->ctx.call_dropped;
 }
 
 /*
@@ -529,8 +567,12 @@ static inline uint16_t span_policy(struct rt_thread *t, const char *name, size_t
 	int c, attempt;
 	if (likely(!pool || !pool->policy))
 		return RT_ADAPT_P16_ALWAYS;
-	if (tr->depth == 0 || tr->depth >= RETRACE_SPAN_DEPTH || t->ctx.fired ||
-	    t->ctx.span_origin != RT_SPAN_LOCAL)
+	/* The common case (a recorded local span below) tests as it did before the
+	 * call-dropped flag; the rest is the remote rule, off the fast path. */
+	if (unlikely(tr->depth == 0 || tr->depth >= RETRACE_SPAN_DEPTH || t->ctx.fired ||
+		     t->ctx.span_origin != RT_SPAN_LOCAL) &&
+	    !(t->ctx.span_origin == RT_SPAN_REMOTE && t->ctx.call_dropped &&
+	      tr->depth < RETRACE_SPAN_DEPTH && !t->ctx.fired))
 		return RT_ADAPT_P16_ALWAYS;
 	g = rt_policy_generation_now(pool);
 	if (g == 0 || (g == tr->empty_gen && pool == tr->empty_pool))

@@ -8,10 +8,12 @@
  *     {site, self time in ms}: site = rt_adapt_site_hash(resource service.name,
  *     span name), self time = rt_decode_self_times (duration minus decoded
  *     children minus the time of the descendants the client dropped). A span
- *     the client never drops (no local parent: a root or a host's entry span)
- *     pins its site: it is recorded anyway, and in the draws it would take a
- *     slot from a site that can be turned down. CLIENT/PRODUCER spans are
- *     not pinned: the client drops them like any other (tracer.c).
+ *     the client never drops (a root, or the first span of a thread after an
+ *     attach) pins its site: it is recorded anyway, and in the draws it would
+ *     take a slot from a site that can be turned down. CLIENT/PRODUCER spans
+ *     are not pinned: the client drops them like any other (tracer.c); nor
+ *     are entry spans (parent in another process): the client drops them
+ *     when their caller dropped the call.
  *     Operator pins (--adaptive-pin service:operation,...) are pinned at start.
  *   - A *cycle* runs when --adaptive-batch traces have arrived or
  *     --adaptive-window seconds have passed with at least one: one
@@ -287,14 +289,20 @@ void coord_adaptive_free(struct rt_coord *c)
 	c->adapt = NULL;
 }
 
-/* Could the client have dropped span i? (tracer.c's rule, seen from the data) */
+/* Could the client never have dropped span i? (tracer.c's rule, seen from the
+ * data): a root, or the first span of another thread of the same process (after
+ * an attach). A span under a parent in another process (an entry span) may be
+ * dropped when its caller dropped the call (rt='s "call dropped" flag), so it is
+ * not pinned: its probability applies to the calls its callers drop. */
 static int never_dropped(const struct rt_decoded_trace *dt, uint32_t i)
 {
 	const struct rt_span *s = &dt->spans[i], *p;
 	if (s->parent < 0 || (uint32_t)s->parent >= dt->n_spans)
 		return 1;
 	p = &dt->spans[s->parent];
-	return p->agent_id != s->agent_id || p->pid != s->pid || p->tid != s->tid;
+	if (p->agent_id != s->agent_id || p->pid != s->pid)
+		return 0;
+	return p->tid != s->tid;
 }
 
 void coord_adaptive_add(struct rt_coord *c, const struct rt_decoded_trace *dt)

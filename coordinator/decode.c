@@ -818,12 +818,17 @@ void rt_decoded_trace_free(struct rt_decoded_trace *t)
 	memset(t, 0, sizeof *t);
 }
 
-/* A callee's entry span whose parent, on another process, is no call: the
+/* A callee's span whose parent, on another process, is no call: the
  * CLIENT/PRODUCER span between them was dropped (docs/adaptive.md), and the
- * parent's dropped_ns counts that call whole, this span included. */
+ * parent's dropped_ns counts that call whole, this span included. The callee's
+ * entry span (SERVER/CONSUMER) names such a parent when only the call was
+ * dropped; any other span does when the callee dropped its entry span too (the
+ * caller's "call dropped" flag allowed it), and then the parent has dropped
+ * time (dropped_ns > 0: the call), which keeps a service that sends contexts
+ * from plain INTERNAL spans, with nothing dropped, as before. */
 static int under_dropped_call(const struct rt_span *c, const struct rt_span *p)
 {
-	return remote_kind(c->kind) && p->kind != RETRACE_SPAN_CLIENT &&
+	return (remote_kind(c->kind) || p->dropped_ns > 0) && p->kind != RETRACE_SPAN_CLIENT &&
 	       p->kind != RETRACE_SPAN_PRODUCER && (p->agent_id != c->agent_id || p->pid != c->pid);
 }
 

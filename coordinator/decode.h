@@ -213,9 +213,9 @@ void rt_decoded_trace_free(struct rt_decoded_trace *t);
 /*
  * Each span's self time (ns): its duration minus its decoded children's
  * durations minus dropped_ns (the adaptive policy's dropped descendants), at
- * least 0; a SERVER/CONSUMER child from another process whose parent is no
- * CLIENT/PRODUCER span is not subtracted (it ran inside a dropped call, which
- * dropped_ns counts whole). self_ns has n_spans entries. What the adaptive learner needs: with
+ * least 0; a child from another process whose parent is no CLIENT/PRODUCER
+ * span is not subtracted when it is a SERVER/CONSUMER span or the parent has
+ * dropped time (it ran inside a dropped call, which dropped_ns counts whole). self_ns has n_spans entries. What the adaptive learner needs: with
  * dropped spans' time left in their ancestor, the ancestor takes the blame
  * for their variance (docs/adaptive.md).
  */

@@ -47,6 +47,7 @@
 #include "policy_table.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -657,9 +658,15 @@ static void bench_lookup(bool quick)
  * (rt_pool_policy_publish), against all spans on, same run. The policy is the
  * learner's after a closed-loop run on the simulation (culprit fraud.rules),
  * with the sites the client never drops pinned as the coordinator pins them:
- * the root and each service's entry span (a remote parent in a real
- * deployment; the "call X" CLIENT spans are dropped like any other). One process writes every service's spans, so
- * a site is hashed as ("bench_adaptive", "service/operation"). Bytes are what
+ * the root only (the "call X" CLIENT spans are dropped like any other, and a
+ * service's entry span when its call was dropped). One process writes every
+ * service's spans, so a site is hashed as ("bench_adaptive",
+ * "service/operation"); but each callee runs as on a real host: on a thread
+ * of its own (one per call depth), in a trace it begins from the context the
+ * caller serialized inside its call span (retrace_deserialize: a remote
+ * parent, and the "call dropped" flag deciding its entry span), while the
+ * caller waits in the call, so every callee stream pays its own segment and
+ * RESOURCE as it would on its own host. Bytes are what
  * the pool handed back: segment payloads plus one 64-byte segment header each
  * (rt_drain_poll). At a fixed pool size the event horizon is pool bytes over
  * bytes per second, so horizon_ratio = all-on bytes per request / adaptive's.
@@ -688,21 +695,119 @@ static const char *shop_name(const topo *t, size_t i, char *buf, size_t n)
 	return buf;
 }
 
-static void write_subtree(const topo *t, size_t i)
+/* A callee "host": a thread that serves one call at a time, synchronously. */
+#define CALL_DEPTHS 4
+static struct callee {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t th;
+	const topo *t;
+	size_t site;
+	int state; /* 0 idle, 1 a call waits, 2 served, 3 quit */
+	char tp[64], ts[RETRACE_TRACESTATE_MAX + 1];
+} callees[CALL_DEPTHS];
+
+static void write_subtree_at(const topo *t, size_t i, int depth);
+
+static void *callee_main(void *arg)
+{
+	struct callee *c = arg;
+	int depth = (int)(c - callees);
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		struct retrace_wire_context w;
+		while (c->state != 1 && c->state != 3)
+			pthread_cond_wait(&c->cv, &c->mu);
+		if (c->state == 3)
+			break;
+		pthread_mutex_unlock(&c->mu);
+		if (retrace_deserialize(c->tp, c->ts, &w) == RETRACE_OK &&
+		    retrace_begin(w.trace_id) == 1) {
+			write_subtree_at(c->t, c->site, depth + 1);
+			retrace_end();
+		}
+		pthread_mutex_lock(&c->mu);
+		c->state = 2;
+		pthread_cond_broadcast(&c->cv);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+static void callees_start(void)
+{
+	for (int d = 0; d < CALL_DEPTHS; d++) {
+		struct callee *c = &callees[d];
+		pthread_mutex_init(&c->mu, NULL);
+		pthread_cond_init(&c->cv, NULL);
+		c->state = 0;
+		if (pthread_create(&c->th, NULL, callee_main, c) != 0) {
+			fprintf(stderr, "bench_adaptive: no callee thread\n");
+			exit(1);
+		}
+	}
+}
+
+static void callees_stop(void)
+{
+	for (int d = 0; d < CALL_DEPTHS; d++) {
+		struct callee *c = &callees[d];
+		pthread_mutex_lock(&c->mu);
+		c->state = 3;
+		pthread_cond_broadcast(&c->cv);
+		pthread_mutex_unlock(&c->mu);
+		pthread_join(c->th, NULL);
+		pthread_cond_destroy(&c->cv);
+		pthread_mutex_destroy(&c->mu);
+	}
+}
+
+/* Site i (an entry span) served by the callee of this call depth. */
+static void call_callee(const topo *t, size_t i, int depth)
+{
+	struct callee *c = &callees[depth < CALL_DEPTHS ? depth : CALL_DEPTHS - 1];
+	if (depth >= CALL_DEPTHS || retrace_serialize(c->tp, sizeof c->tp, c->ts, sizeof c->ts,
+						      NULL) != RETRACE_OK) {
+		write_subtree_at(t, i, depth); /* deeper than the bench's threads: in line */
+		return;
+	}
+	pthread_mutex_lock(&c->mu);
+	c->t = t;
+	c->site = i;
+	c->state = 1;
+	pthread_cond_broadcast(&c->cv);
+	while (c->state != 2)
+		pthread_cond_wait(&c->cv, &c->mu);
+	c->state = 0;
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void write_subtree_at(const topo *t, size_t i, int depth)
 {
 	char name[96];
 	retrace_span_start(shop_name(t, i, name, sizeof name), shop_kind(shop_ops[i][1]));
 	retrace_attr_int("items", (int64_t)i);
-	for (size_t k = i + 1; k < t->n; k++)
-		if (t->parent[k] == (int)i)
-			write_subtree(t, k);
+	for (size_t k = i + 1; k < t->n; k++) {
+		if (t->parent[k] != (int)i)
+			continue;
+		if (shop_kind(shop_ops[k][1]) == RETRACE_SPAN_SERVER)
+			call_callee(t, k, depth);
+		else
+			write_subtree_at(t, k, depth);
+	}
 	retrace_span_end();
+}
+
+static void write_subtree(const topo *t, size_t i)
+{
+	write_subtree_at(t, i, 0);
 }
 
 static double real_bytes_per_request(struct rt_pool *pool, const topo *t, size_t requests,
 				     uint64_t base)
 {
 	struct rt_drain_stats st = {0};
+	callees_start();
 	for (size_t r = 0; r < requests; r++) {
 		retrace_trace_id id = {0xbe0c4ull, base + r + 1};
 		retrace_begin(id);
@@ -711,6 +816,7 @@ static double real_bytes_per_request(struct rt_pool *pool, const topo *t, size_t
 		if (r % 16 == 15)
 			rt_drain_poll(pool, NULL, &st);
 	}
+	callees_stop(); /* their exit flushes what they hold */
 	retrace_flush();
 	while (rt_drain_poll(pool, NULL, &st) > 0)
 		;
@@ -761,6 +867,7 @@ static double agent_horizon_s(const topo *t, uint32_t pool_mib, const uint64_t *
 	}
 	if (sites)
 		rt_pool_policy_publish(&a.pool, sites, keep_p, n_sites);
+	callees_start();
 	for (k = 1; k <= requests; k++) {
 		retrace_begin((retrace_trace_id){ 0x4052, k });
 		write_subtree(t, 0);
@@ -779,6 +886,7 @@ static double agent_horizon_s(const topo *t, uint32_t pool_mib, const uint64_t *
 		h = ages[nages / 2] / HORIZON_RATE_PER_S;
 	}
 	free(ages);
+	callees_stop();
 	retrace_shutdown();
 	rt_agent_close(&a);
 	return h;
@@ -809,7 +917,7 @@ static void bench_real_client(const topo *shop, bool quick)
 	l = rt_adapt_create(&cfg, n, NULL);
 	for (size_t i = 0; i < n; i++) {
 		rt_adapt_site_add(l, t.hash[i]);
-		if (i == 0 || shop_kind(shop_ops[i][1]) == RETRACE_SPAN_SERVER) {
+		if (i == 0) {
 			rt_adapt_pin(l, t.hash[i], true);
 			pinned++;
 		}

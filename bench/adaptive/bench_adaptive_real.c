@@ -26,7 +26,9 @@
  * mean CULPRIT_MS. Closed loop: after each batch of BATCH requests we wait for
  * the coordinator's learner cycle and read `retrace policy --json`: the
  * culprit's probability (over time), its rank (top-1/top-5 at the end), the
- * mean probability over the sites. The writers' tracer counters give the
+ * mean probability over the sites (enabled_mean_p: an entry site counted as
+ * p(call) + (1 - p(call)) p(entry), as the client applies it; policy_mean_p:
+ * the plain mean of the policy). The writers' tracer counters give the
  * share of span records written (recorded / started) over the second half of
  * the run, the agents' `bytes_indexed` (+ evicted) the pool bytes per request
  * over the same requests. Same run, before the adaptive runs: an all-on
@@ -367,7 +369,7 @@ struct run_out {
 	int batches;
 	int final_rank, top1, top5;
 	int to_p90;       /* requests until p >= 0.9 (from the culprit's start), -1 never */
-	double mean_p, records_share, bytes_per_request, old_p_end;
+	double mean_p, policy_mean_p, records_share, bytes_per_request, old_p_end;
 	int traces_ok;
 	char top[160]; /* the three first-ranked sites at the end */
 };
@@ -418,8 +420,17 @@ static void run(int ca, int cb, int n, int shift, struct run_out *o, uint64_t ba
 		o->top5 = v.rank[culprit] <= 5;
 		o->old_p_end = shift ? v.p[ca] : 0;
 	}
-	for (int i = 0; i < NSITES; i++)
-		o->mean_p += v.p[i] / NSITES;
+	/* The share on per site: its probability, except that an entry span is
+	 * dropped only under a dropped call (rt='s "call dropped" flag) and kept by
+	 * rule under a kept one: p(call) + (1 - p(call)) p(entry). */
+	for (int i = 0; i < NSITES; i++) {
+		double p = v.p[i];
+		int up = site[i].parent;
+		o->policy_mean_p += p / NSITES;
+		if (i == entry_of[site[i].svc] && up >= 0 && kind_of(up) == RETRACE_SPAN_CLIENT)
+			p = v.p[up] + (1.0 - v.p[up]) * p;
+		o->mean_p += p / NSITES;
+	}
 	for (int k = 1, len = 0; k <= 3; k++)
 		for (int i = 0; i < NSITES; i++)
 			if (v.rank[i] == k)
@@ -481,7 +492,7 @@ int main(void)
 	bool quick = getenv("RETRACE_BENCH_QUICK") != NULL;
 	int runs = quick ? 2 : 20, n = quick ? 100 : 300, nbase = quick ? 50 : 150;
 	int shift_runs = quick ? 1 : 3, n_shift = quick ? 150 : 600;
-	double base_bpr, sum_mean_p = 0, sum_rec = 0, sum_bpr = 0, to90[64], p300 = 0;
+	double base_bpr, sum_mean_p = 0, sum_policy_p = 0, sum_rec = 0, sum_bpr = 0, to90[64], p300 = 0;
 	int top1 = 0, top5 = 0, within = 0, coherent_base = 0;
 	char load0[64], load1[64], curve[512];
 	struct run_out o;
@@ -514,6 +525,7 @@ int main(void)
 		to90[r] = o.to_p90 < 0 ? 1e9 : o.to_p90;
 		p300 += o.batches ? o.p_at[(300 / BATCH < o.batches ? 300 / BATCH : o.batches) - 1] : 0;
 		sum_mean_p += o.mean_p;
+		sum_policy_p += o.policy_mean_p;
 		sum_rec += o.records_share;
 		sum_bpr += o.bytes_per_request;
 	}
@@ -529,13 +541,14 @@ int main(void)
 		printf("bench adaptive case=real processes=real hosts=%d sites=%d runs=%d "
 		       "requests=%d batch=%d culprit_ms=%.1f culprit_rate=%.1f top1_accuracy=%.3f "
 		       "top5_accuracy=%.3f culprit_p_at_300=%.3f p90_within_300=%.3f "
-		       "requests_to_p90=%s enabled_mean_p=%.3f records_share=%.3f "
+		       "requests_to_p90=%s enabled_mean_p=%.3f policy_mean_p=%.3f records_share=%.3f "
 		       "bytes_per_request=%.0f baseline=all_on baseline_requests=%d "
 		       "baseline_records_share=1.000 baseline_bytes_per_request=%.0f "
 		       "baseline_traces_coherent=%d horizon_ratio=%.2f load=%s..%s\n",
 		       NSVC, NSITES, runs, n, BATCH, CULPRIT_MS, CULPRIT_RATE,
 		       (double)top1 / runs, (double)top5 / runs, p300 / runs,
-		       (double)within / runs, medbuf, sum_mean_p / runs, sum_rec / runs, bpr, nbase,
+		       (double)within / runs, medbuf, sum_mean_p / runs, sum_policy_p / runs,
+		       sum_rec / runs, bpr, nbase,
 		       base_bpr, coherent_base, bpr > 0 ? base_bpr / bpr : 0.0, load0, load1);
 		fflush(stdout);
 	}

@@ -330,6 +330,10 @@ struct retrace_wire_context {
 	uint8_t ot_has_th, ot_has_rv;
 	uint8_t ot_rejected;          /* a malformed ot member was ignored (rt= still
 	                                 counts); retrace_deserialize* count it too */
+	uint8_t call_dropped;         /* the caller dropped the span of this call: the
+	                                 parent named is no call span, so the callee's
+	                                 entry span may be dropped (docs/adaptive.md);
+	                                 0 from contexts without the flag */
 };
 
 #define RETRACE_TRACEPARENT_LEN 55 /* version 00, without the NUL */
@@ -580,6 +584,13 @@ struct retrace_thread_stats {
 };
 
 void retrace_thread_stats(struct retrace_thread_stats *out);
+
+/* This thread's incoming contexts refused as malformed by retrace_deserialize*:
+ * tracestates discarded (a bad rt= value, its flag digit included) and binary
+ * contexts refused (bad version, length or flag bits). A function, not a field
+ * of retrace_thread_stats, so that struct keeps its size for programs built
+ * against this SOVERSION. */
+uint64_t retrace_thread_contexts_rejected(void);
 
 #ifdef __cplusplus
 }

@@ -21,13 +21,21 @@
  *     complete;
  *   - a new table (or an emptied one) is seen at the next span start (the
  *     client caches each site's answer with the table's generation);
- *   - never dropped: roots, a host's entry span (remote parent), spans after
- *     a fired trigger, and everything when no table is published.
+ *   - never dropped: roots, a host's entry span under a remote parent whose
+ *     call was kept (or a context without the "call dropped" flag), spans
+ *     after a fired trigger, and everything when no table is published;
+ *   - across two processes (a forked callee writing into the same pool): a
+ *     dropped call sends the "call dropped" flag, the callee drops its entry
+ *     span too, its kept spans name the caller's recorded span, the self
+ *     times stay right, and a callee stream that dropped every span still
+ *     leaves data (its RESOURCE) for its host.
  */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/collect.h"
 #include "common/testpool.h"
@@ -84,8 +92,10 @@ static void spin_us(unsigned us)
 		;
 }
 
-/* Drain the pool and decode trace `id` as the coordinator would. */
-static void decode_trace(retrace_trace_id id, struct rt_decoded_trace *out)
+/* Drain the pool and decode trace `id` as the coordinator would; *pid_streams
+ * (if not NULL) gets the number of writer streams of process `pid` in it. */
+static void decode_trace_pid(retrace_trace_id id, struct rt_decoded_trace *out, uint32_t pid,
+			     uint32_t *pid_streams)
 {
 	struct collection col;
 	struct rt_wire_slice_buffer *wb;
@@ -102,6 +112,8 @@ static void decode_trace(retrace_trace_id id, struct rt_decoded_trace *out)
 			continue;
 		wb[n] = (struct rt_wire_slice_buffer){ b->h.pid, b->h.tid, b->h.seq, b->h.flags,
 						       b->h.first_tick, b->payload, b->e.bytes };
+		if (pid_streams && b->h.pid == pid && b->h.seq == 0)
+			++*pid_streams;
 		n++;
 	}
 	memset(&sl, 0, sizeof sl);
@@ -119,6 +131,11 @@ static void decode_trace(retrace_trace_id id, struct rt_decoded_trace *out)
 	ck_assert_int_eq(rt_decoder_finish(d, out), 0);
 	free(wb);
 	collection_free(&col);
+}
+
+static void decode_trace(retrace_trace_id id, struct rt_decoded_trace *out)
+{
+	decode_trace_pid(id, out, 0, NULL);
 }
 
 static const struct rt_span *by_id(const struct rt_decoded_trace *t, uint64_t id)
@@ -512,6 +529,141 @@ START_TEST(test_self_time_dropped_call)
 	t.n_spans = 2;
 	rt_decode_self_times(&t, self);
 	ck_assert_int_eq(self[0], 5000000);
+	/* the callee dropped its entry span too: its first recorded span is
+	 * INTERNAL, on another process, under the dropped call (dropped_ns) */
+	sp[1].agent_id = 2;
+	sp[1].pid = 20;
+	sp[1].kind = RETRACE_SPAN_INTERNAL;
+	sp[0].dropped_ns = 6000000;
+	rt_decode_self_times(&t, self);
+	ck_assert_int_eq(self[0], 4000000);
+	/* nothing dropped under the parent: a service that sends contexts from
+	 * INTERNAL spans, its callee's INTERNAL span is its child as before */
+	sp[0].dropped_ns = 0;
+	rt_decode_self_times(&t, self);
+	ck_assert_int_eq(self[0], 5000000);
+}
+END_TEST
+
+/* The callee's side of test_dropped_entry_across_processes, in the forked
+ * child: 0, or the number of the check that failed. */
+static int dropped_entry_callee(const char *tp, const char *ts)
+{
+	struct retrace_wire_context w;
+	struct retrace_tracer_stats st0, st;
+	char tp2[64], ts2[RETRACE_TRACESTATE_MAX + 1];
+	uint64_t entry, work;
+	retrace_tracer_stats(&st0);
+	if (retrace_deserialize(tp, ts, &w) != RETRACE_OK || !w.call_dropped)
+		return 10;
+	if (retrace_begin(w.trace_id) != 1)
+		return 11;
+	entry = retrace_span_start("entry", RETRACE_SPAN_SERVER); /* dropped */
+	if (entry != w.parent_span_id)
+		return 12; /* recorded, or not standing in for the caller's span */
+	/* under the dropped entry the flag passes on: the span named is still
+	 * the caller's, which is no call */
+	if (retrace_serialize(tp2, sizeof tp2, ts2, sizeof ts2, NULL) != RETRACE_OK ||
+	    ts2[21] != '2')
+		return 13;
+	spin_us(1000);
+	work = retrace_span_start("work", RETRACE_SPAN_INTERNAL); /* kept */
+	if (work == entry || work == 0)
+		return 14;
+	spin_us(2000);
+	retrace_span_end();
+	retrace_span_end(); /* entry */
+	retrace_end();
+	/* A second call of the trace whose every span is dropped. */
+	if (retrace_deserialize(tp, ts, &w) != RETRACE_OK || retrace_begin(w.trace_id) != 1)
+		return 15;
+	retrace_span_start("entry", RETRACE_SPAN_SERVER);
+	retrace_span_end();
+	retrace_end();
+	retrace_tracer_stats(&st);
+	if (st.spans_dropped - st0.spans_dropped != 2 || st.spans_started - st0.spans_started != 1)
+		return 16;
+	retrace_flush();
+	return 0;
+}
+
+/* A dropped call whose callee's entry span is dropped too, across two
+ * processes: the caller's context says "call dropped" (rt= flag 2, binary
+ * bit5), the callee drops its entry span, its kept child names the caller's
+ * root as parent (across processes), the decode is complete, and the self
+ * times stay right: the root's is its own time, without the call (its
+ * dropped_ns) and without subtracting the callee's span a second time; the
+ * callee's span keeps its own. */
+START_TEST(test_dropped_entry_across_processes)
+{
+	static const char *const ops[] = { "call", "entry", NULL };
+	static const double p[] = { 0.0, 0.0 };
+	const retrace_trace_id id = {0x1234ull, 0xadad0009ull};
+	char tp[64], ts[RETRACE_TRACESTATE_MAX + 1];
+	uint8_t bin[RETRACE_BINARY_CONTEXT_LEN];
+	struct rt_decoded_trace t;
+	const struct rt_span *sr, *sw = NULL;
+	uint64_t root, gap_start, root_gaps_ns;
+	uint32_t i, child_streams = 0;
+	int64_t *self;
+	int status = -1;
+	pid_t child;
+
+	pool_up();
+	publish(ops, p);
+	ck_assert_int_eq(retrace_begin(id), 1);
+	gap_start = now_ns();
+	root = retrace_span_start("root", RETRACE_SPAN_SERVER);
+	ck_assert_int_eq(retrace_serialize(tp, sizeof tp, ts, sizeof ts, NULL), RETRACE_OK);
+	ck_assert_msg(ts[21] == '0', "a recorded span may be the call: %s", ts);
+	spin_us(1000); /* the root's own time */
+	ck_assert_uint_eq(retrace_span_start("call", RETRACE_SPAN_CLIENT), root); /* dropped */
+	root_gaps_ns = now_ns() - gap_start;
+	ck_assert_int_eq(retrace_serialize(tp, sizeof tp, ts, sizeof ts, NULL), RETRACE_OK);
+	ck_assert_msg(ts[21] == '2', "a dropped call must say so: %s", ts);
+	ck_assert_int_eq(retrace_serialize_binary(bin), RETRACE_OK);
+	ck_assert_uint_eq(bin[1] & 0x20u, 0x20u);
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0)
+		_exit(dropped_entry_callee(tp, ts));
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	retrace_span_end(); /* call */
+	gap_start = now_ns();
+	retrace_span_end(); /* root */
+	root_gaps_ns += now_ns() - gap_start;
+	retrace_end();
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "callee check %d failed",
+		      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+
+	decode_trace_pid(id, &t, (uint32_t)child, &child_streams);
+	ck_assert_msg(rt_decode_complete(&t.st), "unmatched %u partial %u",
+		      (unsigned)t.st.unmatched_client_spans, (unsigned)t.st.partial_spans);
+	ck_assert_uint_eq(child_streams, 2); /* the all-dropped call left its stream */
+	ck_assert_uint_eq(t.n_spans, 2);     /* root and work */
+	ck_assert_uint_eq(count_named(&t, "entry") + count_named(&t, "call"), 0);
+	sr = by_id(&t, root);
+	ck_assert_ptr_nonnull(sr);
+	for (i = 0; i < t.n_spans; i++)
+		if (strcmp(t.spans[i].name, "work") == 0)
+			sw = &t.spans[i];
+	ck_assert_ptr_nonnull(sw);
+	ck_assert_uint_eq(sw->parent_id, root);
+	ck_assert_uint_eq(sw->pid, (uint32_t)child);
+	ck_assert_uint_ne(sr->pid, sw->pid);
+	ck_assert_int_ge(sr->dropped_ns, 3000000); /* the call, the callee inside it */
+	self = calloc(t.n_spans, sizeof *self);
+	rt_decode_self_times(&t, self);
+	/* the root: its 1 ms spin and the gaps around it; not 0 (the callee's
+	 * span subtracted again), not 3 ms more (the call left in) */
+	ck_assert_msg(self[sr - t.spans] >= 750000 &&
+		      self[sr - t.spans] <= (int64_t)root_gaps_ns + 250000,
+		      "root self time %lld ns, its own time %llu ns",
+		      (long long)self[sr - t.spans], (unsigned long long)root_gaps_ns);
+	ck_assert_int_ge(self[sw - t.spans], 2000000);
+	free(self);
+	rt_decoded_trace_free(&t);
+	pool_down();
 }
 END_TEST
 
@@ -559,6 +711,7 @@ int main(void)
 	tcase_add_test(tc, test_reused_name_buffer);
 	tcase_add_test(tc, test_dropped_call);
 	tcase_add_test(tc, test_self_time_dropped_call);
+	tcase_add_test(tc, test_dropped_entry_across_processes);
 	tcase_add_test(tc, test_policy_change_seen);
 	suite_add_tcase(s, tc);
 	rc = test_run_suite(s);

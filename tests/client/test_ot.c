@@ -322,8 +322,15 @@ START_TEST(test_binary_versions)
 	ck_assert_int_eq(w.trace_flags, 3);
 	ck_assert_uint_eq(w.ot_th, 0xc0000000000000ull);
 	ck_assert_uint_eq(w.ot_rv, 42);
-	v1[1] = 0x20 | 0x1f; /* an unknown flag */
+	ck_assert_int_eq(w.call_dropped, 0);
+	v1[1] = 0x20 | 0x1f; /* and the call dropped (bit5) */
+	ck_assert_int_eq(retrace_parse_binary(v1, sizeof v1, &w), RETRACE_OK);
+	ck_assert_int_eq(w.call_dropped, 1);
+	ck_assert_int_eq(w.fired, 1);
+	v1[1] = 0x40 | 0x1f; /* an unknown flag */
 	ck_assert_int_eq(retrace_parse_binary(v1, sizeof v1, &w), RETRACE_E_INVAL);
+	v0[1] = 0x20 | 3; /* version 0 has no call-dropped flag */
+	ck_assert_int_eq(retrace_parse_binary(v0, sizeof v0, &w), RETRACE_E_INVAL);
 	v1[1] = 0x01; /* th and rv bytes without their flags: ot ignored, counted */
 	ck_assert_int_eq(retrace_parse_binary(v1, sizeof v1, &w), RETRACE_OK);
 	ck_assert_int_eq(w.ot_rejected, 1);

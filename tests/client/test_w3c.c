@@ -80,25 +80,31 @@ struct ts_case {
 	const char *ts;
 	int rejected;
 	uint32_t hop0, hop1;
-	int fired;
+	int fired, call_dropped;
 	const char *why;
 };
 
 static const struct ts_case ts_cases[] = {
-	{"rt=0000002a.00000007.1", 0, 42, 7, 1, "ours"},
-	{"congo=t61rcWkgMzE,rt=0000002a.00000000.0", 0, 42, 0, 0, "ours second"},
-	{" rt=0000002a.00000007.0 , ,vendor@tenant=x ", 0, 42, 7, 0, "OWS and empty members"},
-	{"congo=t61rcWkgMzE", 0, 0, 0, 0, "foreign only"},
-	{"rt=0000002a.00000007.1,rt=00000001.00000000.0", 1, 0, 0, 0, "duplicate rt"},
-	{"a=1,b=2,a=3", 1, 0, 0, 0, "duplicate key"},
-	{"rt=2a.7.1", 1, 0, 0, 0, "short rt value"},
-	{"rt=0000002A.00000007.1", 1, 0, 0, 0, "uppercase rt hex"},
-	{"rt=0000002a.00000007.2", 1, 0, 0, 0, "bad fired flag"},
-	{"Rt=0000002a.00000007.1", 1, 0, 0, 0, "uppercase key"},
-	{"rt", 1, 0, 0, 0, "no equals"},
-	{"=x", 1, 0, 0, 0, "empty key"},
-	{"k=", 1, 0, 0, 0, "empty value"},
-	{"k=a=b", 1, 0, 0, 0, "equals in value"},
+	{"rt=0000002a.00000007.1", 0, 42, 7, 1, 0, "ours"},
+	{"congo=t61rcWkgMzE,rt=0000002a.00000000.0", 0, 42, 0, 0, 0, "ours second"},
+	{" rt=0000002a.00000007.0 , ,vendor@tenant=x ", 0, 42, 7, 0, 0, "OWS and empty members"},
+	{"congo=t61rcWkgMzE", 0, 0, 0, 0, 0, "foreign only"},
+	{"rt=0000002a.00000007.1,rt=00000001.00000000.0", 1, 0, 0, 0, 0, "duplicate rt"},
+	{"a=1,b=2,a=3", 1, 0, 0, 0, 0, "duplicate key"},
+	{"rt=2a.7.1", 1, 0, 0, 0, 0, "short rt value"},
+	{"rt=0000002A.00000007.1", 1, 0, 0, 0, 0, "uppercase rt hex"},
+	{"rt=0000002a.00000007.2", 0, 42, 7, 0, 1, "call dropped"},
+	{"rt=0000002a.00000007.3", 0, 42, 7, 1, 1, "fired, call dropped"},
+	{"rt=0000002a.00000007.4", 1, 0, 0, 0, 0, "unknown flag bit"},
+	{"rt=0000002a.00000007.f", 1, 0, 0, 0, 0, "all flag bits"},
+	{"rt=0000002a.00000007.A", 1, 0, 0, 0, 0, "uppercase flag digit"},
+	{"rt=0000002a.00000007.g", 1, 0, 0, 0, 0, "flag not hex"},
+	{"rt=0000002a.00000007.", 1, 0, 0, 0, 0, "no flag digit"},
+	{"Rt=0000002a.00000007.1", 1, 0, 0, 0, 0, "uppercase key"},
+	{"rt", 1, 0, 0, 0, 0, "no equals"},
+	{"=x", 1, 0, 0, 0, 0, "empty key"},
+	{"k=", 1, 0, 0, 0, 0, "empty value"},
+	{"k=a=b", 1, 0, 0, 0, 0, "equals in value"},
 };
 
 START_TEST(test_tracestate_table)
@@ -110,6 +116,35 @@ START_TEST(test_tracestate_table)
 	ck_assert_uint_eq(w.hops[0], c->hop0);
 	ck_assert_uint_eq(w.hops[1], c->hop1);
 	ck_assert_int_eq(w.fired, c->fired);
+	ck_assert_int_eq(w.call_dropped, c->call_dropped);
+}
+END_TEST
+
+/* A bad flag value discards the tracestate (W3C), deposits no breadcrumb and
+ * is counted; a good one is not. */
+START_TEST(test_bad_rt_flag_counted)
+{
+	struct retrace_wire_context w;
+	uint64_t s0, s1;
+	struct rt_pool pool;
+	char name[64];
+	static const uint8_t bad_bin[RETRACE_BINARY_CONTEXT_LEN] = { 1, 0x40, [17] = 5, [25] = 1 };
+	test_pool_name(name, sizeof name, "w3cflag");
+	test_pool_create(&pool, name, 4096, 64);
+	test_client_init(name, 1);
+	s0 = retrace_thread_contexts_rejected();
+	ck_assert_int_eq(retrace_deserialize(TP_OK, "rt=00000007.00000003.9", &w), RETRACE_OK);
+	ck_assert_int_eq(w.state_rejected, 1);
+	ck_assert_int_eq(w.call_dropped, 0);
+	ck_assert_uint_eq(w.hops[0], 0);
+	ck_assert_int_eq(retrace_deserialize_binary(bad_bin, sizeof bad_bin, &w), RETRACE_E_INVAL);
+	s1 = retrace_thread_contexts_rejected();
+	ck_assert_uint_eq(s1 - s0, 2);
+	ck_assert_int_eq(retrace_deserialize(TP_OK, "rt=00000007.00000003.2", &w), RETRACE_OK);
+	ck_assert_int_eq(w.call_dropped, 1);
+	ck_assert_uint_eq(retrace_thread_contexts_rejected(), s1);
+	retrace_shutdown();
+	test_pool_destroy(&pool);
 }
 END_TEST
 
@@ -427,6 +462,7 @@ END_TEST
 int main(void)
 {
 	Suite *s = suite_create("client_w3c");
+	int rc;
 	TCase *tc = tcase_create("w3c");
 	tcase_add_loop_test(tc, test_traceparent_table, 0,
 			    (int)(sizeof tp_cases / sizeof tp_cases[0]));
@@ -434,10 +470,13 @@ int main(void)
 	tcase_add_loop_test(tc, test_tracestate_table, 0,
 			    (int)(sizeof ts_cases / sizeof ts_cases[0]));
 	tcase_add_test(tc, test_tracestate_limits);
+	tcase_add_test(tc, test_bad_rt_flag_counted);
 	tcase_add_test(tc, test_round_trip_and_deposit);
 	tcase_add_test(tc, test_response_round_trip_and_deposit);
 	tcase_add_test(tc, test_response_many_calls);
 	tcase_add_test(tc, test_response_malformed_and_fuzz);
 	suite_add_tcase(s, tc);
-	return test_run_suite(s);
+	rc = test_run_suite(s);
+	test_pool_sweep("w3cflag"); /* what a failed test_bad_rt_flag_counted left */
+	return rc;
 }
