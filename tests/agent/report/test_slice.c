@@ -420,7 +420,7 @@ START_TEST(test_too_big)
 	ag_push_triggers(&a.pool, &t, 1);
 	cls = rt_report_class_of(&a.rep, 11);
 	if (_i == 1) {
-		RP_UNTIL(ok, &a, 8, cls->unsendable_slices > 0 && rp_quiet(&a));
+		RP_UNTIL(ok, &a, 45, cls->unsendable_slices > 0 && rp_quiet(&a));
 		ck_assert_msg(ok, "the slice was neither sent nor dropped (slices sent %llu, queued "
 			      "buffers %llu)", (unsigned long long)a.st.slices_sent,
 			      (unsigned long long)a.rep.queued_buffers);
@@ -437,7 +437,9 @@ START_TEST(test_too_big)
 		ck_assert_msg(strstr(status, want) != NULL, "status: %s", status);
 	} else {
 		uint64_t t0 = ag_now_ns();
-		RP_UNTIL(ok, &a, 8, (tc_lock(&c), got = c.slice_bytes, tc_unlock(&c), got >= bytes));
+		/* 70 MB through encode, loopback TCP and decode: 1-2 s here, and seen
+		 * past 8 s at load 35. The bound only says when to give up. */
+		RP_UNTIL(ok, &a, 45, (tc_lock(&c), got = c.slice_bytes, tc_unlock(&c), got >= bytes));
 		fprintf(stderr, "too_big %d: %llu bytes arrived in %.2f s\n", _i,
 			(unsigned long long)got, (double)(ag_now_ns() - t0) / 1e9);
 		ck_assert_msg(ok,
