@@ -235,6 +235,11 @@ int rt_sel_paper_tier(const rt_sel_paper_p90 *t, const rt_sel_span *s)
 	return tier_of(span_dur(s), t->keys[at] ? t->p90[at] : 0);
 }
 
+bool rt_sel_paper_has(const rt_sel_paper_p90 *t, const rt_sel_span *s)
+{
+	return t->n && t->keys[slot_of(t->keys, t->n - 1, minute_key(s))];
+}
+
 #define EV_LAT 0x1a7e000000000000ull
 
 size_t rt_sel_paper_pairs(const rt_sel_trace *t, const rt_sel_paper_p90 *p90, uint64_t **buf,

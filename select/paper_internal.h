@@ -34,6 +34,8 @@ uint64_t rt_sel_paper_span_dur(const rt_sel_span *s);
 void rt_sel_paper_p90_free(rt_sel_paper_p90 *t);
 /* Latency tier of a span: 0, or 1 / 2 / 3 when slower than 1.5 / 3 / 5 × its p90. */
 int rt_sel_paper_tier(const rt_sel_paper_p90 *t, const rt_sel_span *s);
+/* Whether the table holds a p90 for the span's (operation, minute). */
+bool rt_sel_paper_has(const rt_sel_paper_p90 *t, const rt_sel_span *s);
 /* The paper's event-pair set of a trace into *buf (grown as needed): sorted, unique.
  * Logs must carry template ids. Returns the number of pairs, or (size_t)-1 when out
  * of memory. */
