@@ -124,9 +124,52 @@ uint64_t rt_sel_paper_span_dur(const rt_sel_span *s)
 	return span_dur(s);
 }
 
+/* The tiers of the spans of minute m against the p90 of their operation in minute
+ * m − 1 (their own tier when the table has none): the minute before is looked up once
+ * per (operation, m) slot, not per span. */
+static int alt_tiers(const rt_sel_trace *traces, size_t n, uint64_t m, const uint32_t *slot,
+		     rt_sel_paper_p90 *out)
+{
+	enum { UNSEEN = 0, NONE = 1 }; /* before[]: else 2 + the p90 */
+	size_t spans = 0;
+	for (size_t i = 0; i < n; i++)
+		spans += traces[i].n_spans;
+	uint64_t *before = calloc(out->n, sizeof *before);
+	out->alt_tier = malloc(spans ? spans : 1);
+	if (!before || !out->alt_tier) {
+		free(before);
+		return -1;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		for (uint32_t j = 0; j < traces[i].n_spans; j++, k++) {
+			const rt_sel_span *sp = &traces[i].spans[j];
+			out->alt_tier[k] = out->tier[k];
+			if (sp->start_ns / 60000000000ull != m)
+				continue;
+			uint64_t *b = &before[slot[k]];
+			if (*b == UNSEEN) {
+				uint64_t key = rt_sel_combine(rt_sel_span_key(sp), m - 1) | 1u;
+				size_t at = slot_of(out->keys, out->n - 1, key);
+				*b = out->keys[at] ? 2 + out->p90[at] : NONE;
+			}
+			if (*b != NONE)
+				out->alt_tier[k] = (uint8_t)tier_of(span_dur(sp), *b - 2);
+		}
+	free(before);
+	return 0;
+}
+
 int rt_sel_paper_p90_build_carry(const rt_sel_trace *traces, size_t n,
 				 const rt_sel_minute_sample *carry, size_t n_carry,
 				 rt_sel_paper_p90 *out)
+{
+	return rt_sel_paper_p90_build_alt(traces, n, carry, n_carry, 0, out);
+}
+
+int rt_sel_paper_p90_build_alt(const rt_sel_trace *traces, size_t n,
+			       const rt_sel_minute_sample *carry, size_t n_carry, uint64_t alt_minute,
+			       rt_sel_paper_p90 *out)
 {
 	size_t spans = 0;
 	for (size_t i = 0; i < n; i++)
@@ -209,6 +252,8 @@ int rt_sel_paper_p90_build_carry(const rt_sel_trace *traces, size_t n,
 		for (uint32_t j = 0; j < traces[i].n_spans; j++, k++)
 			out->tier[k] =
 				(uint8_t)tier_of(span_dur(&traces[i].spans[j]), out->p90[slot[k]]);
+	if (alt_minute && alt_tiers(traces, n, alt_minute, slot, out))
+		goto fail;
 	free(dur);
 	free(slot);
 	return 0;
@@ -224,6 +269,7 @@ void rt_sel_paper_p90_free(rt_sel_paper_p90 *t)
 	free(t->keys);
 	free(t->p90);
 	free(t->tier);
+	free(t->alt_tier);
 	*t = (rt_sel_paper_p90){ 0 };
 }
 
@@ -233,11 +279,6 @@ int rt_sel_paper_tier(const rt_sel_paper_p90 *t, const rt_sel_span *s)
 		return 0;
 	size_t at = slot_of(t->keys, t->n - 1, minute_key(s));
 	return tier_of(span_dur(s), t->keys[at] ? t->p90[at] : 0);
-}
-
-bool rt_sel_paper_has(const rt_sel_paper_p90 *t, const rt_sel_span *s)
-{
-	return t->n && t->keys[slot_of(t->keys, t->n - 1, minute_key(s))];
 }
 
 #define EV_LAT 0x1a7e000000000000ull

@@ -92,8 +92,6 @@ struct rt_selector {
 	rt_sel_log *pend_logs;
 	size_t n_pend_logs, pend_logs_cap;
 	uint64_t pend_minute;
-	uint8_t *alt_tiers; /* alt_pattern's scratch */
-	size_t alt_tiers_cap;
 };
 
 void rt_sel_config_default(rt_sel_config *cfg)
@@ -170,7 +168,6 @@ void rt_sel_destroy(rt_selector *s)
 	free(s->pend_spans);
 	free(s->pend_tiers);
 	free(s->pend_logs);
-	free(s->alt_tiers);
 	free(s);
 }
 
@@ -637,7 +634,7 @@ static int prepare_window(rt_selector *s, size_t n)
  * get their tiers against one p90 over all of it, as if the boundary were not there.
  * The newest minute is this window's, not the newest ever seen, so one span with a
  * far-future start (a bad clock) costs the carry for one window, not for good. */
-static int carry_newest_minute(rt_selector *s, const rt_sel_trace *traces, size_t n)
+static uint64_t newest_minute(const rt_sel_trace *traces, size_t n)
 {
 	uint64_t newest = 0;
 	for (size_t i = 0; i < n; i++)
@@ -645,6 +642,12 @@ static int carry_newest_minute(rt_selector *s, const rt_sel_trace *traces, size_
 			uint64_t m = traces[i].spans[j].start_ns / 60000000000ull;
 			newest = m > newest ? m : newest;
 		}
+	return newest;
+}
+
+static int carry_newest_minute(rt_selector *s, const rt_sel_trace *traces, size_t n,
+			       uint64_t newest)
+{
 	size_t k = 0, spans = 0;
 	for (size_t c = 0; c < s->n_carry; c++)
 		if (s->carry[c].minute == newest)
@@ -754,26 +757,20 @@ static int rejudge_kept(rt_selector *s)
  * trace kept earlier with that reading would then be repeated. Its likely reading:
  * those spans against the p90 of the minute before (whole in this window). When it
  * differs, *alt is that pattern (novelty checks count it as kept if it was). */
-static int alt_pattern(rt_selector *s, const rt_sel_trace *t, const uint8_t *tiers, uint64_t *alt)
+static int alt_pattern(rt_selector *s, const rt_sel_trace *t, const uint8_t *tiers,
+		       const uint8_t *alt_tiers, uint64_t *alt)
 {
-	if (rt_sel_grow((void **)&s->alt_tiers, &s->alt_tiers_cap, t->n_spans ? t->n_spans : 1, 1))
-		return -1;
-	bool differs = false;
-	for (uint32_t j = 0; j < t->n_spans; j++) {
-		s->alt_tiers[j] = tiers[j];
-		if (t->spans[j].start_ns / 60000000000ull != s->carry_minute || s->carry_minute == 0)
-			continue;
-		rt_sel_span before = t->spans[j];
-		before.start_ns -= 60000000000ull;
-		before.end_ns -= 60000000000ull;
-		if (!rt_sel_paper_has(&s->minute, &before))
-			continue;
-		s->alt_tiers[j] = (uint8_t)rt_sel_paper_tier(&s->minute, &before);
-		differs |= s->alt_tiers[j] != tiers[j];
-	}
-	if (!differs)
+	if (!alt_tiers || memcmp(tiers, alt_tiers, t->n_spans) == 0)
 		return 0;
-	if (rt_sel_encode_minute_tiers(t, s->alt_tiers, &s->enc))
+	/* an alternative reading often is another trace's reading in this window */
+	size_t slot;
+	const trace_info *same =
+		s->fp_cap ? fp_find(s, rt_sel_encode_fingerprint(t, alt_tiers), &slot) : NULL;
+	if (same) {
+		*alt = same->pattern;
+		return 0;
+	}
+	if (rt_sel_encode_minute_tiers(t, alt_tiers, &s->enc))
 		return -1;
 	*alt = rt_sel_pattern_id(s->enc.v, s->enc.n);
 	return 0;
@@ -792,9 +789,10 @@ static int analyse_traces(rt_selector *s, rt_sel_trace *traces, size_t n)
 		observe_durations(s, &traces[i], s->info[i].group);
 	}
 	rt_sel_paper_p90_free(&s->minute);
+	uint64_t newest = s->cfg.minute_tiers ? newest_minute(traces, n) : 0;
 	if (s->cfg.minute_tiers &&
-	    (rt_sel_paper_p90_build_carry(traces, n, s->carry, s->n_carry, &s->minute) ||
-	     rejudge_kept(s) || carry_newest_minute(s, traces, n)))
+	    (rt_sel_paper_p90_build_alt(traces, n, s->carry, s->n_carry, newest, &s->minute) ||
+	     rejudge_kept(s) || carry_newest_minute(s, traces, n, newest)))
 		return -1;
 	/* the fingerprint table, at most half full (no memo if it cannot be had) */
 	size_t cap = 64;
@@ -820,7 +818,9 @@ static int analyse_traces(rt_selector *s, rt_sel_trace *traces, size_t n)
 		if (encode_into_arena(s, &traces[i], tiers, ti))
 			return -1;
 		ti->alt = 0;
-		if (tiers && alt_pattern(s, &traces[i], tiers, &ti->alt))
+		if (tiers && alt_pattern(s, &traces[i], tiers,
+					 s->minute.alt_tier ? s->minute.alt_tier + (tiers - s->minute.tier) : NULL,
+					 &ti->alt))
 			return -1;
 		ti->score = rt_sel_anomaly_score(&traces[i], &s->cfg.weights,
 						 rt_sel_quantiles_get(s->group_p90, ti->group));
