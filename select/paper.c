@@ -124,42 +124,6 @@ uint64_t rt_sel_paper_span_dur(const rt_sel_span *s)
 	return span_dur(s);
 }
 
-/* The tiers of the spans of minute m against the p90 of their operation in minute
- * m − 1 (their own tier when the table has none): the minute before is looked up once
- * per (operation, m) slot, not per span. */
-static int alt_tiers(const rt_sel_trace *traces, size_t n, uint64_t m, const uint32_t *slot,
-		     rt_sel_paper_p90 *out)
-{
-	enum { UNSEEN = 0, NONE = 1 }; /* before[]: else 2 + the p90 */
-	size_t spans = 0;
-	for (size_t i = 0; i < n; i++)
-		spans += traces[i].n_spans;
-	uint64_t *before = calloc(out->n, sizeof *before);
-	out->alt_tier = malloc(spans ? spans : 1);
-	if (!before || !out->alt_tier) {
-		free(before);
-		return -1;
-	}
-	size_t k = 0;
-	for (size_t i = 0; i < n; i++)
-		for (uint32_t j = 0; j < traces[i].n_spans; j++, k++) {
-			const rt_sel_span *sp = &traces[i].spans[j];
-			out->alt_tier[k] = out->tier[k];
-			if (sp->start_ns / 60000000000ull != m)
-				continue;
-			uint64_t *b = &before[slot[k]];
-			if (*b == UNSEEN) {
-				uint64_t key = rt_sel_combine(rt_sel_span_key(sp), m - 1) | 1u;
-				size_t at = slot_of(out->keys, out->n - 1, key);
-				*b = out->keys[at] ? 2 + out->p90[at] : NONE;
-			}
-			if (*b != NONE)
-				out->alt_tier[k] = (uint8_t)tier_of(span_dur(sp), *b - 2);
-		}
-	free(before);
-	return 0;
-}
-
 int rt_sel_paper_p90_build_carry(const rt_sel_trace *traces, size_t n,
 				 const rt_sel_minute_sample *carry, size_t n_carry,
 				 rt_sel_paper_p90 *out)
@@ -182,7 +146,9 @@ int rt_sel_paper_p90_build_alt(const rt_sel_trace *traces, size_t n,
 	while (cap < all / 4)
 		cap <<= 1;
 	*out = (rt_sel_paper_p90){ .keys = calloc(cap, sizeof *out->keys),
-				   .tier = malloc(spans ? spans : 1) };
+				   .tier = malloc(spans ? 2 * spans : 2) };
+	if (alt_minute && out->tier)
+		out->alt_tier = out->tier + spans; /* one block, freed with tier */
 	uint64_t *dur = malloc((all ? all : 1) * sizeof *dur); /* first: the keys */
 	uint32_t *slot = malloc((all ? all : 1) * sizeof *slot);
 	if (!out->keys || !out->tier || !dur || !slot)
@@ -248,12 +214,40 @@ int rt_sel_paper_p90_build_alt(const rt_sel_trace *traces, size_t n,
 		off = end;
 	}
 	k = 0;
-	for (size_t i = 0; i < n; i++)
-		for (uint32_t j = 0; j < traces[i].n_spans; j++, k++)
-			out->tier[k] =
-				(uint8_t)tier_of(span_dur(&traces[i].spans[j]), out->p90[slot[k]]);
-	if (alt_minute && alt_tiers(traces, n, alt_minute, slot, out))
+	if (!alt_minute) {
+		for (size_t i = 0; i < n; i++)
+			for (uint32_t j = 0; j < traces[i].n_spans; j++, k++)
+				out->tier[k] = (uint8_t)tier_of(span_dur(&traces[i].spans[j]),
+								 out->p90[slot[k]]);
+		free(dur);
+		free(slot);
+		return 0;
+	}
+	/* alt_tier: the spans of alt_minute against their operation's p90 in the minute
+	 * before, looked up once per (operation, alt_minute) slot: before[slot] is 0 until
+	 * looked up, then 1 (none) or 2 + that p90; dur[] is free again for it */
+	uint64_t *before = cap <= all ? memset(dur, 0, cap * sizeof *dur) : calloc(cap, sizeof *dur);
+	if (!before)
 		goto fail;
+	for (size_t i = 0; i < n; i++)
+		for (uint32_t j = 0; j < traces[i].n_spans; j++, k++) {
+			const rt_sel_span *sp = &traces[i].spans[j];
+			uint64_t d = span_dur(sp);
+			uint8_t t = (uint8_t)tier_of(d, out->p90[slot[k]]);
+			out->tier[k] = out->alt_tier[k] = t;
+			if (sp->start_ns / 60000000000ull != alt_minute)
+				continue;
+			uint64_t *b = &before[slot[k]];
+			if (*b == 0) {
+				uint64_t key = rt_sel_combine(rt_sel_span_key(sp), alt_minute - 1) | 1u;
+				size_t at = slot_of(out->keys, cap - 1, key);
+				*b = out->keys[at] ? 2 + out->p90[at] : 1;
+			}
+			if (*b != 1)
+				out->alt_tier[k] = (uint8_t)tier_of(d, *b - 2);
+		}
+	if (before != dur)
+		free(before);
 	free(dur);
 	free(slot);
 	return 0;
@@ -269,7 +263,6 @@ void rt_sel_paper_p90_free(rt_sel_paper_p90 *t)
 	free(t->keys);
 	free(t->p90);
 	free(t->tier);
-	free(t->alt_tier);
 	*t = (rt_sel_paper_p90){ 0 };
 }
 

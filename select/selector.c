@@ -31,6 +31,8 @@ typedef struct trace_info {
 	uint64_t alt; /* the pattern with the cut minute judged on the minute before; 0: none */
 	double score;
 	uint32_t index;
+	uint32_t first_span; /* of the window's spans: its tiers in minute.tier / alt_tier */
+	bool alt_done;       /* alt computed (lazily: only novelty checks need it) */
 } trace_info;
 
 /* (service, operation) string pointers → op key, for one window only: the traces
@@ -92,6 +94,7 @@ struct rt_selector {
 	rt_sel_log *pend_logs;
 	size_t n_pend_logs, pend_logs_cap;
 	uint64_t pend_minute;
+	const rt_sel_trace *win; /* the window's traces, during rt_sel_select_window_part */
 };
 
 void rt_sel_config_default(rt_sel_config *cfg)
@@ -337,10 +340,22 @@ static bool was_kept(const rt_selector *s, uint64_t pattern)
 	return pattern && s->seen[rt_sel_mix64(pattern) & s->seen_mask] == pattern;
 }
 
-/* Kept before, as the trace reads now or as it may read once its cut minute is whole. */
-static bool info_was_kept(const rt_selector *s, const trace_info *ti)
+static int alt_pattern(rt_selector *s, const rt_sel_trace *t, const uint8_t *tiers,
+		       const uint8_t *alt_tiers, uint64_t *alt);
+
+/* Kept before, as the trace reads now or as it may read once its cut minute is whole
+ * (that reading is computed on first need; none if out of memory). */
+static bool info_was_kept(rt_selector *s, trace_info *ti)
 {
-	return was_kept(s, ti->pattern) || was_kept(s, ti->alt);
+	if (was_kept(s, ti->pattern))
+		return true;
+	if (!ti->alt_done && s->minute.alt_tier) {
+		ti->alt_done = true;
+		if (alt_pattern(s, &s->win[ti->index], s->minute.tier + ti->first_span,
+				s->minute.alt_tier + ti->first_span, &ti->alt))
+			ti->alt = 0;
+	}
+	return was_kept(s, ti->alt);
 }
 
 static void remember_kept(rt_selector *s, uint64_t pattern)
@@ -479,7 +494,7 @@ static int select_in_group(rt_selector *s, const trace_info *members, size_t siz
 			runs[r].max_sim = -1.0;
 			rep[r] = &members[i];
 			quality[r] = 1.0 + s->cfg.quality_gain * rep[r]->score;
-			if (info_was_kept(s, rep[r])) /* novelty across windows */
+			if (info_was_kept(s, (trace_info *)rep[r])) /* novelty across windows; members are s->info's */
 				quality[r] *= s->cfg.seen_penalty;
 		}
 		runs[r].count++;
@@ -529,7 +544,7 @@ static size_t effective_budget(rt_selector *s, size_t n_traces, size_t budget, b
 /* ---------------------------------------------------------------- novelty quota */
 
 /* Distinct patterns of info[a..b) (a group, sorted by pattern) not kept earlier. */
-static size_t new_patterns(const rt_selector *s, size_t a, size_t b)
+static size_t new_patterns(rt_selector *s, size_t a, size_t b)
 {
 	size_t k = 0;
 	for (size_t i = a; i < b; i++)
@@ -818,10 +833,8 @@ static int analyse_traces(rt_selector *s, rt_sel_trace *traces, size_t n)
 		if (encode_into_arena(s, &traces[i], tiers, ti))
 			return -1;
 		ti->alt = 0;
-		if (tiers && alt_pattern(s, &traces[i], tiers,
-					 s->minute.alt_tier ? s->minute.alt_tier + (tiers - s->minute.tier) : NULL,
-					 &ti->alt))
-			return -1;
+		ti->alt_done = false;
+		ti->first_span = (uint32_t)(first_span - traces[i].n_spans);
 		ti->score = rt_sel_anomaly_score(&traces[i], &s->cfg.weights,
 						 rt_sel_quantiles_get(s->group_p90, ti->group));
 		s->verdicts[i] = (rt_sel_verdict){ .pattern = ti->pattern,
@@ -854,6 +867,7 @@ int rt_sel_select_window_part(rt_selector *s, rt_sel_trace *traces, size_t n, si
 		coverage = 1.0;
 	if (n == 0)
 		return 0;
+	s->win = traces;
 	if (prepare_window(s, n) || analyse_traces(s, traces, n))
 		return -1;
 	qsort(s->info, n, sizeof *s->info, by_group_pattern_score);
