@@ -453,13 +453,7 @@ START_TEST(minute_split_by_window_keeps_one_p90)
 }
 END_TEST
 
-/* A kept trace whose span was judged on the first part of a cut minute is judged
- * again against the whole minute in the next window, and that pattern counts as
- * kept too. Window 1 (first part of a minute): nine db spans at d and K, a WARN trace
- * at 1.6 d: against the part (p90 = d) K is slow, tier 1; all kept. Window 2 (rest of
- * the minute): fillers and X, K's twin, at 1.6 d, and Y, a new normal shape. Against
- * the whole minute (p90 = 1.6 d) X and K read the same; with one pick Y is new and X
- * is not, although X scores higher. Without judging K again, X looked new and won. */
+/* gen_db_trace with the log's template and level given. */
 static void gen_db_trace_tmpl(gen_trace *g, uint64_t id, uint64_t start, uint64_t d,
                               uint32_t tmpl, uint8_t level)
 {
@@ -469,7 +463,10 @@ static void gen_db_trace_tmpl(gen_trace *g, uint64_t id, uint64_t start, uint64_
     gen_log(g, level, tmpl, NULL);
 }
 
-START_TEST(kept_trace_of_cut_minute_judged_again)
+/* Window 1 at m0 (minute 100): nine db spans at d and K, a WARN trace at 1.6 d, all
+ * kept. Window 2 from w2: nine fillers at 1.6 d, X (K's twin) and Y (a new normal
+ * shape), one pick: Y must be kept, X (the higher score) must read as kept before. */
+static void twin_of_kept_is_not_new(uint64_t w2, const char *why)
 {
     const uint64_t m0 = 100 * 60000000000ull, d = 10000, slow = d * 16 / 10;
     rt_selector *s = rt_sel_create(NULL);
@@ -482,21 +479,33 @@ START_TEST(kept_trace_of_cut_minute_judged_again)
     T[9] = G[9].t;
     ck_assert_int_eq(rt_sel_select_window(s, T, 10, 10, NULL, 0, &r), 0);
     ck_assert(r.verdicts[9].chosen);
-    uint64_t k_part = r.verdicts[9].pattern;
+    uint64_t k = r.verdicts[9].pattern;
     for (size_t i = 0; i < 9; i++) {
-        gen_db_trace_tmpl(&G[i], 20 + i, m0 + 30000000000ull + i * 1000000, slow, 7,
-                          RT_SEL_LOG_INFO);
+        gen_db_trace_tmpl(&G[i], 20 + i, w2 + i * 1000000, slow, 7, RT_SEL_LOG_INFO);
         T[i] = G[i].t;
     }
-    gen_db_trace_tmpl(&G[9], 30, m0 + 40000000000ull, slow, 9, RT_SEL_LOG_WARN);
-    gen_db_trace_tmpl(&G[10], 31, m0 + 41000000000ull, slow, 8, RT_SEL_LOG_INFO);
+    gen_db_trace_tmpl(&G[9], 30, w2 + 10000000, slow, 9, RT_SEL_LOG_WARN);
+    gen_db_trace_tmpl(&G[10], 31, w2 + 11000000, slow, 8, RT_SEL_LOG_INFO);
     T[9] = G[9].t;
     T[10] = G[10].t;
     ck_assert_int_eq(rt_sel_select_window(s, T, 11, 1, NULL, 0, &r), 0);
-    ck_assert_uint_ne(r.verdicts[9].pattern, k_part); /* X's tier differs from K's then */
-    ck_assert_msg(r.verdicts[10].chosen && !r.verdicts[9].chosen,
-                  "K's twin was taken for new: K was not judged again on the whole minute");
+    ck_assert_uint_ne(r.verdicts[9].pattern, k); /* X reads otherwise than K did */
+    ck_assert_msg(r.verdicts[10].chosen && !r.verdicts[9].chosen, "%s", why);
     rt_sel_destroy(s);
+}
+
+/* A kept trace whose span was judged on the first part of a cut minute is judged
+ * again against the whole minute in the next window, and that pattern counts as
+ * kept too. Window 1 (first part of a minute): nine db spans at d and K, a WARN trace
+ * at 1.6 d: against the part (p90 = d) K is slow, tier 1; all kept. Window 2 (rest of
+ * the minute): fillers and X, K's twin, at 1.6 d, and Y, a new normal shape. Against
+ * the whole minute (p90 = 1.6 d) X and K read the same; with one pick Y is new and X
+ * is not, although X scores higher. Without judging K again, X looked new and won. */
+START_TEST(kept_trace_of_cut_minute_judged_again)
+{
+    /* window 2 holds the rest of minute 100 */
+    twin_of_kept_is_not_new(100 * 60000000000ull + 30000000000ull,
+                            "K's twin was taken for new: K was not judged again on the whole minute");
 }
 END_TEST
 
@@ -508,31 +517,9 @@ END_TEST
  * shape, is kept, although X scores higher. */
 START_TEST(cut_minute_read_against_minute_before)
 {
-    const uint64_t m0 = 100 * 60000000000ull, m1 = m0 + 60000000000ull, d = 10000;
-    const uint64_t slow = d * 16 / 10;
-    rt_selector *s = rt_sel_create(NULL);
-    rt_sel_result r;
-    for (size_t i = 0; i < 9; i++) {
-        gen_db_trace_tmpl(&G[i], i + 1, m0 + i * 1000000, d, 7, RT_SEL_LOG_INFO);
-        T[i] = G[i].t;
-    }
-    gen_db_trace_tmpl(&G[9], 10, m0 + 10 * 1000000, slow, 9, RT_SEL_LOG_WARN);
-    T[9] = G[9].t;
-    ck_assert_int_eq(rt_sel_select_window(s, T, 10, 10, NULL, 0, &r), 0);
-    uint64_t k = r.verdicts[9].pattern;
-    for (size_t i = 0; i < 9; i++) {
-        gen_db_trace_tmpl(&G[i], 20 + i, m1 + i * 1000000, slow, 7, RT_SEL_LOG_INFO);
-        T[i] = G[i].t;
-    }
-    gen_db_trace_tmpl(&G[9], 30, m1 + 10000000, slow, 9, RT_SEL_LOG_WARN);
-    gen_db_trace_tmpl(&G[10], 31, m1 + 11000000, slow, 8, RT_SEL_LOG_INFO);
-    T[9] = G[9].t;
-    T[10] = G[10].t;
-    ck_assert_int_eq(rt_sel_select_window(s, T, 11, 1, NULL, 0, &r), 0);
-    ck_assert_uint_ne(r.verdicts[9].pattern, k);
-    ck_assert_msg(r.verdicts[10].chosen && !r.verdicts[9].chosen,
-                  "K's twin was taken for new: the cut minute was not read against the one before");
-    rt_sel_destroy(s);
+    /* window 2 holds the first part of minute 101 */
+    twin_of_kept_is_not_new(101 * 60000000000ull,
+                            "K's twin was taken for new: the cut minute was not read against the one before");
 }
 END_TEST
 
