@@ -38,10 +38,12 @@ static int tier_of(uint64_t dur, uint64_t p90)
 	return p90 == 0 ? 0 : d > 5 * p ? 3 : d > 3 * p ? 2 : d > 1.5 * p ? 1 : 0;
 }
 
-/* Slot of key in the open-addressing table (its own or the empty one it would take). */
+/* Slot of key in the open-addressing table (its own or the empty one it would take).
+ * Keys are minute_key values, already mixed hashes: their high bits index the table
+ * (bit 0 is always set), with no further mixing. */
 static size_t slot_of(const uint64_t *keys, size_t mask, uint64_t key)
 {
-	size_t i = rt_sel_mix64(key) & mask;
+	size_t i = (size_t)(key >> 17) & mask;
 	while (keys[i] && keys[i] != key)
 		i = (i + 1) & mask;
 	return i;
