@@ -228,6 +228,7 @@ int rt_sel_paper_p90_build_alt(const rt_sel_trace *traces, size_t n,
 	/* alt_tier: the spans of alt_minute against their operation's p90 in the minute
 	 * before, looked up once per (operation, alt_minute) slot: before[slot] is 0 until
 	 * looked up, then 1 (none) or 2 + that p90; dur[] is free again for it */
+	const uint64_t alt_lo = alt_minute * 60000000000ull;
 	uint64_t *before = cap <= all ? memset(dur, 0, cap * sizeof *dur) : calloc(cap, sizeof *dur);
 	if (!before)
 		goto fail;
@@ -237,7 +238,7 @@ int rt_sel_paper_p90_build_alt(const rt_sel_trace *traces, size_t n,
 			uint64_t d = span_dur(sp);
 			uint8_t t = (uint8_t)tier_of(d, out->p90[slot[k]]);
 			out->tier[k] = out->alt_tier[k] = t;
-			if (sp->start_ns / 60000000000ull != alt_minute)
+			if (sp->start_ns - alt_lo >= 60000000000ull) /* not in alt_minute */
 				continue;
 			uint64_t *b = &before[slot[k]];
 			if (*b == 0) {

@@ -651,13 +651,13 @@ static int prepare_window(rt_selector *s, size_t n)
  * far-future start (a bad clock) costs the carry for one window, not for good. */
 static uint64_t newest_minute(const rt_sel_trace *traces, size_t n)
 {
-	uint64_t newest = 0;
+	uint64_t latest = 0; /* the minute of the latest start: one division, not one a span */
 	for (size_t i = 0; i < n; i++)
 		for (uint32_t j = 0; j < traces[i].n_spans; j++) {
-			uint64_t m = traces[i].spans[j].start_ns / 60000000000ull;
-			newest = m > newest ? m : newest;
+			uint64_t t = traces[i].spans[j].start_ns;
+			latest = t > latest ? t : latest;
 		}
-	return newest;
+	return latest / 60000000000ull;
 }
 
 static int carry_newest_minute(rt_selector *s, const rt_sel_trace *traces, size_t n,
