@@ -1358,6 +1358,20 @@ uint32_t rt_sel_drain_add(rt_sel_drain *d, const char *line)
 	return c->id;
 }
 
+const char *rt_sel_drain_kernels(const rt_sel_drain *d)
+{
+#ifdef DRAIN_AVX2
+	if (d->avx2)
+		return "avx2";
+#endif
+	(void)d;
+#ifdef DRAIN_SSE2
+	return "sse2";
+#else
+	return "scalar";
+#endif
+}
+
 bool rt_sel_drain_template(const rt_sel_drain *d, uint32_t id, char *buf, size_t len)
 {
 	for (size_t i = 0; i < d->cfg.max_clusters; i++) {

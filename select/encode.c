@@ -351,12 +351,16 @@ uint64_t rt_sel_encode_fingerprint(const rt_sel_trace *t, const uint8_t *span_ti
 		uint64_t parent = 0x5ba7e17a11ull; /* no edge */
 		if (s->parent >= 0 && (uint32_t)s->parent < t->n_spans && (uint32_t)s->parent != i)
 			parent = rt_sel_span_key(&t->spans[s->parent]);
-		uint64_t h = rt_sel_combine(
-			rt_sel_span_key(s) ^ ((uint64_t)span_tiers[i] << 1 | (s->error ? 1u : 0u)),
-			parent);
+		/* one full mix per span; the parts before it are xor-multiply steps (a
+		 * multiply by an odd constant is a bijection, so each step keeps the
+		 * information of the ones before, in order) */
+		uint64_t h = rt_sel_span_key(s) ^ ((uint64_t)span_tiers[i] << 1 | (s->error ? 1u : 0u));
+		h = (h ^ (parent << 23 | parent >> 41)) * 0x9e3779b97f4a7c15ull;
 		uint32_t end = s->first_log + s->n_logs;
-		for (uint32_t l = s->first_log; l < end && l < t->n_logs; l++)
-			h = rt_sel_combine(h, (uint64_t)t->logs[l].template_id | 1ull << 40);
+		for (uint32_t l = s->first_log; l < end && l < t->n_logs; l++) {
+			h = (h ^ ((uint64_t)t->logs[l].template_id | 1ull << 40)) * 0xbf58476d1ce4e5b9ull;
+			h ^= h >> 29;
+		}
 		sum += rt_sel_mix64(h);
 	}
 	return sum;

@@ -38,10 +38,12 @@ static int tier_of(uint64_t dur, uint64_t p90)
 	return p90 == 0 ? 0 : d > 5 * p ? 3 : d > 3 * p ? 2 : d > 1.5 * p ? 1 : 0;
 }
 
-/* Slot of key in the open-addressing table (its own or the empty one it would take). */
+/* Slot of key in the open-addressing table (its own or the empty one it would take).
+ * Keys are minute_key values, already mixed hashes: their high bits index the table
+ * (bit 0 is always set), with no further mixing. */
 static size_t slot_of(const uint64_t *keys, size_t mask, uint64_t key)
 {
-	size_t i = rt_sel_mix64(key) & mask;
+	size_t i = (size_t)(key >> 17) & mask;
 	while (keys[i] && keys[i] != key)
 		i = (i + 1) & mask;
 	return i;
@@ -128,6 +130,13 @@ int rt_sel_paper_p90_build_carry(const rt_sel_trace *traces, size_t n,
 				 const rt_sel_minute_sample *carry, size_t n_carry,
 				 rt_sel_paper_p90 *out)
 {
+	return rt_sel_paper_p90_build_alt(traces, n, carry, n_carry, 0, out);
+}
+
+int rt_sel_paper_p90_build_alt(const rt_sel_trace *traces, size_t n,
+			       const rt_sel_minute_sample *carry, size_t n_carry, uint64_t alt_minute,
+			       rt_sel_paper_p90 *out)
+{
 	size_t spans = 0;
 	for (size_t i = 0; i < n; i++)
 		spans += traces[i].n_spans;
@@ -139,7 +148,9 @@ int rt_sel_paper_p90_build_carry(const rt_sel_trace *traces, size_t n,
 	while (cap < all / 4)
 		cap <<= 1;
 	*out = (rt_sel_paper_p90){ .keys = calloc(cap, sizeof *out->keys),
-				   .tier = malloc(spans ? spans : 1) };
+				   .tier = malloc(spans ? 2 * spans : 2) };
+	if (alt_minute && out->tier)
+		out->alt_tier = out->tier + spans; /* one block, freed with tier */
 	uint64_t *dur = malloc((all ? all : 1) * sizeof *dur); /* first: the keys */
 	uint32_t *slot = malloc((all ? all : 1) * sizeof *slot);
 	if (!out->keys || !out->tier || !dur || !slot)
@@ -205,10 +216,41 @@ int rt_sel_paper_p90_build_carry(const rt_sel_trace *traces, size_t n,
 		off = end;
 	}
 	k = 0;
+	if (!alt_minute) {
+		for (size_t i = 0; i < n; i++)
+			for (uint32_t j = 0; j < traces[i].n_spans; j++, k++)
+				out->tier[k] = (uint8_t)tier_of(span_dur(&traces[i].spans[j]),
+								 out->p90[slot[k]]);
+		free(dur);
+		free(slot);
+		return 0;
+	}
+	/* alt_tier: the spans of alt_minute against their operation's p90 in the minute
+	 * before, looked up once per (operation, alt_minute) slot: before[slot] is 0 until
+	 * looked up, then 1 (none) or 2 + that p90; dur[] is free again for it */
+	const uint64_t alt_lo = alt_minute * 60000000000ull;
+	uint64_t *before = cap <= all ? memset(dur, 0, cap * sizeof *dur) : calloc(cap, sizeof *dur);
+	if (!before)
+		goto fail;
 	for (size_t i = 0; i < n; i++)
-		for (uint32_t j = 0; j < traces[i].n_spans; j++, k++)
-			out->tier[k] =
-				(uint8_t)tier_of(span_dur(&traces[i].spans[j]), out->p90[slot[k]]);
+		for (uint32_t j = 0; j < traces[i].n_spans; j++, k++) {
+			const rt_sel_span *sp = &traces[i].spans[j];
+			uint64_t d = span_dur(sp);
+			uint8_t t = (uint8_t)tier_of(d, out->p90[slot[k]]);
+			out->tier[k] = out->alt_tier[k] = t;
+			if (sp->start_ns - alt_lo >= 60000000000ull) /* not in alt_minute */
+				continue;
+			uint64_t *b = &before[slot[k]];
+			if (*b == 0) {
+				uint64_t key = rt_sel_combine(rt_sel_span_key(sp), alt_minute - 1) | 1u;
+				size_t at = slot_of(out->keys, cap - 1, key);
+				*b = out->keys[at] ? 2 + out->p90[at] : 1;
+			}
+			if (*b != 1)
+				out->alt_tier[k] = (uint8_t)tier_of(d, *b - 2);
+		}
+	if (before != dur)
+		free(before);
 	free(dur);
 	free(slot);
 	return 0;

@@ -12,6 +12,8 @@ typedef struct rt_sel_paper_p90 {
 	size_t n;       /* slots, a power of two (0: empty table) */
 	uint8_t *tier;  /* latency tier of every span of the traces it was built from, in
                        order (trace by trace, span by span) */
+	uint8_t *alt_tier; /* rt_sel_paper_p90_build_alt: the same spans, those of the
+                              alt minute judged against the minute before; else NULL */
 } rt_sel_paper_p90;
 
 /* Build the table from traces[0..n). Returns 0 or -1 (out of memory). */
@@ -29,6 +31,13 @@ typedef struct rt_sel_minute_sample {
 int rt_sel_paper_p90_build_carry(const rt_sel_trace *traces, size_t n,
 				 const rt_sel_minute_sample *carry, size_t n_carry,
 				 rt_sel_paper_p90 *out);
+/* rt_sel_paper_p90_build_carry that also fills alt_tier for the spans of minute
+ * alt_minute (≥ 1): their tier against their operation's p90 in alt_minute − 1 when the
+ * table holds one (the selector's reading of a minute its window has seen only in
+ * part). alt_minute 0: no alt_tier. */
+int rt_sel_paper_p90_build_alt(const rt_sel_trace *traces, size_t n,
+			       const rt_sel_minute_sample *carry, size_t n_carry, uint64_t alt_minute,
+			       rt_sel_paper_p90 *out);
 uint64_t rt_sel_paper_minute_key(const rt_sel_span *s);
 uint64_t rt_sel_paper_span_dur(const rt_sel_span *s);
 void rt_sel_paper_p90_free(rt_sel_paper_p90 *t);

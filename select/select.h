@@ -105,6 +105,10 @@ uint32_t rt_sel_drain_add(rt_sel_drain *d, const char *line);
  * written into buf; returns false if the id is unknown or evicted. */
 bool rt_sel_drain_template(const rt_sel_drain *d, uint32_t id, char *buf, size_t len);
 size_t rt_sel_drain_cluster_count(const rt_sel_drain *d);
+/* The byte kernels of the line caches this miner runs: "avx2" (chosen at run time
+ * when the CPU has it), "sse2" or "scalar" (built with RETRACE_SELECT_NO_AVX2 /
+ * RETRACE_SELECT_NO_SIMD, or on other targets). All give the same ids. */
+const char *rt_sel_drain_kernels(const rt_sel_drain *d);
 size_t rt_sel_drain_bytes(const rt_sel_drain *d); /* heap bytes held, accounted */
 /* Masking used before mining: every alphanumeric run containing a digit becomes
  * "<*>" (numbers, hex ids, UUID parts, timestamps). Exposed for tests. */

@@ -28,8 +28,11 @@
 typedef struct trace_info {
 	size_t off, len; /* event pairs in the window arena */
 	uint64_t pattern, group;
+	uint64_t alt; /* the pattern with the cut minute judged on the minute before; 0: none */
 	double score;
 	uint32_t index;
+	uint32_t first_span; /* of the window's spans: its tiers in minute.tier / alt_tier */
+	bool alt_done;       /* alt computed (lazily: only novelty checks need it) */
 } trace_info;
 
 /* (service, operation) string pointers → op key, for one window only: the traces
@@ -77,6 +80,21 @@ struct rt_selector {
      * a window boundary inside a minute does not split that minute's p90 */
 	rt_sel_minute_sample *carry;
 	size_t n_carry, carry_cap;
+	uint64_t carry_minute; /* the minute carried (the window's newest) */
+	rt_sel_paper_p90 minute; /* this window's per-minute p90s and span tiers */
+	/* kept traces with spans in the carried minute, copied (names and text dropped,
+	 * op keys and template ids kept) with their tiers, to be judged again in the next
+	 * window against the whole minute: see rejudge_kept */
+	rt_sel_trace *pend;
+	size_t n_pend, pend_cap;
+	rt_sel_span *pend_spans;
+	size_t n_pend_spans, pend_spans_cap;
+	uint8_t *pend_tiers; /* beside pend_spans */
+	size_t pend_tiers_cap;
+	rt_sel_log *pend_logs;
+	size_t n_pend_logs, pend_logs_cap;
+	uint64_t pend_minute;
+	const rt_sel_trace *win; /* the window's traces, during rt_sel_select_window_part */
 };
 
 void rt_sel_config_default(rt_sel_config *cfg)
@@ -148,6 +166,11 @@ void rt_sel_destroy(rt_selector *s)
 	free(s->fp_slot);
 	free(s->keys);
 	free(s->carry);
+	rt_sel_paper_p90_free(&s->minute);
+	free(s->pend);
+	free(s->pend_spans);
+	free(s->pend_tiers);
+	free(s->pend_logs);
 	free(s);
 }
 
@@ -317,6 +340,24 @@ static bool was_kept(const rt_selector *s, uint64_t pattern)
 	return pattern && s->seen[rt_sel_mix64(pattern) & s->seen_mask] == pattern;
 }
 
+static int alt_pattern(rt_selector *s, const rt_sel_trace *t, const uint8_t *tiers,
+		       const uint8_t *alt_tiers, uint64_t *alt);
+
+/* Kept before, as the trace reads now or as it may read once its cut minute is whole
+ * (that reading is computed on first need; none if out of memory). */
+static bool info_was_kept(rt_selector *s, trace_info *ti)
+{
+	if (was_kept(s, ti->pattern))
+		return true;
+	if (!ti->alt_done && s->minute.alt_tier) {
+		ti->alt_done = true;
+		if (alt_pattern(s, &s->win[ti->index], s->minute.tier + ti->first_span,
+				s->minute.alt_tier + ti->first_span, &ti->alt))
+			ti->alt = 0;
+	}
+	return was_kept(s, ti->alt);
+}
+
 static void remember_kept(rt_selector *s, uint64_t pattern)
 {
 	s->seen[rt_sel_mix64(pattern) & s->seen_mask] = pattern;
@@ -453,7 +494,7 @@ static int select_in_group(rt_selector *s, const trace_info *members, size_t siz
 			runs[r].max_sim = -1.0;
 			rep[r] = &members[i];
 			quality[r] = 1.0 + s->cfg.quality_gain * rep[r]->score;
-			if (was_kept(s, rep[r]->pattern)) /* novelty across windows */
+			if (info_was_kept(s, (trace_info *)rep[r])) /* novelty across windows; members are s->info's */
 				quality[r] *= s->cfg.seen_penalty;
 		}
 		runs[r].count++;
@@ -503,12 +544,12 @@ static size_t effective_budget(rt_selector *s, size_t n_traces, size_t budget, b
 /* ---------------------------------------------------------------- novelty quota */
 
 /* Distinct patterns of info[a..b) (a group, sorted by pattern) not kept earlier. */
-static size_t new_patterns(const rt_selector *s, size_t a, size_t b)
+static size_t new_patterns(rt_selector *s, size_t a, size_t b)
 {
 	size_t k = 0;
 	for (size_t i = a; i < b; i++)
 		k += (i == a || s->info[i].pattern != s->info[i - 1].pattern) &&
-		     !was_kept(s, s->info[i].pattern);
+		     !info_was_kept(s, &s->info[i]);
 	return k;
 }
 
@@ -608,14 +649,20 @@ static int prepare_window(rt_selector *s, size_t n)
  * get their tiers against one p90 over all of it, as if the boundary were not there.
  * The newest minute is this window's, not the newest ever seen, so one span with a
  * far-future start (a bad clock) costs the carry for one window, not for good. */
-static int carry_newest_minute(rt_selector *s, const rt_sel_trace *traces, size_t n)
+static uint64_t newest_minute(const rt_sel_trace *traces, size_t n)
 {
-	uint64_t newest = 0;
+	uint64_t latest = 0; /* the minute of the latest start: one division, not one a span */
 	for (size_t i = 0; i < n; i++)
 		for (uint32_t j = 0; j < traces[i].n_spans; j++) {
-			uint64_t m = traces[i].spans[j].start_ns / 60000000000ull;
-			newest = m > newest ? m : newest;
+			uint64_t t = traces[i].spans[j].start_ns;
+			latest = t > latest ? t : latest;
 		}
+	return latest / 60000000000ull;
+}
+
+static int carry_newest_minute(rt_selector *s, const rt_sel_trace *traces, size_t n,
+			       uint64_t newest)
+{
 	size_t k = 0, spans = 0;
 	for (size_t c = 0; c < s->n_carry; c++)
 		if (s->carry[c].minute == newest)
@@ -635,6 +682,112 @@ static int carry_newest_minute(rt_selector *s, const rt_sel_trace *traces, size_
 								.dur = rt_sel_paper_span_dur(sp) };
 		}
 	s->n_carry = k;
+	s->carry_minute = newest;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- the cut minute, again */
+
+/* A kept trace with spans in the minute a window boundary cut had their tiers judged
+ * on the part of the minute its window saw; the next window sees the whole minute
+ * (its spans plus the carry). The pattern the trace has against the whole minute is
+ * the one a later trace of the same shape will get, so it is remembered as kept too:
+ * otherwise that later trace looks new and the budget keeps the same pattern twice
+ * (the paper judges every span against its whole minute). The copies hold what the
+ * encoder reads: op keys, parents, errors, template ids, times. */
+static int save_kept_of_cut_minute(rt_selector *s, const rt_sel_trace *traces, size_t n)
+{
+	if (!s->cfg.minute_tiers)
+		return 0;
+	if (s->pend_minute != s->carry_minute) /* the pending ones were judged for good */
+		s->n_pend = s->n_pend_spans = s->n_pend_logs = 0;
+	s->pend_minute = s->carry_minute;
+	size_t first_span = 0;
+	for (size_t i = 0; i < n; first_span += traces[i].n_spans, i++) {
+		const rt_sel_trace *t = &traces[i];
+		if (!s->verdicts[i].chosen)
+			continue;
+		bool cut = false;
+		for (uint32_t j = 0; j < t->n_spans && !cut; j++)
+			cut = t->spans[j].start_ns / 60000000000ull == s->carry_minute;
+		if (!cut)
+			continue;
+		if (rt_sel_grow((void **)&s->pend, &s->pend_cap, s->n_pend + 1, sizeof *s->pend) ||
+		    rt_sel_grow((void **)&s->pend_spans, &s->pend_spans_cap,
+				s->n_pend_spans + t->n_spans, sizeof *s->pend_spans) ||
+		    rt_sel_grow((void **)&s->pend_tiers, &s->pend_tiers_cap,
+				s->n_pend_spans + t->n_spans, 1) ||
+		    rt_sel_grow((void **)&s->pend_logs, &s->pend_logs_cap,
+				s->n_pend_logs + t->n_logs, sizeof *s->pend_logs))
+			return -1;
+		/* offsets now, pointers when judged (the arrays may still move) */
+		s->pend[s->n_pend++] = (rt_sel_trace){ .spans = (rt_sel_span *)(uintptr_t)s->n_pend_spans,
+						       .n_spans = t->n_spans,
+						       .logs = (rt_sel_log *)(uintptr_t)s->n_pend_logs,
+						       .n_logs = t->n_logs };
+		for (uint32_t j = 0; j < t->n_spans; j++) {
+			rt_sel_span c = t->spans[j];
+			c.op_key = rt_sel_span_key(&c);
+			c.service = c.operation = NULL;
+			s->pend_spans[s->n_pend_spans] = c;
+			s->pend_tiers[s->n_pend_spans++] = s->minute.tier[first_span + j];
+		}
+		for (uint32_t l = 0; l < t->n_logs; l++) {
+			rt_sel_log c = t->logs[l];
+			c.text = NULL;
+			s->pend_logs[s->n_pend_logs++] = c;
+		}
+	}
+	return 0;
+}
+
+/* The kept copies' spans of the cut minute get their tiers against the whole minute
+ * (this window's table, which holds the carry), the others keep theirs. */
+static int rejudge_kept(rt_selector *s)
+{
+	for (size_t p = 0; p < s->n_pend; p++) {
+		rt_sel_trace t = s->pend[p];
+		t.spans = s->pend_spans + (uintptr_t)t.spans;
+		uint8_t *tiers = s->pend_tiers + (t.spans - s->pend_spans);
+		t.logs = s->pend_logs + (uintptr_t)t.logs;
+		bool changed = false;
+		for (uint32_t j = 0; j < t.n_spans; j++) {
+			if (t.spans[j].start_ns / 60000000000ull != s->pend_minute)
+				continue;
+			uint8_t tier = (uint8_t)rt_sel_paper_tier(&s->minute, &t.spans[j]);
+			changed |= tier != tiers[j];
+			tiers[j] = tier;
+		}
+		if (!changed)
+			continue;
+		if (rt_sel_encode_minute_tiers(&t, tiers, &s->enc))
+			return -1;
+		remember_kept(s, rt_sel_pattern_id(s->enc.v, s->enc.n));
+	}
+	return 0;
+}
+
+/* A trace with spans in the cut minute (the window's newest) had them judged on the
+ * part of the minute seen so far; the whole minute may judge them otherwise, and a
+ * trace kept earlier with that reading would then be repeated. Its likely reading:
+ * those spans against the p90 of the minute before (whole in this window). When it
+ * differs, *alt is that pattern (novelty checks count it as kept if it was). */
+static int alt_pattern(rt_selector *s, const rt_sel_trace *t, const uint8_t *tiers,
+		       const uint8_t *alt_tiers, uint64_t *alt)
+{
+	if (!alt_tiers || memcmp(tiers, alt_tiers, t->n_spans) == 0)
+		return 0;
+	/* an alternative reading often is another trace's reading in this window */
+	size_t slot;
+	const trace_info *same =
+		s->fp_cap ? fp_find(s, rt_sel_encode_fingerprint(t, alt_tiers), &slot) : NULL;
+	if (same) {
+		*alt = same->pattern;
+		return 0;
+	}
+	if (rt_sel_encode_minute_tiers(t, alt_tiers, &s->enc))
+		return -1;
+	*alt = rt_sel_pattern_id(s->enc.v, s->enc.n);
 	return 0;
 }
 
@@ -650,13 +803,12 @@ static int analyse_traces(rt_selector *s, rt_sel_trace *traces, size_t n)
 		s->info[i].group = rt_sel_trace_group(&traces[i]);
 		observe_durations(s, &traces[i], s->info[i].group);
 	}
-	rt_sel_paper_p90 minute = { 0 };
+	rt_sel_paper_p90_free(&s->minute);
+	uint64_t newest = s->cfg.minute_tiers ? newest_minute(traces, n) : 0;
 	if (s->cfg.minute_tiers &&
-	    (rt_sel_paper_p90_build_carry(traces, n, s->carry, s->n_carry, &minute) ||
-	     carry_newest_minute(s, traces, n))) {
-		rt_sel_paper_p90_free(&minute);
+	    (rt_sel_paper_p90_build_alt(traces, n, s->carry, s->n_carry, newest, &s->minute) ||
+	     rejudge_kept(s) || carry_newest_minute(s, traces, n, newest)))
 		return -1;
-	}
 	/* the fingerprint table, at most half full (no memo if it cannot be had) */
 	size_t cap = 64;
 	while (cap < 2 * n)
@@ -676,19 +828,19 @@ static int analyse_traces(rt_selector *s, rt_sel_trace *traces, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		trace_info *ti = &s->info[i];
 		ti->index = (uint32_t)i;
-		const uint8_t *tiers = s->cfg.minute_tiers ? minute.tier + first_span : NULL;
+		const uint8_t *tiers = s->cfg.minute_tiers ? s->minute.tier + first_span : NULL;
 		first_span += traces[i].n_spans;
-		if (encode_into_arena(s, &traces[i], tiers, ti)) {
-			rt_sel_paper_p90_free(&minute);
+		if (encode_into_arena(s, &traces[i], tiers, ti))
 			return -1;
-		}
+		ti->alt = 0;
+		ti->alt_done = false;
+		ti->first_span = (uint32_t)(first_span - traces[i].n_spans);
 		ti->score = rt_sel_anomaly_score(&traces[i], &s->cfg.weights,
 						 rt_sel_quantiles_get(s->group_p90, ti->group));
 		s->verdicts[i] = (rt_sel_verdict){ .pattern = ti->pattern,
 						   .group = ti->group,
 						   .score = ti->score };
 	}
-	rt_sel_paper_p90_free(&minute);
 	return 0;
 }
 
@@ -715,6 +867,7 @@ int rt_sel_select_window_part(rt_selector *s, rt_sel_trace *traces, size_t n, si
 		coverage = 1.0;
 	if (n == 0)
 		return 0;
+	s->win = traces;
 	if (prepare_window(s, n) || analyse_traces(s, traces, n))
 		return -1;
 	qsort(s->info, n, sizeof *s->info, by_group_pattern_score);
@@ -748,7 +901,7 @@ int rt_sel_select_window_part(rt_selector *s, rt_sel_trace *traces, size_t n, si
 		bool fresh = !s->cfg.novelty_first;
 		for (size_t i = start[g]; i < start[g + 1] && !fresh; i++)
 			fresh = (i == start[g] || s->info[i].pattern != s->info[i - 1].pattern) &&
-				!was_kept(s, s->info[i].pattern);
+				!info_was_kept(s, &s->info[i]);
 		if (!fresh && s->cfg.novelty_first)
 			recent[g] += STALE_GROUP_PRIORITY;
 	}
@@ -768,6 +921,8 @@ int rt_sel_select_window_part(rt_selector *s, rt_sel_trace *traces, size_t n, si
 		for (size_t c = before; c < n_chosen; c++)
 			s->verdicts[s->chosen[c]].weight = w;
 	}
+	if (save_kept_of_cut_minute(s, traces, n))
+		goto out;
 	decay_groups(s);
 	for (size_t c = 0; c < n_chosen; c++) {
 		const rt_sel_verdict *v = &s->verdicts[s->chosen[c]];

@@ -284,6 +284,17 @@ START_TEST(caches_tell_apart_runs_with_and_without_digits)
 }
 END_TEST
 
+#ifdef EXPECT_DRAIN_KERNELS
+/* The variant builds (tests/select/CMakeLists.txt) really run the kernels they name. */
+START_TEST(runs_the_expected_kernels)
+{
+    rt_sel_drain *d = rt_sel_drain_create(NULL);
+    ck_assert_str_eq(rt_sel_drain_kernels(d), EXPECT_DRAIN_KERNELS);
+    rt_sel_drain_destroy(d);
+}
+END_TEST
+#endif
+
 int main(void)
 {
     Suite *s = suite_create("select_drain");
@@ -296,6 +307,9 @@ int main(void)
     tcase_add_test(tc, lru_keeps_recently_used_clusters);
     tcase_add_test(tc, caches_give_the_ids_of_the_masked_text);
     tcase_add_test(tc, caches_tell_apart_runs_with_and_without_digits);
+#ifdef EXPECT_DRAIN_KERNELS
+    tcase_add_test(tc, runs_the_expected_kernels);
+#endif
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -453,6 +453,76 @@ START_TEST(minute_split_by_window_keeps_one_p90)
 }
 END_TEST
 
+/* gen_db_trace with the log's template and level given. */
+static void gen_db_trace_tmpl(gen_trace *g, uint64_t id, uint64_t start, uint64_t d,
+                              uint32_t tmpl, uint8_t level)
+{
+    gen_init(g, id);
+    int root = gen_span(g, "frontend", "/cart", -1, start, start + 100000);
+    gen_span(g, "db", "query", root, start + 1000, start + 1000 + d);
+    gen_log(g, level, tmpl, NULL);
+}
+
+/* Window 1 at m0 (minute 100): nine db spans at d and K, a WARN trace at 1.6 d, all
+ * kept. Window 2 from w2: nine fillers at 1.6 d, X (K's twin) and Y (a new normal
+ * shape), one pick: Y must be kept, X (the higher score) must read as kept before. */
+static void twin_of_kept_is_not_new(uint64_t w2, const char *why)
+{
+    const uint64_t m0 = 100 * 60000000000ull, d = 10000, slow = d * 16 / 10;
+    rt_selector *s = rt_sel_create(NULL);
+    rt_sel_result r;
+    for (size_t i = 0; i < 9; i++) {
+        gen_db_trace_tmpl(&G[i], i + 1, m0 + i * 1000000, d, 7, RT_SEL_LOG_INFO);
+        T[i] = G[i].t;
+    }
+    gen_db_trace_tmpl(&G[9], 10, m0 + 10 * 1000000, slow, 9, RT_SEL_LOG_WARN);
+    T[9] = G[9].t;
+    ck_assert_int_eq(rt_sel_select_window(s, T, 10, 10, NULL, 0, &r), 0);
+    ck_assert(r.verdicts[9].chosen);
+    uint64_t k = r.verdicts[9].pattern;
+    for (size_t i = 0; i < 9; i++) {
+        gen_db_trace_tmpl(&G[i], 20 + i, w2 + i * 1000000, slow, 7, RT_SEL_LOG_INFO);
+        T[i] = G[i].t;
+    }
+    gen_db_trace_tmpl(&G[9], 30, w2 + 10000000, slow, 9, RT_SEL_LOG_WARN);
+    gen_db_trace_tmpl(&G[10], 31, w2 + 11000000, slow, 8, RT_SEL_LOG_INFO);
+    T[9] = G[9].t;
+    T[10] = G[10].t;
+    ck_assert_int_eq(rt_sel_select_window(s, T, 11, 1, NULL, 0, &r), 0);
+    ck_assert_uint_ne(r.verdicts[9].pattern, k); /* X reads otherwise than K did */
+    ck_assert_msg(r.verdicts[10].chosen && !r.verdicts[9].chosen, "%s", why);
+    rt_sel_destroy(s);
+}
+
+/* A kept trace whose span was judged on the first part of a cut minute is judged
+ * again against the whole minute in the next window, and that pattern counts as
+ * kept too. Window 1 (first part of a minute): nine db spans at d and K, a WARN trace
+ * at 1.6 d: against the part (p90 = d) K is slow, tier 1; all kept. Window 2 (rest of
+ * the minute): fillers and X, K's twin, at 1.6 d, and Y, a new normal shape. Against
+ * the whole minute (p90 = 1.6 d) X and K read the same; with one pick Y is new and X
+ * is not, although X scores higher. Without judging K again, X looked new and won. */
+START_TEST(kept_trace_of_cut_minute_judged_again)
+{
+    /* window 2 holds the rest of minute 100 */
+    twin_of_kept_is_not_new(100 * 60000000000ull + 30000000000ull,
+                            "K's twin was taken for new: K was not judged again on the whole minute");
+}
+END_TEST
+
+/* A trace of the cut minute is also read against the minute before: when that reading
+ * is a pattern kept earlier, it is not new. Minute 1: nine db spans at d and K, a WARN
+ * trace at 1.6 d (tier 1); all kept. The next window holds the first part of minute 2,
+ * every db span at 1.6 d: against that part X, K's twin, has no latency event and
+ * reads new; against minute 1 (p90 = d) it reads as K. With one pick Y, a new normal
+ * shape, is kept, although X scores higher. */
+START_TEST(cut_minute_read_against_minute_before)
+{
+    /* window 2 holds the first part of minute 101 */
+    twin_of_kept_is_not_new(101 * 60000000000ull,
+                            "K's twin was taken for new: the cut minute was not read against the one before");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("select_selector");
@@ -471,6 +541,8 @@ int main(void)
     tcase_add_test(tc, tiny_budget_spends_on_new_patterns_before_stale_groups);
     tcase_add_test(tc, seen_pattern_with_small_score_yields_to_new);
     tcase_add_test(tc, minute_split_by_window_keeps_one_p90);
+    tcase_add_test(tc, kept_trace_of_cut_minute_judged_again);
+    tcase_add_test(tc, cut_minute_read_against_minute_before);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
