@@ -11,12 +11,13 @@
  * trace linked to it, in the same group, its root span carrying
  * retrace.weave.inferred, a confidence, and the caller's span as
  * retrace.weave.parent_span_id — for at least 80 % of them the very trace the
- * truth names (weaving is inference: at this load it is exact on a quiet
- * machine, but a stall of the shared test machine — seen: 17 of 19 at load
- * average 25 on 2 cores — makes calls overlap that never would; choosing at
- * random among the calls in a window would be right about half the time);
- * and every trace is coherent (the caller's open hop is closed by a link to a
- * complete trace).
+ * truth names (weaving is inference; the load keeps one request in flight at
+ * most, --max-inflight 1, so that a stall of the shared test machine cannot
+ * make calls overlap: an open-loop load caught up after one in a burst, and
+ * overlapping calls were linked 17 of 19 right at load average 25 on 2 cores;
+ * with one call at a time the timing leaves one candidate per call); and every
+ * trace is coherent (the caller's open hop is closed by a link to a complete
+ * trace).
  * With --weave off (the same run otherwise) the caller's traces are incoherent
  * (a client call whose server side never arrived) and no backend trace is
  * stored: so the assertions above can fail.
@@ -159,7 +160,7 @@ static void scenario(int weave, struct result *r)
 
 	snprintf(cmd, sizeof cmd,
 		 "%s load --topology %s --run-dir %s --rate 10 --duration 3 --edge-pct 50 "
-		 "--timeout-ms 30000 2>/dev/null",
+		 "--max-inflight 1 --timeout-ms 30000 2>/dev/null",
 		 TOPO_BIN, TWO_TOPO, run_dir);
 	load = run_cmd(cmd, NULL);
 	r->triggered = kv(load, "triggered");
