@@ -192,6 +192,7 @@ void rt_route_pump(struct rt_route *r, uint64_t now_ns)
 	for (uint32_t m = 0; m < r->n; m++) {
 		struct rt_uplink *u = &r->up[m];
 		int was = u->registered;
+		rt_uplink_keep_dialing(u, now_ns);
 		rt_uplink_pump_coordinator(u, now_ns);
 		if (!was && u->registered && r->follows)
 			r->fails[m] = 0; /* a round trip that worked: it answers again */
@@ -273,5 +274,6 @@ void rt_route_stats(const struct rt_route *r, struct rt_uplink_stats *sum)
 		sum->coord_evicted += s->coord_evicted;
 		sum->registrations += s->registrations;
 		sum->registrations_refused += s->registrations_refused;
+		sum->redials += s->redials;
 	}
 }

@@ -170,6 +170,7 @@ static void reporting_section(struct rt_figures *w, const struct rt_agent *a)
 	rt_fig_u64(w, "coordinator_evicted", up.coord_evicted);
 	rt_fig_u64(w, "registrations", up.registrations);
 	rt_fig_u64(w, "registrations_refused", up.registrations_refused);
+	rt_fig_u64(w, "redials", up.redials);
 	/* The coordinator group (route.h): members, live, moves. */
 	rt_fig_gauge(w, "coordinator_members", a->route.n);
 	rt_fig_gauge(w, "coordinator_members_live", rt_route_live(&a->route));

@@ -111,7 +111,8 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 	}
 }
 
-static int dial(nng_socket *s, const char *url, struct rt_pipes *pipes, char *err, size_t errlen)
+static int dial(nng_socket *s, const char *url, struct rt_pipes *pipes, struct rt_dial *d,
+		char *err, size_t errlen)
 {
 	int rv = nng_req0_open(s);
 	if (rv != 0) {
@@ -121,14 +122,51 @@ static int dial(nng_socket *s, const char *url, struct rt_pipes *pipes, char *er
 	/* before the dial, so that no connection goes uncounted */
 	nng_pipe_notify(*s, NNG_PIPE_EV_ADD_POST, pipe_cb, pipes);
 	nng_pipe_notify(*s, NNG_PIPE_EV_REM_POST, pipe_cb, pipes);
-	if (rt_tls_dial(*s, rt_tls_process(), url, RT_TLS_COORDINATOR_NAME, NNG_FLAG_NONBLOCK, err,
-			errlen) != 0) {
+	/* before the dial too: a dialer takes the socket's reconnect times when made */
+	nng_socket_set_ms(*s, NNG_OPT_RECONNMINT, 50);
+	nng_socket_set_ms(*s, NNG_OPT_RECONNMAXT, 1000);
+	snprintf(d->url, sizeof d->url, "%s", url);
+	d->empty_since_ns = 0;
+	if (rt_tls_dialer(*s, rt_tls_process(), url, RT_TLS_COORDINATOR_NAME, NNG_FLAG_NONBLOCK,
+			  &d->dialer, err, errlen) != 0) {
 		nng_close(*s);
 		return -1;
 	}
-	nng_socket_set_ms(*s, NNG_OPT_RECONNMINT, 50);
-	nng_socket_set_ms(*s, NNG_OPT_RECONNMAXT, 1000);
 	return 0;
+}
+
+/* A link without a connection for RT_UPLINK_REDIAL_NS: a new dialer (uplink.h,
+ * struct rt_dial). The old one is closed first; it has no pipe to take along,
+ * and the requests waiting on the socket's contexts go on the new one's. */
+static void keep_dialing(nng_socket s, const struct rt_pipes *p, struct rt_dial *d,
+			 uint64_t now_ns, uint64_t *redials)
+{
+	char err[160];
+	if (atomic_load_explicit(&p->n, memory_order_acquire) > 0) {
+		d->empty_since_ns = 0;
+		return;
+	}
+	if (!d->empty_since_ns) {
+		d->empty_since_ns = now_ns;
+		return;
+	}
+	if (now_ns - d->empty_since_ns < RT_UPLINK_REDIAL_NS)
+		return;
+	d->empty_since_ns = now_ns;
+	nng_dialer_close(d->dialer);
+	if (rt_tls_dialer(s, rt_tls_process(), d->url, RT_TLS_COORDINATOR_NAME, NNG_FLAG_NONBLOCK,
+			  &d->dialer, err, sizeof err) == 0)
+		(*redials)++;
+	else
+		rt_log(RT_LOG_WARN, "%s", err);
+}
+
+void rt_uplink_keep_dialing(struct rt_uplink *u, uint64_t now_ns)
+{
+	if (u->coll_open)
+		keep_dialing(u->coll, &u->coll_pipes, &u->coll_dial, now_ns, &u->st.redials);
+	if (u->coord_open)
+		keep_dialing(u->coord, &u->coord_pipes, &u->coord_dial, now_ns, &u->st.redials);
 }
 
 static int open_slots(struct rt_uplink *u, uint32_t buffer_count, char *err, size_t errlen)
@@ -166,7 +204,7 @@ int rt_uplink_open(struct rt_uplink *u, const char *collector, const char *coord
 	memset(u, 0, sizeof *u);
 	u->timeout_ms = timeout_ms > 0 ? timeout_ms : 5000;
 	if (collector && collector[0]) {
-		if (dial(&u->coll, collector, &u->coll_pipes, err, errlen) != 0)
+		if (dial(&u->coll, collector, &u->coll_pipes, &u->coll_dial, err, errlen) != 0)
 			return -1;
 		u->coll_open = 1;
 		if (open_slots(u, buffer_count, err, errlen) != 0) {
@@ -175,7 +213,7 @@ int rt_uplink_open(struct rt_uplink *u, const char *collector, const char *coord
 		}
 	}
 	if (coordinator && coordinator[0]) {
-		if (dial(&u->coord, coordinator, &u->coord_pipes, err, errlen) != 0) {
+		if (dial(&u->coord, coordinator, &u->coord_pipes, &u->coord_dial, err, errlen) != 0) {
 			rt_uplink_close(u);
 			return -1;
 		}

@@ -39,6 +39,21 @@ struct rt_pipes {
 };
 
 /*
+ * A link's dialer, watched by the poll thread (rt_uplink_keep_dialing): nng
+ * redials on its own after a refused or timed-out connect, but a connect that
+ * ends in NNG_ECLOSED or NNG_ECANCELED (seen after the peer died while this
+ * process was stopped) ends the dialer's redialing for good, and the link
+ * would stay without a connection. A link with none for RT_UPLINK_REDIAL_NS
+ * gets a new dialer.
+ */
+#define RT_UPLINK_REDIAL_NS 3000000000ull
+struct rt_dial {
+	nng_dialer dialer;
+	char url[256];
+	uint64_t empty_since_ns; /* 0: connected when last looked */
+};
+
+/*
  * One request/reply round trip on an nng context (daemon/reqrep.h: FREE,
  * SENDING, RECEIVING, DONE): when it ends, the callback sets ok when the reply
  * is an ACK with status 0 naming `seq` (any ACK with status 0 when seq is 0),
@@ -91,12 +106,14 @@ struct rt_uplink_stats {
 	uint64_t coord_evicted;   /* of coord_dropped: a busier id's message dropped for a quieter one */
 	uint64_t registrations;
 	uint64_t registrations_refused; /* ACK status REFUSED (daemon/guard.h) */
+	uint64_t redials; /* new dialers for a link left without a connection (struct rt_dial) */
 };
 
 struct rt_uplink {
 	nng_socket coll;
 	int coll_open;
 	struct rt_pipes coll_pipes, coord_pipes;
+	struct rt_dial coll_dial, coord_dial;
 	struct rt_uplink_slot slots[RT_UPLINK_SLOTS];
 	int timeout_ms;
 	/* coordinator */
@@ -210,6 +227,9 @@ int rt_uplink_take_acked(struct rt_uplink *u, uint64_t *route_lo);
 
 /* Drive the coordinator link: finish, retry, send the next messages, re-register. */
 void rt_uplink_pump_coordinator(struct rt_uplink *u, uint64_t now_ns);
+/* Each link without a connection for RT_UPLINK_REDIAL_NS gets a new dialer
+ * (struct rt_dial); the poll thread calls it every pass. */
+void rt_uplink_keep_dialing(struct rt_uplink *u, uint64_t now_ns);
 
 /* Coordinator messages in flight (REGISTER not counted). */
 uint32_t rt_uplink_coord_inflight(const struct rt_uplink *u);

@@ -807,11 +807,17 @@ done:
 int rt_tls_dial(nng_socket s, const struct rt_tls *t, const char *url, const char *peer_name,
 		int flags, char *err, size_t errlen)
 {
+	return rt_tls_dialer(s, t, url, peer_name, flags, NULL, err, errlen);
+}
+
+int rt_tls_dialer(nng_socket s, const struct rt_tls *t, const char *url, const char *peer_name,
+		  int flags, nng_dialer *out, char *err, size_t errlen)
+{
 	nng_tls_config *cfg = NULL;
-	nng_dialer d;
+	nng_dialer d = NNG_DIALER_INITIALIZER;
 	int rv;
 	if (!rt_url_is_tls(url)) {
-		rv = nng_dial(s, url, NULL, flags);
+		rv = nng_dial(s, url, &d, flags);
 		goto done;
 	}
 	if (!t) {
@@ -831,6 +837,8 @@ int rt_tls_dial(nng_socket s, const struct rt_tls *t, const char *url, const cha
 done:
 	if (rv != 0)
 		snprintf(err, errlen, "cannot dial %s: %s", url, nng_strerror(rv));
+	if (out)
+		*out = rv ? (nng_dialer)NNG_DIALER_INITIALIZER : d;
 	return rv ? -1 : 0;
 }
 

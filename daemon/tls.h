@@ -80,6 +80,10 @@ int rt_tls_listen(nng_socket s, const struct rt_tls *t, const char *url, nng_lis
  */
 int rt_tls_dial(nng_socket s, const struct rt_tls *t, const char *url, const char *peer_name,
 		int flags, char *err, size_t errlen);
+/* The same, and *out names the dialer (to close it and dial again: an nng dialer
+ * whose connect ended in NNG_ECLOSED or NNG_ECANCELED never redials). */
+int rt_tls_dialer(nng_socket s, const struct rt_tls *t, const char *url, const char *peer_name,
+		  int flags, nng_dialer *out, char *err, size_t errlen);
 
 /* Who sent a message. */
 struct rt_peer {

@@ -528,6 +528,22 @@ long long cl_coord_figure(struct cluster *c, const char *section, const char *ke
 	return status_figure(target, section, key);
 }
 
+void cl_dump_status(struct cluster *c, const char *tag)
+{
+	char cmd[768];
+	int rc;
+	for (int h = 0; h < c->nhosts; h++) {
+		snprintf(cmd, sizeof cmd, "%s status --json --pool %s > %s/status-%s-agent%d.json 2>&1",
+			 CLI_BIN, c->hosts[h].pool, c->dir, tag, h);
+		rc = system(cmd);
+		(void)rc; /* a host that does not answer leaves its error in the file */
+	}
+	snprintf(cmd, sizeof cmd, "%s status --json --coordinator %s > %s/status-%s-coord.json 2>&1",
+		 CLI_BIN, c->coord_url, c->dir, tag);
+	rc = system(cmd);
+	(void)rc;
+}
+
 long long cl_store_slices(struct cluster *c)
 {
 	struct rt_store_options o = { .path = c->store, .readonly = 1 };

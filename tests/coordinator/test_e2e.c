@@ -178,7 +178,10 @@ START_TEST(coordinator_kill9_mid_traversal)
 	for (uint64_t lo = 0x5001; lo <= 0x5005; lo++) {
 		ck_assert_msg(cl_wait_trace(&c, HI, lo, 20, &t) == 0, "trace %llx never stored (see %s)",
 			      (unsigned long long)lo, c.dir);
-		ck_assert_msg(t.coherent, "trace %llx incoherent after the restart", (unsigned long long)lo);
+		if (!t.coherent)
+			cl_dump_status(&c, "incoherent");
+		ck_assert_msg(t.coherent, "trace %llx incoherent after the restart (figures: %s/status-*)",
+			      (unsigned long long)lo, c.dir);
 		ck_assert_uint_eq(t.agent_count, 3);
 		for (int h = 0; h < 3; h++)
 			assert_records(&c, lo, h);
