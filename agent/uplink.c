@@ -75,6 +75,9 @@ static void exchange_done(struct rt_reqrep *r, nng_msg *reply)
 	struct rt_exchange *x = r->arg;
 	x->ok = 0;
 	x->status = -1;
+	if (x->pipes) /* for rt_uplink_keep_dialing; read with relaxed order too */
+		atomic_fetch_add_explicit(reply ? &x->pipes->replies : &x->pipes->silent, 1,
+					  memory_order_relaxed);
 	if (reply) {
 		x->ok = ack_names(reply, x);
 		nng_msg_free(reply);
@@ -84,7 +87,7 @@ static void exchange_done(struct rt_reqrep *r, nng_msg *reply)
 	rt_reqrep_finish(r);
 }
 
-static int exchange_open(struct rt_exchange *x, nng_socket s, const struct rt_pipes *pipes,
+static int exchange_open(struct rt_exchange *x, nng_socket s, struct rt_pipes *pipes,
 			 int timeout_ms)
 {
 	x->pipes = pipes;
@@ -126,7 +129,7 @@ static int dial(nng_socket *s, const char *url, struct rt_pipes *pipes, struct r
 	nng_socket_set_ms(*s, NNG_OPT_RECONNMINT, 50);
 	nng_socket_set_ms(*s, NNG_OPT_RECONNMAXT, 1000);
 	snprintf(d->url, sizeof d->url, "%s", url);
-	d->empty_since_ns = 0;
+	d->bad_since_ns = 0;
 	if (rt_tls_dialer(*s, rt_tls_process(), url, RT_TLS_COORDINATOR_NAME, NNG_FLAG_NONBLOCK,
 			  &d->dialer, err, errlen) != 0) {
 		nng_close(*s);
@@ -135,24 +138,47 @@ static int dial(nng_socket *s, const char *url, struct rt_pipes *pipes, struct r
 	return 0;
 }
 
-/* A link without a connection for RT_UPLINK_REDIAL_NS: a new dialer (uplink.h,
- * struct rt_dial). The old one is closed first; it has no pipe to take along,
- * and the requests waiting on the socket's contexts go on the new one's. */
-static void keep_dialing(nng_socket s, const struct rt_pipes *p, struct rt_dial *d,
-			 uint64_t now_ns, uint64_t *redials)
+/* Is link p in a bad way: no connection, or connected with its round trips
+ * since the last look all ended without a reply (and none since, if nothing
+ * was sent: it stays as it was)? */
+static int link_bad(struct rt_pipes *p, struct rt_dial *d)
+{
+	uint64_t replies = atomic_load_explicit(&p->replies, memory_order_relaxed);
+	uint64_t silent = atomic_load_explicit(&p->silent, memory_order_relaxed);
+	int bad;
+	if (atomic_load_explicit(&p->n, memory_order_acquire) == 0) {
+		bad = 1;
+		d->unanswered = 0;
+	} else {
+		if (replies != d->replies)
+			d->unanswered = 0;
+		else if (silent != d->silent)
+			d->unanswered = 1;
+		bad = d->unanswered;
+	}
+	d->replies = replies;
+	d->silent = silent;
+	return bad;
+}
+
+/* A link in a bad way for RT_UPLINK_REDIAL_NS: a new dialer (uplink.h, struct
+ * rt_dial). Closing the old one closes the connection it made, if nng still
+ * holds one; the requests waiting on the socket's contexts go out on the new. */
+static void keep_dialing(nng_socket s, struct rt_pipes *p, struct rt_dial *d, uint64_t now_ns,
+			 uint64_t *redials)
 {
 	char err[160];
-	if (atomic_load_explicit(&p->n, memory_order_acquire) > 0) {
-		d->empty_since_ns = 0;
+	if (!link_bad(p, d)) {
+		d->bad_since_ns = 0;
 		return;
 	}
-	if (!d->empty_since_ns) {
-		d->empty_since_ns = now_ns;
+	if (!d->bad_since_ns) {
+		d->bad_since_ns = now_ns;
 		return;
 	}
-	if (now_ns - d->empty_since_ns < RT_UPLINK_REDIAL_NS)
+	if (now_ns - d->bad_since_ns < RT_UPLINK_REDIAL_NS)
 		return;
-	d->empty_since_ns = now_ns;
+	d->bad_since_ns = now_ns;
 	nng_dialer_close(d->dialer);
 	if (rt_tls_dialer(s, rt_tls_process(), d->url, RT_TLS_COORDINATOR_NAME, NNG_FLAG_NONBLOCK,
 			  &d->dialer, err, sizeof err) == 0)

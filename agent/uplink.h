@@ -36,21 +36,30 @@
 struct rt_pipes {
 	atomic_int n;
 	_Atomic uint64_t gen; /* connections made */
+	/* Round trips that ended with a reply (any ACK), and without one (the send
+	 * or the wait failed or timed out): written by the exchanges' callbacks,
+	 * read by rt_uplink_keep_dialing. */
+	_Atomic uint64_t replies, silent;
 };
 
 /*
- * A link's dialer, watched by the poll thread (rt_uplink_keep_dialing): nng
- * redials on its own after a refused or timed-out connect, but a connect that
- * ends in NNG_ECLOSED or NNG_ECANCELED (seen after the peer died while this
- * process was stopped) ends the dialer's redialing for good, and the link
- * would stay without a connection. A link with none for RT_UPLINK_REDIAL_NS
- * gets a new dialer.
+ * A link's dialer, watched by the poll thread (rt_uplink_keep_dialing). nng
+ * redials on its own after a refused or timed-out connect, but not always: a
+ * connect that ends in NNG_ECLOSED or NNG_ECANCELED ends a dialer's redialing
+ * for good, and after the peer died while this process was stopped (SIGSTOP,
+ * a frozen host) a link was seen holding a connection that no longer existed
+ * (no socket left in the kernel, nothing ever answered, no redial). A link
+ * that for RT_UPLINK_REDIAL_NS has had no connection, or round trips that all
+ * ended without a reply, gets a new dialer; closing the old one closes what
+ * it connected.
  */
 #define RT_UPLINK_REDIAL_NS 3000000000ull
 struct rt_dial {
 	nng_dialer dialer;
 	char url[256];
-	uint64_t empty_since_ns; /* 0: connected when last looked */
+	uint64_t bad_since_ns;       /* 0: connected and answering when last looked */
+	uint64_t replies, silent;    /* the link's counts when last looked */
+	int unanswered;              /* connected, and the last round trips got no reply */
 };
 
 /*
@@ -62,7 +71,7 @@ struct rt_dial {
 struct rt_exchange {
 	struct rt_reqrep rr;     /* its context is opened once, kept for every round */
 	nng_duration timeout_ms;
-	const struct rt_pipes *pipes; /* the link's, to tell a request that never left */
+	struct rt_pipes *pipes;  /* the link's, to tell a request that never left */
 	int pipes_at_send;
 	uint64_t gen_at_send;
 	int ok;                  /* DONE: 1 if acknowledged */

@@ -23,6 +23,10 @@
  *   coordinator died while the agent was stopped): here it is closed by the
  *   test. The agent gives a link left without a connection a new dialer
  *   (rt_uplink_keep_dialing), and X arrives.
+ *
+ * silent_link: connected, but nothing answers (a connection nng still holds
+ *   for a peer that is gone was seen so). After 3 s of round trips without a
+ *   reply the agent dials again; once the collector answers, X arrives.
  */
 #include "rptest.h"
 
@@ -78,7 +82,8 @@ static void run_retry(int mode)
 	struct rt_agent_config cfg;
 	char pool[64], err[256], msg[256] = "", dir[256];
 	int ok;
-	static const char *tags[] = { "nospool", "refused", "refspool", "lateack", "nodialer" };
+	static const char *tags[] = { "nospool", "refused", "refspool", "lateack", "nodialer",
+				      "silent" };
 
 	ag_pool_name(pool, sizeof pool, tags[mode]);
 	tc_init(&c);
@@ -89,6 +94,8 @@ static void run_retry(int mode)
 		tc_set_delay(&c, 1500000); /* the ACK comes 1.5 s later, the timeout is 0.3 s */
 	else if (mode == 1 || mode == 2)
 		tc_set_refuse(&c, 1);
+	else if (mode == 5)
+		tc_set_silent(&c, 1);
 	rp_config(&cfg, pool, 64, 4096, RT_AGENT_ID, c.url);
 	cfg.report_timeout_ms = 300;
 	if (mode == 2) {
@@ -110,7 +117,11 @@ static void run_retry(int mode)
 		ck_assert_msg(tc_start(&c, NULL, err, sizeof err) == 0, "restart: %s", err);
 	else if (mode == 3)
 		tc_set_delay(&c, 0);
-	else
+	else if (mode == 5) { /* answered only once the agent dialed again */
+		RP_UNTIL(ok, &a, 20, a.route.up[0].st.redials >= 1);
+		ck_assert_msg(ok, "a link without replies for 3 s was not dialed again");
+		tc_set_silent(&c, 0);
+	} else
 		tc_set_refuse(&c, 0);
 	RP_UNTIL(ok, &a, 10, x_arrived(&c, msg, sizeof msg) && rp_quiet(&a));
 	ck_assert_msg(ok,
@@ -184,6 +195,12 @@ START_TEST(test_dialer_gone)
 }
 END_TEST
 
+START_TEST(test_silent_link)
+{
+	run_retry(5);
+}
+END_TEST
+
 static Suite *retry_suite(void)
 {
 	Suite *s = suite_create("report_retry");
@@ -206,6 +223,10 @@ static Suite *retry_suite(void)
 	t = tcase_create("dialer_gone");
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, test_dialer_gone);
+	suite_add_tcase(s, t);
+	t = tcase_create("silent_link");
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, test_silent_link);
 	suite_add_tcase(s, t);
 	return s;
 }
