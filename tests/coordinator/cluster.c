@@ -9,6 +9,7 @@
 #include "cluster.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -317,8 +318,37 @@ static int start_host(struct cluster *c, int h, uint32_t buffers)
 	return 0;
 }
 
+/*
+ * Pools a failed run left (its agents were killed with it, before --unlink
+ * could act): /dev/shm/rt-e2e-PID-*, where PID, the test process that named
+ * them, is gone. A PID that lives (a test running beside this one, or a
+ * reused number) keeps its pools. The run's directory in /tmp stays: it is
+ * what the failure left to read.
+ */
+static void sweep_dead_pools(void)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char name[300];
+		long pid;
+		if (strncmp(e->d_name, "rt-e2e-", 7) != 0)
+			continue;
+		pid = strtol(e->d_name + 7, NULL, 10);
+		if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(name, sizeof name, "/%s", e->d_name);
+		if (shm_unlink(name) == 0)
+			fprintf(stderr, "cluster: removed %s, left by a run that is gone\n", name);
+	}
+	closedir(d);
+}
+
 int cl_start(struct cluster *c, int nhosts, uint32_t buffers)
 {
+	sweep_dead_pools();
 	memset(c, 0, sizeof *c);
 	snprintf(c->dir, sizeof c->dir, "/tmp/rt-e2e-XXXXXX");
 	if (!mkdtemp(c->dir))
