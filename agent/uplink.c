@@ -138,32 +138,27 @@ static int dial(nng_socket *s, const char *url, struct rt_pipes *pipes, struct r
 	return 0;
 }
 
-/* Is link p in a bad way: no connection, or connected with its round trips
- * since the last look all ended without a reply (and none since, if nothing
- * was sent: it stays as it was)? */
+/* Is link p in a bad way: connected, and its round trips since the last look
+ * all ended without a reply (none since, if nothing was sent: as it was)? A
+ * link without a connection is nng's to redial (uplink.h, struct rt_dial). */
 static int link_bad(struct rt_pipes *p, struct rt_dial *d)
 {
 	uint64_t replies = atomic_load_explicit(&p->replies, memory_order_relaxed);
 	uint64_t silent = atomic_load_explicit(&p->silent, memory_order_relaxed);
-	int bad;
-	if (atomic_load_explicit(&p->n, memory_order_acquire) == 0) {
-		bad = 1;
+	if (atomic_load_explicit(&p->n, memory_order_acquire) == 0)
 		d->unanswered = 0;
-	} else {
-		if (replies != d->replies)
-			d->unanswered = 0;
-		else if (silent != d->silent)
-			d->unanswered = 1;
-		bad = d->unanswered;
-	}
+	else if (replies != d->replies)
+		d->unanswered = 0;
+	else if (silent != d->silent)
+		d->unanswered = 1;
 	d->replies = replies;
 	d->silent = silent;
-	return bad;
+	return d->unanswered;
 }
 
 /* A link in a bad way for RT_UPLINK_REDIAL_NS: a new dialer (uplink.h, struct
- * rt_dial). Closing the old one closes the connection it made, if nng still
- * holds one; the requests waiting on the socket's contexts go out on the new. */
+ * rt_dial). Closing the old one closes the connection nng still holds; the
+ * requests waiting on the socket's contexts go out on the new one. */
 static void keep_dialing(nng_socket s, struct rt_pipes *p, struct rt_dial *d, uint64_t now_ns,
 			 uint64_t *redials)
 {

@@ -43,21 +43,22 @@ struct rt_pipes {
 };
 
 /*
- * A link's dialer, watched by the poll thread (rt_uplink_keep_dialing). nng
- * redials on its own after a refused or timed-out connect, but not always: a
- * connect that ends in NNG_ECLOSED or NNG_ECANCELED ends a dialer's redialing
- * for good, and after the peer died while this process was stopped (SIGSTOP,
- * a frozen host) a link was seen holding a connection that no longer existed
- * (no socket left in the kernel, nothing ever answered, no redial). A link
- * that for RT_UPLINK_REDIAL_NS has had no connection, or round trips that all
- * ended without a reply, gets a new dialer; closing the old one closes what
- * it connected.
+ * A link's dialer, watched by the poll thread (rt_uplink_keep_dialing). After
+ * the peer died while this process was stopped (SIGSTOP, a frozen host), a
+ * link was seen holding, in nng's view, a connection the kernel no longer had:
+ * nothing answered and nng never redialed. A link connected in nng's view
+ * whose round trips for RT_UPLINK_REDIAL_NS all ended without a reply gets a
+ * new dialer; closing the old one closes that connection. A link without a
+ * connection is left to nng's own redialing: closing a dialer while it
+ * connects leaks nng's objects (nng 1.5.2, LeakSanitizer), and a dialer that
+ * stopped redialing with no connection (nng does after a connect that ends in
+ * NNG_ECLOSED or NNG_ECANCELED) has not been seen.
  */
 #define RT_UPLINK_REDIAL_NS 3000000000ull
 struct rt_dial {
 	nng_dialer dialer;
 	char url[256];
-	uint64_t bad_since_ns;       /* 0: connected and answering when last looked */
+	uint64_t bad_since_ns;       /* 0: answering (or not connected) when last looked */
 	uint64_t replies, silent;    /* the link's counts when last looked */
 	int unanswered;              /* connected, and the last round trips got no reply */
 };
@@ -236,8 +237,8 @@ int rt_uplink_take_acked(struct rt_uplink *u, uint64_t *route_lo);
 
 /* Drive the coordinator link: finish, retry, send the next messages, re-register. */
 void rt_uplink_pump_coordinator(struct rt_uplink *u, uint64_t now_ns);
-/* Each link without a connection for RT_UPLINK_REDIAL_NS gets a new dialer
- * (struct rt_dial); the poll thread calls it every pass. */
+/* Each link whose round trips went unanswered for RT_UPLINK_REDIAL_NS gets a
+ * new dialer (struct rt_dial); the poll thread calls it every pass. */
 void rt_uplink_keep_dialing(struct rt_uplink *u, uint64_t now_ns);
 
 /* Coordinator messages in flight (REGISTER not counted). */

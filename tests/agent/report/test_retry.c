@@ -18,15 +18,10 @@
  *   the same slice_seq; the collector, like the coordinator's store, keeps one
  *   copy and acknowledges the second (tc duplicates): X is delivered once.
  *
- * dialer_gone: the collector link's nng dialer stops redialing (what nng does
- *   after a connect that ended in NNG_ECLOSED or NNG_ECANCELED; seen after the
- *   coordinator died while the agent was stopped): here it is closed by the
- *   test. The agent gives a link left without a connection a new dialer
- *   (rt_uplink_keep_dialing), and X arrives.
- *
- * silent_link: connected, but nothing answers (a connection nng still holds
- *   for a peer that is gone was seen so). After 3 s of round trips without a
- *   reply the agent dials again; once the collector answers, X arrives.
+ * silent_link: connected, but nothing answers (a connection nng still held
+ *   for a coordinator that had died while the agent was stopped was seen so).
+ *   After 3 s of round trips without a reply the agent dials again
+ *   (rt_uplink_keep_dialing); once the collector answers, X arrives.
  */
 #include "rptest.h"
 
@@ -82,7 +77,7 @@ static void run_retry(int mode)
 	struct rt_agent_config cfg;
 	char pool[64], err[256], msg[256] = "", dir[256];
 	int ok;
-	static const char *tags[] = { "nospool", "refused", "refspool", "lateack", "nodialer",
+	static const char *tags[] = { "nospool", "refused", "refspool", "lateack", "unused",
 				      "silent" };
 
 	ag_pool_name(pool, sizeof pool, tags[mode]);
@@ -103,8 +98,6 @@ static void run_retry(int mode)
 		snprintf(cfg.spool_dir, sizeof cfg.spool_dir, "%s", dir);
 	}
 	rp_open(&a, &cfg);
-	if (mode == 4) /* a dialer that will never connect again, and its connection gone */
-		nng_dialer_close(a.route.up[0].coll_dial.dialer);
 	write_x(&a);
 	RP_UNTIL(ok, &a, 20, a.st.slices_failed >= 1);
 	ck_assert_msg(ok, "the first slice did not fail (sent %llu, acked %llu)",
@@ -148,8 +141,6 @@ static void run_retry(int mode)
 		tc_unlock(&c);
 		ck_assert_uint_ge(a.st.slices_resent, 1);
 	}
-	if (mode == 4)
-		ck_assert_uint_ge(a.route.up[0].st.redials, 1);
 	if (mode == 3) { /* the first copy was taken: the resend was one */
 		tc_lock(&c);
 		ck_assert_msg(c.duplicates >= 1, "no copy of X came again (%zu slices recorded)",
@@ -189,12 +180,6 @@ START_TEST(test_late_ack)
 }
 END_TEST
 
-START_TEST(test_dialer_gone)
-{
-	run_retry(4);
-}
-END_TEST
-
 START_TEST(test_silent_link)
 {
 	run_retry(5);
@@ -219,10 +204,6 @@ static Suite *retry_suite(void)
 	t = tcase_create("late_ack");
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, test_late_ack);
-	suite_add_tcase(s, t);
-	t = tcase_create("dialer_gone");
-	tcase_set_timeout(t, 60);
-	tcase_add_test(t, test_dialer_gone);
 	suite_add_tcase(s, t);
 	t = tcase_create("silent_link");
 	tcase_set_timeout(t, 60);
