@@ -521,8 +521,14 @@ int cl_check_records(struct cluster *c, uint64_t hi, uint64_t lo, int h, int rec
 	return rc;
 }
 
-/* A figure from `retrace status --json TARGET` (e.g. "--pool /p"); -1 if absent. */
-static long long status_figure(const char *target, const char *section, const char *key)
+/*
+ * A figure from `retrace status --json TARGET` (e.g. "--pool /p"): the number
+ * after `"key":` inside `"section":{`, or, with a NULL section, after `key=`
+ * inside the string value of `"line":` (the directory's per-agent lines).
+ * -1 if absent.
+ */
+static long long status_number(const char *target, const char *section, const char *line,
+			       const char *key)
 {
 	char cmd[512], *out = NULL, pat[128], *p;
 	size_t cap = 0;
@@ -532,16 +538,28 @@ static long long status_figure(const char *target, const char *section, const ch
 	if (!(f = popen(cmd, "r")))
 		return -1;
 	if (getdelim(&out, &cap, 0, f) > 0) {
-		snprintf(pat, sizeof pat, "\"%s\":{", section);
+		if (section)
+			snprintf(pat, sizeof pat, "\"%s\":{", section);
+		else
+			snprintf(pat, sizeof pat, "\"%s\":\"", line);
 		if ((p = strstr(out, pat))) {
-			snprintf(pat, sizeof pat, "\"%s\":", key);
-			if ((p = strstr(p, pat)))
+			char *end = section ? NULL : strchr(p + strlen(pat), '"');
+			if (section)
+				snprintf(pat, sizeof pat, "\"%s\":", key);
+			else
+				snprintf(pat, sizeof pat, " %s=", key);
+			if ((p = strstr(p, pat)) && (!end || p < end))
 				v = strtoll(p + strlen(pat), NULL, 10);
 		}
 	}
 	free(out);
 	pclose(f);
 	return v;
+}
+
+static long long status_figure(const char *target, const char *section, const char *key)
+{
+	return status_number(target, section, NULL, key);
 }
 
 long long cl_agent_figure(struct cluster *c, int h, const char *section, const char *key)
@@ -556,6 +574,14 @@ long long cl_coord_figure(struct cluster *c, const char *section, const char *ke
 	char target[96];
 	snprintf(target, sizeof target, "--coordinator %s", c->coord_url);
 	return status_figure(target, section, key);
+}
+
+long long cl_coord_agent_figure(struct cluster *c, uint32_t agent_id, const char *key)
+{
+	char target[96], line[32];
+	snprintf(target, sizeof target, "--coordinator %s", c->coord_url);
+	snprintf(line, sizeof line, "agent.%u", agent_id);
+	return status_number(target, NULL, line, key);
 }
 
 void cl_dump_status(struct cluster *c, const char *tag)

@@ -122,6 +122,9 @@ int cl_check_records(struct cluster *c, uint64_t hi, uint64_t lo, int h, int rec
 long long cl_agent_figure(struct cluster *c, int h, const char *section, const char *key);
 /* The same from the coordinator's status. */
 long long cl_coord_figure(struct cluster *c, const char *section, const char *key);
+/* A per-agent figure of the coordinator's directory ("asked", "failed": remote
+ * trigger requests to agent_id, from its line "agent.ID": "… key=N"); -1 if absent. */
+long long cl_coord_agent_figure(struct cluster *c, uint32_t agent_id, const char *key);
 /* Every daemon's `retrace status --json` into c->dir/status-TAG-*.json: what a
  * failing test leaves behind to say why (the directory stays when a test fails). */
 void cl_dump_status(struct cluster *c, const char *tag);
