@@ -22,8 +22,9 @@
  *     sites whose probability is below 1 (an unknown site is recorded always,
  *     so the rest need no entry). The learner runs in the loop thread; its
  *     time per cycle is a status figure (last_cycle_us).
- *   - Sends are fire-and-forget on their own nng contexts (a fixed set of
- *     slots; a busy slot skips that agent this cycle, counted): the callback
+ *   - Sends are fire-and-forget round trips (daemon/reqrep.h, as the
+ *     uplink's and traversal's) on their own nng contexts (a fixed set of
+ *     slots; no free slot skips that agent this cycle, counted): the callback
  *     only decodes the agent's ACK and bumps atomic counters, never touches
  *     loop state. A new agent gets the current policy when it registers.
  *   - Generations start at this start's Unix second << 24 and grow by one per
@@ -48,6 +49,7 @@
 #include "shm/events.h"
 #include "daemon/figures.h"
 #include "daemon/json.h"
+#include "daemon/reqrep.h"
 
 #define ADAPT_SENDS 64         /* policy sends in flight at once */
 #define ADAPT_NAME_MAX 127     /* service / operation names kept for `retrace policy` */
@@ -57,12 +59,9 @@ struct adapt_name { /* open addressing by site */
 	char service[ADAPT_NAME_MAX + 1], operation[ADAPT_NAME_MAX + 1];
 };
 
-struct adapt_send {
+struct adapt_send { /* one POLICY round trip (daemon/reqrep.h) */
 	struct coord_adaptive *x;
-	nng_ctx ctx;
-	nng_aio *aio;
-	atomic_int busy;
-	int receiving; /* touched only by the callback after the send */
+	struct rt_reqrep rr; /* FREE: the slot is free; only the loop claims it */
 };
 
 struct coord_adaptive {
@@ -129,34 +128,27 @@ static const struct adapt_name *find_name(const struct coord_adaptive *x, uint64
 	return NULL;
 }
 
-/* The agent's ACK to a POLICY: only counters move here (any thread). */
-static void send_cb(void *arg)
+/* The agent's ACK to a POLICY, or none (reply NULL: the send or the receive
+ * failed or timed out). Only counters move here (nng's thread), never loop
+ * state; the slot goes back to FREE for the loop's next claim. */
+static void send_done(struct rt_reqrep *rr, nng_msg *reply)
 {
-	struct adapt_send *s = arg;
-	int rv = nng_aio_result(s->aio);
-	if (!s->receiving && rv == 0) {
-		s->receiving = 1;
-		nng_ctx_recv(s->ctx, s->aio);
-		return;
-	}
-	if (!s->receiving) {
-		nng_msg_free(nng_aio_get_msg(s->aio));
-		atomic_fetch_add(&s->x->sends_failed, 1);
-	} else if (rv != 0) {
-		atomic_fetch_add(&s->x->sends_failed, 1);
-	} else {
-		nng_msg *m = nng_aio_get_msg(s->aio);
+	struct adapt_send *s = rr->arg;
+	int ok = 0;
+	if (reply) {
 		struct rt_wire_msg d;
-		int ok = rt_wire_decode(nng_msg_body(m), nng_msg_len(m), &d) == 0 &&
-			 d.type == RT_WIRE_ACK && d.ack.status == 0;
+		ok = rt_wire_decode(nng_msg_body(reply), nng_msg_len(reply), &d) == 0 &&
+		     d.type == RT_WIRE_ACK && d.ack.status == 0;
 		rt_wire_msg_free(&d);
-		nng_msg_free(m);
-		atomic_fetch_add(ok ? &s->x->sends_ok : &s->x->sends_failed, 1);
+		nng_msg_free(reply);
 	}
-	nng_ctx_close(s->ctx);
-	atomic_store(&s->busy, 0);
+	atomic_fetch_add(ok ? &s->x->sends_ok : &s->x->sends_failed, 1);
+	nng_ctx_close(rr->ctx);
+	rt_reqrep_release(rr);
 }
 
+/* Called on the loop thread only (a cycle, a registration): it alone moves a
+ * slot from FREE to SENDING, so a FREE slot it sees stays its own. */
 static void send_to(struct rt_coord *c, struct coord_agent *a)
 {
 	struct coord_adaptive *x = c->adapt;
@@ -165,32 +157,25 @@ static void send_to(struct rt_coord *c, struct coord_agent *a)
 	int i;
 	if (!a->sock_open || !x->msg.len) /* on: nothing learned yet */
 		return;
-	for (i = 0; i < ADAPT_SENDS && !s; i++) {
-		int free_ = 0;
-		if (atomic_compare_exchange_strong(&x->sends[i].busy, &free_, 1))
+	for (i = 0; i < ADAPT_SENDS && !s; i++)
+		if (rt_reqrep_state(&x->sends[i].rr) == RT_REQREP_FREE)
 			s = &x->sends[i];
-	}
 	if (!s) {
 		x->sends_skipped++;
 		return;
 	}
-	if ((!s->aio && nng_aio_alloc(&s->aio, send_cb, s) != 0) ||
-	    nng_ctx_open(&s->ctx, a->sock) != 0) {
-		atomic_store(&s->busy, 0);
+	if ((!s->rr.aio && rt_reqrep_init(&s->rr, send_done, s) != 0) ||
+	    nng_ctx_open(&s->rr.ctx, a->sock) != 0) {
 		x->sends_skipped++;
 		return;
 	}
 	if (nng_msg_alloc(&m, x->msg.len) != 0) {
-		nng_ctx_close(s->ctx);
-		atomic_store(&s->busy, 0);
+		nng_ctx_close(s->rr.ctx);
 		x->sends_skipped++;
 		return;
 	}
 	memcpy(nng_msg_body(m), x->msg.data, x->msg.len);
-	s->receiving = 0;
-	nng_aio_set_timeout(s->aio, (nng_duration)(c->cfg.agent_timeout * 1000));
-	nng_aio_set_msg(s->aio, m);
-	nng_ctx_send(s->ctx, s->aio);
+	rt_reqrep_send(&s->rr, m, (nng_duration)(c->cfg.agent_timeout * 1000));
 }
 
 /* Encode the policy of the learner (or an empty one) at x->generation. */
@@ -277,10 +262,7 @@ void coord_adaptive_free(struct rt_coord *c)
 	if (!x)
 		return;
 	for (i = 0; i < ADAPT_SENDS; i++)
-		if (x->sends[i].aio) {
-			nng_aio_stop(x->sends[i].aio);
-			nng_aio_free(x->sends[i].aio);
-		}
+		rt_reqrep_fini(&x->sends[i].rr); /* a round in flight ends first */
 	rt_adapt_destroy(x->l);
 	free(x->obs);
 	free(x->names);

@@ -7,8 +7,9 @@
  * which rt_reqrep_send stores with release order before the send, and reads
  * with acquire. nng leaves a message it could not send on the aio: it is
  * freed here, so an owner sees only "a reply" or "none". The agent's uplink
- * (agent/uplink.c) and the coordinator's remote triggers and weave queries
- * (coordinator/traversal.c) run on it.
+ * (agent/uplink.c), the coordinator's remote triggers and weave queries
+ * (coordinator/traversal.c) and its policy sends (coordinator/adaptive.c)
+ * run on it.
  */
 #include "reqrep.h"
 

@@ -1,21 +1,53 @@
-/* dataset.c — in-memory datasets and the Nezha / TrainTicket CSV reader.
+/* dataset.c — the in-memory dataset a reader fills (dataset_build.h).
  *
- * Reading is two passes over plain files: every span row and every log row becomes a
- * flat record (trace id, span id, …); records are sorted by (trace, span, time),
- * duplicates (the same span or log in two minute files) are dropped, and each run of
- * one trace id becomes an rt_sel_trace whose spans, parent indices and per-span log
- * slices point into dataset-owned arrays. Service and operation names are interned;
- * log texts live in a chunked string arena. Traces are ordered by start time, and
- * finally spans, logs and texts are copied into that order (relayout).
+ * A reader adds flat records (trace id, span id, …) for every span and log;
+ * finishing sorts them by (trace, span, time), drops duplicates (the same span or
+ * log in two minute files) and makes each run of one trace id an rt_sel_trace whose
+ * spans, parent indices and per-span log slices point into dataset-owned arrays.
+ * Service and operation names are interned; log texts live in a chunked string
+ * arena. Traces are ordered by start time, and finally spans, logs and texts are
+ * copied into that order (relayout). The readers of files (Nezha CSV, OTLP/JSON)
+ * live in tools/select_eval/: select/ only holds what the evaluation (eval.c)
+ * replays.
  */
-#include "dataset_internal.h"
+#include "dataset_build.h"
 #include "internal.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+struct rt_sel_dataset {
+	rt_sel_trace *traces;
+	size_t n_traces;
+	rt_sel_span *spans;
+	size_t n_spans;
+	rt_sel_log *logs;
+	size_t n_logs;
+	/* strings */
+	char **chunks;
+	size_t n_chunks, chunks_cap;
+	char *chunk;
+	size_t chunk_used, chunk_size;
+	const char **names; /* intern table, open addressing */
+	size_t names_cap, n_names;
+	/* reader staging */
+	rt_sel_raw_span *raw_spans;
+	size_t n_raw_spans, raw_spans_cap;
+	rt_sel_raw_log *raw_logs;
+	size_t n_raw_logs, raw_logs_cap;
+	rt_sel_read_stats stats; /* rows read and skipped by the reader */
+};
+
+rt_sel_dataset *rt_sel_ds_new(void)
+{
+	return calloc(1, sizeof(rt_sel_dataset));
+}
+
+rt_sel_read_stats *rt_sel_ds_stats(rt_sel_dataset *ds)
+{
+	return &ds->stats;
+}
 
 /* ---------------------------------------------------------------- arena + interning */
 
@@ -378,47 +410,4 @@ int rt_sel_ds_finish(rt_sel_dataset *ds, char *err, size_t errlen)
 		return -1;
 	}
 	return 0;
-}
-
-/* ---------------------------------------------------------------- directory listing */
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-int rt_sel_ds_list(const char *dir, const char *suffix, char ***out, size_t *n)
-{
-	*out = NULL;
-	*n = 0;
-	DIR *d = opendir(dir);
-	if (!d)
-		return -1;
-	size_t cap = 0;
-	size_t sl = strlen(suffix);
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		size_t l = strlen(e->d_name);
-		if (l < sl || strcmp(e->d_name + l - sl, suffix) != 0)
-			continue;
-		size_t pl = strlen(dir) + l + 2;
-		char *p = malloc(pl);
-		if (!p || rt_sel_grow((void **)out, &cap, *n + 1, sizeof **out)) {
-			free(p);
-			break;
-		}
-		snprintf(p, pl, "%s/%s", dir, e->d_name);
-		(*out)[(*n)++] = p;
-	}
-	closedir(d);
-	if (*n)
-		qsort(*out, *n, sizeof **out, cmp_str);
-	return 0;
-}
-
-void rt_sel_ds_list_free(char **v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
 }

@@ -5,8 +5,8 @@
  * similarity and pattern ids; the anomaly score with streaming p90 estimates; the
  * Drain log-template miner; grouping by entry API; alarm-driven quota allocation;
  * fast greedy DPP MAP selection with a cross-window LRU similarity cache; inclusion
- * weights; and the evaluation metrics + dataset readers used by `retrace select-eval`
- * and bench/select.
+ * weights; and the evaluation metrics and in-memory dataset used by `retrace
+ * select-eval` and bench/select (their file readers: tools/select_eval/).
  *
  * Promises: no global state (everything lives in objects the caller creates and
  * destroys); bounded memory for log templates and the similarity cache; never an N×N
@@ -273,16 +273,8 @@ int rt_sel_select_window_part(rt_selector *s, rt_sel_trace *traces, size_t n, si
 
 typedef struct rt_sel_dataset rt_sel_dataset;
 
-/* Nezha / TrainTicket CSV layout: DIR/trace/HH_MM_trace.csv and DIR/log/HH_MM_log.csv.
- * On failure returns NULL and writes a message into err. Traces are sorted by start. */
-rt_sel_dataset *rt_sel_dataset_read_nezha(const char *dir, char *err, size_t errlen);
-/* OTLP/JSON: every *.json / *.jsonl / *.ndjson file under DIR (recursively; DIR may
- * also be one file), each holding one or more ExportTraceServiceRequest objects
- * (a document, or one per line). Spans: resource service.name, name, ids, times,
- * status.code 2 = error; span events are logs (name = body, attributes log.severity
- * and log.template_id). Malformed JSON or a span without valid ids fails the read
- * with "FILE: byte N: what" in err. Traces are sorted by start. */
-rt_sel_dataset *rt_sel_dataset_read_otlp_json(const char *dir, char *err, size_t errlen);
+/* A dataset is built by a reader through dataset_build.h; the readers of files
+ * (Nezha CSV, OTLP/JSON) are tools/select_eval/dataset_read.h. */
 void rt_sel_dataset_free(rt_sel_dataset *ds);
 
 /* What a reader read and what it had to skip. The Nezha CSV reader counts a file that

@@ -145,6 +145,17 @@ int sq_readonly_err(struct sqlite_store *s, const char *what)
 		      what);
 }
 
+int sq_check(struct sqlite_store *s, const char *what, const char *missing, int mode)
+{
+	if (!s)
+		return RT_STORE_E_INVAL; /* no store to hold a message */
+	if (missing)
+		return sq_seterr(s, RT_STORE_E_INVAL, "%s: %s: %s", s->path, what, missing);
+	if (mode == SQ_WRITE && s->readonly)
+		return sq_readonly_err(s, what);
+	return 0;
+}
+
 static const char *sqlite_store_errmsg(const struct sqlite_store *s)
 {
 	return s ? s->err : open_err;
@@ -258,10 +269,8 @@ static void raw_rollback(struct sqlite_store *s)
 static int sqlite_store_begin(struct sqlite_store *s)
 {
 	int rc;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (s->readonly)
-		return sq_readonly_err(s, "begin");
+	if ((rc = sq_check(s, "begin", NULL, SQ_WRITE)))
+		return rc;
 	if (s->in_txn)
 		return sq_seterr(s, RT_STORE_E_INVAL, "%s: begin: a transaction is already open",
 			      s->path);
@@ -281,10 +290,8 @@ static int sqlite_store_begin(struct sqlite_store *s)
 static int sqlite_store_commit(struct sqlite_store *s)
 {
 	int rc;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (s->readonly)
-		return sq_readonly_err(s, "commit");
+	if ((rc = sq_check(s, "commit", NULL, SQ_WRITE)))
+		return rc;
 	if (!s->in_txn)
 		return sq_seterr(s, RT_STORE_E_INVAL, "%s: commit: no open transaction", s->path);
 	if (sqlite3_get_autocommit(s->db)) {

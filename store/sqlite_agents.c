@@ -19,12 +19,9 @@
 int sqlite_store_put_agent(struct sqlite_store *s, const struct rt_store_agent *a)
 {
 	sqlite3_stmt *st;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (!a)
-		return sq_seterr(s, RT_STORE_E_INVAL, "%s: put_agent: NULL agent", s->path);
-	if (s->readonly)
-		return sq_readonly_err(s, "put_agent");
+	int rc;
+	if ((rc = sq_check(s, "put_agent", a ? NULL : "NULL agent", SQ_WRITE)))
+		return rc;
 	st = s->st[ST_AGENT_PUT];
 	sqlite3_bind_int64(st, 1, a->agent_id);
 	sqlite3_bind_int64(st, 2, a->pid);
@@ -42,10 +39,8 @@ int sqlite_store_delete_agent(struct sqlite_store *s, uint32_t agent_id)
 {
 	sqlite3_stmt *st;
 	int rc;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (s->readonly)
-		return sq_readonly_err(s, "delete_agent");
+	if ((rc = sq_check(s, "delete_agent", NULL, SQ_WRITE)))
+		return rc;
 	st = s->st[ST_AGENT_DEL];
 	sqlite3_bind_int64(st, 1, agent_id);
 	if ((rc = sq_run(s, st, "delete_agent")))
@@ -73,12 +68,8 @@ int sqlite_store_put_trigger_name(struct sqlite_store *s, uint32_t id, const cha
 {
 	sqlite3_stmt *st;
 	int rc;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (!name || !*name)
-		return sq_seterr(s, RT_STORE_E_INVAL, "%s: put_trigger_name: no name", s->path);
-	if (s->readonly)
-		return sq_readonly_err(s, "put_trigger_name");
+	if ((rc = sq_check(s, "put_trigger_name", name && *name ? NULL : "no name", SQ_WRITE)))
+		return rc;
 	rc = sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO trigger_names(trigger_id, name, "
 				       "seen_ns) VALUES(?, ?, ?)", -1, &st, NULL);
 	if (rc != SQLITE_OK)
@@ -97,10 +88,8 @@ int sqlite_store_trigger_names(struct sqlite_store *s, rt_store_trigger_name_fn 
 	char name[RT_STORE_TRIGGER_NAME_MAX];
 	sqlite3_stmt *st;
 	int rc, ret = 0;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (!fn)
-		return sq_seterr(s, RT_STORE_E_INVAL, "%s: trigger_names: NULL callback", s->path);
+	if ((rc = sq_check(s, "trigger_names", fn ? NULL : "NULL callback", SQ_READ)))
+		return rc;
 	rc = sqlite3_prepare_v2(s->db, "SELECT trigger_id, name FROM trigger_names "
 				       "ORDER BY trigger_id", -1, &st, NULL);
 	if (rc != SQLITE_OK) /* a store from before trigger names (read-only): none */
@@ -121,10 +110,8 @@ int sqlite_store_agents(struct sqlite_store *s, rt_store_agent_fn fn, void *arg)
 	struct rt_store_agent a;
 	sqlite3_stmt *st;
 	int rc, priv, ret = 0;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (!fn)
-		return sq_seterr(s, RT_STORE_E_INVAL, "%s: agents: NULL callback", s->path);
+	if ((rc = sq_check(s, "agents", fn ? NULL : "NULL callback", SQ_READ)))
+		return rc;
 	if (!(st = sq_walk_stmt(s, ST_AGENT_LIST, &priv)))
 		return RT_STORE_E_IO;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -151,10 +138,8 @@ int sqlite_store_put_trigger(struct sqlite_store *s, uint32_t agent_id, uint64_t
 {
 	sqlite3_stmt *st;
 	int rc, changed;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (s->readonly)
-		return sq_readonly_err(s, "put_trigger");
+	if ((rc = sq_check(s, "put_trigger", NULL, SQ_WRITE)))
+		return rc;
 	if (!msg && len)
 		return sq_seterr(s, RT_STORE_E_INVAL, "%s: put_trigger: NULL msg of %zu bytes",
 			      s->path, len);
@@ -179,10 +164,8 @@ int sqlite_store_done_trigger(struct sqlite_store *s, uint32_t agent_id, uint64_
 {
 	sqlite3_stmt *st;
 	int rc;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (s->readonly)
-		return sq_readonly_err(s, "done_trigger");
+	if ((rc = sq_check(s, "done_trigger", NULL, SQ_WRITE)))
+		return rc;
 	st = s->st[ST_TRIG_DONE];
 	sqlite3_bind_int64(st, 1, agent_id);
 	bind_u64(st, 2, trigger_seq);
@@ -200,11 +183,8 @@ int sqlite_store_pending_triggers(struct sqlite_store *s, rt_store_trigger_fn fn
 	static const unsigned char empty[1];
 	sqlite3_stmt *st;
 	int rc, priv, ret = 0;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (!fn)
-		return sq_seterr(s, RT_STORE_E_INVAL, "%s: pending_triggers: NULL callback",
-			      s->path);
+	if ((rc = sq_check(s, "pending_triggers", fn ? NULL : "NULL callback", SQ_READ)))
+		return rc;
 	if (!(st = sq_walk_stmt(s, ST_TRIG_PENDING, &priv)))
 		return RT_STORE_E_IO;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -327,10 +307,8 @@ int sqlite_store_retain(struct sqlite_store *s, uint64_t now_ns, uint64_t *delet
 	int rc, own;
 	if (deleted)
 		*deleted = 0;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (s->readonly)
-		return sq_readonly_err(s, "retain");
+	if ((rc = sq_check(s, "retain", NULL, SQ_WRITE)))
+		return rc;
 	if ((rc = sq_txn_enter(s, &own)))
 		return rc;
 	rc = sq_txn_leave(s, own, retain_locked(s, now_ns, &n));
@@ -342,10 +320,8 @@ int sqlite_store_retain(struct sqlite_store *s, uint64_t now_ns, uint64_t *delet
 int sqlite_store_delete_trace(struct sqlite_store *s, uint64_t trace_hi, uint64_t trace_lo)
 {
 	int rc, own, found;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (s->readonly)
-		return sq_readonly_err(s, "sq_delete_trace");
+	if ((rc = sq_check(s, "sq_delete_trace", NULL, SQ_WRITE)))
+		return rc;
 	if ((rc = sq_txn_enter(s, &own)))
 		return rc;
 	rc = sq_delete_trace(s, trace_hi, trace_lo);
@@ -370,10 +346,8 @@ int sqlite_store_stats(struct sqlite_store *s, struct rt_store_stats *out)
 {
 	sqlite3_stmt *st;
 	int rc;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (!out)
-		return sq_seterr(s, RT_STORE_E_INVAL, "%s: stats: NULL output", s->path);
+	if ((rc = sq_check(s, "stats", out ? NULL : "NULL output", SQ_READ)))
+		return rc;
 	memset(out, 0, sizeof *out);
 	st = s->st[ST_STATS];
 	rc = sqlite3_step(st);

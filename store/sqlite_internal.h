@@ -127,6 +127,14 @@ int sq_seterr(struct sqlite_store *s, int code, const char *fmt, ...)
 int sq_map_sqlite(int rc);
 int sq_sqerr(struct sqlite_store *s, int rc, const char *what);
 int sq_readonly_err(struct sqlite_store *s, const char *what);
+/* The checks every operation opens with, in this order: a store (NULL:
+ * RT_STORE_E_INVAL with no message, there is no store to hold one); the
+ * caller's arguments (missing, when not NULL, says what is wrong: "NULL slice";
+ * RT_STORE_E_INVAL, "PATH: WHAT: MISSING"); for SQ_WRITE, a store open for
+ * writing (RT_STORE_E_READONLY). 0 when all hold. Checks particular to one
+ * operation (an open transaction, a length without bytes) follow it there. */
+enum { SQ_READ = 0, SQ_WRITE = 1 };
+int sq_check(struct sqlite_store *s, const char *what, const char *missing, int mode);
 int sq_run(struct sqlite_store *s, sqlite3_stmt *st, const char *what);
 sqlite3_stmt *sq_walk_stmt(struct sqlite_store *s, enum st id, int *priv);
 void sq_walk_done(sqlite3_stmt *st, int priv);

@@ -113,12 +113,8 @@ int sqlite_store_put_slice(struct sqlite_store *s, const struct rt_store_slice *
 {
 	sqlite3_stmt *st;
 	int rc, changed;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (!sl)
-		return sq_seterr(s, RT_STORE_E_INVAL, "%s: put_slice: NULL slice", s->path);
-	if (s->readonly)
-		return sq_readonly_err(s, "put_slice");
+	if ((rc = sq_check(s, "put_slice", sl ? NULL : "NULL slice", SQ_WRITE)))
+		return rc;
 	if (!s->in_txn)
 		return sq_seterr(s, RT_STORE_E_INVAL,
 			      "%s: put_slice: no open transaction (call rt_store_begin)",
@@ -163,10 +159,8 @@ int sqlite_store_slices(struct sqlite_store *s, uint64_t trace_hi, uint64_t trac
 	struct rt_store_slice sl;
 	sqlite3_stmt *st;
 	int rc, priv, ret = 0;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (!fn)
-		return sq_seterr(s, RT_STORE_E_INVAL, "%s: slices: NULL callback", s->path);
+	if ((rc = sq_check(s, "slices", fn ? NULL : "NULL callback", SQ_READ)))
+		return rc;
 	if (!(st = sq_walk_stmt(s, ST_SLICE_WALK, &priv)))
 		return RT_STORE_E_IO;
 	bind_u64(st, 1, trace_lo);
@@ -187,10 +181,9 @@ int sqlite_store_trace_rates(struct sqlite_store *s, uint64_t trace_hi, uint64_t
 {
 	sqlite3_stmt *st;
 	int rc, priv;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (!n || (!out && max))
-		return sq_seterr(s, RT_STORE_E_INVAL, "%s: trace_rates: NULL output", s->path);
+	if ((rc = sq_check(s, "trace_rates", n && (out || !max) ? NULL : "NULL output",
+			   SQ_READ)))
+		return rc;
 	*n = 0;
 	if (!(st = sq_walk_stmt(s, ST_SLICE_RATES, &priv)))
 		return RT_STORE_E_IO;
@@ -216,12 +209,9 @@ int sqlite_store_put_trace(struct sqlite_store *s, const struct rt_store_trace *
 {
 	char trig[U32LIST_CAP], agents[U32LIST_CAP], missing[U32LIST_CAP];
 	sqlite3_stmt *st;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (!t)
-		return sq_seterr(s, RT_STORE_E_INVAL, "%s: put_trace: NULL trace", s->path);
-	if (s->readonly)
-		return sq_readonly_err(s, "put_trace");
+	int rc;
+	if ((rc = sq_check(s, "put_trace", t ? NULL : "NULL trace", SQ_WRITE)))
+		return rc;
 	if (t->trigger_count > RT_STORE_MAX_TRIGGERS || t->agent_count > RT_STORE_MAX_AGENTS ||
 	    t->missing_count > RT_STORE_MAX_AGENTS)
 		return sq_seterr(s, RT_STORE_E_INVAL,
@@ -297,12 +287,8 @@ static int add_late_locked(struct sqlite_store *s, const struct rt_store_slice *
 int sqlite_store_add_late(struct sqlite_store *s, const struct rt_store_slice *sl)
 {
 	int rc, own;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (!sl)
-		return sq_seterr(s, RT_STORE_E_INVAL, "%s: add_late: NULL slice", s->path);
-	if (s->readonly)
-		return sq_readonly_err(s, "add_late");
+	if ((rc = sq_check(s, "add_late", sl ? NULL : "NULL slice", SQ_WRITE)))
+		return rc;
 	if ((rc = sq_txn_enter(s, &own)))
 		return rc;
 	return sq_txn_leave(s, own, add_late_locked(s, sl));
@@ -312,12 +298,8 @@ int sqlite_store_set_selection(struct sqlite_store *s, const struct rt_store_tra
 {
 	sqlite3_stmt *st;
 	int rc;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (!t)
-		return sq_seterr(s, RT_STORE_E_INVAL, "%s: set_selection: NULL trace", s->path);
-	if (s->readonly)
-		return sq_readonly_err(s, "set_selection");
+	if ((rc = sq_check(s, "set_selection", t ? NULL : "NULL trace", SQ_WRITE)))
+		return rc;
 	st = s->st[ST_TRACE_SELECT];
 	bind_u64(st, 1, t->trace_lo);
 	bind_u64(st, 2, t->trace_hi);
@@ -341,10 +323,8 @@ int sqlite_store_get_trace(struct sqlite_store *s, uint64_t trace_hi, uint64_t t
 {
 	sqlite3_stmt *st;
 	int rc;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (!out)
-		return sq_seterr(s, RT_STORE_E_INVAL, "%s: get_trace: NULL output", s->path);
+	if ((rc = sq_check(s, "get_trace", out ? NULL : "NULL output", SQ_READ)))
+		return rc;
 	st = s->st[ST_TRACE_GET];
 	bind_u64(st, 1, trace_lo);
 	bind_u64(st, 2, trace_hi);
@@ -368,11 +348,8 @@ int sqlite_store_list(struct sqlite_store *s, const struct rt_store_query *q,
 	char trig[16];
 	uint64_t left;
 	int nr, rc = 0, ret = 0;
-	if (!s)
-		return RT_STORE_E_INVAL;
-	if (!q || !fn)
-		return sq_seterr(s, RT_STORE_E_INVAL, "%s: list: NULL %s", s->path,
-			      q ? "callback" : "query");
+	if ((rc = sq_check(s, "list", !q ? "NULL query" : !fn ? "NULL callback" : NULL, SQ_READ)))
+		return rc;
 	left = q->limit ? q->limit : UINT64_MAX;
 	if (q->by_trigger)
 		snprintf(trig, sizeof trig, ",%u,", q->trigger_id);

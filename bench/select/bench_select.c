@@ -8,6 +8,7 @@
  * RETRACE_BENCH_QUICK=1: the 5 % rate only, and a "skipped" line (exit 0) when no
  * dataset is given and the tarball is missing.
  */
+#include "dataset_read.h" /* tools/select_eval/ */
 #include "select.h"
 
 #include <stdbool.h>

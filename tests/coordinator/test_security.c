@@ -25,6 +25,7 @@
 #include <nng/protocol/reqrep0/req.h>
 
 #include "cluster.h"
+#include "common/fake_agent.h"
 #include "common/suite.h"
 #include "daemon/guard.h"
 #include "daemon/tls.h"
@@ -42,59 +43,6 @@ static void nap_ms(int ms)
 }
 
 /* ------------------------------------------------------------ helpers ---- */
-
-/*
- * One request/reply on a fresh REQ socket; TLS when url is tls+tcp:// (with
- * identity tls, checking the peer is `peer`). Returns the reply length, or -1
- * when nothing came back (refused connection, dropped message, timeout).
- */
-static long request(const char *url, const struct rt_tls *tls, const char *peer, const void *req,
-		    size_t len, void *reply, size_t cap, int timeout_ms)
-{
-	char err[512];
-	nng_socket s;
-	nng_msg *m = NULL;
-	long n = -1;
-	if (nng_req0_open(&s) != 0)
-		return -1;
-	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, timeout_ms);
-	nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, timeout_ms);
-	nng_socket_set_size(s, NNG_OPT_RECVMAXSZ, 4u << 20);
-	if (rt_tls_dial(s, tls, url, peer, 0, err, sizeof err) == 0 && nng_msg_alloc(&m, len) == 0) {
-		memcpy(nng_msg_body(m), req, len);
-		if (nng_sendmsg(s, m, 0) != 0)
-			nng_msg_free(m);
-		else if (nng_recvmsg(s, &m, 0) == 0) {
-			n = (long)nng_msg_len(m);
-			memcpy(reply, nng_msg_body(m), (size_t)n < cap ? (size_t)n : cap);
-			nng_msg_free(m);
-		}
-	}
-	/* Bounded, as the daemons close: with nng 1.5.2 nng_close() can deadlock
-	 * after the peer dropped the pipe (nanomsg/nng#1543), which is exactly what
-	 * the oversize cases provoke; a plain close hung this test until its timeout. */
-	rt_nng_close_bounded(s, RT_NNG_CLOSE_WAIT_MS);
-	return n;
-}
-
-/* The status of an ACK reply; INT32_MIN if the reply is not an ACK. */
-static int32_t ack_of(const void *reply, long n)
-{
-	struct rt_wire_msg m;
-	int32_t st = INT32_MIN;
-	if (n > 0 && rt_wire_decode(reply, (size_t)n, &m) == 0 && m.type == RT_WIRE_ACK)
-		st = m.ack.status;
-	if (n > 0)
-		rt_wire_msg_free(&m);
-	return st;
-}
-
-static int32_t send_wire(const char *url, const struct rt_tls *tls, const char *peer,
-			 const struct rt_wire_buf *b)
-{
-	static uint8_t reply[1 << 16];
-	return ack_of(reply, request(url, tls, peer, b->data, b->len, reply, sizeof reply, 3000));
-}
 
 static void encode_register(struct rt_wire_buf *b, uint32_t id, const char *addr)
 {
@@ -147,7 +95,7 @@ static void encode_remote(struct rt_wire_buf *b, uint64_t request_id, uint64_t l
 static void ask_text(const char *url, const struct rt_tls *tls, const char *peer, const char *req,
 		     char *out, size_t cap)
 {
-	long n = request(url, tls, peer, req, strlen(req) + 1, out, cap - 1, 3000);
+	long n = fake_agent_exchange(url, tls, peer, req, strlen(req) + 1, out, cap - 1, 3000);
 	out[n > 0 ? ((size_t)n < cap - 1 ? (size_t)n : cap - 1) : 0] = 0;
 }
 
@@ -272,9 +220,9 @@ START_TEST(forged_slice_unregistered_agent)
 	struct rt_store_trace t;
 	ck_assert_int_eq(cl_start(&c, 1, 256), 0);
 	encode_slice(&b, 77, 0x5001);
-	ck_assert_int_eq(send_wire(c.collect_url, NULL, NULL, &b), RT_ACK_REFUSED);
+	ck_assert_int_eq(fake_agent_ack(c.collect_url, NULL, NULL, &b, 3000), RT_ACK_REFUSED);
 	encode_slice(&b, 0, 0x5002); /* 0 is "no agent" */
-	ck_assert_int_eq(send_wire(c.collect_url, NULL, NULL, &b), RT_ACK_REFUSED);
+	ck_assert_int_eq(fake_agent_ack(c.collect_url, NULL, NULL, &b, 3000), RT_ACK_REFUSED);
 	ck_assert_int_eq(cl_coord_figure(&c, "security", "slices_refused"), 2);
 	ck_assert_int_eq(cl_coord_figure(&c, "collection", "slices"), 0);
 	ck_assert_int_eq(cl_coord_figure(&c, "collection", "orphan_slices"), 0);
@@ -296,7 +244,7 @@ START_TEST(forged_trigger_unregistered_agent)
 	struct rt_store_trace t;
 	ck_assert_int_eq(cl_start(&c, 2, 256), 0);
 	encode_trigger(&b, 77, 0x6001);
-	ck_assert_int_eq(send_wire(c.coord_url, NULL, NULL, &b), RT_ACK_REFUSED);
+	ck_assert_int_eq(fake_agent_ack(c.coord_url, NULL, NULL, &b, 3000), RT_ACK_REFUSED);
 	ck_assert_int_eq(cl_coord_figure(&c, "security", "triggers_refused"), 1);
 	ck_assert_int_eq(cl_coord_figure(&c, "traversal", "triggers"), 0);
 	ck_assert_int_eq(cl_coord_figure(&c, "traversal", "remote_triggers_sent"), 0);
@@ -321,7 +269,7 @@ START_TEST(register_cannot_move_live_agent)
 	json_str(st, "agent.2", before, sizeof before);
 	ck_assert_msg(before[0], "agent 2 not in the directory: %s", st);
 	encode_register(&b, 2, "tcp://127.0.0.1:9");
-	ck_assert_int_eq(send_wire(c.coord_url, NULL, NULL, &b), RT_ACK_REFUSED);
+	ck_assert_int_eq(fake_agent_ack(c.coord_url, NULL, NULL, &b, 3000), RT_ACK_REFUSED);
 	ck_assert_int_eq(cl_coord_figure(&c, "security", "register_moves_refused"), 1);
 	ask_text(c.coord_url, NULL, NULL, "status json", st, sizeof st);
 	json_str(st, "agent.2", after, sizeof after);
@@ -335,11 +283,11 @@ START_TEST(register_cannot_move_live_agent)
 	ck_assert_uint_eq(t.agent_count, 2);
 	/* The coordinator dials no address beyond loopback without --insecure. */
 	encode_register(&b, 9, "tcp://192.0.2.1:7710");
-	ck_assert_int_eq(send_wire(c.coord_url, NULL, NULL, &b), RT_ACK_REFUSED);
+	ck_assert_int_eq(fake_agent_ack(c.coord_url, NULL, NULL, &b, 3000), RT_ACK_REFUSED);
 	ck_assert_int_eq(cl_coord_figure(&c, "security", "register_addresses_refused"), 1);
 	/* A new id at a loopback address is a new agent. */
 	encode_register(&b, 8, "tcp://127.0.0.1:9");
-	ck_assert_int_eq(send_wire(c.coord_url, NULL, NULL, &b), 0);
+	ck_assert_int_eq(fake_agent_ack(c.coord_url, NULL, NULL, &b, 3000), 0);
 	ck_assert_int_eq(cl_coord_figure(&c, "agents", "known"), 3);
 	rt_wire_buf_free(&b);
 	ck_assert_int_eq(cl_stop(&c), 0);
@@ -398,18 +346,21 @@ START_TEST(oversize_requests_refused)
 	ck_assert_int_eq(cl_start(&c, 1, 256), 0);
 	memset(buf, 's', huge);
 	/* Over the coordinator's bound: refused with an answer, counted. */
-	ck_assert_int_gt(request(c.coord_url, NULL, NULL, buf, big, reply, sizeof reply, 3000), 0);
+	ck_assert_int_gt(
+		fake_agent_exchange(c.coord_url, NULL, NULL, buf, big, reply, sizeof reply, 3000), 0);
 	ck_assert_msg(strstr(reply, "too large"), "reply: %s", reply);
 	ck_assert_int_eq(cl_coord_figure(&c, "security", "oversize_requests"), 1);
 	/* Over nng's hard bound: the connection is dropped, nothing is held. */
-	ck_assert_int_eq(request(c.coord_url, NULL, NULL, buf, huge, reply, sizeof reply, 1000), -1);
+	ck_assert_int_eq(
+		fake_agent_exchange(c.coord_url, NULL, NULL, buf, huge, reply, sizeof reply, 1000), -1);
 	ask_text(c.coord_url, NULL, NULL, "ping", reply, sizeof reply);
 	ck_assert_str_eq(reply, "pong coordinator");
 	/* The agent's control socket likewise. */
 	agent_status_url(&c, 0, url, sizeof url);
-	ck_assert_int_gt(request(url, NULL, NULL, buf, 100u << 10, reply, sizeof reply, 3000), 0);
+	ck_assert_int_gt(
+		fake_agent_exchange(url, NULL, NULL, buf, 100u << 10, reply, sizeof reply, 3000), 0);
 	ck_assert_msg(strstr(reply, "too large"), "reply: %s", reply);
-	ck_assert_int_eq(request(url, NULL, NULL, buf, huge, reply, sizeof reply, 1000), -1);
+	ck_assert_int_eq(fake_agent_exchange(url, NULL, NULL, buf, huge, reply, sizeof reply, 1000), -1);
 	ck_assert_int_eq(cl_agent_figure(&c, 0, "security", "oversize_requests"), 1);
 	free(buf);
 	ck_assert_int_eq(cl_stop(&c), 0);
@@ -432,7 +383,8 @@ START_TEST(connection_cap_counts_refusals)
 	}
 	nap_ms(500);
 	for (int i = 0; i < 8; i++)
-		rt_nng_close_bounded(s[i], RT_NNG_CLOSE_WAIT_MS); /* refused pipes: see request() */
+		/* refused pipes: see fake_agent_exchange() */
+		rt_nng_close_bounded(s[i], RT_NNG_CLOSE_WAIT_MS);
 	nap_ms(200);
 	ck_assert_int_ge(cl_coord_figure(&c, "security", "connections_refused"), 5);
 	ck_assert_int_eq(cl_coord_figure(&c, "security", "max_connections"), 4);
@@ -458,7 +410,7 @@ START_TEST(remote_trigger_rate_limited)
 	for (int i = 0; i < 100; i++) {
 		int32_t st;
 		encode_remote(&b, 1000 + (uint64_t)i, 0x9000000 + (uint64_t)random());
-		st = send_wire(url, NULL, NULL, &b);
+		st = fake_agent_ack(url, NULL, NULL, &b, 3000);
 		if (st == RT_ACK_RATE_LIMITED)
 			refused++;
 		else if (st == INT32_MIN) /* a BREADCRUMB_REPLY */
@@ -546,7 +498,8 @@ START_TEST(tls_end_to_end)
 	/* A plain client gets nothing from a TLS coordinator, and breaks nothing. */
 	{
 		char reply[64];
-		ck_assert_int_eq(request(c.coord_url, NULL, NULL, "status", 7, reply, sizeof reply, 800),
+		ck_assert_int_eq(fake_agent_exchange(c.coord_url, NULL, NULL, "status", 7, reply,
+						     sizeof reply, 800),
 				 -1);
 		ck_assert_int_ge(cl_coord_figure(&c, "security", "tls_handshakes_refused"), 1);
 	}
@@ -582,29 +535,29 @@ START_TEST(tls_other_agents_certificate_refused)
 	tls_url(c.collect_url, coll, sizeof coll);
 	/* REGISTER as agent 3 (or 2) with agent 1's key. */
 	encode_register(&b, 3, "tls+tcp://127.0.0.1:9");
-	ck_assert_int_eq(send_wire(coord, a1, "coordinator", &b), RT_ACK_REFUSED);
+	ck_assert_int_eq(fake_agent_ack(coord, a1, "coordinator", &b, 3000), RT_ACK_REFUSED);
 	encode_register(&b, 2, "tls+tcp://127.0.0.1:9");
-	ck_assert_int_eq(send_wire(coord, a1, "coordinator", &b), RT_ACK_REFUSED);
+	ck_assert_int_eq(fake_agent_ack(coord, a1, "coordinator", &b, 3000), RT_ACK_REFUSED);
 	ck_assert_int_eq(cl_coord_figure(&c, "security", "registrations_refused"), 2);
 	ck_assert_int_eq(cl_coord_figure(&c, "agents", "known"), 2);
 	/* A trigger and a slice for agent 2 from agent 1. */
 	encode_trigger(&b, 2, 0x8101);
-	ck_assert_int_eq(send_wire(coord, a1, "coordinator", &b), RT_ACK_REFUSED);
+	ck_assert_int_eq(fake_agent_ack(coord, a1, "coordinator", &b, 3000), RT_ACK_REFUSED);
 	encode_slice(&b, 2, 0x8101);
-	ck_assert_int_eq(send_wire(coll, a1, "coordinator", &b), RT_ACK_REFUSED);
+	ck_assert_int_eq(fake_agent_ack(coll, a1, "coordinator", &b, 3000), RT_ACK_REFUSED);
 	ck_assert_int_eq(cl_coord_figure(&c, "security", "triggers_refused"), 1);
 	ck_assert_int_eq(cl_coord_figure(&c, "security", "slices_refused"), 1);
 	ck_assert_int_eq(cl_coord_figure(&c, "collection", "slices"), 0);
 	/* The same from agent 2 itself is accepted. */
 	encode_slice(&b, 2, 0x8102);
-	ck_assert_int_eq(send_wire(coll, a2, "coordinator", &b), 0);
+	ck_assert_int_eq(fake_agent_ack(coll, a2, "coordinator", &b, 3000), 0);
 	/* Remote triggers to agent 2 only from the coordinator. */
 	agent_status_url(&c, 1, url, sizeof url);
 	ask_text(url, NULL, NULL, "status json", st, sizeof st);
 	json_str(st, "listen", agent2, sizeof agent2);
 	ck_assert_msg(rt_url_is_tls(agent2), "agent 2 listens on %s", agent2);
 	encode_remote(&b, 1, 0x8103);
-	ck_assert_int_eq(send_wire(agent2, a1, "agent-2", &b), RT_ACK_REFUSED);
+	ck_assert_int_eq(fake_agent_ack(agent2, a1, "agent-2", &b, 3000), RT_ACK_REFUSED);
 	ck_assert_int_eq(cl_agent_figure(&c, 1, "security", "remote_triggers_unauthorised"), 1);
 	rt_tls_free(a1);
 	rt_tls_free(a2);

@@ -10,6 +10,7 @@
  * RETRACE_GOLDEN_WRITE=$PWD/tests/select/fixture/kept.txt build/tests/select/test_select_golden
  * and say why in the commit.
  */
+#include "dataset_read.h" /* tools/select_eval/ */
 #include "select.h"
 
 #include <check.h>

@@ -7,6 +7,7 @@
  */
 #include "cmd_select_eval.h"
 
+#include "dataset_read.h"
 #include "select.h"
 
 #include <errno.h>

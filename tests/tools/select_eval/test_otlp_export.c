@@ -4,6 +4,7 @@
  * back through rt_sel_dataset_read_otlp_json. Template ids must fold to the same
  * value the coordinator's selection uses (rt_sel_fold_template_id of the 64-bit id).
  */
+#include "dataset_read.h"
 #include "select.h"
 
 #include <check.h>

@@ -4,6 +4,7 @@
  * Every dataset is generated here (DIR/trace/HH_MM_trace.csv, DIR/log/HH_MM_log.csv): traces
  * of a gateway root and one service span with one log line each.
  */
+#include "dataset_read.h"
 #include "select.h"
 
 #include <check.h>

@@ -1,7 +1,13 @@
-/* json_internal.h — a small strict JSON parser for the select/ dataset readers (internal).
+/* json_internal.h — a small strict JSON parser for the dataset readers of
+ * tools/select_eval/ (internal).
  *
- * Why our own: select/ is libc + libm only (DESIGN.md), so it cannot link a JSON
- * library; the OTLP-JSON reader needs only a read-only DOM of well-formed input.
+ * Why our own rather than jansson (a dependency of the tree): the readers promise
+ * "FILE: byte N: what" for every malformed input with the reason (leading zero,
+ * lone surrogate, invalid UTF-8, nesting deeper than RT_JSON_MAX_DEPTH), which
+ * tests/tools/select_eval/test_otlp.c holds them to; jansson, as strict, words
+ * them its own way ("invalid token near '0'"), refuses integers past INT64_MAX
+ * (OTLP's uint64 times and ids) and allocates a node per value. It moved here
+ * from select/ with the readers (docs/selection.md).
  *
  * The parser works in place on a caller-owned, writable buffer: strings are
  * unescaped where they stand and NUL-terminated, so nodes point into the buffer and

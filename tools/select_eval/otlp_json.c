@@ -21,8 +21,7 @@
  * that is not a request object, or a span without valid hex ids fails the whole read
  * with "FILE: byte N: what"; a reader of evaluation data should not guess.
  */
-#include "dataset_internal.h"
-#include "internal.h"
+#include "readers_internal.h"
 #include "json_internal.h"
 
 #include <ctype.h>
@@ -463,7 +462,7 @@ rt_sel_dataset *rt_sel_dataset_read_otlp_json(const char *dir, char *err, size_t
 		rt_sel_ds_list_free(fl.v, fl.n);
 		return NULL;
 	}
-	if (!(r.ds = calloc(1, sizeof *r.ds))) {
+	if (!(r.ds = rt_sel_ds_new())) {
 		rt_sel_ds_error(err, errlen, "out of memory");
 		rt_sel_ds_list_free(fl.v, fl.n);
 		return NULL;

@@ -6,6 +6,7 @@
  * mutated bytes that must never crash, and `retrace select-eval --format otlp-json`
  * on a generated dataset.
  */
+#include "dataset_read.h"
 #include "select.h"
 #include "json_internal.h"
 

@@ -9,7 +9,7 @@
  * without its two Kubernetes suffixes; the log text kept for mining is everything
  * after the level. The dataset has no span status, so errors show only as ERROR logs.
  */
-#include "dataset_internal.h"
+#include "readers_internal.h"
 #include "json_internal.h"
 
 #include <ctype.h>
@@ -404,10 +404,10 @@ static bool header_ok(const char *line, size_t n, bool log)
 
 static void note_bad_file(rt_sel_dataset *ds, const char *path, const char *why)
 {
-	ds->stats.bad_files++;
-	if (!ds->stats.first_problem[0])
-		snprintf(ds->stats.first_problem, sizeof ds->stats.first_problem, "%s: %s", path,
-			 why);
+	rt_sel_read_stats *st = rt_sel_ds_stats(ds);
+	st->bad_files++;
+	if (!st->first_problem[0])
+		snprintf(st->first_problem, sizeof st->first_problem, "%s: %s", path, why);
 }
 
 typedef int (*row_fn)(reader *, char **, size_t *, size_t, const char **);
@@ -417,7 +417,7 @@ typedef int (*row_fn)(reader *, char **, size_t *, size_t, const char **);
 static void note_skip(rt_sel_dataset *ds, bool log, const char *path, size_t line, size_t lines,
 		      const char *why)
 {
-	rt_sel_read_stats *st = &ds->stats;
+	rt_sel_read_stats *st = rt_sel_ds_stats(ds);
 	if (log) {
 		st->log_rows_skipped += lines;
 		st->log_rows += lines - 1;
@@ -443,7 +443,7 @@ static int read_csv(reader *rd, const char *path, row_fn row, bool log, char *er
 	ssize_t got;
 	bool header = true;
 	int rc = 0;
-	ds->stats.files++;
+	rt_sel_ds_stats(ds)->files++;
 	while ((got = getline(&line, &cap, fp)) >= 0) {
 		size_t first = ++lineno, n = (size_t)got;
 		/* A quoted field may hold line breaks: join lines until the quotes balance. */
@@ -479,9 +479,9 @@ static int read_csv(reader *rd, const char *path, row_fn row, bool log, char *er
 		}
 		size_t lines = lineno - first + 1;
 		if (log)
-			ds->stats.log_rows++;
+			rt_sel_ds_stats(ds)->log_rows++;
 		else
-			ds->stats.span_rows++;
+			rt_sel_ds_stats(ds)->span_rows++;
 		if (open) {
 			note_skip(ds, log, path, first, lines,
 				  "unterminated quoted field (file cut short?)");
@@ -541,7 +541,7 @@ static int read_folder(reader *rd, const char *dir, const char *sub, const char 
 
 rt_sel_dataset *rt_sel_dataset_read_nezha(const char *dir, char *err, size_t errlen)
 {
-	rt_sel_dataset *ds = calloc(1, sizeof *ds);
+	rt_sel_dataset *ds = rt_sel_ds_new();
 	if (!ds) {
 		rt_sel_ds_error(err, errlen, "out of memory");
 		return NULL;
