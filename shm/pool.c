@@ -767,24 +767,52 @@ static uint64_t now_ns(clockid_t c)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * A clock reading and the tick it corresponds to, read as close together as the
+ * machine allows: each try brackets the clock read between two tick reads, and
+ * of RT_TSC_PAIR_TRIES tries the narrowest bracket wins, its tick the bracket's
+ * middle. One plain pair of reads is exposed to a preemption between them: on a
+ * loaded machine a millisecond there, at either end of the 20 ms window, put
+ * the rate 5 % off and every span's duration with it (seen: a 1 ms spin decoded
+ * as 0.956 ms, adaptive_spans under the stress run). A clean bracket is tens of
+ * nanoseconds; a preempted one is milliseconds and loses.
+ */
+#define RT_TSC_PAIR_TRIES 32
+
+static void tick_pair(clockid_t c, uint64_t *ns, uint64_t *tick)
+{
+	uint64_t best = UINT64_MAX;
+	for (int i = 0; i < RT_TSC_PAIR_TRIES; i++) {
+		uint64_t a = retrace_ticks(), v = now_ns(c), b = retrace_ticks();
+		if (b >= a && b - a < best) {
+			best = b - a;
+			*ns = v;
+			*tick = a + (b - a) / 2;
+		}
+	}
+	if (best == UINT64_MAX) { /* ticks went backwards every time: take the last */
+		*tick = retrace_ticks();
+		*ns = now_ns(c);
+	}
+}
+
 void rt_tsc_calibrate(uint64_t *hz, uint64_t *ref_tick, uint64_t *ref_unix_ns,
 		      unsigned ms)
 {
-	uint64_t m0 = now_ns(CLOCK_MONOTONIC), t0 = retrace_ticks();
-	uint64_t r0 = now_ns(CLOCK_REALTIME);
 	struct timespec nap = {0, (long)ms * 1000000L};
-	uint64_t m1, t1;
+	uint64_t m0, t0, m1, t1, r0, tr;
 
+	tick_pair(CLOCK_MONOTONIC, &m0, &t0);
+	tick_pair(CLOCK_REALTIME, &r0, &tr);
 	nanosleep(&nap, NULL);
-	m1 = now_ns(CLOCK_MONOTONIC);
-	t1 = retrace_ticks();
+	tick_pair(CLOCK_MONOTONIC, &m1, &t1);
 	if (m1 <= m0 || t1 <= t0)
 		*hz = 1000000000ull; /* ticks are nanoseconds (fallback clock) */
 	else
 		*hz = (uint64_t)((__int128)(t1 - t0) * 1000000000 / (m1 - m0));
 	if (*hz == 0)
 		*hz = 1;
-	*ref_tick = t0;
+	*ref_tick = tr;
 	*ref_unix_ns = r0;
 }
 
