@@ -365,8 +365,12 @@ static int replay_window(replay *r, const rt_sel_eval_options *opt, rt_sel_trace
 		return -1;
 	double t1 = now_s();
 	/* An incident scale-up borrows from later windows' credit, so the kept share still
-     * tracks the rate (to within one trace per window). */
-	r->credit -= (double)res.budget;
+     * tracks the rate (to within one trace per window). Picks the selector declined
+     * (nothing new left below the group count) are carried to the next window, as the
+     * coordinator carries them, at most one window's worth. */
+	r->credit -= (double)(res.budget - res.declined);
+	if (res.declined && r->credit > opt->rate * (double)n + 1.0)
+		r->credit = opt->rate * (double)n + 1.0;
 	r->t_mining += tm - t0;
 	for (size_t i = 0; i < n; i++) {
 		lb->pattern[off + i] = res.verdicts[i].pattern;
@@ -375,7 +379,7 @@ static int replay_window(replay *r, const rt_sel_eval_options *opt, rt_sel_trace
 		lb->kept_g[off + i] = res.verdicts[i].chosen;
 	}
 	double t2 = now_s();
-	random_pick(n, res.budget, &r->rng, r->idx, lb->kept_r + off);
+	random_pick(n, res.budget - res.declined, &r->rng, r->idx, lb->kept_r + off);
 	double t3 = now_s();
 	r->t_gleaner += t1 - t0;
 	r->t_random += t3 - t2;

@@ -107,6 +107,7 @@ void rt_sel_config_default(rt_sel_config *cfg)
 	cfg->quality_gain = 1.0;
 	cfg->seen_penalty = 0.2;
 	cfg->novelty_first = true;
+	cfg->decline_stale = true;
 	cfg->minute_tiers = true;
 	cfg->seen_capacity = (size_t)1 << 16;
 	cfg->group_memory = 0.9;
@@ -560,9 +561,11 @@ static size_t new_patterns(rt_selector *s, size_t a, size_t b)
  * first, one group each by rotation priority while it is smaller than the groups with
  * new patterns, else water-filled over their new-pattern counts (a group with several
  * may take several); only what is left goes to groups with nothing new, one each by
- * rotation. A pick of a group whose every pattern the store already holds adds
- * nothing to it, and the API is represented there already. Alarmed groups take part
- * like the others (the alarm boost needs a pick for every group first).
+ * rotation — or, with decline_stale (the default), is declined: such a pick repeats
+ * a pattern the store holds and the API is represented there already, while the
+ * caller can spend it in a later window that has something new (on the dev dataset
+ * at 10 % this turns the one such repeat into a new pattern). Alarmed groups take
+ * part like the others (the alarm boost needs a pick for every group first).
  *
  * Budget at least the number of groups: the usual split (rt_sel_quota_prio: even
  * split, alarm boost and cap, rotation) is computed; alarmed groups keep theirs. What
@@ -572,8 +575,9 @@ static size_t new_patterns(rt_selector *s, size_t a, size_t b)
  * new patterns could use; then the rest over their other traces. */
 static int fresh_first_quota(rt_selector *s, const size_t *start, const size_t *sizes,
 			     const bool *alarmed, const double *recent, size_t ng, size_t budget,
-			     size_t *quota)
+			     size_t *quota, size_t *declined)
 {
+	*declined = 0;
 	size_t *fresh = malloc(ng * sizeof *fresh), *pass = malloc(ng * sizeof *pass);
 	size_t *more = malloc(ng * sizeof *more);
 	if (!fresh || !pass || !more) {
@@ -592,7 +596,12 @@ static int fresh_first_quota(rt_selector *s, const size_t *start, const size_t *
 		rt_sel_quota_prio(fresh, NULL, recent, ng, first, 1.0, 1.0, pass);
 		for (size_t g = 0; g < ng; g++)
 			fresh[g] = fresh[g] == 0; /* now: the groups with nothing new, one each */
-		rt_sel_quota_prio(fresh, NULL, recent, ng, budget - first, 1.0, 1.0, more);
+		if (s->cfg.decline_stale) { /* each would repeat a kept pattern: keep the pick */
+			memset(more, 0, ng * sizeof *more);
+			*declined = budget - first;
+		} else {
+			rt_sel_quota_prio(fresh, NULL, recent, ng, budget - first, 1.0, 1.0, more);
+		}
 		for (size_t g = 0; g < ng; g++)
 			quota[g] = pass[g] + more[g];
 		goto done;
@@ -905,8 +914,9 @@ int rt_sel_select_window_part(rt_selector *s, rt_sel_trace *traces, size_t n, si
 		if (!fresh && s->cfg.novelty_first)
 			recent[g] += STALE_GROUP_PRIORITY;
 	}
+	size_t declined = 0;
 	if (s->cfg.novelty_first &&
-	    fresh_first_quota(s, start, sizes, alarmed, recent, ng, eff, quota))
+	    fresh_first_quota(s, start, sizes, alarmed, recent, ng, eff, quota, &declined))
 		goto out;
 	if (!s->cfg.novelty_first)
 		rt_sel_quota_prio(sizes, alarmed, recent, ng, eff, s->cfg.alarm_boost,
@@ -934,6 +944,7 @@ int rt_sel_select_window_part(rt_selector *s, rt_sel_trace *traces, size_t n, si
 	*out = (rt_sel_result){ .n_traces = n,
 				.budget = eff,
 				.n_chosen = n_chosen,
+				.declined = declined,
 				.n_groups = ng,
 				.verdicts = s->verdicts,
 				.chosen = s->chosen };
