@@ -518,6 +518,12 @@ int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt, rt_sel_e
 	rep->random.us_per_trace = r.t_random * 1e6 / (double)n;
 	rep->original.us_per_trace = t_original * 1e6 / (double)n; /* mining not included */
 	rep->gleaner.us_mining = r.t_mining * 1e6 / (double)n;
+	rt_sel_stage_times st;
+	rt_sel_selector_stage_times(r.sel, &st);
+	rep->gleaner.us_prepare = st.prepare * 1e6 / (double)n;
+	rep->gleaner.us_p90 = st.p90 * 1e6 / (double)n;
+	rep->gleaner.us_encode = st.encode * 1e6 / (double)n;
+	rep->gleaner.us_choose = st.choose * 1e6 / (double)n;
 	rc = 0;
 out:
 	rt_sel_destroy(r.sel);

@@ -247,8 +247,19 @@ typedef struct rt_sel_result {
 
 typedef struct rt_selector rt_selector;
 
+/* Thread CPU time a selector spent per stage since it was created, in seconds (the
+ * clock is read six times a window): where selection's time goes, for benchmarks. */
+typedef struct rt_sel_stage_times {
+	double mining;  /* Drain on free-text logs (0 if the caller mined them first) */
+	double prepare; /* op keys, entry-API groups, trace-duration p90s */
+	double p90;     /* per-minute p90 table and tiers, the cut minute's carry and re-judging */
+	double encode;  /* event pairs, pattern ids, anomaly scores */
+	double choose;  /* grouping, novelty, quotas, DPP, weights, the memories */
+} rt_sel_stage_times;
+
 void rt_sel_config_default(rt_sel_config *cfg);
 rt_selector *rt_sel_create(const rt_sel_config *cfg);
+void rt_sel_selector_stage_times(const rt_selector *s, rt_sel_stage_times *out);
 void rt_sel_destroy(rt_selector *s);
 rt_sel_drain *rt_sel_selector_drain(rt_selector *s);
 const rt_sel_simcache *rt_sel_selector_simcache(const rt_selector *s);
@@ -358,6 +369,8 @@ typedef struct rt_sel_metrics {
 	double actual_rate;      /* kept / total */
 	double us_per_trace;     /* sampler thread CPU time per input trace, all stages */
 	double us_mining;        /* of which Drain template mining of free-text logs */
+	/* the selector only (rt_sel_stage_times, per input trace): the rest of it */
+	double us_prepare, us_p90, us_encode, us_choose;
 } rt_sel_metrics;
 
 /* The Gleaner paper's metric definitions (docs/selection.md "Paper metrics"), computed

@@ -24,6 +24,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <time.h>
 
 typedef struct trace_info {
 	size_t off, len; /* event pairs in the window arena */
@@ -95,7 +96,20 @@ struct rt_selector {
 	size_t n_pend_logs, pend_logs_cap;
 	uint64_t pend_minute;
 	const rt_sel_trace *win; /* the window's traces, during rt_sel_select_window_part */
+	rt_sel_stage_times times;
 };
+
+static double cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void rt_sel_selector_stage_times(const rt_selector *s, rt_sel_stage_times *out)
+{
+	*out = s->times;
+}
 
 void rt_sel_config_default(rt_sel_config *cfg)
 {
@@ -806,12 +820,17 @@ static int analyse_traces(rt_selector *s, rt_sel_trace *traces, size_t n)
 		memset(s->keys, 0, KEY_MEMO_SIZE * sizeof *s->keys);
 		s->key_gen = 1;
 	}
+	double t0 = cpu_s();
+	rt_sel_mine_templates(s, traces, n);
+	double t1 = cpu_s();
 	for (size_t i = 0; i < n; i++) {
-		mine_templates(s, &traces[i], i + 1 < n ? &traces[i + 1] : NULL);
 		fill_keys(s, &traces[i]);
 		s->info[i].group = rt_sel_trace_group(&traces[i]);
 		observe_durations(s, &traces[i], s->info[i].group);
 	}
+	double t2 = cpu_s();
+	s->times.mining += t1 - t0;
+	s->times.prepare += t2 - t1;
 	rt_sel_paper_p90_free(&s->minute);
 	uint64_t newest = s->cfg.minute_tiers ? newest_minute(traces, n) : 0;
 	if (s->cfg.minute_tiers &&
@@ -833,6 +852,8 @@ static int analyse_traces(rt_selector *s, rt_sel_trace *traces, size_t n)
 	}
 	if (s->fp_cap)
 		memset(s->fp_slot, 0, s->fp_cap * sizeof *s->fp_slot);
+	double t3 = cpu_s();
+	s->times.p90 += t3 - t2;
 	size_t first_span = 0;
 	for (size_t i = 0; i < n; i++) {
 		trace_info *ti = &s->info[i];
@@ -850,6 +871,7 @@ static int analyse_traces(rt_selector *s, rt_sel_trace *traces, size_t n)
 						   .group = ti->group,
 						   .score = ti->score };
 	}
+	s->times.encode += cpu_s() - t3;
 	return 0;
 }
 
@@ -879,6 +901,7 @@ int rt_sel_select_window_part(rt_selector *s, rt_sel_trace *traces, size_t n, si
 	s->win = traces;
 	if (prepare_window(s, n) || analyse_traces(s, traces, n))
 		return -1;
+	double t_choose = cpu_s();
 	qsort(s->info, n, sizeof *s->info, by_group_pattern_score);
 	size_t ng = count_groups(s, n);
 	size_t *start = malloc((ng + 1) * sizeof *start);
@@ -955,5 +978,6 @@ out:
 	free(quota);
 	free(alarmed);
 	free(recent);
+	s->times.choose += cpu_s() - t_choose;
 	return rc;
 }
