@@ -386,13 +386,18 @@ static int replay_window(replay *r, const rt_sel_eval_options *opt, rt_sel_trace
 	return 0;
 }
 
-static void reset_templates(rt_sel_dataset *ds)
+/* Every replay starts from the traces as read: free-text logs without template ids and
+ * spans without cached op keys (a replay after another would otherwise skip hashing
+ * the names, which a live coordinator does for every new trace: ~0.6 µs per trace). */
+static void reset_replay_state(rt_sel_dataset *ds)
 {
 	for (size_t i = 0; i < rt_sel_dataset_count(ds); i++) {
 		rt_sel_trace *t = rt_sel_dataset_trace(ds, i);
 		for (uint32_t l = 0; l < t->n_logs; l++)
 			if (t->logs[l].text)
 				t->logs[l].template_id = 0;
+		for (uint32_t j = 0; j < t->n_spans; j++)
+			t->spans[j].op_key = 0;
 	}
 }
 
@@ -464,7 +469,7 @@ int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt, rt_sel_e
 		snprintf(err, errlen, n == 0 ? "empty dataset" : "rate must be in (0, 1]");
 		return -1;
 	}
-	reset_templates(ds);
+	reset_replay_state(ds);
 	labels lb = { 0 };
 	replay r = { .rng = opt->seed ? opt->seed : 0x5eed };
 	uint64_t *tmp = malloc(n * sizeof *tmp);
