@@ -467,6 +467,14 @@ static void close_window(struct rt_coord *c, uint64_t now)
 	 * budget, so the kept rate stays the requested one over time. */
 	if (c->cfg.select_budget > 0 && res.budget > budget)
 		x->credit -= (double)(res.budget - budget);
+	/* Picks the selector declined (below the group count, nothing new left) go to the
+	 * next window, at most one window's budget in all (selection.md step 7). */
+	if (c->cfg.select_budget > 0 && res.declined) {
+		double per_window = c->cfg.select_budget * c->cfg.select_window / 60.0;
+		x->credit += (double)res.declined;
+		if (x->credit > per_window + 1.0)
+			x->credit = per_window + 1.0;
+	}
 	x->windows++;
 	x->last_traces = x->npend;
 	x->last_budget = res.budget;

@@ -77,11 +77,14 @@ int32_t rt_sel_trace_entry(const rt_sel_trace *t)
 	int32_t best = -1;
 	for (uint32_t i = 0; i < t->n_spans; i++) {
 		const rt_sel_span *s = &t->spans[i];
+		/* the start first: spans mostly come in start order, so once a hop is found
+		 * the rest are skipped without comparing service names (a libc call each) */
+		if (best >= 0 && s->start_ns >= t->spans[best].start_ns)
+			continue;
 		if (s->service && r->service &&
 		    (s->service == r->service || strcmp(s->service, r->service) == 0))
 			continue;
-		if (best < 0 || s->start_ns < t->spans[best].start_ns)
-			best = (int32_t)i;
+		best = (int32_t)i;
 	}
 	return best < 0 ? root : best;
 }

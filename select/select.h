@@ -211,6 +211,12 @@ typedef struct rt_sel_config {
                                  new this window only get what is left; budget ≥
                                  groups: every group one, the rest to new patterns
                                  first: true */
+	bool decline_stale; /* with novelty_first, budget < groups: picks left over once
+                                 every new pattern of the window has one are not spent
+                                 on groups with nothing new (each would repeat a kept
+                                 pattern; groups go without a pick below the group
+                                 count anyway) but returned as rt_sel_result.declined,
+                                 for the caller to carry to the next window: true */
 	bool minute_tiers;  /* latency events of the encoding against the p90 of the
                                  span's operation in its minute, computed over the
                                  window plus the spans of that minute remembered from
@@ -232,6 +238,8 @@ typedef struct rt_sel_result {
 	size_t n_traces;
 	size_t budget; /* effective budget after any incident scale-up */
 	size_t n_chosen;
+	size_t declined; /* picks of the budget not spent (decline_stale): n_chosen =
+                          min(budget, n) - declined */
 	size_t n_groups;
 	rt_sel_verdict *verdicts; /* one per input trace, owned by the selector */
 	uint32_t *chosen;         /* n_chosen indices into the input, owned by the selector */
@@ -239,8 +247,19 @@ typedef struct rt_sel_result {
 
 typedef struct rt_selector rt_selector;
 
+/* Thread CPU time a selector spent per stage since it was created, in seconds (the
+ * clock is read six times a window): where selection's time goes, for benchmarks. */
+typedef struct rt_sel_stage_times {
+	double mining;  /* Drain on free-text logs (0 if the caller mined them first) */
+	double prepare; /* op keys, entry-API groups, trace-duration p90s */
+	double p90;     /* per-minute p90 table and tiers, the cut minute's carry and re-judging */
+	double encode;  /* event pairs, pattern ids, anomaly scores */
+	double choose;  /* grouping, novelty, quotas, DPP, weights, the memories */
+} rt_sel_stage_times;
+
 void rt_sel_config_default(rt_sel_config *cfg);
 rt_selector *rt_sel_create(const rt_sel_config *cfg);
+void rt_sel_selector_stage_times(const rt_selector *s, rt_sel_stage_times *out);
 void rt_sel_destroy(rt_selector *s);
 rt_sel_drain *rt_sel_selector_drain(rt_selector *s);
 const rt_sel_simcache *rt_sel_selector_simcache(const rt_selector *s);
@@ -253,7 +272,9 @@ void rt_sel_mine_templates(rt_selector *s, rt_sel_trace *traces, size_t n);
  * streaming percentiles, encodes and scores every trace, groups, allocates quotas
  * (alarmed_groups = group keys under alarm) and picks with the DPP. The result stays
  * valid until the next call. Returns 0, or -1 when out of memory.
- * Promises: exactly min(budget, n) traces chosen (budget after any incident scale-up);
+ * Promises: exactly min(budget, n) - declined traces chosen (budget after any incident
+ * scale-up; declined > 0 only below the group count, with decline_stale, when every
+ * pattern of the window not kept before has a pick);
  * with a budget of at least the window's group count, every group keeps at least one;
  * with a smaller budget (novelty_first), a group keeps none only when every pattern it
  * showed in the window was kept in an earlier window or the budget went to new
@@ -340,6 +361,8 @@ typedef struct rt_sel_metrics {
 	double actual_rate;      /* kept / total */
 	double us_per_trace;     /* sampler thread CPU time per input trace, all stages */
 	double us_mining;        /* of which Drain template mining of free-text logs */
+	/* the selector only (rt_sel_stage_times, per input trace): the rest of it */
+	double us_prepare, us_p90, us_encode, us_choose;
 } rt_sel_metrics;
 
 /* The Gleaner paper's metric definitions (docs/selection.md "Paper metrics"), computed

@@ -128,6 +128,11 @@ int main(int argc, char **argv)
             break;
         }
         print_line(rates[i], "gleaner", &rep.gleaner);
+        /* where the selector's time goes (its own clock, per input trace) */
+        printf("bench select rate=%g sampler=gleaner stages us_mining=%.2f us_prepare=%.2f "
+               "us_p90=%.2f us_encode=%.2f us_choose=%.2f us_per_trace=%.2f\n",
+               rates[i], rep.gleaner.us_mining, rep.gleaner.us_prepare, rep.gleaner.us_p90,
+               rep.gleaner.us_encode, rep.gleaner.us_choose, rep.gleaner.us_per_trace);
         print_line(rates[i], "original", &rep.original);
         print_line(rates[i], "random", &rep.random);
         print_ratio(rates[i], &rep.gleaner, &rep.random);

@@ -158,6 +158,29 @@ START_TEST(entry_api_skips_wildcard_gateway)
 }
 END_TEST
 
+/* The hop behind a wildcard root is the earliest span of another service wherever it
+ * stands among the spans (the scan skips later-starting spans before comparing
+ * service names), the first of equal starts, never a gateway span that starts
+ * earlier; the service is compared by content, not by pointer. */
+START_TEST(entry_api_earliest_hop_in_any_order)
+{
+    char gw[] = "gateway"; /* a second copy of the name: equal content, other pointer */
+    gen_trace g;
+    gen_init(&g, 1);
+    int root = gen_span(&g, "gateway", "/*", -1, 0, 100);
+    gen_span(&g, "users", "/api/users", root, 30, 40);
+    gen_span(&g, "orders", "/api/orders", root, 10, 20);
+    gen_span(&g, gw, "HTTP GET", root, 2, 99);
+    gen_span(&g, "pay", "/api/pay", root, 10, 25);
+    gen_span(&g, "cart", "/api/cart", root, 20, 25);
+    ck_assert_int_eq(rt_sel_trace_entry(&g.t), 2);
+    g.spans[2].start_ns = 11; /* now pay starts first */
+    ck_assert_int_eq(rt_sel_trace_entry(&g.t), 4);
+    g.spans[3].service = "search"; /* another service that starts earlier still */
+    ck_assert_int_eq(rt_sel_trace_entry(&g.t), 3);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("select_encode");
@@ -168,6 +191,7 @@ int main(void)
     tcase_add_test(tc, jaccard_matches_brute_force);
     tcase_add_test(tc, anomaly_score_weights);
     tcase_add_test(tc, entry_api_skips_wildcard_gateway);
+    tcase_add_test(tc, entry_api_earliest_hop_in_any_order);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

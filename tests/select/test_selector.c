@@ -362,11 +362,17 @@ END_TEST
 /* The promise below the group count: with fewer picks than groups, a pick goes to a
  * group whose every pattern the store holds (already represented there) only when no
  * new pattern is left in the window; a group with two new patterns takes both. With
- * three picks, the stale group gets the third. */
+ * three picks the third would repeat a kept pattern: declined (decline_stale, the
+ * default; the caller carries it), or without decline_stale a stale group gets it. */
 START_TEST(tiny_budget_spends_on_new_patterns_before_stale_groups)
 {
-    for (size_t budget = 2; budget <= 3; budget++) {
-        rt_selector *s = rt_sel_create(NULL);
+    for (size_t run = 0; run < 3; run++) {
+        size_t budget = run == 0 ? 2 : 3;
+        bool decline = run != 2;
+        rt_sel_config cfg;
+        rt_sel_config_default(&cfg);
+        cfg.decline_stale = decline;
+        rt_selector *s = rt_sel_create(&cfg);
         rt_sel_result r;
         /* window 1: /cart, /pay, /ship, /user with one pattern each: all kept */
         for (int a = 0; a < 4; a++) {
@@ -386,12 +392,20 @@ START_TEST(tiny_budget_spends_on_new_patterns_before_stale_groups)
             T[n] = G[n].t;
         }
         ck_assert_int_eq(rt_sel_select_window(s, T, n, budget, NULL, 0, &r), 0);
-        ck_assert_uint_eq(r.n_chosen, budget);
+        size_t want_declined = decline ? budget - 2 : 0;
+        ck_assert_uint_eq(r.declined, want_declined);
+        ck_assert_uint_eq(r.n_chosen, budget - want_declined);
         ck_assert(r.verdicts[4].chosen && r.verdicts[5].chosen);
         size_t stale = 0;
         for (size_t i = 0; i < 4; i++)
             stale += r.verdicts[i].chosen;
-        ck_assert_uint_eq(stale, budget - 2);
+        ck_assert_uint_eq(stale, budget - 2 - want_declined);
+        /* the weights of a group with picks still sum to its traces (/pay: 3) */
+        double w = 0;
+        for (size_t i = 0; i < n; i++)
+            if (r.verdicts[i].chosen && r.verdicts[i].group == r.verdicts[4].group)
+                w += r.verdicts[i].weight;
+        ck_assert(w > 2.99 && w < 3.01);
         rt_sel_destroy(s);
     }
 }
