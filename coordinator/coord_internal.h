@@ -164,6 +164,10 @@ struct coord_group {
 	uint8_t weave_state;      /* weave.c: 1 while its agents are asked for candidates */
 	uint32_t weave_job;       /* index+1 of that job */
 	uint64_t weave_checked;   /* traces (mask) already looked at for open hops */
+	/* handover.c: an orphan group's offers to the other members */
+	uint32_t ho_inflight, ho_sent, ho_acked; /* this round's offers: out, answered taken */
+	uint32_t ho_peer;         /* ring index of the next member to offer to */
+	uint64_t ho_next_ns;      /* monotonic: the next round */
 };
 
 /*
@@ -368,6 +372,7 @@ struct rt_coord {
 	struct rt_http_api *http;    /* web UI and /api (http_api.h); NULL: off */
 	struct coord_weave *weave;   /* weave.c; NULL: --weave off */
 	struct coord_peers *peers;   /* peers.c: the ring of --peers; NULL: not sharded */
+	struct coord_handover *handover; /* handover.c: offers between members; NULL: not sharded */
 	struct coord_names *names;   /* trigger_names.c: learned trigger names */
 	struct coord_history *history; /* history.c: the UI's samples; NULL: off */
 };
@@ -424,6 +429,9 @@ int coord_trace_is_closed(struct rt_coord *c, uint64_t lo);
 void coord_trace_mark_unselected(struct rt_coord *c, uint64_t lo);
 int coord_trace_was_unselected(struct rt_coord *c, uint64_t lo);
 int coord_trace_open(struct rt_coord *c, uint64_t lo);
+/* This member holds the trace's trigger: an open group that has it, a closed
+ * one that had it, or (past the closed memory) a stored coherent row. */
+int coord_trace_triggered_here(struct rt_coord *c, uint64_t lo);
 void coord_traversal_tick(struct rt_coord *c, uint64_t now);
 void coord_resume_received(struct rt_coord *c);
 
@@ -574,6 +582,20 @@ size_t coord_peers_load_reply(struct rt_coord *c, char *out, size_t cap); /* "lo
  * a REGISTER (wire.h); 0 when not sharded. */
 uint32_t coord_peers_view(struct rt_coord *c, uint64_t *seeds, uint32_t cap);
 void coord_peers_figures(struct rt_figures *w, struct rt_coord *c);
+/* The next live member other than this one from ring index *cursor on (which
+ * moves past it), and its peer socket: its index, or -1 (none live). */
+int coord_peers_next(struct rt_coord *c, uint32_t *cursor, nng_socket *sock);
+
+/* handover.c: orphan slices handed to the member holding the trigger (docs/scaling.md) */
+int coord_handover_open(struct rt_coord *c);   /* with the peers; 0 or -1 */
+void coord_handover_close(struct rt_coord *c); /* before the peer sockets close */
+void coord_handover_tick(struct rt_coord *c);  /* the offers' answers, to their groups */
+/* An orphan group's turn: offer its slices to a member (a round a second); 1 when
+ * a member took all of them (deleted here: release the group, write no row). */
+int coord_handover_group(struct rt_coord *c, struct coord_group *g, uint64_t now);
+/* A SLICE on the coordinator socket: a member's offer, taken or answered 404. */
+void coord_handover_take(struct rt_coord *c, struct coord_in *in, const struct rt_wire_msg *m);
+void coord_handover_figures(struct rt_figures *w, struct rt_coord *c);
 
 /* coordinator.c */
 void coord_send_reply(struct coord_in *in);

@@ -263,6 +263,8 @@ static void handle_coord_request(struct rt_coord *c, struct coord_in *in)
 		}
 	} else if (rc == 0 && m.type == RT_WIRE_TRIGGER) {
 		handle_trigger_msg(c, in, &m, b, len);
+	} else if (rc == 0 && m.type == RT_WIRE_SLICE && c->handover) {
+		coord_handover_take(c, in, &m); /* another member's offer (handover.c) */
 	} else {
 		c->st.bad_messages++;
 		coord_log(c, LOG_WARN, "malformed or unexpected message on the coordinator socket: %s",

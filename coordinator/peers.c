@@ -130,6 +130,10 @@ int coord_peers_open(struct rt_coord *c, char *err, size_t errlen)
 		p->open = 1;
 		nng_aio_set_timeout(p->aio, PEER_TIMEOUT_MS);
 	}
+	if (coord_handover_open(c) != 0) {
+		snprintf(err, errlen, "out of memory for the hand-over");
+		return -1;
+	}
 	return 0;
 }
 
@@ -138,6 +142,7 @@ void coord_peers_close(struct rt_coord *c)
 	struct coord_peers *ps = c->peers;
 	if (!ps)
 		return;
+	coord_handover_close(c); /* its contexts live on the peer sockets */
 	for (uint32_t i = 0; i < ps->ring.n; i++) {
 		struct coord_peer *p = &ps->peer[i];
 		if (p->aio)
@@ -180,6 +185,27 @@ static int peer_live(const struct coord_peers *ps, uint32_t i, uint64_t now)
 	if (p->answered_ns)
 		return now - p->answered_ns < PEER_LIVE_NS;
 	return now - ps->opened_ns < PEER_LIVE_NS;
+}
+
+int coord_peers_next(struct rt_coord *c, uint32_t *cursor, nng_socket *sock)
+{
+	struct coord_peers *ps = c->peers;
+	uint64_t now = coord_now_ns();
+	int found = -1;
+	if (!ps || !ps->ring.n)
+		return -1;
+	pthread_mutex_lock(&c->mu);
+	for (uint32_t k = 0; k < ps->ring.n && found < 0; k++) {
+		uint32_t i = (*cursor + k) % ps->ring.n;
+		if ((int)i != ps->self && ps->peer[i].open && peer_live(ps, i, now))
+			found = (int)i;
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (found >= 0) {
+		*cursor = (uint32_t)found + 1;
+		*sock = ps->peer[found].sock;
+	}
+	return found;
 }
 
 uint32_t coord_peers_view(struct rt_coord *c, uint64_t *seeds, uint32_t cap)
@@ -263,4 +289,5 @@ void coord_peers_figures(struct rt_figures *w, struct rt_coord *c)
 		rt_fig_u64(w, "traces", t);
 		rt_fig_u64(w, "slices", s);
 	}
+	coord_handover_figures(w, c);
 }

@@ -865,8 +865,11 @@ int coord_trace_is_closed(struct rt_coord *c, uint64_t lo)
 	return coord_map_get(&c->closed, lo, NULL);
 }
 
-/* The closed map's value is the close time; its top bit says "unselected". */
+/* The closed map's value is the close time; its top bit says "unselected", the
+ * next "closed without a trigger" (handover.c: such a trace is not taken). */
 #define CLOSED_UNSELECTED (1ull << 63)
+#define CLOSED_UNTRIGGERED (1ull << 62)
+#define CLOSED_FLAGS (CLOSED_UNSELECTED | CLOSED_UNTRIGGERED)
 
 void coord_trace_mark_unselected(struct rt_coord *c, uint64_t lo)
 {
@@ -948,7 +951,7 @@ static void expire_closed(struct rt_coord *c, uint64_t now)
 	uint64_t ttl = (uint64_t)(c->cfg.state_ttl * 1e9), at;
 	while (c->closed_len) {
 		uint64_t lo = c->closed_ring[c->closed_head];
-		if (coord_map_get(&c->closed, lo, &at) && now - (at & ~CLOSED_UNSELECTED) < ttl)
+		if (coord_map_get(&c->closed, lo, &at) && now - (at & ~CLOSED_FLAGS) < ttl)
 			break;
 		coord_map_del(&c->closed, lo);
 		c->closed_head = (c->closed_head + 1) % c->closed_cap;
@@ -1128,7 +1131,7 @@ static void close_group(struct rt_coord *c, struct coord_group *g, uint64_t now)
 		 * whose verdict marks the dropped traces in the closed map, this one
 		 * too (else its late slices would bring a part of it back). */
 		coord_map_del(&c->traces, g->traces[i].lo);
-		remember_closed(c, g->traces[i].lo, now);
+		remember_closed(c, g->traces[i].lo, g->has_trigger ? now : now | CLOSED_UNTRIGGERED);
 		if (rt_store_put_trace(c->store, &row) < 0) {
 			c->st.store_errors++;
 			coord_log(c, LOG_ERROR, "store: %s", rt_store_errmsg(c->store));
@@ -1186,10 +1189,19 @@ static void group_tick(struct rt_coord *c, struct coord_group *g, uint64_t now)
 	reask_open_cells(g, now);
 	if (g->dirty)
 		dispatch(c, g, now);
+	/* An orphan of a sharded member is offered to the others; one that took
+	 * every slice holds the trace now, and this member writes no row of it. */
+	if (!g->has_trigger && coord_handover_group(c, g, now)) {
+		for (uint32_t j = 0; j < g->ntraces; j++)
+			coord_map_del(&c->traces, g->traces[j].lo);
+		group_release(c, g);
+		return;
+	}
 	/* A group no trigger has reached yet (its slices raced ahead) waits for it
 	 * until the collect timeout, not the settle time: closed without it, the
-	 * trace cannot be called coherent (build_row). */
-	if (now - g->created_ns >= timeout)
+	 * trace cannot be called coherent (build_row). An offer in flight (bounded
+	 * by its timeout) holds it: a member may be taking the trace meanwhile. */
+	if (now - g->created_ns >= timeout && !g->ho_inflight)
 		close_group(c, g, now);
 	else if (g->has_trigger && g->traversal_ns && !traversal_busy(g) && all_delivered(g) &&
 		 now - g->last_activity_ns >= settle && !coord_weave_hold(c, g, now))
@@ -1200,6 +1212,7 @@ void coord_traversal_tick(struct rt_coord *c, uint64_t now)
 {
 	uint32_t i, n = c->cfg.max_groups ? c->cfg.max_groups : 1, open = c->groups_open, seen = 0;
 	static const uint64_t second = 1000000000ull;
+	coord_handover_tick(c); /* the members' answers to our offers, to their groups */
 	/* Stop at the last open group: a turn should not cost max_groups when few are open. */
 	for (i = 0; i < n && seen < open; i++)
 		if (c->groups[i].id) {
@@ -1253,6 +1266,19 @@ void coord_resume_received(struct rt_coord *c)
 			rt_store_slices(c->store, g->traces[j].hi, g->traces[j].lo, resume_slice, &r);
 		}
 	}
+}
+
+int coord_trace_triggered_here(struct rt_coord *c, uint64_t lo)
+{
+	struct coord_group *g;
+	struct rt_store_trace row;
+	uint64_t at;
+	int idx;
+	if ((g = group_of(c, lo, &idx)))
+		return g->has_trigger;
+	if (coord_map_get(&c->closed, lo, &at))
+		return !(at & CLOSED_UNTRIGGERED);
+	return rt_store_get_trace(c->store, 0, lo, &row) == 0 && row.coherent;
 }
 
 int coord_trace_open(struct rt_coord *c, uint64_t lo)

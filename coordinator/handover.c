@@ -1,0 +1,240 @@
+/*
+ * coordinator/handover.c — a trace's slices handed from one member to the member
+ * that holds its trigger (docs/scaling.md, "Hand-over between members").
+ *
+ * How it works. An orphan group (slices of a trace, no TRIGGER for it here) of a
+ * sharded member is offered, once a second, to one other live member at a time
+ * (peers.c picks them in ring order): every stored slice of its traces goes, byte
+ * for byte as stored, as a SLICE request on a REQ context of that member's peer
+ * socket (its --listen URL). The taker answers each with an ACK: 0 once the slice
+ * is committed in its store (its group commit), RT_ACK_NOT_HERE when it does not
+ * hold the trace's trigger. The nng callback only records the answer in the
+ * offer's slot (rt_reqrep DONE); the loop applies it to the group (if the group is
+ * still the one that offered). When every slice the group holds was taken, the
+ * loop deletes them here and releases the group without a row: the trace lives at
+ * the taker only. A round with any other answer is tried again a second later with
+ * the next member; an offer in flight holds the collect timeout's close (bounded by
+ * the offer's own timeout), so a row is never written here for a trace a member
+ * took meanwhile.
+ *
+ * The taking side is coord_handover_take: a SLICE on the coordinator socket is a
+ * member's offer (agents send slices to the collector socket only).
+ */
+#include "coord_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/figures.h"
+#include "daemon/guard.h"
+
+#define HO_SLOTS 64                      /* offers in flight at once */
+#define HO_TIMEOUT_MS 5000               /* one offer's send and answer, each */
+#define HO_RETRY_NS 1000000000ull        /* a round per second per orphan group */
+
+enum { HO_TAKEN = 0, HO_NOT_HERE = 1, HO_FAILED = 2 };
+
+struct ho_slot {
+	struct rt_reqrep rr;
+	int ctx_open;
+	uint64_t group_id; /* the offering group's id: a released group's answer is dropped */
+	uint32_t group;    /* its index */
+	int result;        /* HO_*, written by the callback before DONE */
+};
+
+struct coord_handover {
+	struct ho_slot slot[HO_SLOTS];
+	/* figures (the loop's) */
+	uint64_t offers_sent, offers_accepted, offers_not_here, offers_failed;
+	uint64_t traces_out, slices_in, offers_refused_here;
+};
+
+/* nng's thread: the answer into the slot, then DONE for the loop. */
+static void offer_done(struct rt_reqrep *rr, nng_msg *reply)
+{
+	struct ho_slot *s = rr->arg;
+	struct rt_wire_msg m;
+	s->result = HO_FAILED;
+	if (reply) {
+		if (rt_wire_decode(nng_msg_body(reply), nng_msg_len(reply), &m) == 0 &&
+		    m.type == RT_WIRE_ACK) {
+			if (m.ack.status == 0)
+				s->result = HO_TAKEN;
+			else if (m.ack.status == RT_ACK_NOT_HERE)
+				s->result = HO_NOT_HERE;
+		}
+		rt_wire_msg_free(&m);
+		nng_msg_free(reply);
+	}
+	rt_reqrep_finish(rr);
+}
+
+int coord_handover_open(struct rt_coord *c)
+{
+	struct coord_handover *h = calloc(1, sizeof *h);
+	if (!h)
+		return -1;
+	for (int i = 0; i < HO_SLOTS; i++)
+		if (rt_reqrep_init(&h->slot[i].rr, offer_done, &h->slot[i]) != 0) {
+			c->handover = h;
+			coord_handover_close(c);
+			return -1;
+		}
+	c->handover = h;
+	return 0;
+}
+
+void coord_handover_close(struct rt_coord *c)
+{
+	struct coord_handover *h = c->handover;
+	if (!h)
+		return;
+	for (int i = 0; i < HO_SLOTS; i++) {
+		rt_reqrep_fini(&h->slot[i].rr);
+		if (h->slot[i].ctx_open)
+			nng_ctx_close(h->slot[i].rr.ctx);
+	}
+	free(h);
+	c->handover = NULL;
+}
+
+/* The answers that came: each to its group (if still the one that offered). */
+void coord_handover_tick(struct rt_coord *c)
+{
+	struct coord_handover *h = c->handover;
+	if (!h)
+		return;
+	for (int i = 0; i < HO_SLOTS; i++) {
+		struct ho_slot *s = &h->slot[i];
+		struct coord_group *g;
+		if (rt_reqrep_state(&s->rr) != RT_REQREP_DONE)
+			continue;
+		g = &c->groups[s->group];
+		if (s->result == HO_TAKEN)
+			h->offers_accepted++;
+		else if (s->result == HO_NOT_HERE)
+			h->offers_not_here++;
+		else
+			h->offers_failed++;
+		if (g->id == s->group_id && g->ho_inflight) {
+			g->ho_inflight--;
+			g->ho_acked += s->result == HO_TAKEN;
+		}
+		nng_ctx_close(s->rr.ctx);
+		s->ctx_open = 0;
+		rt_reqrep_release(&s->rr);
+	}
+}
+
+struct offer_ctx {
+	struct rt_coord *c;
+	struct coord_group *g;
+	nng_socket sock;
+	uint32_t found;
+};
+
+static int offer_slice(void *arg, const struct rt_store_slice *sl)
+{
+	struct offer_ctx *o = arg;
+	struct coord_handover *h = o->c->handover;
+	struct ho_slot *s = NULL;
+	nng_msg *m;
+	o->found++;
+	for (int i = 0; i < HO_SLOTS && !s; i++)
+		if (rt_reqrep_state(&h->slot[i].rr) == RT_REQREP_FREE)
+			s = &h->slot[i];
+	/* No slot, or nng refused: the round stays short of its slices, and is
+	 * tried again (a round counts only when every slice was taken). */
+	if (!s || nng_msg_alloc(&m, 0) != 0)
+		return 0;
+	if (nng_msg_append(m, sl->msg, sl->msg_len) != 0 || nng_ctx_open(&s->rr.ctx, o->sock) != 0) {
+		nng_msg_free(m);
+		return 0;
+	}
+	s->ctx_open = 1;
+	s->group_id = o->g->id;
+	s->group = (uint32_t)(o->g - o->c->groups);
+	s->result = HO_FAILED;
+	o->g->ho_inflight++;
+	o->g->ho_sent++;
+	h->offers_sent++;
+	rt_reqrep_send(&s->rr, m, HO_TIMEOUT_MS);
+	return 0;
+}
+
+static uint32_t group_slices(const struct coord_group *g)
+{
+	uint32_t n = 0;
+	for (uint32_t j = 0; j < g->ntraces; j++)
+		n += g->traces[j].slices;
+	return n;
+}
+
+int coord_handover_group(struct rt_coord *c, struct coord_group *g, uint64_t now)
+{
+	struct coord_handover *h = c->handover;
+	struct offer_ctx o = { c, g, NNG_SOCKET_INITIALIZER, 0 };
+	if (!h || g->has_trigger || g->ho_inflight)
+		return 0;
+	if (g->ho_sent) { /* a round answered */
+		uint32_t total = group_slices(g);
+		if (g->ho_acked == g->ho_sent && g->ho_sent == total) {
+			/* Every slice here is committed at the taker: ours go, no row. */
+			for (uint32_t j = 0; j < g->ntraces; j++)
+				rt_store_delete_trace(c->store, g->traces[j].hi, g->traces[j].lo);
+			h->traces_out += g->ntraces;
+			coord_log(c, LOG_INFO, "trace %016llx%016llx: %u slices handed over to a member "
+				  "that holds its trigger", (unsigned long long)g->traces[0].hi,
+				  (unsigned long long)g->traces[0].lo, total);
+			return 1;
+		}
+		g->ho_sent = g->ho_acked = 0;
+	}
+	if (now < g->ho_next_ns)
+		return 0;
+	g->ho_next_ns = now + HO_RETRY_NS;
+	if (coord_peers_next(c, &g->ho_peer, &o.sock) < 0)
+		return 0;
+	for (uint32_t j = 0; j < g->ntraces; j++)
+		rt_store_slices(c->store, g->traces[j].hi, g->traces[j].lo, offer_slice, &o);
+	return 0;
+}
+
+/*
+ * A member's offer: taken (stored as a slice from its agent, acknowledged after
+ * the commit) only when this member holds the trace's trigger; else 404.
+ */
+void coord_handover_take(struct rt_coord *c, struct coord_in *in, const struct rt_wire_msg *m)
+{
+	struct coord_handover *h = c->handover;
+	if (c->tls && !(in->peer.tls && rt_name_is_coordinator(in->peer.name))) {
+		c->sec.slices_refused++;
+		in->durable = 0;
+		coord_reply_ack(c, in, RT_ACK_REFUSED, NULL, 0);
+		return;
+	}
+	if (!h || m->slice.trace_lo == 0 || !coord_trace_triggered_here(c, m->slice.trace_lo)) {
+		if (h)
+			h->offers_refused_here++;
+		in->durable = 0;
+		coord_reply_ack(c, in, RT_ACK_NOT_HERE, NULL, 0);
+		return;
+	}
+	h->slices_in++;
+	coord_process_slices(c, &in, 1);
+}
+
+void coord_handover_figures(struct rt_figures *w, struct rt_coord *c)
+{
+	struct coord_handover *h = c->handover;
+	if (!h)
+		return;
+	rt_fig_section(w, "handover");
+	rt_fig_u64(w, "offers_sent", h->offers_sent);
+	rt_fig_u64(w, "offers_accepted", h->offers_accepted);
+	rt_fig_u64(w, "offers_not_here", h->offers_not_here);
+	rt_fig_u64(w, "offers_failed", h->offers_failed);
+	rt_fig_u64(w, "traces_out", h->traces_out);
+	rt_fig_u64(w, "slices_in", h->slices_in);
+	rt_fig_u64(w, "offers_refused_here", h->offers_refused_here);
+}
