@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 
 #include <pthread.h>
 
@@ -61,6 +62,7 @@ static double mono_s(void)
 }
 
 static char peers[200];
+static const char *member_extra[8]; /* more coordinator flags for the next member_args */
 
 static void member_args(const char *id)
 {
@@ -73,13 +75,15 @@ static void member_args(const char *id)
 	}
 	cl_coord_args[n++] = "--commit-interval"; /* group commit on: acks wait for it */
 	cl_coord_args[n++] = "0.05";
+	for (int i = 0; member_extra[i]; i++)
+		cl_coord_args[n++] = member_extra[i];
 	cl_coord_args[n] = NULL;
 }
 
 /* Member c1 first (no hosts), then c0, then c1 again on the same ports with the
  * whole ring (c0's port is known now: both members probe each other and publish
  * their live set to the agents), then three agents routing over both. */
-static void start_pair(void)
+static void start_members(void)
 {
 	peers[0] = 0;
 	member_args("c1");
@@ -91,6 +95,11 @@ static void start_pair(void)
 	cl_kill_coordinator(&cb);
 	member_args("c1");
 	ck_assert_int_eq(cl_start_coordinator(&cb), 0);
+}
+
+static void start_pair(void)
+{
+	start_members();
 	snprintf(coords, sizeof coords, "c0=%s,c1=%s", ca.coord_url, cb.coord_url);
 	snprintf(colls, sizeof colls, "c0=%s,c1=%s", ca.collect_url, cb.collect_url);
 	cl_agent_coordinators = coords;
@@ -361,24 +370,44 @@ static int fake_request(const char *url, const struct rt_wire_buf *b)
 	return fake_agent_request(url, b, 20000, NULL, 0);
 }
 
-/* One root SERVER span, begun and ended, in one buffer of the fake agent. */
-static void fake_trace(struct eg *g, uint64_t lo, struct rt_wire_buf *slice, uint32_t *buffers,
-		       uint64_t *bytes)
+/* One root SERVER span, begun and ended, in one buffer of fake agent `agent`. */
+static void fake_trace_of(struct eg *g, uint32_t agent, uint64_t lo, struct rt_wire_buf *slice,
+			  uint32_t *buffers, uint64_t *bytes)
 {
 	struct eg_stream *st;
+	uint64_t span = 0x100 + lo + ((uint64_t)agent << 32);
 	eg_init(g, HI, lo, 4096);
-	eg_agent(g, FAKE_AGENT, FAKE_HZ, 0, 0);
-	st = eg_stream(g, FAKE_AGENT, 100, 1);
+	eg_agent(g, agent, FAKE_HZ, 0, 0);
+	st = eg_stream(g, agent, 100, 1);
 	eg_resource(st, "fake", "fake-host");
-	eg_span_start(st, 0x100 + lo, 0, 2 /* SERVER */, EG_T(10), "GET /fake");
-	eg_span_end(st, 0x100 + lo, EG_T(90), 0, 0, NULL);
+	eg_span_start(st, span, 0, 2 /* SERVER */, EG_T(10), "GET /fake");
+	eg_span_end(st, span, EG_T(90), 0, 0, NULL);
 	eg_finish(g);
 	slice->len = 0;
-	ck_assert_int_eq(eg_slice_msg(g, FAKE_AGENT, NULL, 0, slice), 0);
+	ck_assert_int_eq(eg_slice_msg(g, agent, NULL, 0, slice), 0);
 	*buffers = (uint32_t)g->n_bufs;
 	*bytes = 0;
 	for (size_t i = 0; i < g->n_bufs; i++)
 		*bytes += g->bufs[i].len;
+}
+
+static void fake_trace(struct eg *g, uint64_t lo, struct rt_wire_buf *slice, uint32_t *buffers,
+		       uint64_t *bytes)
+{
+	fake_trace_of(g, FAKE_AGENT, lo, slice, buffers, bytes);
+}
+
+/* REGISTER fake agent a with the coordinator at url (reg: the message, kept). */
+static void fake_register(struct rt_wire_buf *reg, const struct fake_agent *a, const char *url)
+{
+	struct rt_wire_register r = { .agent_id = a->id, .pid = 4242, .start_unix_ns = 1,
+				      .buffer_size = 4096, .buffer_count = 64, .tsc_hz = FAKE_HZ,
+				      .tsc_ref_tick = 0, .tsc_ref_unix_ns = EG_BASE_NS };
+	snprintf(r.host, sizeof r.host, "fake-host-%u", a->id);
+	snprintf(r.control_addr, sizeof r.control_addr, "%s", a->url);
+	reg->len = 0;
+	ck_assert_int_eq(rt_wire_encode_register(reg, &r), 0);
+	ck_assert_int_eq(fake_request(url, reg), 0);
 }
 
 START_TEST(untriggered_slice_never_coherent)
@@ -397,16 +426,7 @@ START_TEST(untriggered_slice_never_coherent)
 	for (int k = 0; k < 2; k++)
 		fake_trace(&g[k], f.lo[k], &slice[k], &f.buffers[k], &f.bytes[k]);
 	ck_assert_int_eq(fake_agent_start(&f.agent, FAKE_AGENT, fake_holds, &f), 0);
-	{
-		struct rt_wire_register r = { .agent_id = FAKE_AGENT, .pid = 4242, .start_unix_ns = 1,
-					      .buffer_size = 4096, .buffer_count = 64,
-					      .tsc_hz = FAKE_HZ, .tsc_ref_tick = 0,
-					      .tsc_ref_unix_ns = EG_BASE_NS };
-		snprintf(r.host, sizeof r.host, "fake-host");
-		snprintf(r.control_addr, sizeof r.control_addr, "%s", f.agent.url);
-		ck_assert_int_eq(rt_wire_encode_register(&reg, &r), 0);
-		ck_assert_int_eq(fake_request(cb.coord_url, &reg), 0);
-	}
+	fake_register(&reg, &f.agent, cb.coord_url);
 	{
 		struct rt_wire_trace tr = { .trace_hi = HI, .trace_lo = f.lo[0] };
 		struct rt_wire_trigger m = { .agent_id = FAKE_AGENT, .trigger_id = TRIGGER,
@@ -436,6 +456,156 @@ START_TEST(untriggered_slice_never_coherent)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------
+ * handover_after_kill_between_commit_and_ack: the kill between a member's
+ * commit and its ACK, made deterministic (--fault-exit-after-slices), and the
+ * hand-over that keeps the trace whole (docs/scaling.md, "Hand-over between
+ * members"). Two fake agents A and B (wire protocol: the test decides what
+ * arrives where), trace T of c0's range:
+ *   1. A's slice of T goes to c0, which commits it and exits before the ACK;
+ *   2. the trace's TRIGGER (from B, naming A) and B's slice go to c1, which
+ *      asks A and B: A says it holds its slice, which never comes to c1;
+ *   3. c0 returns; A sends its unacknowledged slice to c0 again (a duplicate
+ *      there: c0 has nothing else of T).
+ * Ground truth: T stored once, at c1, coherent, with both agents' slices; c0
+ * holds no row and no slice of it. Without the hand-over c1 closes T
+ * incoherent (A missing) at its collect timeout.
+ */
+struct pair_fake {
+	struct fake_agent agent[2];
+	uint32_t buffers[2];
+	uint64_t bytes[2], lo;
+};
+
+static void pair_holds(const struct fake_agent *a, uint64_t hi, uint64_t lo, uint32_t *buffers,
+		       uint64_t *bytes)
+{
+	const struct pair_fake *f = a->arg;
+	int k = a == &f->agent[0] ? 0 : 1;
+	(void)hi;
+	if (lo == f->lo) {
+		*buffers = f->buffers[k];
+		*bytes = f->bytes[k];
+	}
+}
+
+static int count_slice(void *arg, const struct rt_store_slice *sl)
+{
+	(void)sl;
+	++*(int *)arg;
+	return 0;
+}
+
+/* Slices of the trace in this member's store (read-only look). */
+static int slices_in_store(struct cluster *c, uint64_t lo)
+{
+	struct rt_store_options o = { .path = c->store, .readonly = 1 };
+	struct rt_store *s = NULL;
+	int n = 0;
+	if (rt_store_open(&s, &o) == 0)
+		rt_store_slices(s, HI, lo, count_slice, &n);
+	rt_store_close(s);
+	return n;
+}
+
+START_TEST(handover_after_kill_between_commit_and_ack)
+{
+	static struct pair_fake f;
+	struct eg g[2];
+	struct rt_wire_buf reg = { 0 }, trig = { 0 }, slice[2] = { { 0 }, { 0 } };
+	struct rt_store_trace t;
+	struct rt_ring ring;
+	const uint32_t id[2] = { 7, 8 };
+	int status = 0, exited = 0;
+	double end;
+	memset(&f, 0, sizeof f);
+	rt_ring_init(&ring);
+	rt_ring_add(&ring, "c0");
+	rt_ring_add(&ring, "c1");
+	for (f.lo = 0xc001; rt_ring_owner(&ring, f.lo) != 0; f.lo++)
+		; /* a trace of c0's range: its trigger moved to c1 while c0 was down */
+	/* Long collect timeouts: c1 must still wait for A's part when c0 returns. */
+	member_extra[0] = "--collect-timeout";
+	member_extra[1] = "60";
+	member_extra[2] = NULL;
+	start_members();
+	for (int k = 0; k < 2; k++) {
+		fake_trace_of(&g[k], id[k], f.lo, &slice[k], &f.buffers[k], &f.bytes[k]);
+		ck_assert_int_eq(fake_agent_start(&f.agent[k], id[k], pair_holds, &f), 0);
+		fake_register(&reg, &f.agent[k], ca.coord_url);
+		fake_register(&reg, &f.agent[k], cb.coord_url);
+	}
+	/* c0 again, now to exit right after the commit of its first slice. */
+	cl_kill_coordinator(&ca);
+	member_extra[2] = "--fault-exit-after-slices";
+	member_extra[3] = "1";
+	member_extra[4] = NULL;
+	member_args("c0");
+	ck_assert_int_eq(cl_start_coordinator(&ca), 0);
+	member_extra[2] = NULL;
+	/* 1. A's slice: committed at c0, never acknowledged. */
+	ck_assert_int_ne(fake_agent_request(ca.collect_url, &slice[0], 3000, NULL, 0), 0);
+	for (end = mono_s() + 60; !exited && mono_s() < end;) {
+		if (waitpid(ca.coord, &status, WNOHANG) == ca.coord)
+			exited = 1;
+		else
+			nap_ms(20);
+	}
+	ck_assert_msg(exited && WIFEXITED(status) && WEXITSTATUS(status) == 86,
+		      "c0 did not exit at its fault point (exited %d, status %#x; log %s/coord.log)",
+		      exited, status, ca.dir);
+	ca.coord = 0;
+	ck_assert_int_eq(slices_in_store(&ca, f.lo), 1);
+	/* 2. The trigger and B's slice at c1, which asks A and B. */
+	{
+		uint32_t crumbs[1] = { id[0] };
+		struct rt_wire_trace tr = { .trace_hi = HI, .trace_lo = f.lo, .breadcrumb_count = 1,
+					    .breadcrumbs = crumbs };
+		struct rt_wire_trigger m = { .agent_id = id[1], .trigger_id = TRIGGER,
+					     .trigger_seq = 1, .fired_unix_ns = EG_BASE_NS,
+					     .trace_count = 1, .traces = &tr };
+		ck_assert_int_eq(rt_wire_encode_trigger(&trig, &m), 0);
+		ck_assert_int_eq(fake_request(cb.coord_url, &trig), 0);
+	}
+	ck_assert_int_eq(fake_request(cb.collect_url, &slice[1]), 0);
+	/* 3. c0 returns (no fault); A sends its slice to it again: acknowledged. */
+	member_args("c0");
+	ck_assert_int_eq(cl_start_coordinator(&ca), 0);
+	ck_assert_int_eq(fake_request(ca.collect_url, &slice[0]), 0);
+	/* The trace is at c1, whole; c0 handed its copy over and keeps nothing. */
+	ck_assert_msg(cl_wait_trace(&cb, HI, f.lo, 120, &t) == 0, "trace %llx not at c1 (logs %s, %s)",
+		      (unsigned long long)f.lo, ca.dir, cb.dir);
+	ck_assert_msg(t.coherent, "trace %llx incoherent at c1: %u agents, %u missing (the slice "
+		      "c0 held never reached it)", (unsigned long long)f.lo, t.agent_count,
+		      t.missing_count);
+	ck_assert_uint_eq(t.agent_count, 2);
+	for (end = mono_s() + 60;
+	     cl_coord_figure(&ca, "handover", "traces_out") < 1 && mono_s() < end;)
+		nap_ms(50);
+	ck_assert_msg(cl_coord_figure(&ca, "handover", "traces_out") == 1,
+		      "c0 counts %lld traces handed over",
+		      cl_coord_figure(&ca, "handover", "traces_out"));
+	ck_assert_int_ge(cl_coord_figure(&cb, "handover", "slices_in"), 1);
+	ck_assert_msg(!in_store(&ca, f.lo, &t), "trace %llx stored by c0 too", (unsigned long long)f.lo);
+	/* the deletion is committed with c0's next turn */
+	for (end = mono_s() + 30; slices_in_store(&ca, f.lo) && mono_s() < end;)
+		nap_ms(50);
+	ck_assert_int_eq(slices_in_store(&ca, f.lo), 0);
+	ck_assert_int_eq(slices_in_store(&cb, f.lo), 2);
+	fake_agent_stop_all(f.agent, 2);
+	for (int k = 0; k < 2; k++) {
+		eg_free(&g[k]);
+		rt_wire_buf_free(&slice[k]);
+	}
+	rt_wire_buf_free(&reg);
+	rt_wire_buf_free(&trig);
+	member_extra[0] = NULL;
+	cl_stop(&ca);
+	cl_stop(&cb);
+	cl_coord_args[0] = NULL;
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("coordinator_sharding");
@@ -443,6 +613,7 @@ int main(void)
 	TCase *t1 = tcase_create("sharded_collection"), *t2 = tcase_create("member_kill9_and_return");
 	TCase *t3 = tcase_create("clickhouse_pair");
 	TCase *t4 = tcase_create("untriggered_slice_never_coherent");
+	TCase *t5 = tcase_create("handover_after_kill_between_commit_and_ack");
 	const char *only = getenv("CK_RUN_CASE");
 	tcase_set_timeout(t1, 240);
 	tcase_set_timeout(t2, 240);
@@ -455,6 +626,9 @@ int main(void)
 	suite_add_tcase(s, t1);
 	suite_add_tcase(s, t2);
 	suite_add_tcase(s, t4);
+	tcase_set_timeout(t5, 240);
+	tcase_add_test(t5, handover_after_kill_between_commit_and_ack);
+	suite_add_tcase(s, t5);
 	if (chs_binary()) {
 		suite_add_tcase(s, t3);
 	} else if (only && !strcmp(only, "clickhouse_pair")) {
