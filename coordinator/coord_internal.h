@@ -167,6 +167,7 @@ struct coord_group {
 	/* handover.c: an orphan group's offers to the other members */
 	uint32_t ho_inflight, ho_sent, ho_acked; /* this round's offers: out, answered taken */
 	uint32_t ho_peer;         /* ring index of the next member to offer to */
+	uint8_t ho_waited;        /* held past the collect timeout for its home member */
 	uint64_t ho_next_ns;      /* monotonic: the next round */
 };
 
@@ -581,10 +582,16 @@ size_t coord_peers_load_reply(struct rt_coord *c, char *out, size_t cap); /* "lo
 /* The members this one sees live, as ring seeds (daemon/ring.h), for the ACK of
  * a REGISTER (wire.h); 0 when not sharded. */
 uint32_t coord_peers_view(struct rt_coord *c, uint64_t *seeds, uint32_t cap);
+/* On nng's thread, for a request just received: a peer's "load" probe is
+ * answered at once (1; the loop never sees it), anything else is left (0). */
+int coord_peers_answer(struct rt_coord *c, struct coord_in *in);
 void coord_peers_figures(struct rt_figures *w, struct rt_coord *c);
 /* The next live member other than this one from ring index *cursor on (which
  * moves past it), and its peer socket: its index, or -1 (none live). */
 int coord_peers_next(struct rt_coord *c, uint32_t *cursor, nng_socket *sock);
+/* The trace's home member (its owner were all live): its index and whether
+ * this member sees it live, or -1 when that is this member (or not sharded). */
+int coord_peers_home(struct rt_coord *c, uint64_t lo, int *live);
 
 /* handover.c: orphan slices handed to the member holding the trigger (docs/scaling.md) */
 int coord_handover_open(struct rt_coord *c);   /* with the peers; 0 or -1 */
@@ -593,12 +600,18 @@ void coord_handover_tick(struct rt_coord *c);  /* the offers' answers, to their 
 /* An orphan group's turn: offer its slices to a member (a round a second); 1 when
  * a member took all of them (deleted here: release the group, write no row). */
 int coord_handover_group(struct rt_coord *c, struct coord_group *g, uint64_t now);
+/* 1 while an orphan group must not close at its collect timeout: an offer is in
+ * flight, or the trace's home member is down (it may hold the trigger and come
+ * back: the group waits for it up to --state-ttl after it opened). */
+int coord_handover_waits(struct rt_coord *c, struct coord_group *g, uint64_t now);
 /* A SLICE on the coordinator socket: a member's offer, taken or answered 404. */
 void coord_handover_take(struct rt_coord *c, struct coord_in *in, const struct rt_wire_msg *m);
 void coord_handover_figures(struct rt_figures *w, struct rt_coord *c);
 
 /* coordinator.c */
 void coord_send_reply(struct coord_in *in);
+/* Send reply on in now, from nng's thread (the request was freed). */
+void coord_in_send_now(struct coord_in *in, nng_msg *reply);
 void coord_reply(struct rt_coord *c, struct coord_in *in, const void *data, size_t len);
 void coord_reply_ack(struct rt_coord *c, struct coord_in *in, int32_t status,
 		     const uint64_t *seqs, uint32_t n);

@@ -95,6 +95,8 @@ static void in_cb(void *arg)
 		return;
 	}
 	in->msg = nng_aio_get_msg(in->aio);
+	if (coord_peers_answer(c, in)) /* a peer's probe: answered here (peers.c) */
+		return;
 	pthread_mutex_lock(&c->mu);
 	in->state = IN_READY;
 	in->next_ready = c->ready_in;
@@ -133,6 +135,13 @@ void coord_send_reply(struct coord_in *in)
 	nng_aio_set_msg(in->aio, in->reply);
 	in->reply = NULL;
 	in->state = IN_SEND;
+	nng_ctx_send(in->ctx, in->aio);
+}
+
+void coord_in_send_now(struct coord_in *in, nng_msg *reply)
+{
+	in->state = IN_SEND;
+	nng_aio_set_msg(in->aio, reply);
 	nng_ctx_send(in->ctx, in->aio);
 }
 

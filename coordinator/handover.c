@@ -13,9 +13,10 @@
  * still the one that offered). When every slice the group holds was taken, the
  * loop deletes them here and releases the group without a row: the trace lives at
  * the taker only. A round with any other answer is tried again a second later with
- * the next member; an offer in flight holds the collect timeout's close (bounded by
- * the offer's own timeout), so a row is never written here for a trace a member
- * took meanwhile.
+ * the next member (the trace's home member first); an offer in flight holds the
+ * collect timeout's close (bounded by the offer's own timeout), so a row is never
+ * written here for a trace a member took meanwhile, and so does a home member
+ * that is down (bounded by --state-ttl): it may hold the trigger and return.
  *
  * The taking side is coord_handover_take: a SLICE on the coordinator socket is a
  * member's offer (agents send slices to the collector socket only).
@@ -47,6 +48,7 @@ struct coord_handover {
 	/* figures (the loop's) */
 	uint64_t offers_sent, offers_accepted, offers_not_here, offers_failed;
 	uint64_t traces_out, slices_in, offers_refused_here;
+	uint64_t orphans_waited; /* orphan groups held past the collect timeout for their home */
 };
 
 /* nng's thread: the answer into the slot, then DONE for the loop. */
@@ -190,6 +192,13 @@ int coord_handover_group(struct rt_coord *c, struct coord_group *g, uint64_t now
 		}
 		g->ho_sent = g->ho_acked = 0;
 	}
+	/* The first round a second after the group opened: a slice that merely
+	 * raced ahead of its trigger here is joined by it before any offer. */
+	if (!g->ho_next_ns) {
+		int live, home = coord_peers_home(c, g->traces[0].lo, &live);
+		g->ho_next_ns = g->created_ns + HO_RETRY_NS;
+		g->ho_peer = home >= 0 ? (uint32_t)home : 0; /* the home member first */
+	}
 	if (now < g->ho_next_ns)
 		return 0;
 	g->ho_next_ns = now + HO_RETRY_NS;
@@ -197,6 +206,25 @@ int coord_handover_group(struct rt_coord *c, struct coord_group *g, uint64_t now
 		return 0;
 	for (uint32_t j = 0; j < g->ntraces; j++)
 		rt_store_slices(c->store, g->traces[j].hi, g->traces[j].lo, offer_slice, &o);
+	return 0;
+}
+
+int coord_handover_waits(struct rt_coord *c, struct coord_group *g, uint64_t now)
+{
+	int live;
+	if (!c->handover || g->has_trigger)
+		return 0;
+	if (g->ho_inflight)
+		return 1;
+	if (coord_peers_home(c, g->traces[0].lo, &live) < 0 || live)
+		return 0;
+	if (now - g->created_ns < (uint64_t)(c->cfg.state_ttl * 1e9)) {
+		if (!g->ho_waited) {
+			g->ho_waited = 1;
+			c->handover->orphans_waited++;
+		}
+		return 1;
+	}
 	return 0;
 }
 
@@ -237,4 +265,5 @@ void coord_handover_figures(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_u64(w, "traces_out", h->traces_out);
 	rt_fig_u64(w, "slices_in", h->slices_in);
 	rt_fig_u64(w, "offers_refused_here", h->offers_refused_here);
+	rt_fig_u64(w, "orphans_waited", h->orphans_waited);
 }

@@ -1199,9 +1199,9 @@ static void group_tick(struct rt_coord *c, struct coord_group *g, uint64_t now)
 	}
 	/* A group no trigger has reached yet (its slices raced ahead) waits for it
 	 * until the collect timeout, not the settle time: closed without it, the
-	 * trace cannot be called coherent (build_row). An offer in flight (bounded
-	 * by its timeout) holds it: a member may be taking the trace meanwhile. */
-	if (now - g->created_ns >= timeout && !g->ho_inflight)
+	 * trace cannot be called coherent (build_row). An orphan being offered, or
+	 * whose home member is down, waits longer (handover.c). */
+	if (now - g->created_ns >= timeout && !coord_handover_waits(c, g, now))
 		close_group(c, g, now);
 	else if (g->has_trigger && g->traversal_ns && !traversal_busy(g) && all_delivered(g) &&
 		 now - g->last_activity_ns >= settle && !coord_weave_hold(c, g, now))
