@@ -167,7 +167,8 @@ struct coord_group {
 	/* handover.c: an orphan group's offers to the other members */
 	uint32_t ho_inflight, ho_sent, ho_acked; /* this round's offers: out, answered taken */
 	uint32_t ho_peer;         /* ring index of the next member to offer to */
-	uint8_t ho_waited;        /* held past the collect timeout for its home member */
+	uint8_t ho_waited;        /* 1: held past the collect timeout for its home member
+	                             (down); 2: it came back and was offered a round */
 	uint64_t ho_next_ns;      /* monotonic: the next round */
 };
 

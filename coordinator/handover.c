@@ -216,10 +216,18 @@ int coord_handover_waits(struct rt_coord *c, struct coord_group *g, uint64_t now
 		return 0;
 	if (g->ho_inflight)
 		return 1;
-	if (coord_peers_home(c, g->traces[0].lo, &live) < 0 || live)
+	if (coord_peers_home(c, g->traces[0].lo, &live) < 0)
 		return 0;
+	if (live) {
+		if (g->ho_waited != 1)
+			return 0;
+		/* The member it waited for is back: one round to it before the close. */
+		g->ho_waited = 2;
+		g->ho_next_ns = 0;
+		return 1;
+	}
 	if (now - g->created_ns < (uint64_t)(c->cfg.state_ttl * 1e9)) {
-		if (!g->ho_waited) {
+		if (g->ho_waited != 1) {
 			g->ho_waited = 1;
 			c->handover->orphans_waited++;
 		}
