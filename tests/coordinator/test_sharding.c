@@ -606,6 +606,97 @@ START_TEST(handover_after_kill_between_commit_and_ack)
 }
 END_TEST
 
+/*
+ * handover_to_the_returning_member: the other direction. The trace's TRIGGER
+ * (from B, naming A) is committed at c0, its home, which is then killed; A's
+ * slice goes to c1 (an orphan there: c1 never got the trigger). c1 holds it
+ * past its collect timeout while c0 is down (handover.orphans_waited), and
+ * when c0 returns (resuming the trace from its pending trigger; B's slice
+ * comes to it) offers it to c0, which takes it. Ground truth: the trace at c0
+ * only, coherent, both slices; no row and no slice of it at c1. Without the
+ * wait, c1 writes an untriggered row of its own at its collect timeout.
+ */
+START_TEST(handover_to_the_returning_member)
+{
+	static struct pair_fake f;
+	struct eg g[2];
+	struct rt_wire_buf reg = { 0 }, trig = { 0 }, slice[2] = { { 0 }, { 0 } };
+	struct rt_store_trace t;
+	struct rt_ring ring;
+	const uint32_t id[2] = { 7, 8 };
+	double end;
+	memset(&f, 0, sizeof f);
+	rt_ring_init(&ring);
+	rt_ring_add(&ring, "c0");
+	rt_ring_add(&ring, "c1");
+	for (f.lo = 0xd001; rt_ring_owner(&ring, f.lo) != 0; f.lo++)
+		; /* a trace of c0's range */
+	member_extra[0] = "--collect-timeout"; /* c1's orphan would close at 3 s */
+	member_extra[1] = "3";
+	member_extra[2] = NULL;
+	start_members();
+	/* c0 again with a long timeout: the resumed trace waits for A's part. */
+	cl_kill_coordinator(&ca);
+	member_extra[1] = "60";
+	member_args("c0");
+	ck_assert_int_eq(cl_start_coordinator(&ca), 0);
+	for (int k = 0; k < 2; k++) {
+		fake_trace_of(&g[k], id[k], f.lo, &slice[k], &f.buffers[k], &f.bytes[k]);
+		ck_assert_int_eq(fake_agent_start(&f.agent[k], id[k], pair_holds, &f), 0);
+		fake_register(&reg, &f.agent[k], ca.coord_url);
+		fake_register(&reg, &f.agent[k], cb.coord_url);
+	}
+	{
+		uint32_t crumbs[1] = { id[0] };
+		struct rt_wire_trace tr = { .trace_hi = HI, .trace_lo = f.lo, .breadcrumb_count = 1,
+					    .breadcrumbs = crumbs };
+		struct rt_wire_trigger m = { .agent_id = id[1], .trigger_id = TRIGGER,
+					     .trigger_seq = 1, .fired_unix_ns = EG_BASE_NS,
+					     .trace_count = 1, .traces = &tr };
+		ck_assert_int_eq(rt_wire_encode_trigger(&trig, &m), 0);
+		ck_assert_int_eq(fake_request(ca.coord_url, &trig), 0); /* committed at c0 */
+	}
+	cl_kill_coordinator(&ca);
+	ck_assert_int_eq(fake_request(cb.collect_url, &slice[0]), 0); /* A's part, at c1 */
+	/* c1 holds its orphan past the collect timeout, for c0. */
+	for (end = mono_s() + 60;
+	     cl_coord_figure(&cb, "handover", "orphans_waited") < 1 && mono_s() < end;)
+		nap_ms(50);
+	ck_assert_msg(cl_coord_figure(&cb, "handover", "orphans_waited") >= 1,
+		      "c1 did not hold its orphan for the member that is down (logs %s)", cb.dir);
+	ck_assert_msg(!in_store(&cb, f.lo, &t), "c1 stored the orphan while c0 was down");
+	member_args("c0");
+	ck_assert_int_eq(cl_start_coordinator(&ca), 0);
+	ck_assert_int_eq(fake_request(ca.collect_url, &slice[1]), 0); /* B's part, at c0 */
+	ck_assert_msg(cl_wait_trace(&ca, HI, f.lo, 120, &t) == 0, "trace %llx not at c0 (logs %s, %s)",
+		      (unsigned long long)f.lo, ca.dir, cb.dir);
+	ck_assert_msg(t.coherent, "trace %llx incoherent at c0: %u agents, %u missing (the slice "
+		      "c1 held never reached it)", (unsigned long long)f.lo, t.agent_count,
+		      t.missing_count);
+	ck_assert_uint_eq(t.agent_count, 2);
+	for (end = mono_s() + 60;
+	     cl_coord_figure(&cb, "handover", "traces_out") < 1 && mono_s() < end;)
+		nap_ms(50);
+	ck_assert_int_eq(cl_coord_figure(&cb, "handover", "traces_out"), 1);
+	ck_assert_msg(!in_store(&cb, f.lo, &t), "trace %llx stored by c1 too", (unsigned long long)f.lo);
+	for (end = mono_s() + 30; slices_in_store(&cb, f.lo) && mono_s() < end;)
+		nap_ms(50);
+	ck_assert_int_eq(slices_in_store(&cb, f.lo), 0);
+	ck_assert_int_eq(slices_in_store(&ca, f.lo), 2);
+	fake_agent_stop_all(f.agent, 2);
+	for (int k = 0; k < 2; k++) {
+		eg_free(&g[k]);
+		rt_wire_buf_free(&slice[k]);
+	}
+	rt_wire_buf_free(&reg);
+	rt_wire_buf_free(&trig);
+	member_extra[0] = NULL;
+	cl_stop(&ca);
+	cl_stop(&cb);
+	cl_coord_args[0] = NULL;
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("coordinator_sharding");
@@ -614,6 +705,7 @@ int main(void)
 	TCase *t3 = tcase_create("clickhouse_pair");
 	TCase *t4 = tcase_create("untriggered_slice_never_coherent");
 	TCase *t5 = tcase_create("handover_after_kill_between_commit_and_ack");
+	TCase *t6 = tcase_create("handover_to_the_returning_member");
 	const char *only = getenv("CK_RUN_CASE");
 	tcase_set_timeout(t1, 240);
 	tcase_set_timeout(t2, 240);
@@ -629,6 +721,9 @@ int main(void)
 	tcase_set_timeout(t5, 240);
 	tcase_add_test(t5, handover_after_kill_between_commit_and_ack);
 	suite_add_tcase(s, t5);
+	tcase_set_timeout(t6, 240);
+	tcase_add_test(t6, handover_to_the_returning_member);
+	suite_add_tcase(s, t6);
 	if (chs_binary()) {
 		suite_add_tcase(s, t3);
 	} else if (only && !strcmp(only, "clickhouse_pair")) {
