@@ -508,33 +508,102 @@ static int slices_in_store(struct cluster *c, uint64_t lo)
 	return n;
 }
 
-START_TEST(handover_after_kill_between_commit_and_ack)
-{
-	static struct pair_fake f;
+/* One hand-over case: trace f.lo of c0's range, fake agents A (7) and B (8)
+ * registered with both members, each holding one slice of it. */
+struct handover_case {
+	struct pair_fake f;
 	struct eg g[2];
-	struct rt_wire_buf reg = { 0 }, trig = { 0 }, slice[2] = { { 0 }, { 0 } };
-	struct rt_store_trace t;
+	struct rt_wire_buf reg, trig, slice[2];
+};
+
+static void hc_start(struct handover_case *h, uint64_t from_lo)
+{
 	struct rt_ring ring;
 	const uint32_t id[2] = { 7, 8 };
-	int status = 0, exited = 0;
-	double end;
-	memset(&f, 0, sizeof f);
+	memset(h, 0, sizeof *h);
 	rt_ring_init(&ring);
 	rt_ring_add(&ring, "c0");
 	rt_ring_add(&ring, "c1");
-	for (f.lo = 0xc001; rt_ring_owner(&ring, f.lo) != 0; f.lo++)
-		; /* a trace of c0's range: its trigger moved to c1 while c0 was down */
+	for (h->f.lo = from_lo; rt_ring_owner(&ring, h->f.lo) != 0; h->f.lo++)
+		;
+	for (int k = 0; k < 2; k++) {
+		fake_trace_of(&h->g[k], id[k], h->f.lo, &h->slice[k], &h->f.buffers[k],
+			      &h->f.bytes[k]);
+		ck_assert_int_eq(fake_agent_start(&h->f.agent[k], id[k], pair_holds, &h->f), 0);
+		fake_register(&h->reg, &h->f.agent[k], ca.coord_url);
+		fake_register(&h->reg, &h->f.agent[k], cb.coord_url);
+	}
+}
+
+/* B's TRIGGER of the trace, naming A, to the member at url: acknowledged. */
+static void hc_trigger(struct handover_case *h, const char *url)
+{
+	uint32_t crumbs[1] = { h->f.agent[0].id };
+	struct rt_wire_trace tr = { .trace_hi = HI, .trace_lo = h->f.lo, .breadcrumb_count = 1,
+				    .breadcrumbs = crumbs };
+	struct rt_wire_trigger m = { .agent_id = h->f.agent[1].id, .trigger_id = TRIGGER,
+				     .trigger_seq = 1, .fired_unix_ns = EG_BASE_NS,
+				     .trace_count = 1, .traces = &tr };
+	h->trig.len = 0;
+	ck_assert_int_eq(rt_wire_encode_trigger(&h->trig, &m), 0);
+	ck_assert_int_eq(fake_request(url, &h->trig), 0);
+}
+
+/* Ground truth after the hand-over from member `from` to member `to`: the trace
+ * at `to` only, coherent, both slices; `from` counts it handed over and keeps
+ * no row and (once its deletion committed) no slice of it. */
+static void hc_check(struct handover_case *h, struct cluster *from, struct cluster *to)
+{
+	struct rt_store_trace t;
+	const char *fn = from == &ca ? "c0" : "c1", *tn = to == &ca ? "c0" : "c1";
+	uint64_t lo = h->f.lo;
+	double end;
+	ck_assert_msg(cl_wait_trace(to, HI, lo, 120, &t) == 0, "trace %llx not at %s (logs %s, %s)",
+		      (unsigned long long)lo, tn, ca.dir, cb.dir);
+	ck_assert_msg(t.coherent, "trace %llx incoherent at %s: %u agents, %u missing (the slice "
+		      "%s held never reached it)", (unsigned long long)lo, tn, t.agent_count,
+		      t.missing_count, fn);
+	ck_assert_uint_eq(t.agent_count, 2);
+	for (end = mono_s() + 60; cl_coord_figure(from, "handover", "traces_out") < 1 && mono_s() < end;)
+		nap_ms(50);
+	ck_assert_msg(cl_coord_figure(from, "handover", "traces_out") == 1,
+		      "%s counts %lld traces handed over", fn,
+		      cl_coord_figure(from, "handover", "traces_out"));
+	ck_assert_int_ge(cl_coord_figure(to, "handover", "slices_in"), 1);
+	ck_assert_msg(!in_store(from, lo, &t), "trace %llx stored by %s too", (unsigned long long)lo,
+		      fn);
+	for (end = mono_s() + 30; slices_in_store(from, lo) && mono_s() < end;)
+		nap_ms(50); /* the deletion is committed with the next turn there */
+	ck_assert_int_eq(slices_in_store(from, lo), 0);
+	ck_assert_int_eq(slices_in_store(to, lo), 2);
+}
+
+static void hc_stop(struct handover_case *h)
+{
+	fake_agent_stop_all(h->f.agent, 2);
+	for (int k = 0; k < 2; k++) {
+		eg_free(&h->g[k]);
+		rt_wire_buf_free(&h->slice[k]);
+	}
+	rt_wire_buf_free(&h->reg);
+	rt_wire_buf_free(&h->trig);
+	member_extra[0] = NULL;
+	cl_stop(&ca);
+	cl_stop(&cb);
+	cl_coord_args[0] = NULL;
+}
+
+START_TEST(handover_after_kill_between_commit_and_ack)
+{
+	static struct handover_case h;
+	int status = 0, exited = 0;
+	double end;
 	/* Long collect timeouts: c1 must still wait for A's part when c0 returns. */
 	member_extra[0] = "--collect-timeout";
 	member_extra[1] = "60";
 	member_extra[2] = NULL;
 	start_members();
-	for (int k = 0; k < 2; k++) {
-		fake_trace_of(&g[k], id[k], f.lo, &slice[k], &f.buffers[k], &f.bytes[k]);
-		ck_assert_int_eq(fake_agent_start(&f.agent[k], id[k], pair_holds, &f), 0);
-		fake_register(&reg, &f.agent[k], ca.coord_url);
-		fake_register(&reg, &f.agent[k], cb.coord_url);
-	}
+	hc_start(&h, 0xc001);
 	/* c0 again, now to exit right after the commit of its first slice. */
 	cl_kill_coordinator(&ca);
 	member_extra[2] = "--fault-exit-after-slices";
@@ -544,7 +613,7 @@ START_TEST(handover_after_kill_between_commit_and_ack)
 	ck_assert_int_eq(cl_start_coordinator(&ca), 0);
 	member_extra[2] = NULL;
 	/* 1. A's slice: committed at c0, never acknowledged. */
-	ck_assert_int_ne(fake_agent_request(ca.collect_url, &slice[0], 3000, NULL, 0), 0);
+	ck_assert_int_ne(fake_agent_request(ca.collect_url, &h.slice[0], 3000, NULL, 0), 0);
 	for (end = mono_s() + 60; !exited && mono_s() < end;) {
 		if (waitpid(ca.coord, &status, WNOHANG) == ca.coord)
 			exited = 1;
@@ -555,54 +624,16 @@ START_TEST(handover_after_kill_between_commit_and_ack)
 		      "c0 did not exit at its fault point (exited %d, status %#x; log %s/coord.log)",
 		      exited, status, ca.dir);
 	ca.coord = 0;
-	ck_assert_int_eq(slices_in_store(&ca, f.lo), 1);
+	ck_assert_int_eq(slices_in_store(&ca, h.f.lo), 1);
 	/* 2. The trigger and B's slice at c1, which asks A and B. */
-	{
-		uint32_t crumbs[1] = { id[0] };
-		struct rt_wire_trace tr = { .trace_hi = HI, .trace_lo = f.lo, .breadcrumb_count = 1,
-					    .breadcrumbs = crumbs };
-		struct rt_wire_trigger m = { .agent_id = id[1], .trigger_id = TRIGGER,
-					     .trigger_seq = 1, .fired_unix_ns = EG_BASE_NS,
-					     .trace_count = 1, .traces = &tr };
-		ck_assert_int_eq(rt_wire_encode_trigger(&trig, &m), 0);
-		ck_assert_int_eq(fake_request(cb.coord_url, &trig), 0);
-	}
-	ck_assert_int_eq(fake_request(cb.collect_url, &slice[1]), 0);
+	hc_trigger(&h, cb.coord_url);
+	ck_assert_int_eq(fake_request(cb.collect_url, &h.slice[1]), 0);
 	/* 3. c0 returns (no fault); A sends its slice to it again: acknowledged. */
 	member_args("c0");
 	ck_assert_int_eq(cl_start_coordinator(&ca), 0);
-	ck_assert_int_eq(fake_request(ca.collect_url, &slice[0]), 0);
-	/* The trace is at c1, whole; c0 handed its copy over and keeps nothing. */
-	ck_assert_msg(cl_wait_trace(&cb, HI, f.lo, 120, &t) == 0, "trace %llx not at c1 (logs %s, %s)",
-		      (unsigned long long)f.lo, ca.dir, cb.dir);
-	ck_assert_msg(t.coherent, "trace %llx incoherent at c1: %u agents, %u missing (the slice "
-		      "c0 held never reached it)", (unsigned long long)f.lo, t.agent_count,
-		      t.missing_count);
-	ck_assert_uint_eq(t.agent_count, 2);
-	for (end = mono_s() + 60;
-	     cl_coord_figure(&ca, "handover", "traces_out") < 1 && mono_s() < end;)
-		nap_ms(50);
-	ck_assert_msg(cl_coord_figure(&ca, "handover", "traces_out") == 1,
-		      "c0 counts %lld traces handed over",
-		      cl_coord_figure(&ca, "handover", "traces_out"));
-	ck_assert_int_ge(cl_coord_figure(&cb, "handover", "slices_in"), 1);
-	ck_assert_msg(!in_store(&ca, f.lo, &t), "trace %llx stored by c0 too", (unsigned long long)f.lo);
-	/* the deletion is committed with c0's next turn */
-	for (end = mono_s() + 30; slices_in_store(&ca, f.lo) && mono_s() < end;)
-		nap_ms(50);
-	ck_assert_int_eq(slices_in_store(&ca, f.lo), 0);
-	ck_assert_int_eq(slices_in_store(&cb, f.lo), 2);
-	fake_agent_stop_all(f.agent, 2);
-	for (int k = 0; k < 2; k++) {
-		eg_free(&g[k]);
-		rt_wire_buf_free(&slice[k]);
-	}
-	rt_wire_buf_free(&reg);
-	rt_wire_buf_free(&trig);
-	member_extra[0] = NULL;
-	cl_stop(&ca);
-	cl_stop(&cb);
-	cl_coord_args[0] = NULL;
+	ck_assert_int_eq(fake_request(ca.collect_url, &h.slice[0]), 0);
+	hc_check(&h, &ca, &cb);
+	hc_stop(&h);
 }
 END_TEST
 
@@ -618,19 +649,9 @@ END_TEST
  */
 START_TEST(handover_to_the_returning_member)
 {
-	static struct pair_fake f;
-	struct eg g[2];
-	struct rt_wire_buf reg = { 0 }, trig = { 0 }, slice[2] = { { 0 }, { 0 } };
+	static struct handover_case h;
 	struct rt_store_trace t;
-	struct rt_ring ring;
-	const uint32_t id[2] = { 7, 8 };
 	double end;
-	memset(&f, 0, sizeof f);
-	rt_ring_init(&ring);
-	rt_ring_add(&ring, "c0");
-	rt_ring_add(&ring, "c1");
-	for (f.lo = 0xd001; rt_ring_owner(&ring, f.lo) != 0; f.lo++)
-		; /* a trace of c0's range */
 	member_extra[0] = "--collect-timeout"; /* c1's orphan would close at 3 s */
 	member_extra[1] = "3";
 	member_extra[2] = NULL;
@@ -640,60 +661,22 @@ START_TEST(handover_to_the_returning_member)
 	member_extra[1] = "60";
 	member_args("c0");
 	ck_assert_int_eq(cl_start_coordinator(&ca), 0);
-	for (int k = 0; k < 2; k++) {
-		fake_trace_of(&g[k], id[k], f.lo, &slice[k], &f.buffers[k], &f.bytes[k]);
-		ck_assert_int_eq(fake_agent_start(&f.agent[k], id[k], pair_holds, &f), 0);
-		fake_register(&reg, &f.agent[k], ca.coord_url);
-		fake_register(&reg, &f.agent[k], cb.coord_url);
-	}
-	{
-		uint32_t crumbs[1] = { id[0] };
-		struct rt_wire_trace tr = { .trace_hi = HI, .trace_lo = f.lo, .breadcrumb_count = 1,
-					    .breadcrumbs = crumbs };
-		struct rt_wire_trigger m = { .agent_id = id[1], .trigger_id = TRIGGER,
-					     .trigger_seq = 1, .fired_unix_ns = EG_BASE_NS,
-					     .trace_count = 1, .traces = &tr };
-		ck_assert_int_eq(rt_wire_encode_trigger(&trig, &m), 0);
-		ck_assert_int_eq(fake_request(ca.coord_url, &trig), 0); /* committed at c0 */
-	}
+	hc_start(&h, 0xd001);
+	hc_trigger(&h, ca.coord_url); /* committed at c0 */
 	cl_kill_coordinator(&ca);
-	ck_assert_int_eq(fake_request(cb.collect_url, &slice[0]), 0); /* A's part, at c1 */
+	ck_assert_int_eq(fake_request(cb.collect_url, &h.slice[0]), 0); /* A's part, at c1 */
 	/* c1 holds its orphan past the collect timeout, for c0. */
 	for (end = mono_s() + 60;
 	     cl_coord_figure(&cb, "handover", "orphans_waited") < 1 && mono_s() < end;)
 		nap_ms(50);
 	ck_assert_msg(cl_coord_figure(&cb, "handover", "orphans_waited") >= 1,
 		      "c1 did not hold its orphan for the member that is down (logs %s)", cb.dir);
-	ck_assert_msg(!in_store(&cb, f.lo, &t), "c1 stored the orphan while c0 was down");
+	ck_assert_msg(!in_store(&cb, h.f.lo, &t), "c1 stored the orphan while c0 was down");
 	member_args("c0");
 	ck_assert_int_eq(cl_start_coordinator(&ca), 0);
-	ck_assert_int_eq(fake_request(ca.collect_url, &slice[1]), 0); /* B's part, at c0 */
-	ck_assert_msg(cl_wait_trace(&ca, HI, f.lo, 120, &t) == 0, "trace %llx not at c0 (logs %s, %s)",
-		      (unsigned long long)f.lo, ca.dir, cb.dir);
-	ck_assert_msg(t.coherent, "trace %llx incoherent at c0: %u agents, %u missing (the slice "
-		      "c1 held never reached it)", (unsigned long long)f.lo, t.agent_count,
-		      t.missing_count);
-	ck_assert_uint_eq(t.agent_count, 2);
-	for (end = mono_s() + 60;
-	     cl_coord_figure(&cb, "handover", "traces_out") < 1 && mono_s() < end;)
-		nap_ms(50);
-	ck_assert_int_eq(cl_coord_figure(&cb, "handover", "traces_out"), 1);
-	ck_assert_msg(!in_store(&cb, f.lo, &t), "trace %llx stored by c1 too", (unsigned long long)f.lo);
-	for (end = mono_s() + 30; slices_in_store(&cb, f.lo) && mono_s() < end;)
-		nap_ms(50);
-	ck_assert_int_eq(slices_in_store(&cb, f.lo), 0);
-	ck_assert_int_eq(slices_in_store(&ca, f.lo), 2);
-	fake_agent_stop_all(f.agent, 2);
-	for (int k = 0; k < 2; k++) {
-		eg_free(&g[k]);
-		rt_wire_buf_free(&slice[k]);
-	}
-	rt_wire_buf_free(&reg);
-	rt_wire_buf_free(&trig);
-	member_extra[0] = NULL;
-	cl_stop(&ca);
-	cl_stop(&cb);
-	cl_coord_args[0] = NULL;
+	ck_assert_int_eq(fake_request(ca.collect_url, &h.slice[1]), 0); /* B's part, at c0 */
+	hc_check(&h, &cb, &ca);
+	hc_stop(&h);
 }
 END_TEST
 
