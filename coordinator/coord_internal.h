@@ -167,6 +167,9 @@ struct coord_group {
 	/* handover.c: an orphan group's offers to the other members */
 	uint32_t ho_inflight, ho_sent, ho_acked; /* this round's offers: out, answered taken */
 	uint32_t ho_peer;         /* ring index of the next member to offer to */
+	uint8_t ho_reopened;      /* opened from the store for a member's ask (handover.c) */
+	uint64_t ho_hold_ns;      /* a triggered group: a member is handing a part over;
+	                             the collect timeout waits until then (at most 2x) */
 	uint8_t ho_waited;        /* 1: held past the collect timeout for its home member
 	                             (down); 2: it came back and was offered a round */
 	uint64_t ho_next_ns;      /* monotonic: the next round */
@@ -434,6 +437,9 @@ int coord_trace_open(struct rt_coord *c, uint64_t lo);
 /* This member holds the trace's trigger: an open group that has it, a closed
  * one that had it, or (past the closed memory) a stored coherent row. */
 int coord_trace_triggered_here(struct rt_coord *c, uint64_t lo);
+/* handover.c's ask: an orphan group opened from stored slices of a trace this
+ * member has nothing else of; their count (0: none, or not an orphan here). */
+uint32_t coord_orphan_reopen(struct rt_coord *c, uint64_t hi, uint64_t lo);
 void coord_traversal_tick(struct rt_coord *c, uint64_t now);
 void coord_resume_received(struct rt_coord *c);
 
@@ -608,6 +614,18 @@ int coord_handover_waits(struct rt_coord *c, struct coord_group *g, uint64_t now
 /* A SLICE on the coordinator socket: a member's offer, taken or answered 404. */
 void coord_handover_take(struct rt_coord *c, struct coord_in *in, const struct rt_wire_msg *m);
 void coord_handover_figures(struct rt_figures *w, struct rt_coord *c);
+/* A triggered group with a part announced and not arriving asks the other live
+ * members (text "handover HI LO MEMBER", once a second) to offer what they hold. */
+void coord_handover_pull(struct rt_coord *c, struct coord_group *g, uint64_t now);
+/* The text request "handover HI LO MEMBER": reopen the trace's orphan slices here
+ * and offer them (to MEMBER first); the answer "have N". */
+size_t coord_handover_request(struct rt_coord *c, const char *req, size_t len, char *out,
+			      size_t cap);
+/* Ring index i: 1 (and its socket) if another member this one sees live, 0 if
+ * this one or down, -1 past the ring. */
+int coord_peers_other(struct rt_coord *c, uint32_t i, nng_socket *sock);
+/* ring index of member id, or -1 */
+int coord_peers_index(struct rt_coord *c, const char *id);
 
 /* coordinator.c */
 void coord_send_reply(struct coord_in *in);

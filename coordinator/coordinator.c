@@ -200,6 +200,8 @@ static void handle_text(struct rt_coord *c, struct coord_in *in, const uint8_t *
 		n = coord_recollect_request(c, (const char *)b, len, out, cap) + 1;
 	else if (is_text(b, len, "policy"))
 		n = coord_adaptive_request(c, (const char *)b, len, out, cap) + 1;
+	else if (is_text(b, len, "handover")) /* a member's ask (handover.c) */
+		n = coord_handover_request(c, (const char *)b, len, out, cap) + 1;
 	else if (is_text(b, len, "load")) /* a peer's probe (peers.c) */
 		n = coord_peers_load_reply(c, out, cap) + 1;
 	else if (is_text(b, len, "store"))

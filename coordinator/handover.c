@@ -23,21 +23,26 @@
  */
 #include "coord_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "daemon/figures.h"
 #include "daemon/guard.h"
+#include "daemon/ring.h"
 
 #define HO_SLOTS 64                      /* offers in flight at once */
 #define HO_TIMEOUT_MS 5000               /* one offer's send and answer, each */
 #define HO_RETRY_NS 1000000000ull        /* a round per second per orphan group */
+#define HO_HOLD_NS 5000000000ull         /* a triggered group waits this for an announced part */
 
 enum { HO_TAKEN = 0, HO_NOT_HERE = 1, HO_FAILED = 2 };
 
 struct ho_slot {
 	struct rt_reqrep rr;
 	int ctx_open;
+	int pull;          /* an ask ("handover ..."), not an offer */
+	uint32_t have;     /* an ask's answer: slices the member will offer */
 	uint64_t group_id; /* the offering group's id: a released group's answer is dropped */
 	uint32_t group;    /* its index */
 	int result;        /* HO_*, written by the callback before DONE */
@@ -49,6 +54,7 @@ struct coord_handover {
 	uint64_t offers_sent, offers_accepted, offers_not_here, offers_failed;
 	uint64_t traces_out, slices_in, offers_refused_here;
 	uint64_t orphans_waited; /* orphan groups held past the collect timeout for their home */
+	uint64_t pulls_sent, pulls_answered_have, orphans_reopened;
 };
 
 /* nng's thread: the answer into the slot, then DONE for the loop. */
@@ -57,6 +63,19 @@ static void offer_done(struct rt_reqrep *rr, nng_msg *reply)
 	struct ho_slot *s = rr->arg;
 	struct rt_wire_msg m;
 	s->result = HO_FAILED;
+	if (reply && s->pull) {
+		char text[64];
+		size_t n = nng_msg_len(reply) < sizeof text - 1 ? nng_msg_len(reply) : sizeof text - 1;
+		unsigned u;
+		memcpy(text, nng_msg_body(reply), n);
+		text[n] = 0;
+		if (sscanf(text, "have %u", &u) == 1) {
+			s->have = u;
+			s->result = HO_TAKEN;
+		}
+		nng_msg_free(reply);
+		reply = NULL;
+	}
 	if (reply) {
 		if (rt_wire_decode(nng_msg_body(reply), nng_msg_len(reply), &m) == 0 &&
 		    m.type == RT_WIRE_ACK) {
@@ -112,6 +131,17 @@ void coord_handover_tick(struct rt_coord *c)
 		if (rt_reqrep_state(&s->rr) != RT_REQREP_DONE)
 			continue;
 		g = &c->groups[s->group];
+		if (s->pull) {
+			/* a member will offer parts: the close waits a little for them */
+			if (s->result == HO_TAKEN && s->have && g->id == s->group_id) {
+				g->ho_hold_ns = coord_now_ns() + HO_HOLD_NS;
+				h->pulls_answered_have++;
+			}
+			nng_ctx_close(s->rr.ctx);
+			s->ctx_open = 0;
+			rt_reqrep_release(&s->rr);
+			continue;
+		}
 		if (s->result == HO_TAKEN)
 			h->offers_accepted++;
 		else if (s->result == HO_NOT_HERE)
@@ -154,6 +184,7 @@ static int offer_slice(void *arg, const struct rt_store_slice *sl)
 		return 0;
 	}
 	s->ctx_open = 1;
+	s->pull = 0;
 	s->group_id = o->g->id;
 	s->group = (uint32_t)(o->g - o->c->groups);
 	s->result = HO_FAILED;
@@ -260,6 +291,91 @@ void coord_handover_take(struct rt_coord *c, struct coord_in *in, const struct r
 	coord_process_slices(c, &in, 1);
 }
 
+static struct ho_slot *free_slot(struct coord_handover *h)
+{
+	for (int i = 0; i < HO_SLOTS; i++)
+		if (rt_reqrep_state(&h->slot[i].rr) == RT_REQREP_FREE)
+			return &h->slot[i];
+	return NULL;
+}
+
+/* A named agent said it holds bytes of the trace that have not come for a second. */
+static int starving(const struct coord_group *g, uint64_t now)
+{
+	if (now - g->last_activity_ns < HO_RETRY_NS)
+		return 0;
+	for (uint32_t i = 0; i < g->ncells; i++) {
+		const struct coord_cell *x = &g->cells[i];
+		if (x->named && x->state == CELL_REPLIED && x->buffers && x->received < x->expect)
+			return 1;
+	}
+	return 0;
+}
+
+void coord_handover_pull(struct rt_coord *c, struct coord_group *g, uint64_t now)
+{
+	struct coord_handover *h = c->handover;
+	nng_socket sock;
+	if (!h || now < g->ho_next_ns || !starving(g, now))
+		return;
+	g->ho_next_ns = now + HO_RETRY_NS;
+	for (uint32_t i = 0; i < RT_RING_MAX; i++) {
+		int other = coord_peers_other(c, i, &sock);
+		if (other < 0)
+			break; /* past the ring */
+		for (uint32_t j = 0; other && j < g->ntraces; j++) {
+			struct ho_slot *s = free_slot(h);
+			char text[64 + RT_COORD_URL_MAX];
+			nng_msg *m;
+			int n = snprintf(text, sizeof text, "handover %016llx %016llx %s",
+					 (unsigned long long)g->traces[j].hi,
+					 (unsigned long long)g->traces[j].lo, c->cfg.member_id);
+			if (!s || nng_msg_alloc(&m, 0) != 0)
+				return;
+			if (nng_msg_append(m, text, (size_t)n + 1) != 0 ||
+			    nng_ctx_open(&s->rr.ctx, sock) != 0) {
+				nng_msg_free(m);
+				return;
+			}
+			s->ctx_open = 1;
+			s->pull = 1;
+			s->have = 0;
+			s->group_id = g->id;
+			s->group = (uint32_t)(g - c->groups);
+			s->result = HO_FAILED;
+			h->pulls_sent++;
+			rt_reqrep_send(&s->rr, m, HO_TIMEOUT_MS);
+		}
+	}
+}
+
+size_t coord_handover_request(struct rt_coord *c, const char *req, size_t len, char *out,
+			      size_t cap)
+{
+	unsigned long long hi, lo;
+	char text[64 + RT_COORD_URL_MAX], member[RT_RING_ID_MAX] = "";
+	uint32_t n = 0;
+	size_t k = len < sizeof text - 1 ? len : sizeof text - 1;
+	memcpy(text, req, k);
+	text[k] = 0;
+	if (sscanf(text, "handover %llx %llx %31s", &hi, &lo, member) < 2 || !lo)
+		return (size_t)snprintf(out, cap, "error: handover TRACE_HI TRACE_LO MEMBER");
+	if (c->handover && (n = coord_orphan_reopen(c, hi, lo))) {
+		struct coord_group *g;
+		uint64_t v;
+		if (coord_map_get(&c->traces, lo, &v)) {
+			int at = coord_peers_index(c, member);
+			g = &c->groups[v >> 8];
+			/* offer now, to the member that asked first */
+			g->ho_next_ns = coord_now_ns();
+			if (at >= 0)
+				g->ho_peer = (uint32_t)at;
+		}
+		c->handover->orphans_reopened++;
+	}
+	return (size_t)snprintf(out, cap, "have %u", n);
+}
+
 void coord_handover_figures(struct rt_figures *w, struct rt_coord *c)
 {
 	struct coord_handover *h = c->handover;
@@ -274,4 +390,7 @@ void coord_handover_figures(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_u64(w, "slices_in", h->slices_in);
 	rt_fig_u64(w, "offers_refused_here", h->offers_refused_here);
 	rt_fig_u64(w, "orphans_waited", h->orphans_waited);
+	rt_fig_u64(w, "asks_sent", h->pulls_sent);
+	rt_fig_u64(w, "asks_answered_have", h->pulls_answered_have);
+	rt_fig_u64(w, "orphans_reopened", h->orphans_reopened);
 }

@@ -266,6 +266,26 @@ int coord_peers_next(struct rt_coord *c, uint32_t *cursor, nng_socket *sock)
 	return found;
 }
 
+int coord_peers_other(struct rt_coord *c, uint32_t i, nng_socket *sock)
+{
+	struct coord_peers *ps = c->peers;
+	int live;
+	if (!ps || i >= ps->ring.n)
+		return -1;
+	if ((int)i == ps->self || !ps->peer[i].open)
+		return 0;
+	pthread_mutex_lock(&c->mu);
+	live = peer_live(ps, i, coord_now_ns());
+	pthread_mutex_unlock(&c->mu);
+	*sock = ps->peer[i].sock;
+	return live;
+}
+
+int coord_peers_index(struct rt_coord *c, const char *id)
+{
+	return c->peers ? rt_ring_find(&c->peers->ring, id) : -1;
+}
+
 int coord_peers_home(struct rt_coord *c, uint64_t lo, int *live)
 {
 	struct coord_peers *ps = c->peers;

@@ -1191,17 +1191,23 @@ static void group_tick(struct rt_coord *c, struct coord_group *g, uint64_t now)
 		dispatch(c, g, now);
 	/* An orphan of a sharded member is offered to the others; one that took
 	 * every slice holds the trace now, and this member writes no row of it. */
-	if (!g->has_trigger && coord_handover_group(c, g, now)) {
+	if (!g->has_trigger && (coord_handover_group(c, g, now) ||
+				(g->ho_reopened && now - g->created_ns >= timeout && !g->ho_inflight))) {
+		/* handed over; or reopened for a member's ask and not taken: it had
+		 * no row before the ask, and gets none now (its slices stay) */
 		for (uint32_t j = 0; j < g->ntraces; j++)
 			coord_map_del(&c->traces, g->traces[j].lo);
 		group_release(c, g);
 		return;
 	}
+	if (g->has_trigger)
+		coord_handover_pull(c, g, now); /* a part another member may hold */
 	/* A group no trigger has reached yet (its slices raced ahead) waits for it
 	 * until the collect timeout, not the settle time: closed without it, the
 	 * trace cannot be called coherent (build_row). An orphan being offered, or
 	 * whose home member is down, waits longer (handover.c). */
-	if (now - g->created_ns >= timeout && !coord_handover_waits(c, g, now))
+	if (now - g->created_ns >= timeout && !coord_handover_waits(c, g, now) &&
+	    !(g->ho_hold_ns > now && now - g->created_ns < 2 * timeout))
 		close_group(c, g, now);
 	else if (g->has_trigger && g->traversal_ns && !traversal_busy(g) && all_delivered(g) &&
 		 now - g->last_activity_ns >= settle && !coord_weave_hold(c, g, now))
@@ -1266,6 +1272,40 @@ void coord_resume_received(struct rt_coord *c)
 			rt_store_slices(c->store, g->traces[j].hi, g->traces[j].lo, resume_slice, &r);
 		}
 	}
+}
+
+/*
+ * A member asks (handover.c) for the slices of a trace it holds the trigger of:
+ * if this member has slices of it and nothing else (no group, not closed, no
+ * row), an orphan group is opened from them, to be offered at once. Its count of
+ * slices, 0 when there is nothing to hand over (or no room).
+ */
+uint32_t coord_orphan_reopen(struct rt_coord *c, uint64_t hi, uint64_t lo)
+{
+	struct rt_store_trace row;
+	struct coord_group *g;
+	int idx;
+	if ((g = group_of(c, lo, &idx)))
+		return g->has_trigger ? 0 : g->traces[idx].slices;
+	if (coord_map_get(&c->closed, lo, NULL) || rt_store_get_trace(c->store, hi, lo, &row) == 0)
+		return 0;
+	if (!(g = group_alloc(c, coord_now_ns(), 0)))
+		return 0;
+	if ((idx = group_add_trace(c, g, hi, lo)) < 0) {
+		group_release(c, g);
+		return 0;
+	}
+	{
+		struct resume_ctx r = { c, g, idx };
+		rt_store_slices(c->store, hi, lo, resume_slice, &r);
+	}
+	if (!g->traces[idx].slices) {
+		coord_map_del(&c->traces, lo);
+		group_release(c, g);
+		return 0;
+	}
+	g->ho_reopened = 1;
+	return g->traces[idx].slices;
 }
 
 int coord_trace_triggered_here(struct rt_coord *c, uint64_t lo)

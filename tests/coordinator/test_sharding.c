@@ -680,6 +680,34 @@ START_TEST(handover_to_the_returning_member)
 }
 END_TEST
 
+/*
+ * handover_asked_by_the_trigger_holder: seen under load in member_kill9_and_return
+ * (900d incoherent at c1: 1 agent, 2 missing). A's slice is committed and
+ * acknowledged at c0, which has no trigger of the trace (an orphan there), and
+ * c0 is killed; the trigger and B's slice go to c1, which asks A: A says it
+ * holds its part, but sends it nowhere again (acknowledged). c0 returns with
+ * the slice in its store and nothing open. c1 asks the other members for the
+ * parts it misses ("handover HI LO c1"); c0 reopens the orphan from its store
+ * and hands it over. Without the ask, c1 closes the trace incoherent at its
+ * collect timeout and c0 keeps a slice of it.
+ */
+START_TEST(handover_asked_by_the_trigger_holder)
+{
+	static struct handover_case h;
+	start_members();
+	hc_start(&h, 0xe001);
+	ck_assert_int_eq(fake_request(ca.collect_url, &h.slice[0]), 0); /* A's part, acked by c0 */
+	cl_kill_coordinator(&ca);
+	hc_trigger(&h, cb.coord_url);
+	ck_assert_int_eq(fake_request(cb.collect_url, &h.slice[1]), 0); /* B's part, at c1 */
+	member_args("c0");
+	ck_assert_int_eq(cl_start_coordinator(&ca), 0);
+	hc_check(&h, &ca, &cb);
+	ck_assert_int_ge(cl_coord_figure(&ca, "handover", "orphans_reopened"), 1);
+	hc_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("coordinator_sharding");
@@ -689,6 +717,7 @@ int main(void)
 	TCase *t4 = tcase_create("untriggered_slice_never_coherent");
 	TCase *t5 = tcase_create("handover_after_kill_between_commit_and_ack");
 	TCase *t6 = tcase_create("handover_to_the_returning_member");
+	TCase *t7 = tcase_create("handover_asked_by_the_trigger_holder");
 	const char *only = getenv("CK_RUN_CASE");
 	tcase_set_timeout(t1, 240);
 	tcase_set_timeout(t2, 240);
@@ -707,6 +736,9 @@ int main(void)
 	tcase_set_timeout(t6, 240);
 	tcase_add_test(t6, handover_to_the_returning_member);
 	suite_add_tcase(s, t6);
+	tcase_set_timeout(t7, 240);
+	tcase_add_test(t7, handover_asked_by_the_trigger_holder);
+	suite_add_tcase(s, t7);
 	if (chs_binary()) {
 		suite_add_tcase(s, t3);
 	} else if (only && !strcmp(only, "clickhouse_pair")) {
