@@ -270,6 +270,7 @@ struct coord_stats {
 	uint64_t traces_coherent, traces_incoherent;
 	uint64_t traces_incomplete;  /* every agent delivered, but the spans show a hole */
 	uint64_t traces_untriggered; /* every agent named delivered, but no trigger came: incoherent */
+	uint64_t prior_slices_counted; /* stored by the run before, counted for a trace triggered anew */
 	uint64_t traces_undecodable; /* could not be decoded at close: not shown complete */
 	uint64_t recollections;      /* traces traversed again (operator, or reopened) */
 	uint64_t reopened;           /* closed traces reopened: a trigger named a new hop */

@@ -789,6 +789,41 @@ static int adopt_orphan(struct rt_coord *c, struct coord_group *g, struct coord_
 
 static void reopen_if_new_hop(struct rt_coord *c, uint32_t origin,
 			      const struct rt_wire_trace *tr);
+static void account_slice(struct coord_group *g, int idx, uint32_t agent, uint64_t bytes,
+			  uint64_t first_ns, uint64_t last_ns, uint64_t now);
+
+struct prior_ctx {
+	struct coord_group *g;
+	int idx;
+	uint64_t before_unix_ns;
+};
+
+static int prior_slice(void *arg, const struct rt_store_slice *sl)
+{
+	struct prior_ctx *p = arg;
+	if (sl->received_ns < p->before_unix_ns)
+		account_slice(p->g, p->idx, sl->agent_id, sl->bytes, sl->first_ns, sl->last_ns,
+			      coord_now_ns());
+	return 0;
+}
+
+/*
+ * A trace new to this run of the coordinator, shortly after it (re)started: its
+ * slices stored by the run before (committed before a kill, whose trigger was
+ * not: the trigger comes again now) count as received, like those of a resumed
+ * group; the agents that saw them acknowledged send them no more. Only for
+ * --state-ttl after the start (a store lookup per new trace), and not for the
+ * resume itself, which counts them once all groups are open.
+ */
+static void count_prior_slices(struct rt_coord *c, struct coord_group *g, int idx, uint64_t now)
+{
+	struct prior_ctx p = { g, idx, c->start_unix_ns };
+	if (!c->loop_owned || now - c->start_ns >= (uint64_t)(c->cfg.state_ttl * 1e9))
+		return;
+	if (rt_store_slices(c->store, g->traces[idx].hi, g->traces[idx].lo, prior_slice, &p) == 0 &&
+	    g->traces[idx].slices)
+		c->st.prior_slices_counted += g->traces[idx].slices;
+}
 
 int coord_handle_trigger(struct rt_coord *c, const struct rt_wire_trigger *t,
 			 uint64_t received_unix_ns)
@@ -839,6 +874,7 @@ int coord_handle_trigger(struct rt_coord *c, const struct rt_wire_trigger *t,
 			home = g;
 			if ((idx = group_add_trace(c, g, tr->trace_hi, tr->trace_lo)) < 0)
 				continue;
+			count_prior_slices(c, g, idx, now);
 		}
 		add_trigger_id(home, t->trigger_id);
 		name_agent(home, idx, t->agent_id);

@@ -708,6 +708,40 @@ START_TEST(handover_asked_by_the_trigger_holder)
 }
 END_TEST
 
+/*
+ * trigger_after_restart_counts_stored_slices: seen under load in
+ * member_kill9_and_return (four traces "incoherent at c0: 0 agents, 3 missing"):
+ * the slices of a trace were committed (and acknowledged) at c0 ahead of their
+ * trigger, which c0 had not stored when it was killed; after the restart the
+ * agent sends the trigger again, and the new group must count the slices the
+ * store already holds: their agents send them no more. Without it, the trace
+ * closes at the collect timeout with none of its parts.
+ */
+START_TEST(trigger_after_restart_counts_stored_slices)
+{
+	static struct handover_case h;
+	struct rt_store_trace t;
+	start_members();
+	hc_start(&h, 0xf001);
+	ck_assert_int_eq(fake_request(ca.collect_url, &h.slice[0]), 0);
+	ck_assert_int_eq(fake_request(ca.collect_url, &h.slice[1]), 0);
+	cl_kill_coordinator(&ca);
+	member_args("c0");
+	ck_assert_int_eq(cl_start_coordinator(&ca), 0);
+	hc_trigger(&h, ca.coord_url);
+	ck_assert_msg(cl_wait_trace(&ca, HI, h.f.lo, 120, &t) == 0, "trace %llx not at c0 (logs %s)",
+		      (unsigned long long)h.f.lo, ca.dir);
+	ck_assert_msg(t.coherent, "trace %llx incoherent at c0: %u agents, %u missing (its "
+		      "stored slices were not counted)", (unsigned long long)h.f.lo, t.agent_count,
+		      t.missing_count);
+	ck_assert_uint_eq(t.agent_count, 2);
+	ck_assert_int_eq(cl_coord_figure(&ca, "collection", "prior_slices_counted"), 2);
+	ck_assert_msg(!in_store(&cb, h.f.lo, &t), "trace %llx stored by c1 too",
+		      (unsigned long long)h.f.lo);
+	hc_stop(&h);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("coordinator_sharding");
@@ -718,6 +752,7 @@ int main(void)
 	TCase *t5 = tcase_create("handover_after_kill_between_commit_and_ack");
 	TCase *t6 = tcase_create("handover_to_the_returning_member");
 	TCase *t7 = tcase_create("handover_asked_by_the_trigger_holder");
+	TCase *t8 = tcase_create("trigger_after_restart_counts_stored_slices");
 	const char *only = getenv("CK_RUN_CASE");
 	tcase_set_timeout(t1, 240);
 	tcase_set_timeout(t2, 240);
@@ -739,6 +774,9 @@ int main(void)
 	tcase_set_timeout(t7, 240);
 	tcase_add_test(t7, handover_asked_by_the_trigger_holder);
 	suite_add_tcase(s, t7);
+	tcase_set_timeout(t8, 240);
+	tcase_add_test(t8, trigger_after_restart_counts_stored_slices);
+	suite_add_tcase(s, t8);
 	if (chs_binary()) {
 		suite_add_tcase(s, t3);
 	} else if (only && !strcmp(only, "clickhouse_pair")) {
