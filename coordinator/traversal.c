@@ -811,14 +811,18 @@ static int prior_slice(void *arg, const struct rt_store_slice *sl)
  * A trace new to this run of the coordinator, shortly after it (re)started: its
  * slices stored by the run before (committed before a kill, whose trigger was
  * not: the trigger comes again now) count as received, like those of a resumed
- * group; the agents that saw them acknowledged send them no more. Only for
- * --state-ttl after the start (a store lookup per new trace), and not for the
- * resume itself, which counts them once all groups are open.
+ * group; the agents that saw them acknowledged send them no more. A store
+ * lookup, so only for a trigger fired before this run started (5 s of margin
+ * for the hosts' clocks; a trigger fired later cannot have slices from before),
+ * in the first --state-ttl of the run; not for the resume itself, which counts
+ * them once all groups are open.
  */
-static void count_prior_slices(struct rt_coord *c, struct coord_group *g, int idx, uint64_t now)
+static void count_prior_slices(struct rt_coord *c, struct coord_group *g, int idx, uint64_t now,
+			       uint64_t fired_unix_ns)
 {
 	struct prior_ctx p = { g, idx, c->start_unix_ns };
-	if (!c->loop_owned || now - c->start_ns >= (uint64_t)(c->cfg.state_ttl * 1e9))
+	if (!c->loop_owned || now - c->start_ns >= (uint64_t)(c->cfg.state_ttl * 1e9) ||
+	    fired_unix_ns >= c->start_unix_ns + 5000000000ull)
 		return;
 	if (rt_store_slices(c->store, g->traces[idx].hi, g->traces[idx].lo, prior_slice, &p) == 0 &&
 	    g->traces[idx].slices)
@@ -874,7 +878,7 @@ int coord_handle_trigger(struct rt_coord *c, const struct rt_wire_trigger *t,
 			home = g;
 			if ((idx = group_add_trace(c, g, tr->trace_hi, tr->trace_lo)) < 0)
 				continue;
-			count_prior_slices(c, g, idx, now);
+			count_prior_slices(c, g, idx, now, t->fired_unix_ns);
 		}
 		add_trigger_id(home, t->trigger_id);
 		name_agent(home, idx, t->agent_id);
