@@ -622,8 +622,8 @@ void coord_handover_pull(struct rt_coord *c, struct coord_group *g, uint64_t now
  * and offer them (to MEMBER first); the answer "have N". */
 size_t coord_handover_request(struct rt_coord *c, const char *req, size_t len, char *out,
 			      size_t cap);
-/* Ring index i: 1 (and its socket) if another member this one sees live, 0 if
- * this one or down, -1 past the ring. */
+/* Ring index i: 1 (and its socket) for another member this one sees live, 2 for
+ * one it sees down, 0 for this one, -1 past the ring. */
 int coord_peers_other(struct rt_coord *c, uint32_t i, nng_socket *sock);
 /* ring index of member id, or -1 */
 int coord_peers_index(struct rt_coord *c, const char *id);

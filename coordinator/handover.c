@@ -323,7 +323,9 @@ void coord_handover_pull(struct rt_coord *c, struct coord_group *g, uint64_t now
 		int other = coord_peers_other(c, i, &sock);
 		if (other < 0)
 			break; /* past the ring */
-		for (uint32_t j = 0; other && j < g->ntraces; j++) {
+		if (other == 2) /* down: it may hold the part and return; the close waits */
+			g->ho_hold_ns = now + HO_HOLD_NS;
+		for (uint32_t j = 0; other == 1 && j < g->ntraces; j++) {
 			struct ho_slot *s = free_slot(h);
 			char text[64 + RT_COORD_URL_MAX];
 			nng_msg *m;

@@ -272,13 +272,13 @@ int coord_peers_other(struct rt_coord *c, uint32_t i, nng_socket *sock)
 	int live;
 	if (!ps || i >= ps->ring.n)
 		return -1;
-	if ((int)i == ps->self || !ps->peer[i].open)
+	if ((int)i == ps->self)
 		return 0;
 	pthread_mutex_lock(&c->mu);
-	live = peer_live(ps, i, coord_now_ns());
+	live = ps->peer[i].open && peer_live(ps, i, coord_now_ns());
 	pthread_mutex_unlock(&c->mu);
 	*sock = ps->peer[i].sock;
-	return live;
+	return live ? 1 : 2;
 }
 
 int coord_peers_index(struct rt_coord *c, const char *id)

@@ -694,6 +694,9 @@ END_TEST
 START_TEST(handover_asked_by_the_trigger_holder)
 {
 	static struct handover_case h;
+	member_extra[0] = "--collect-timeout"; /* c1 waits for c0's restart, however slow */
+	member_extra[1] = "30";
+	member_extra[2] = NULL;
 	start_members();
 	hc_start(&h, 0xe001);
 	ck_assert_int_eq(fake_request(ca.collect_url, &h.slice[0]), 0); /* A's part, acked by c0 */
