@@ -36,6 +36,11 @@
 #define REFIT_SAMPLES 5000 /* chosen pairs used by a refit at most */
 #define SCORE_FLOOR 30.0   /* scores are clamped to skip - SCORE_FLOOR: small numbers */
 #define FORBIDDEN 1e7      /* cost of an impossible pair in the assignment */
+#define ORDER_BINS 16      /* inversion counts 0..14, and 15 or more */
+#define ORDER_SCAN 64      /* earlier calls looked at for inversions, at most */
+#define DELAY_FLOOR 10e3   /* ns: delays below count as this on a log scale */
+#define LOG_SCALE 1000.0   /* log residuals are modelled in milli-units (sd floor 0.2) */
+#define BIN_MIN 30         /* chosen pairs a delay bin needs for a model of its own */
 
 void rt_weave_opts_default(rt_weave_opts *o)
 {
@@ -47,6 +52,8 @@ void rt_weave_opts_default(rt_weave_opts *o)
     o->max_candidates = 96;
     o->window = 48;
     o->thread_constraint = false;
+    o->order_weight = 0.5;
+    o->local_k = 8;
 }
 
 typedef struct sort_key {
@@ -94,6 +101,9 @@ typedef struct weaver {
     size_t *cand_off;     /* ncv + 1 offsets into the candidate arrays */
     size_t *cand_srv;     /* candidate -> server index */
     double *cand_req, *cand_resp, *cand_score;
+    double *cand_order;    /* the order prior's term per candidate (<= 0), or NULL */
+    double *order_buf;     /* its storage */
+    int64_t *chosen_start; /* p -> start of its chosen server (previous round) */
     size_t ncand;
     size_t *batch_clients; /* positions p grouped by batch, in start order */
     size_t *batch_off;     /* nbatch + 1 */
@@ -102,8 +112,15 @@ typedef struct weaver {
     size_t *taken_by;      /* s -> p or NONE_IDX */
     size_t *col_of, *stamp;
     size_t stamp_now;
-    double skip;           /* score of "none" */
-    rt_weave_model model;
+    double skip;           /* score of "none" under the hop's model */
+    rt_weave_model model;  /* the hop's model */
+    unsigned nbins;        /* delay bins (1: the hop's model only) */
+    unsigned char *bin;    /* p -> its bin */
+    rt_weave_model bin_model[RT_WEAVE_MAX_BINS];
+    double *skip_p;        /* p -> its score of "none" */
+    bool local_on;         /* this round scores time-local residuals */
+    double *loc_req, *loc_resp; /* p -> local mean log delays (time-local model) */
+    rt_weave_model resid;  /* the time-local model: log residuals, in milli-units */
     wv_assign_ws ws;
     double *cost;
     size_t cost_cap;
@@ -111,6 +128,12 @@ typedef struct weaver {
     size_t windowed;
     double broad_sd;       /* width of the outlier component: the mean client span */
 } weaver;
+
+/* The score of "none" for client p (its bin's model's peak minus skip_nats). */
+static double skip_of(const weaver *w, size_t p)
+{
+    return w->skip_p[p];
+}
 
 static size_t uf_find(size_t *parent, size_t x)
 {
@@ -292,13 +315,146 @@ static int fit_initial(weaver *w)
     return 0;
 }
 
+/* Order inversions of client p taking a server that starts at t, against the
+ * current mapping: earlier calls (the ORDER_SCAN before it) whose server started
+ * after t, and later calls, issued before t, whose server started before t. */
+static size_t inversions(const weaver *w, size_t p, int64_t t)
+{
+    size_t inv = 0;
+    for (size_t q = p, seen = 0; q-- > 0 && seen < ORDER_SCAN; seen++)
+        inv += w->choice[q] != NONE_IDX && w->chosen_start[q] > t;
+    for (size_t q = p + 1; q < w->ncv && q <= p + ORDER_SCAN &&
+                           w->cl[w->corder[q]].start_ns < t; q++)
+        inv += w->choice[q] != NONE_IDX && w->chosen_start[q] < t;
+    return inv < ORDER_BINS - 1 ? inv : ORDER_BINS - 1;
+}
+
+/* The order prior from the previous round's mapping: the histogram of the chosen
+ * pairs' inversions (add-one smoothed) scores every candidate's, relative to the
+ * most common count so that the best order costs nothing and "none" keeps its
+ * meaning. Too few chosen pairs: no prior this round. */
+static void order_prior(weaver *w)
+{
+    double hist[ORDER_BINS] = {0}, n = 0, best = -INFINITY, logp[ORDER_BINS];
+    w->cand_order = NULL;
+    if (!(w->o->order_weight > 0))
+        return;
+    for (size_t p = 0; p < w->ncv; p++)
+        if (w->choice[p] != NONE_IDX)
+            w->chosen_start[p] = w->sv[w->cand_srv[w->choice[p]]].start_ns;
+    for (size_t p = 0; p < w->ncv; p++)
+        if (w->choice[p] != NONE_IDX) {
+            hist[inversions(w, p, w->chosen_start[p])]++;
+            n++;
+        }
+    if (n < REFIT_MIN)
+        return;
+    for (size_t b = 0; b < ORDER_BINS; b++) {
+        logp[b] = log((hist[b] + 1) / (n + ORDER_BINS));
+        if (logp[b] > best)
+            best = logp[b];
+    }
+    for (size_t p = 0; p < w->ncv; p++)
+        for (size_t k = w->cand_off[p]; k < w->cand_off[p + 1]; k++) {
+            size_t inv = inversions(w, p, w->sv[w->cand_srv[k]].start_ns);
+            w->order_buf[k] = w->o->order_weight * (logp[inv] - best);
+        }
+    w->cand_order = w->order_buf;
+}
+
+static double log_delay(double d)
+{
+    return log(d > DELAY_FLOOR ? d : DELAY_FLOOR);
+}
+
+/* The time-local model from the previous round's mapping: each client's local mean
+ * log delays (its local_k chosen neighbours on each side in start order, itself
+ * left out), and a mixture fitted on the chosen pairs' residuals from them. Off
+ * this round when too few pairs were chosen. */
+static int local_model(weaver *w)
+{
+    size_t K = w->o->local_k, n = 0;
+    w->local_on = false;
+    if (K == 0)
+        return 0;
+    for (size_t p = 0; p < w->ncv; p++) {
+        double sr = 0, sp = 0;
+        size_t m = 0;
+        for (size_t q = p, got = 0, seen = 0; q-- > 0 && got < K && seen < 4 * K; seen++)
+            if (w->choice[q] != NONE_IDX) {
+                sr += log_delay(w->cand_req[w->choice[q]]);
+                sp += log_delay(w->cand_resp[w->choice[q]]);
+                got++;
+                m++;
+            }
+        for (size_t q = p + 1, got = 0; q < w->ncv && got < K && q <= p + 4 * K; q++)
+            if (w->choice[q] != NONE_IDX) {
+                sr += log_delay(w->cand_req[w->choice[q]]);
+                sp += log_delay(w->cand_resp[w->choice[q]]);
+                got++;
+                m++;
+            }
+        w->loc_req[p] = m ? sr / (double)m : NAN;
+        w->loc_resp[p] = m ? sp / (double)m : NAN;
+    }
+    double *rr = malloc((w->ncv ? w->ncv : 1) * sizeof *rr),
+           *rp = malloc((w->ncv ? w->ncv : 1) * sizeof *rp);
+    if (!rr || !rp) {
+        free(rr);
+        free(rp);
+        return -1;
+    }
+    for (size_t p = 0; p < w->ncv; p++)
+        if (w->choice[p] != NONE_IDX && !isnan(w->loc_req[p])) {
+            rr[n] = LOG_SCALE * (log_delay(w->cand_req[w->choice[p]]) - w->loc_req[p]);
+            rp[n++] = LOG_SCALE * (log_delay(w->cand_resp[w->choice[p]]) - w->loc_resp[p]);
+        }
+    int rc = 0;
+    if (n >= RT_WEAVE_PRIOR_KEEP) {
+        unsigned k = w->o->components < 1 ? 1 : w->o->components;
+        if (k > RT_WEAVE_MAX_COMPONENTS - 1)
+            k = RT_WEAVE_MAX_COMPONENTS - 1;
+        rc = wv_model_fit(&w->resid, rr, rp, n, k);
+        wv_model_add_outlier(&w->resid, 3 * LOG_SCALE); /* a factor of e^3 off */
+        w->local_on = rc == 0;
+    }
+    free(rr);
+    free(rp);
+    return rc;
+}
+
+/* A pair's score under the time-local model: the density of its delays' log
+ * residuals, times the Jacobian 1/(req * resp) back to delays, so that pairs of
+ * different delays compare as densities of the same thing. */
+static double local_loglik(const weaver *w, size_t p, double req, double resp)
+{
+    double lr = log_delay(req), lp = log_delay(resp);
+    return rt_weave_model_loglik(&w->resid, LOG_SCALE * (lr - w->loc_req[p]),
+                                 LOG_SCALE * (lp - w->loc_resp[p])) +
+           2 * log(LOG_SCALE) - lr - lp;
+}
+
 static void score_candidates(weaver *w)
 {
     w->skip = wv_model_peak(&w->model) - w->o->skip_nats;
-    double floor = w->skip - SCORE_FLOOR;
-    for (size_t k = 0; k < w->ncand; k++) {
-        double l = rt_weave_model_loglik(&w->model, w->cand_req[k], w->cand_resp[k]);
-        w->cand_score[k] = l > floor ? l : floor;
+    double bin_skip[RT_WEAVE_MAX_BINS], local_peak = 0;
+    for (unsigned b = 0; b < w->nbins; b++)
+        bin_skip[b] = wv_model_peak(&w->bin_model[b]) - w->o->skip_nats;
+    if (w->local_on)
+        local_peak = wv_model_peak(&w->resid) + 2 * log(LOG_SCALE) - w->o->skip_nats;
+    for (size_t p = 0; p < w->ncv; p++) {
+        const rt_weave_model *m = &w->bin_model[w->bin[p]];
+        bool local = w->local_on && !isnan(w->loc_req[p]);
+        /* "none" under the local model: its peak at the local typical delays */
+        w->skip_p[p] = local ? local_peak - w->loc_req[p] - w->loc_resp[p] : bin_skip[w->bin[p]];
+        double floor = skip_of(w, p) - SCORE_FLOOR;
+        for (size_t k = w->cand_off[p]; k < w->cand_off[p + 1]; k++) {
+            double l = local ? local_loglik(w, p, w->cand_req[k], w->cand_resp[k])
+                             : rt_weave_model_loglik(m, w->cand_req[k], w->cand_resp[k]);
+            if (w->cand_order)
+                l += w->cand_order[k];
+            w->cand_score[k] = l > floor ? l : floor;
+        }
     }
 }
 
@@ -331,8 +487,8 @@ static int solve_window(weaver *w, const size_t *ps, size_t from, size_t to, siz
         double *row = w->cost + r * cols;
         for (size_t j = 0; j < cols; j++)
             row[j] = FORBIDDEN;
-        row[m + r] = -w->skip;
         size_t p = ps[from + r];
+        row[m + r] = -skip_of(w, p);
         for (size_t k = w->cand_off[p]; k < w->cand_off[p + 1]; k++) {
             size_t s = w->cand_srv[k];
             if (w->taken_by[s] == NONE_IDX && w->stamp[s] == w->stamp_now)
@@ -385,42 +541,105 @@ static int assign_all(weaver *w)
     return 0;
 }
 
-static int refit(weaver *w)
+/* Fit m on the pairs chosen by the clients of `bin` (all when bin < 0): at most
+ * REFIT_SAMPLES of them, spread evenly over the run (enough for a three-component
+ * fit, and the cost stays flat at any size). Leaves m alone when fewer than `min`
+ * were chosen. Returns -1 on ENOMEM. */
+static int fit_chosen(weaver *w, int bin, size_t min, rt_weave_model *m)
 {
-    size_t n = 0;
-    double *req = malloc((w->ncv ? w->ncv : 1) * sizeof *req),
-           *resp = malloc((w->ncv ? w->ncv : 1) * sizeof *resp);
+    size_t chosen = 0, n = 0;
+    for (size_t p = 0; p < w->ncv; p++)
+        chosen += w->choice[p] != NONE_IDX && (bin < 0 || w->bin[p] == bin);
+    if (chosen < min || chosen < REFIT_MIN)
+        return 0;
+    size_t stride = chosen > REFIT_SAMPLES ? (chosen + REFIT_SAMPLES - 1) / REFIT_SAMPLES : 1;
+    size_t cap = chosen / stride + 1;
+    double *req = malloc(cap * sizeof *req), *resp = malloc(cap * sizeof *resp);
     if (!req || !resp) {
         free(req);
         free(resp);
         return -1;
     }
-    /* At most REFIT_SAMPLES pairs, spread evenly over the run: enough for a
-     * three-component fit, and the refit cost stays flat at any size. */
-    size_t chosen = 0;
-    for (size_t p = 0; p < w->ncv; p++)
-        chosen += w->choice[p] != NONE_IDX;
-    size_t stride = chosen > REFIT_SAMPLES ? (chosen + REFIT_SAMPLES - 1) / REFIT_SAMPLES : 1;
     for (size_t p = 0, seen = 0; p < w->ncv; p++)
-        if (w->choice[p] != NONE_IDX && seen++ % stride == 0) {
+        if (w->choice[p] != NONE_IDX && (bin < 0 || w->bin[p] == bin) && seen++ % stride == 0) {
             req[n] = w->cand_req[w->choice[p]];
             resp[n++] = w->cand_resp[w->choice[p]];
         }
-    int rc = 0;
-    if (w->o->prior && w->o->prior->request.k && chosen < RT_WEAVE_PRIOR_KEEP)
-        n = 0; /* too few for a model of their own: keep the prior */
-    if (n >= REFIT_MIN) {
-        unsigned k = w->o->components;
-        if (k < 1)
-            k = 1;
-        if (k > RT_WEAVE_MAX_COMPONENTS - 1)
-            k = RT_WEAVE_MAX_COMPONENTS - 1;
-        rc = wv_model_fit(&w->model, req, resp, n, k);
-        wv_model_add_outlier(&w->model, w->broad_sd);
-    }
+    unsigned k = w->o->components;
+    if (k < 1)
+        k = 1;
+    if (k > RT_WEAVE_MAX_COMPONENTS - 1)
+        k = RT_WEAVE_MAX_COMPONENTS - 1;
+    int rc = wv_model_fit(m, req, resp, n, k);
+    wv_model_add_outlier(m, w->broad_sd);
     free(req);
     free(resp);
     return rc;
+}
+
+static int refit(weaver *w)
+{
+    size_t chosen = 0;
+    for (size_t p = 0; p < w->ncv; p++)
+        chosen += w->choice[p] != NONE_IDX;
+    if (w->o->prior && w->o->prior->request.k && chosen < RT_WEAVE_PRIOR_KEEP)
+        return 0; /* too few for a model of their own: keep the prior */
+    if (fit_chosen(w, -1, REFIT_MIN, &w->model) < 0)
+        return -1;
+    for (unsigned b = 0; b < w->nbins; b++) {
+        w->bin_model[b] = w->model;
+        if (w->nbins > 1 && fit_chosen(w, (int)b, BIN_MIN, &w->bin_model[b]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Each client's delay bin: the quantile bin of its duration, or of the number of
+ * calls in flight (the ORDER_SCAN before it in start order, still open) when it
+ * started. */
+static int assign_bins(weaver *w)
+{
+    unsigned nb = w->o->delay_bins;
+    w->nbins = nb < 1 ? 1 : nb > RT_WEAVE_MAX_BINS ? RT_WEAVE_MAX_BINS : nb;
+    w->bin = calloc(w->ncv ? w->ncv : 1, 1);
+    if (!w->bin)
+        return -1;
+    if (w->nbins == 1 || w->ncv == 0)
+        return 0;
+    double *key = malloc(w->ncv * sizeof *key), *sorted = malloc(w->ncv * sizeof *sorted);
+    if (!key || !sorted) {
+        free(key);
+        free(sorted);
+        return -1;
+    }
+    for (size_t p = 0; p < w->ncv; p++) {
+        const rt_weave_span *c = &w->cl[w->corder[p]];
+        if (w->o->bin_by == RT_WEAVE_BIN_INFLIGHT) {
+            size_t open = 0;
+            for (size_t q = p, seen = 0; q-- > 0 && seen < ORDER_SCAN; seen++)
+                open += w->cl[w->corder[q]].end_ns >= c->start_ns;
+            key[p] = (double)open;
+        } else {
+            key[p] = (double)(c->end_ns - c->start_ns);
+        }
+        sorted[p] = key[p];
+    }
+    qsort(sorted, w->ncv, sizeof *sorted, cmp_dbl);
+    for (size_t p = 0; p < w->ncv; p++) {
+        unsigned b = 0;
+        while (b + 1 < w->nbins && key[p] >= sorted[w->ncv * (b + 1) / w->nbins])
+            b++;
+        w->bin[p] = (unsigned char)b;
+    }
+    free(key);
+    free(sorted);
+    return 0;
 }
 
 /* The score client p would get from server s, or "none" when s is not its candidate. */
@@ -428,8 +647,8 @@ static double score_of(const weaver *w, size_t p, size_t s)
 {
     for (size_t k = w->cand_off[p]; k < w->cand_off[p + 1]; k++)
         if (w->cand_srv[k] == s)
-            return w->cand_score[k] > w->skip ? w->cand_score[k] : w->skip;
-    return w->skip;
+            return w->cand_score[k] > skip_of(w, p) ? w->cand_score[k] : skip_of(w, p);
+    return skip_of(w, p);
 }
 
 static double ratio(double delta)
@@ -440,9 +659,9 @@ static double ratio(double delta)
 static double confidence_of(const weaver *w, size_t p)
 {
     size_t mine = w->choice[p];
-    double cur = mine == NONE_IDX ? w->skip : w->cand_score[mine], sum = 1;
+    double skip = skip_of(w, p), cur = mine == NONE_IDX ? skip : w->cand_score[mine], sum = 1;
     if (mine != NONE_IDX)
-        sum += ratio(w->skip - cur);
+        sum += ratio(skip - cur);
     for (size_t k = w->cand_off[p]; k < w->cand_off[p + 1]; k++) {
         if (k == mine)
             continue;
@@ -452,7 +671,7 @@ static double confidence_of(const weaver *w, size_t p)
             delta = w->cand_score[k] - cur;
         } else {
             double q_cur = w->cand_score[w->choice[q]];
-            double q_alt = mine == NONE_IDX ? w->skip : score_of(w, q, w->cand_srv[mine]);
+            double q_alt = mine == NONE_IDX ? skip_of(w, q) : score_of(w, q, w->cand_srv[mine]);
             delta = w->cand_score[k] + q_alt - cur - q_cur;
         }
         sum += ratio(delta);
@@ -469,6 +688,12 @@ static void weaver_free(weaver *w)
     free(w->cand_req);
     free(w->cand_resp);
     free(w->cand_score);
+    free(w->order_buf);
+    free(w->chosen_start);
+    free(w->bin);
+    free(w->skip_p);
+    free(w->loc_req);
+    free(w->loc_resp);
     free(w->batch_clients);
     free(w->batch_off);
     free(w->choice);
@@ -502,18 +727,33 @@ static int weave(weaver *w, rt_weave_link *out, rt_weave_stats *st)
     w->stamp = calloc(nsa, sizeof *w->stamp);
     w->rowcol = malloc(nca * sizeof *w->rowcol);
     w->win_srv = malloc((w->ncand ? w->ncand : 1) * sizeof *w->win_srv);
-    if (!w->choice || !w->taken_by || !w->col_of || !w->stamp || !w->rowcol || !w->win_srv)
+    w->order_buf = malloc((w->ncand ? w->ncand : 1) * sizeof *w->order_buf);
+    w->chosen_start = malloc(nca * sizeof *w->chosen_start);
+    w->skip_p = malloc(nca * sizeof *w->skip_p);
+    w->loc_req = malloc(nca * sizeof *w->loc_req);
+    w->loc_resp = malloc(nca * sizeof *w->loc_resp);
+    if (!w->skip_p || !w->loc_req || !w->loc_resp)
+        return -1;
+    if (!w->choice || !w->taken_by || !w->col_of || !w->stamp || !w->rowcol || !w->win_srv ||
+        !w->order_buf || !w->chosen_start)
         return -1;
     double total = 0;
     for (size_t p = 0; p < w->ncv; p++)
         total += (double)(w->cl[w->corder[p]].end_ns - w->cl[w->corder[p]].start_ns);
     w->broad_sd = w->ncv ? total / (double)w->ncv : 0;
-    if (fit_initial(w) < 0)
+    if (assign_bins(w) < 0 || fit_initial(w) < 0)
         return -1;
+    for (unsigned b = 0; b < w->nbins; b++)
+        w->bin_model[b] = w->model;
     unsigned rounds = w->o->iterations ? w->o->iterations : 1;
     for (unsigned it = 0; it < rounds; it++) {
         if (it > 0 && refit(w) < 0)
             return -1;
+        if (it > 0) {
+            order_prior(w);
+            if (local_model(w) < 0)
+                return -1;
+        }
         score_candidates(w);
         if (assign_all(w) < 0)
             return -1;
@@ -532,7 +772,7 @@ static int weave(weaver *w, rt_weave_link *out, rt_weave_stats *st)
         }
         size_t k = w->choice[p];
         l->server = k == NONE_IDX ? RT_WEAVE_NONE : (ptrdiff_t)w->cand_srv[k];
-        l->score = k == NONE_IDX ? w->skip : w->cand_score[k];
+        l->score = k == NONE_IDX ? skip_of(w, p) : w->cand_score[k];
         l->confidence = confidence_of(w, p);
         if (k == NONE_IDX)
             st->unmatched++;

@@ -64,6 +64,26 @@ typedef struct rt_weave_opts {
     unsigned max_candidates; /* per client, the earliest-starting ones kept (default 96) */
     unsigned window;         /* batch size solved exactly; larger ones in windows (default 48) */
     bool thread_constraint;  /* when both sides name a thread, they must be equal */
+    /* The order of arrival as a soft prior (0 = off; default 1): from the second round
+     * on, a pair's score also counts its order inversions against the previous
+     * round's mapping (calls issued before it whose server started after its server,
+     * and calls issued after it whose server started before), scored by the
+     * histogram of inversions over that mapping's pairs, times this weight. Where
+     * calls keep their order it favours the FIFO mapping; where they do not, the
+     * histogram is flat and the prior says little. */
+    double order_weight;
+    /* Delays conditioned on the call (0 or 1 = one model per hop): from the second
+     * round on, clients are split into this many quantile bins (at most
+     * RT_WEAVE_MAX_BINS) of `bin_by`, and each bin with enough chosen pairs gets a
+     * delay model of its own (the others keep the hop's). */
+    unsigned delay_bins;
+    unsigned bin_by;         /* RT_WEAVE_BIN_DURATION or RT_WEAVE_BIN_INFLIGHT */
+    /* Time-local delays (0 = off): from the second round on, a pair's delays are
+     * scored relative to those of the previous round's pairs around it in time —
+     * the mean log request and response delay of the `local_k` chosen calls on each
+     * side in start order — by a mixture fitted on those log residuals. A loaded
+     * host stalls for a while, and every call crossing the stall is slow together. */
+    unsigned local_k;
     /* NULL, or a delay model fitted before on this hop (an earlier run's stats.model):
      * used instead of a fit on this batch while the batch chooses fewer than
      * RT_WEAVE_PRIOR_KEEP pairs — a handful of calls cannot fit a model of their own
@@ -71,6 +91,9 @@ typedef struct rt_weave_opts {
     const struct rt_weave_model *prior;
 } rt_weave_opts;
 #define RT_WEAVE_PRIOR_KEEP 50
+#define RT_WEAVE_MAX_BINS 4
+#define RT_WEAVE_BIN_DURATION 0 /* the client span's duration */
+#define RT_WEAVE_BIN_INFLIGHT 1 /* the caller's calls in flight when it started */
 
 void rt_weave_opts_default(rt_weave_opts *o);
 
