@@ -40,7 +40,6 @@
 #define ORDER_SCAN 64      /* earlier calls looked at for inversions, at most */
 #define DELAY_FLOOR 10e3   /* ns: delays below count as this on a log scale */
 #define LOG_SCALE 1000.0   /* log residuals are modelled in milli-units (sd floor 0.2) */
-#define BIN_MIN 30         /* chosen pairs a delay bin needs for a model of its own */
 
 void rt_weave_opts_default(rt_weave_opts *o)
 {
@@ -114,9 +113,6 @@ typedef struct weaver {
     size_t stamp_now;
     double skip;           /* score of "none" under the hop's model */
     rt_weave_model model;  /* the hop's model */
-    unsigned nbins;        /* delay bins (1: the hop's model only) */
-    unsigned char *bin;    /* p -> its bin */
-    rt_weave_model bin_model[RT_WEAVE_MAX_BINS];
     double *skip_p;        /* p -> its score of "none" */
     bool local_on;         /* this round scores time-local residuals */
     double *loc_req, *loc_resp; /* p -> local mean log delays (time-local model) */
@@ -129,7 +125,8 @@ typedef struct weaver {
     double broad_sd;       /* width of the outlier component: the mean client span */
 } weaver;
 
-/* The score of "none" for client p (its bin's model's peak minus skip_nats). */
+/* The score of "none" for client p: the model's peak minus skip_nats (under the
+ * time-local model, at the client's local typical delays). */
 static double skip_of(const weaver *w, size_t p)
 {
     return w->skip_p[p];
@@ -362,9 +359,27 @@ static void order_prior(weaver *w)
     w->cand_order = w->order_buf;
 }
 
+/* Mixture components of a refit: the option, within 1..MAX - 1 (one is the outlier). */
+static unsigned components_of(const weaver *w)
+{
+    unsigned k = w->o->components < 1 ? 1 : w->o->components;
+    return k < RT_WEAVE_MAX_COMPONENTS - 1 ? k : RT_WEAVE_MAX_COMPONENTS - 1;
+}
+
 static double log_delay(double d)
 {
     return log(d > DELAY_FLOOR ? d : DELAY_FLOOR);
+}
+
+/* A pair's score under the time-local model: the density of its delays' log
+ * residuals, times the Jacobian 1/(req * resp) back to delays, so that pairs of
+ * different delays compare as densities of the same thing. */
+static double local_loglik(const weaver *w, size_t p, double req, double resp)
+{
+    double lr = log_delay(req), lp = log_delay(resp);
+    return rt_weave_model_loglik(&w->resid, LOG_SCALE * (lr - w->loc_req[p]),
+                                 LOG_SCALE * (lp - w->loc_resp[p])) +
+           2 * log(LOG_SCALE) - lr - lp;
 }
 
 /* The time-local model from the previous round's mapping: each client's local mean
@@ -411,46 +426,40 @@ static int local_model(weaver *w)
         }
     int rc = 0;
     if (n >= RT_WEAVE_PRIOR_KEEP) {
-        unsigned k = w->o->components < 1 ? 1 : w->o->components;
-        if (k > RT_WEAVE_MAX_COMPONENTS - 1)
-            k = RT_WEAVE_MAX_COMPONENTS - 1;
-        rc = wv_model_fit(&w->resid, rr, rp, n, k);
+        rc = wv_model_fit(&w->resid, rr, rp, n, components_of(w));
         wv_model_add_outlier(&w->resid, 3 * LOG_SCALE); /* a factor of e^3 off */
-        w->local_on = rc == 0;
+        /* Kept only where it explains the chosen pairs better than the hop's one
+         * model: where delays do not drift with time (independent delays), the
+         * neighbours' mean is noise and the hop's model wins. */
+        double l_local = 0, l_hop = 0;
+        w->local_on = true;
+        for (size_t p = 0; rc == 0 && p < w->ncv; p++)
+            if (w->choice[p] != NONE_IDX && !isnan(w->loc_req[p])) {
+                double q = w->cand_req[w->choice[p]], r = w->cand_resp[w->choice[p]];
+                l_local += local_loglik(w, p, q, r);
+                l_hop += rt_weave_model_loglik(&w->model, q, r);
+            }
+        w->local_on = rc == 0 && l_local > l_hop;
     }
     free(rr);
     free(rp);
     return rc;
 }
 
-/* A pair's score under the time-local model: the density of its delays' log
- * residuals, times the Jacobian 1/(req * resp) back to delays, so that pairs of
- * different delays compare as densities of the same thing. */
-static double local_loglik(const weaver *w, size_t p, double req, double resp)
-{
-    double lr = log_delay(req), lp = log_delay(resp);
-    return rt_weave_model_loglik(&w->resid, LOG_SCALE * (lr - w->loc_req[p]),
-                                 LOG_SCALE * (lp - w->loc_resp[p])) +
-           2 * log(LOG_SCALE) - lr - lp;
-}
-
 static void score_candidates(weaver *w)
 {
     w->skip = wv_model_peak(&w->model) - w->o->skip_nats;
-    double bin_skip[RT_WEAVE_MAX_BINS], local_peak = 0;
-    for (unsigned b = 0; b < w->nbins; b++)
-        bin_skip[b] = wv_model_peak(&w->bin_model[b]) - w->o->skip_nats;
+    double local_peak = 0;
     if (w->local_on)
         local_peak = wv_model_peak(&w->resid) + 2 * log(LOG_SCALE) - w->o->skip_nats;
     for (size_t p = 0; p < w->ncv; p++) {
-        const rt_weave_model *m = &w->bin_model[w->bin[p]];
         bool local = w->local_on && !isnan(w->loc_req[p]);
         /* "none" under the local model: its peak at the local typical delays */
-        w->skip_p[p] = local ? local_peak - w->loc_req[p] - w->loc_resp[p] : bin_skip[w->bin[p]];
+        w->skip_p[p] = local ? local_peak - w->loc_req[p] - w->loc_resp[p] : w->skip;
         double floor = skip_of(w, p) - SCORE_FLOOR;
         for (size_t k = w->cand_off[p]; k < w->cand_off[p + 1]; k++) {
             double l = local ? local_loglik(w, p, w->cand_req[k], w->cand_resp[k])
-                             : rt_weave_model_loglik(m, w->cand_req[k], w->cand_resp[k]);
+                             : rt_weave_model_loglik(&w->model, w->cand_req[k], w->cand_resp[k]);
             if (w->cand_order)
                 l += w->cand_order[k];
             w->cand_score[k] = l > floor ? l : floor;
@@ -541,16 +550,17 @@ static int assign_all(weaver *w)
     return 0;
 }
 
-/* Fit m on the pairs chosen by the clients of `bin` (all when bin < 0): at most
+/* Refit the hop's model on the pairs the previous round chose: at most
  * REFIT_SAMPLES of them, spread evenly over the run (enough for a three-component
- * fit, and the cost stays flat at any size). Leaves m alone when fewer than `min`
- * were chosen. Returns -1 on ENOMEM. */
-static int fit_chosen(weaver *w, int bin, size_t min, rt_weave_model *m)
+ * fit, and the cost stays flat at any size). Returns -1 on ENOMEM. */
+static int refit(weaver *w)
 {
     size_t chosen = 0, n = 0;
     for (size_t p = 0; p < w->ncv; p++)
-        chosen += w->choice[p] != NONE_IDX && (bin < 0 || w->bin[p] == bin);
-    if (chosen < min || chosen < REFIT_MIN)
+        chosen += w->choice[p] != NONE_IDX;
+    if (w->o->prior && w->o->prior->request.k && chosen < RT_WEAVE_PRIOR_KEEP)
+        return 0; /* too few for a model of their own: keep the prior */
+    if (chosen < REFIT_MIN)
         return 0;
     size_t stride = chosen > REFIT_SAMPLES ? (chosen + REFIT_SAMPLES - 1) / REFIT_SAMPLES : 1;
     size_t cap = chosen / stride + 1;
@@ -561,85 +571,15 @@ static int fit_chosen(weaver *w, int bin, size_t min, rt_weave_model *m)
         return -1;
     }
     for (size_t p = 0, seen = 0; p < w->ncv; p++)
-        if (w->choice[p] != NONE_IDX && (bin < 0 || w->bin[p] == bin) && seen++ % stride == 0) {
+        if (w->choice[p] != NONE_IDX && seen++ % stride == 0) {
             req[n] = w->cand_req[w->choice[p]];
             resp[n++] = w->cand_resp[w->choice[p]];
         }
-    unsigned k = w->o->components;
-    if (k < 1)
-        k = 1;
-    if (k > RT_WEAVE_MAX_COMPONENTS - 1)
-        k = RT_WEAVE_MAX_COMPONENTS - 1;
-    int rc = wv_model_fit(m, req, resp, n, k);
-    wv_model_add_outlier(m, w->broad_sd);
+    int rc = wv_model_fit(&w->model, req, resp, n, components_of(w));
+    wv_model_add_outlier(&w->model, w->broad_sd);
     free(req);
     free(resp);
     return rc;
-}
-
-static int refit(weaver *w)
-{
-    size_t chosen = 0;
-    for (size_t p = 0; p < w->ncv; p++)
-        chosen += w->choice[p] != NONE_IDX;
-    if (w->o->prior && w->o->prior->request.k && chosen < RT_WEAVE_PRIOR_KEEP)
-        return 0; /* too few for a model of their own: keep the prior */
-    if (fit_chosen(w, -1, REFIT_MIN, &w->model) < 0)
-        return -1;
-    for (unsigned b = 0; b < w->nbins; b++) {
-        w->bin_model[b] = w->model;
-        if (w->nbins > 1 && fit_chosen(w, (int)b, BIN_MIN, &w->bin_model[b]) < 0)
-            return -1;
-    }
-    return 0;
-}
-
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Each client's delay bin: the quantile bin of its duration, or of the number of
- * calls in flight (the ORDER_SCAN before it in start order, still open) when it
- * started. */
-static int assign_bins(weaver *w)
-{
-    unsigned nb = w->o->delay_bins;
-    w->nbins = nb < 1 ? 1 : nb > RT_WEAVE_MAX_BINS ? RT_WEAVE_MAX_BINS : nb;
-    w->bin = calloc(w->ncv ? w->ncv : 1, 1);
-    if (!w->bin)
-        return -1;
-    if (w->nbins == 1 || w->ncv == 0)
-        return 0;
-    double *key = malloc(w->ncv * sizeof *key), *sorted = malloc(w->ncv * sizeof *sorted);
-    if (!key || !sorted) {
-        free(key);
-        free(sorted);
-        return -1;
-    }
-    for (size_t p = 0; p < w->ncv; p++) {
-        const rt_weave_span *c = &w->cl[w->corder[p]];
-        if (w->o->bin_by == RT_WEAVE_BIN_INFLIGHT) {
-            size_t open = 0;
-            for (size_t q = p, seen = 0; q-- > 0 && seen < ORDER_SCAN; seen++)
-                open += w->cl[w->corder[q]].end_ns >= c->start_ns;
-            key[p] = (double)open;
-        } else {
-            key[p] = (double)(c->end_ns - c->start_ns);
-        }
-        sorted[p] = key[p];
-    }
-    qsort(sorted, w->ncv, sizeof *sorted, cmp_dbl);
-    for (size_t p = 0; p < w->ncv; p++) {
-        unsigned b = 0;
-        while (b + 1 < w->nbins && key[p] >= sorted[w->ncv * (b + 1) / w->nbins])
-            b++;
-        w->bin[p] = (unsigned char)b;
-    }
-    free(key);
-    free(sorted);
-    return 0;
 }
 
 /* The score client p would get from server s, or "none" when s is not its candidate. */
@@ -690,7 +630,6 @@ static void weaver_free(weaver *w)
     free(w->cand_score);
     free(w->order_buf);
     free(w->chosen_start);
-    free(w->bin);
     free(w->skip_p);
     free(w->loc_req);
     free(w->loc_resp);
@@ -741,10 +680,8 @@ static int weave(weaver *w, rt_weave_link *out, rt_weave_stats *st)
     for (size_t p = 0; p < w->ncv; p++)
         total += (double)(w->cl[w->corder[p]].end_ns - w->cl[w->corder[p]].start_ns);
     w->broad_sd = w->ncv ? total / (double)w->ncv : 0;
-    if (assign_bins(w) < 0 || fit_initial(w) < 0)
+    if (fit_initial(w) < 0)
         return -1;
-    for (unsigned b = 0; b < w->nbins; b++)
-        w->bin_model[b] = w->model;
     unsigned rounds = w->o->iterations ? w->o->iterations : 1;
     for (unsigned it = 0; it < rounds; it++) {
         if (it > 0 && refit(w) < 0)

@@ -72,12 +72,6 @@ typedef struct rt_weave_opts {
      * calls keep their order it favours the FIFO mapping; where they do not, the
      * histogram is flat and the prior says little. */
     double order_weight;
-    /* Delays conditioned on the call (0 or 1 = one model per hop): from the second
-     * round on, clients are split into this many quantile bins (at most
-     * RT_WEAVE_MAX_BINS) of `bin_by`, and each bin with enough chosen pairs gets a
-     * delay model of its own (the others keep the hop's). */
-    unsigned delay_bins;
-    unsigned bin_by;         /* RT_WEAVE_BIN_DURATION or RT_WEAVE_BIN_INFLIGHT */
     /* Time-local delays (0 = off): from the second round on, a pair's delays are
      * scored relative to those of the previous round's pairs around it in time —
      * the mean log request and response delay of the `local_k` chosen calls on each
@@ -91,9 +85,6 @@ typedef struct rt_weave_opts {
     const struct rt_weave_model *prior;
 } rt_weave_opts;
 #define RT_WEAVE_PRIOR_KEEP 50
-#define RT_WEAVE_MAX_BINS 4
-#define RT_WEAVE_BIN_DURATION 0 /* the client span's duration */
-#define RT_WEAVE_BIN_INFLIGHT 1 /* the caller's calls in flight when it started */
 
 void rt_weave_opts_default(rt_weave_opts *o);
 

@@ -68,10 +68,6 @@ static int parse_variant(rt_weave_opts *o, const char *spec)
 			o->components = (unsigned)atoi(v);
 		else if (!strcmp(kv, "skew_ns"))
 			o->skew_ns = atoll(v);
-		else if (!strcmp(kv, "delay_bins"))
-			o->delay_bins = (unsigned)atoi(v);
-		else if (!strcmp(kv, "bin_by"))
-			o->bin_by = (unsigned)atoi(v);
 		else if (!strcmp(kv, "local_k"))
 			o->local_k = (unsigned)atoi(v);
 		else if (!strcmp(kv, "order_weight"))
