@@ -115,7 +115,8 @@ struct weave_stats {
 	uint64_t traces_looked, open_hops, unknown_callee, hops_dropped;
 	uint64_t jobs, jobs_full, queries, query_failures, replies, bad_replies, candidates;
 	uint64_t other_clients;
-	uint64_t priors_used, models_learnt;
+	uint64_t priors_used, models_learnt, time_local; /* time_local: batches where a
+							    * round used the time-local model */
 	uint64_t callers_full;
 	uint64_t edges_learnt, learnt_full, callee_by_peer, callee_by_learnt, callee_by_graph;
 	uint64_t weave_spans, weave_cpu_ns; /* spans put through rt_weave_hop, its CPU time */
@@ -621,6 +622,7 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 				wm->have = 1;
 				w->st.models_learnt++;
 			}
+			w->st.time_local += st.local_rounds > 0;
 			clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a1);
 			w->st.weave_spans += nc + ns;
 			w->st.weave_cpu_ns += (uint64_t)((a1.tv_sec - a0.tv_sec) * 1000000000ll +
@@ -644,9 +646,10 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 		if (debug) {
 			const rt_weave_mixture *q = &st.model.request, *p = &st.model.response;
 			coord_log(c, LOG_DEBUG,
-				  "weave model batch=%llu prior=%d linked=%zu req=%.0f/%.0f/%.2f "
-				  "resp=%.0f/%.0f/%.2f",
+				  "weave model batch=%llu prior=%d linked=%zu local_rounds=%u "
+				  "req=%.0f/%.0f/%.2f resp=%.0f/%.0f/%.2f",
 				  (unsigned long long)w->batches, opts.prior != NULL, st.linked,
+				  st.local_rounds,
 				  q->mean[0], q->sd[0], q->weight[0], p->mean[0], p->sd[0],
 				  p->weight[0]);
 		}
@@ -930,6 +933,7 @@ void coord_weave_figures(struct rt_figures *f, struct rt_coord *c)
 	rt_fig_u64(f, "callee_by_learnt_graph", s->callee_by_learnt);
 	rt_fig_u64(f, "callee_by_graph_file", s->callee_by_graph);
 	rt_fig_u64(f, "models_learnt", s->models_learnt);
+	rt_fig_u64(f, "time_local_batches", s->time_local);
 	rt_fig_u64(f, "spans_woven", s->weave_spans);
 	rt_fig_u64(f, "weave_cpu_ns", s->weave_cpu_ns);
 	rt_fig_u64(f, "links_inferred", s->links);

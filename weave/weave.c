@@ -11,7 +11,11 @@
  * 3. Model. Round one fits one Gaussian per delay (request, response) on the
  *    unambiguous pairs (a lone client with a lone candidate) when there are enough,
  *    else on every candidate pair weighted 1/candidates. Each later round refits a
- *    Gaussian mixture on the pairs the previous round chose.
+ *    Gaussian mixture on the pairs the previous round chose, and a time-local
+ *    model (each call's log delays against the mean of its chosen neighbours'),
+ *    used instead when it explains the chosen pairs better (delays that drift
+ *    with the host's load); with it, the order of arrival: a pair's inversions
+ *    against the previous mapping, scored by their histogram over that mapping.
  * 4. Assignment. Each batch is a max-weight bipartite matching: the weight of a pair
  *    is its log-likelihood under the model, and every client also has its own "none"
  *    option worth the model's peak minus skip_nats (a call that found no server: a
@@ -693,6 +697,7 @@ static int weave(weaver *w, rt_weave_link *out, rt_weave_stats *st)
         if (it > 0) {
             if (local_model(w) < 0)
                 return -1;
+            st->local_rounds += w->local_on;
             order_prior(w);
         }
         score_candidates(w);

@@ -530,7 +530,10 @@ static double drift_accuracy(const rt_weave_span *cl, const rt_weave_span *sv, s
     o.local_k = local_k;
     rt_weave_link *l = calloc(n, sizeof *l);
     ck_assert_ptr_nonnull(l);
-    ck_assert_int_eq(rt_weave_hop(&o, cl, n, sv, n, l, NULL), 0);
+    rt_weave_stats st;
+    ck_assert_int_eq(rt_weave_hop(&o, cl, n, sv, n, l, &st), 0);
+    /* the time-local model explains drifting delays better in every later round */
+    ck_assert_uint_eq(st.local_rounds, (local_k ? o.iterations - 1 : 0));
     size_t right = 0;
     for (size_t i = 0; i < n; i++) {
         ck_assert(l[i].confidence >= 0 && l[i].confidence <= 1);
@@ -574,8 +577,10 @@ START_TEST(time_local_model_only_where_it_fits)
     o.order_weight = 0;
     rt_weave_link *a = calloc(h->n_clients, sizeof *a), *b = calloc(h->n_clients, sizeof *b);
     ck_assert(a && b);
+    rt_weave_stats st;
     o.local_k = 8;
-    ck_assert_int_eq(rt_weave_hop(&o, h->clients, h->n_clients, h->servers, h->n_servers, a, NULL), 0);
+    ck_assert_int_eq(rt_weave_hop(&o, h->clients, h->n_clients, h->servers, h->n_servers, a, &st), 0);
+    ck_assert_uint_eq(st.local_rounds, 0);
     o.local_k = 0;
     ck_assert_int_eq(rt_weave_hop(&o, h->clients, h->n_clients, h->servers, h->n_servers, b, NULL), 0);
     for (size_t i = 0; i < h->n_clients; i++)
