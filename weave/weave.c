@@ -679,10 +679,8 @@ static int weave(weaver *w, rt_weave_link *out, rt_weave_stats *st)
     w->skip_p = malloc(nca * sizeof *w->skip_p);
     w->loc_req = malloc(nca * sizeof *w->loc_req);
     w->loc_resp = malloc(nca * sizeof *w->loc_resp);
-    if (!w->skip_p || !w->loc_req || !w->loc_resp)
-        return -1;
     if (!w->choice || !w->taken_by || !w->col_of || !w->stamp || !w->rowcol || !w->win_srv ||
-        !w->order_buf || !w->chosen_start)
+        !w->order_buf || !w->chosen_start || !w->skip_p || !w->loc_req || !w->loc_resp)
         return -1;
     double total = 0;
     for (size_t p = 0; p < w->ncv; p++)
@@ -692,10 +690,8 @@ static int weave(weaver *w, rt_weave_link *out, rt_weave_stats *st)
         return -1;
     unsigned rounds = w->o->iterations ? w->o->iterations : 1;
     for (unsigned it = 0; it < rounds; it++) {
-        if (it > 0 && refit(w) < 0)
-            return -1;
-        if (it > 0) {
-            if (local_model(w) < 0)
+        if (it > 0) { /* the models of the previous round's mapping */
+            if (refit(w) < 0 || local_model(w) < 0)
                 return -1;
             st->local_rounds += w->local_on;
             order_prior(w);
