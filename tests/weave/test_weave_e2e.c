@@ -61,20 +61,28 @@ static void nap_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
-static char *run_cmd(const char *cmd, int *status)
+/* The output of a command started with popen, once it has finished. */
+static char *finish_cmd(FILE *p, int *status)
 {
-	FILE *p = popen(cmd, "r");
 	char *out = calloc(1, 65536);
 	size_t len = 0, n;
 	int st;
-	if (!p || !out)
+	if (!p || !out) {
+		if (p)
+			pclose(p);
 		return out;
+	}
 	while (len < 65535 && (n = fread(out + len, 1, 65535 - len, p)) > 0)
 		len += n;
 	st = pclose(p);
 	if (status)
 		*status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 	return out;
+}
+
+static char *run_cmd(const char *cmd, int *status)
+{
+	return finish_cmd(popen(cmd, "r"), status);
 }
 
 static long long kv(const char *text, const char *key)
@@ -176,19 +184,24 @@ static void scenario(int mode, struct result *r)
 		 "%s load --topology %s --run-dir %s --rate 10 --duration 3 --edge-pct 50 "
 		 "--max-inflight 1 --timeout-ms 30000 2>/dev/null",
 		 TOPO_BIN, TWO_TOPO, run_dir);
-	if (mode == WEAVE_LATE_AGENT) /* the callee's agent answers nothing until resumed */
-		ck_assert_int_eq(kill(c.hosts[1].agent, SIGSTOP), 0);
-	load = run_cmd(cmd, NULL);
-	r->triggered = kv(load, "triggered");
-	free(load);
 	if (mode == WEAVE_LATE_AGENT) {
-		/* Resumed once the coordinator, its window query unanswered past
-		 * --weave-timeout, asked again: the second answer must count. */
-		for (end = mono_s() + WAIT_S; mono_s() < end; nap_ms(50))
+		/* The callee's agent answers nothing until resumed, which is as soon as
+		 * the coordinator, its window query unanswered past --weave-timeout,
+		 * asked again (while the load still runs: every retry must find the
+		 * agent awake within its own timeout); the second answer must count. */
+		FILE *p;
+		ck_assert_int_eq(kill(c.hosts[1].agent, SIGSTOP), 0);
+		p = popen(cmd, "r");
+		for (end = mono_s() + WAIT_S; p && mono_s() < end; nap_ms(50))
 			if ((r->retries = cl_coord_figure(&c, "weave", "query_retries")) >= 1)
 				break;
 		kill(c.hosts[1].agent, SIGCONT);
+		load = finish_cmd(p, NULL);
+	} else {
+		load = run_cmd(cmd, NULL);
 	}
+	r->triggered = kv(load, "triggered");
+	free(load);
 
 	/* Quiet: no group open at the coordinator, every triggered row stored, and
 	 * the count of rows the same for ten polls (a woven-in trace comes later). */
@@ -209,6 +222,12 @@ static void scenario(int mode, struct result *r)
 	}
 	r->links_inferred = cl_coord_figure(&c, "weave", "links_inferred");
 	r->retries = cl_coord_figure(&c, "weave", "query_retries");
+	fprintf(stderr, "weave figures: jobs=%lld queries=%lld query_retries=%lld query_failures=%lld "
+		"replies=%lld timeouts=%lld abandoned=%lld\n",
+		cl_coord_figure(&c, "weave", "jobs"), cl_coord_figure(&c, "weave", "queries"),
+		r->retries, cl_coord_figure(&c, "weave", "query_failures"),
+		cl_coord_figure(&c, "weave", "replies"), cl_coord_figure(&c, "weave", "timeouts"),
+		cl_coord_figure(&c, "weave", "abandoned"));
 	kill(run, SIGTERM); /* run stops the services, which flush their truth */
 	waitpid(run, NULL, 0);
 
