@@ -16,8 +16,9 @@
  * hops seen so far, the --weave-graph edges) — the concurrent calls whose own
  * roots compete for the same candidates, which the joint assignment
  * needs to be right under load (one call alone against every candidate would
- * just take the likeliest, whoever caused it). When all have answered, or after
- * --weave-timeout, the job weaves (weave/weave.h: timing constraints, delay
+ * just take the likeliest, whoever caused it). A query an agent did not answer
+ * within --weave-timeout is asked once more (ask_again). When all have answered
+ * (or failed twice), or at the job's backstop deadline, the job weaves (weave/weave.h: timing constraints, delay
  * model, joint assignment, a confidence per link): each of our clients linked to a
  * candidate adds the candidate's trace to the group with the answering agent
  * named, so the ordinary traversal pins it there and collects it; the other
