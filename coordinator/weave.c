@@ -16,8 +16,9 @@
  * hops seen so far, the --weave-graph edges) — the concurrent calls whose own
  * roots compete for the same candidates, which the joint assignment
  * needs to be right under load (one call alone against every candidate would
- * just take the likeliest, whoever caused it). When all have answered, or after
- * --weave-timeout, the job weaves (weave/weave.h: timing constraints, delay
+ * just take the likeliest, whoever caused it). A query an agent did not answer
+ * within --weave-timeout is asked once more (ask_again). When all have answered
+ * (or failed twice), or at the job's backstop deadline, the job weaves (weave/weave.h: timing constraints, delay
  * model, joint assignment, a confidence per link): each of our clients linked to a
  * candidate adds the candidate's trace to the group with the answering agent
  * named, so the ordinary traversal pins it there and collects it; the other
@@ -94,6 +95,8 @@ struct weave_job {
 	struct weave_query {
 		uint8_t edge, kind;   /* callee index; RT_WIRE_WINDOW_ROOTS or _CLIENTS */
 		uint64_t request_id;
+		unsigned char *enc;   /* the encoded query, to ask again once (or NULL) */
+		uint32_t enc_len;
 	} queries[WEAVE_MAX_QUERIES];
 	uint32_t nqueries;
 	struct weave_cand *cands;
@@ -113,9 +116,11 @@ struct weave_learnt {
 
 struct weave_stats {
 	uint64_t traces_looked, open_hops, unknown_callee, hops_dropped;
-	uint64_t jobs, jobs_full, queries, query_failures, replies, bad_replies, candidates;
+	uint64_t jobs, jobs_full, queries, query_retries, query_failures, replies, bad_replies;
+	uint64_t candidates;
 	uint64_t other_clients;
-	uint64_t priors_used, models_learnt;
+	uint64_t priors_used, models_learnt, time_local; /* time_local: batches where a
+							    * round used the time-local model */
 	uint64_t callers_full;
 	uint64_t edges_learnt, learnt_full, callee_by_peer, callee_by_learnt, callee_by_graph;
 	uint64_t weave_spans, weave_cpu_ns; /* spans put through rt_weave_hop, its CPU time */
@@ -196,8 +201,14 @@ int coord_weave_init(struct rt_coord *c, char *err, size_t errlen)
 	return 0;
 }
 
+/* A request's tag: the query's index, and this bit once it was asked again. */
+#define WEAVE_TAG_RETRY (1ull << 32)
+
 static void job_free(struct weave_job *j)
 {
+	uint32_t i;
+	for (i = 0; i < j->nqueries; i++)
+		free(j->queries[i].enc);
 	free(j->cands);
 	memset(j, 0, sizeof *j);
 }
@@ -477,7 +488,7 @@ int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now)
 			wq = &j->queries[j->nqueries];
 			memset(&q, 0, sizeof q);
 			q.request_id = c->next_request_id++;
-			*wq = (struct weave_query){(uint8_t)k, (uint8_t)kind, q.request_id};
+			*wq = (struct weave_query){(uint8_t)k, (uint8_t)kind, q.request_id, NULL, 0};
 			q.kind = kind;
 			snprintf(q.service, sizeof q.service, "%s",
 				 kind == RT_WIRE_WINDOW_ROOTS ? j->callees[k] : callers[q_i - 1]);
@@ -492,6 +503,12 @@ int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now)
 			c->out.len = 0;
 			if (rt_wire_encode_window_query(&c->out, &q) != 0)
 				continue;
+			/* kept for one retry: an agent that answered late (a loaded host)
+			 * is asked again rather than the hop decided without its answer */
+			if ((wq->enc = malloc(c->out.len)) != NULL) {
+				memcpy(wq->enc, c->out.data, c->out.len);
+				wq->enc_len = (uint32_t)c->out.len;
+			}
 			j->nqueries++;
 			for (a = 0; a < c->dir.count; a++) {
 				if (coord_req_send(c, &c->dir.agents[a], COORD_REQ_WINDOW,
@@ -509,7 +526,9 @@ int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now)
 		job_free(j);
 		return 0;
 	}
-	j->deadline_ns = now + (uint64_t)(c->cfg.weave_timeout * 1e9) + 100000000ull;
+	/* A backstop: the job decides when every query was answered or failed
+	 * twice (ask_again); room for a timeout, its retry and a second timeout. */
+	j->deadline_ns = now + (uint64_t)(2 * c->cfg.weave_timeout * 1e9) + 200000000ull;
 	g->weave_state = 1;
 	g->weave_job = (uint32_t)(j - w->jobs) + 1;
 	return 1;
@@ -621,6 +640,7 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 				wm->have = 1;
 				w->st.models_learnt++;
 			}
+			w->st.time_local += st.local_rounds > 0;
 			clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a1);
 			w->st.weave_spans += nc + ns;
 			w->st.weave_cpu_ns += (uint64_t)((a1.tv_sec - a0.tv_sec) * 1000000000ll +
@@ -644,9 +664,10 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 		if (debug) {
 			const rt_weave_mixture *q = &st.model.request, *p = &st.model.response;
 			coord_log(c, LOG_DEBUG,
-				  "weave model batch=%llu prior=%d linked=%zu req=%.0f/%.0f/%.2f "
-				  "resp=%.0f/%.0f/%.2f",
+				  "weave model batch=%llu prior=%d linked=%zu local_rounds=%u "
+				  "req=%.0f/%.0f/%.2f resp=%.0f/%.0f/%.2f",
 				  (unsigned long long)w->batches, opts.prior != NULL, st.linked,
+				  st.local_rounds,
 				  q->mean[0], q->sd[0], q->weight[0], p->mean[0], p->sd[0],
 				  p->weight[0]);
 		}
@@ -709,20 +730,48 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 	job_free(j);
 }
 
+/* A query the agent did not answer in time goes to it once more (the same
+ * request id: the agent's hold is renewed), and the job waits for that answer:
+ * a loaded host answers late rather than never, and a hop decided without the
+ * callee's roots or the other calls is a guess. 0, or -1 (not sent). */
+static int ask_again(struct rt_coord *c, struct weave_job *j, uint32_t q_i, uint32_t agent_id)
+{
+	struct coord_weave *w = c->weave;
+	struct coord_agent *a = coord_dir_find(c, agent_id);
+	const struct weave_query *wq = &j->queries[q_i];
+	uint64_t until = coord_now_ns() + (uint64_t)(c->cfg.weave_timeout * 1e9) + 100000000ull;
+	c->out.len = 0;
+	if (!a || !wq->enc || rt_wire_buf_reserve(&c->out, wq->enc_len) != 0)
+		return -1;
+	memcpy(c->out.data, wq->enc, wq->enc_len);
+	c->out.len = wq->enc_len;
+	if (coord_req_send(c, a, COORD_REQ_WINDOW, (uint32_t)(j - w->jobs), q_i | WEAVE_TAG_RETRY,
+			   wq->request_id, c->cfg.weave_timeout) != 0)
+		return -1;
+	w->st.query_retries++;
+	if (j->deadline_ns < until)
+		j->deadline_ns = until;
+	return 0;
+}
+
 void coord_weave_reply(struct rt_coord *c, struct coord_req *r)
 {
 	struct coord_weave *w = c->weave;
 	struct weave_job *j;
 	struct rt_wire_msg m;
-	uint32_t i;
+	uint32_t i, q_i;
 	if (r->kind == COORD_REQ_RELEASE || !w || r->job >= WEAVE_JOBS) {
 		coord_req_free(c, r);
 		return;
 	}
 	j = &w->jobs[r->job];
-	if (!j->group_id || r->tag >= j->nqueries ||
-	    j->queries[r->tag].request_id != r->request_id) {
+	q_i = (uint32_t)(r->tag & ~WEAVE_TAG_RETRY);
+	if (!j->group_id || q_i >= j->nqueries || j->queries[q_i].request_id != r->request_id) {
 		coord_req_free(c, r); /* a job decided (or dropped) before this came */
+		return;
+	}
+	if (!r->ok && !(r->tag & WEAVE_TAG_RETRY) && ask_again(c, j, q_i, r->agent_id) == 0) {
+		coord_req_free(c, r); /* wait for the second answer */
 		return;
 	}
 	if (!r->ok) {
@@ -744,7 +793,7 @@ void coord_weave_reply(struct rt_coord *c, struct coord_req *r)
 				j->cap = cap;
 			}
 			j->cands[j->ncands++] = (struct weave_cand){
-				m.wreply.agent_id, j->queries[r->tag].edge, j->queries[r->tag].kind, *x};
+				m.wreply.agent_id, j->queries[q_i].edge, j->queries[q_i].kind, *x};
 			w->st.candidates++;
 		}
 		rt_wire_msg_free(&m);
@@ -916,6 +965,7 @@ void coord_weave_figures(struct rt_figures *f, struct rt_coord *c)
 	rt_fig_u64(f, "jobs", s->jobs);
 	rt_fig_u64(f, "jobs_full", s->jobs_full);
 	rt_fig_u64(f, "queries", s->queries);
+	rt_fig_u64(f, "query_retries", s->query_retries);
 	rt_fig_u64(f, "query_failures", s->query_failures);
 	rt_fig_u64(f, "replies", s->replies);
 	rt_fig_u64(f, "bad_replies", s->bad_replies);
@@ -930,6 +980,7 @@ void coord_weave_figures(struct rt_figures *f, struct rt_coord *c)
 	rt_fig_u64(f, "callee_by_learnt_graph", s->callee_by_learnt);
 	rt_fig_u64(f, "callee_by_graph_file", s->callee_by_graph);
 	rt_fig_u64(f, "models_learnt", s->models_learnt);
+	rt_fig_u64(f, "time_local_batches", s->time_local);
 	rt_fig_u64(f, "spans_woven", s->weave_spans);
 	rt_fig_u64(f, "weave_cpu_ns", s->weave_cpu_ns);
 	rt_fig_u64(f, "links_inferred", s->links);

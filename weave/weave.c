@@ -11,7 +11,11 @@
  * 3. Model. Round one fits one Gaussian per delay (request, response) on the
  *    unambiguous pairs (a lone client with a lone candidate) when there are enough,
  *    else on every candidate pair weighted 1/candidates. Each later round refits a
- *    Gaussian mixture on the pairs the previous round chose.
+ *    Gaussian mixture on the pairs the previous round chose, and a time-local
+ *    model (each call's log delays against the mean of its chosen neighbours'),
+ *    used instead when it explains the chosen pairs better (delays that drift
+ *    with the host's load); with it, the order of arrival: a pair's inversions
+ *    against the previous mapping, scored by their histogram over that mapping.
  * 4. Assignment. Each batch is a max-weight bipartite matching: the weight of a pair
  *    is its log-likelihood under the model, and every client also has its own "none"
  *    option worth the model's peak minus skip_nats (a call that found no server: a
@@ -36,6 +40,10 @@
 #define REFIT_SAMPLES 5000 /* chosen pairs used by a refit at most */
 #define SCORE_FLOOR 30.0   /* scores are clamped to skip - SCORE_FLOOR: small numbers */
 #define FORBIDDEN 1e7      /* cost of an impossible pair in the assignment */
+#define ORDER_BINS 16      /* inversion counts 0..14, and 15 or more */
+#define ORDER_SCAN 64      /* earlier calls looked at for inversions, at most */
+#define DELAY_FLOOR 10e3   /* ns: delays below count as this on a log scale */
+#define LOG_SCALE 1000.0   /* log residuals are modelled in milli-units (sd floor 0.2) */
 
 void rt_weave_opts_default(rt_weave_opts *o)
 {
@@ -47,6 +55,8 @@ void rt_weave_opts_default(rt_weave_opts *o)
     o->max_candidates = 96;
     o->window = 48;
     o->thread_constraint = false;
+    o->order_weight = 0.5;
+    o->local_k = 8;
 }
 
 typedef struct sort_key {
@@ -94,6 +104,9 @@ typedef struct weaver {
     size_t *cand_off;     /* ncv + 1 offsets into the candidate arrays */
     size_t *cand_srv;     /* candidate -> server index */
     double *cand_req, *cand_resp, *cand_score;
+    double *cand_order;    /* the order prior's term per candidate (<= 0), or NULL */
+    double *order_buf;     /* its storage */
+    int64_t *chosen_start; /* p -> start of its chosen server (previous round) */
     size_t ncand;
     size_t *batch_clients; /* positions p grouped by batch, in start order */
     size_t *batch_off;     /* nbatch + 1 */
@@ -102,8 +115,12 @@ typedef struct weaver {
     size_t *taken_by;      /* s -> p or NONE_IDX */
     size_t *col_of, *stamp;
     size_t stamp_now;
-    double skip;           /* score of "none" */
-    rt_weave_model model;
+    double skip;           /* score of "none" under the hop's model */
+    rt_weave_model model;  /* the hop's model */
+    double *skip_p;        /* p -> its score of "none" */
+    bool local_on;         /* this round scores time-local residuals */
+    double *loc_req, *loc_resp; /* p -> local mean log delays (time-local model) */
+    rt_weave_model resid;  /* the time-local model: log residuals, in milli-units */
     wv_assign_ws ws;
     double *cost;
     size_t cost_cap;
@@ -111,6 +128,13 @@ typedef struct weaver {
     size_t windowed;
     double broad_sd;       /* width of the outlier component: the mean client span */
 } weaver;
+
+/* The score of "none" for client p: the model's peak minus skip_nats (under the
+ * time-local model, at the client's local typical delays). */
+static double skip_of(const weaver *w, size_t p)
+{
+    return w->skip_p[p];
+}
 
 static size_t uf_find(size_t *parent, size_t x)
 {
@@ -292,13 +316,162 @@ static int fit_initial(weaver *w)
     return 0;
 }
 
+/* Order inversions of client p taking a server that starts at t, against the
+ * current mapping: earlier calls (the ORDER_SCAN before it) whose server started
+ * after t, and later calls, issued before t, whose server started before t. */
+static size_t inversions(const weaver *w, size_t p, int64_t t)
+{
+    size_t inv = 0;
+    for (size_t q = p, seen = 0; q-- > 0 && seen < ORDER_SCAN; seen++)
+        inv += w->choice[q] != NONE_IDX && w->chosen_start[q] > t;
+    for (size_t q = p + 1; q < w->ncv && q <= p + ORDER_SCAN &&
+                           w->cl[w->corder[q]].start_ns < t; q++)
+        inv += w->choice[q] != NONE_IDX && w->chosen_start[q] < t;
+    return inv < ORDER_BINS - 1 ? inv : ORDER_BINS - 1;
+}
+
+/* The order prior from the previous round's mapping: the histogram of the chosen
+ * pairs' inversions (add-one smoothed) scores every candidate's, relative to the
+ * most common count so that the best order costs nothing and "none" keeps its
+ * meaning. Too few chosen pairs: no prior this round. */
+static void order_prior(weaver *w)
+{
+    double hist[ORDER_BINS] = {0}, n = 0, best = -INFINITY, logp[ORDER_BINS];
+    w->cand_order = NULL;
+    /* Only with the time-local model: with delays independent of time, the hop's
+     * Gaussian request delay already prefers the pairing that keeps the order (a
+     * convex cost), and an order term counts that evidence twice (measured on
+     * bench_weave's workload: 0.1-0.4 points lower at every load). */
+    if (!(w->o->order_weight > 0) || !w->local_on)
+        return;
+    for (size_t p = 0; p < w->ncv; p++)
+        if (w->choice[p] != NONE_IDX)
+            w->chosen_start[p] = w->sv[w->cand_srv[w->choice[p]]].start_ns;
+    for (size_t p = 0; p < w->ncv; p++)
+        if (w->choice[p] != NONE_IDX) {
+            hist[inversions(w, p, w->chosen_start[p])]++;
+            n++;
+        }
+    if (n < REFIT_MIN)
+        return;
+    for (size_t b = 0; b < ORDER_BINS; b++) {
+        logp[b] = log((hist[b] + 1) / (n + ORDER_BINS));
+        if (logp[b] > best)
+            best = logp[b];
+    }
+    for (size_t p = 0; p < w->ncv; p++)
+        for (size_t k = w->cand_off[p]; k < w->cand_off[p + 1]; k++) {
+            size_t inv = inversions(w, p, w->sv[w->cand_srv[k]].start_ns);
+            w->order_buf[k] = w->o->order_weight * (logp[inv] - best);
+        }
+    w->cand_order = w->order_buf;
+}
+
+/* Mixture components of a refit: the option, within 1..MAX - 1 (one is the outlier). */
+static unsigned components_of(const weaver *w)
+{
+    unsigned k = w->o->components < 1 ? 1 : w->o->components;
+    return k < RT_WEAVE_MAX_COMPONENTS - 1 ? k : RT_WEAVE_MAX_COMPONENTS - 1;
+}
+
+static double log_delay(double d)
+{
+    return log(d > DELAY_FLOOR ? d : DELAY_FLOOR);
+}
+
+/* A pair's score under the time-local model: the density of its delays' log
+ * residuals, times the Jacobian 1/(req * resp) back to delays, so that pairs of
+ * different delays compare as densities of the same thing. */
+static double local_loglik(const weaver *w, size_t p, double req, double resp)
+{
+    double lr = log_delay(req), lp = log_delay(resp);
+    return rt_weave_model_loglik(&w->resid, LOG_SCALE * (lr - w->loc_req[p]),
+                                 LOG_SCALE * (lp - w->loc_resp[p])) +
+           2 * log(LOG_SCALE) - lr - lp;
+}
+
+/* The time-local model from the previous round's mapping: each client's local mean
+ * log delays (its local_k chosen neighbours on each side in start order, itself
+ * left out), and a mixture fitted on the chosen pairs' residuals from them. Off
+ * this round when too few pairs were chosen. */
+static int local_model(weaver *w)
+{
+    size_t K = w->o->local_k, n = 0;
+    w->local_on = false;
+    if (K == 0)
+        return 0;
+    for (size_t p = 0; p < w->ncv; p++) {
+        double sr = 0, sp = 0;
+        size_t m = 0;
+        for (size_t q = p, got = 0, seen = 0; q-- > 0 && got < K && seen < 4 * K; seen++)
+            if (w->choice[q] != NONE_IDX) {
+                sr += log_delay(w->cand_req[w->choice[q]]);
+                sp += log_delay(w->cand_resp[w->choice[q]]);
+                got++;
+                m++;
+            }
+        for (size_t q = p + 1, got = 0; q < w->ncv && got < K && q <= p + 4 * K; q++)
+            if (w->choice[q] != NONE_IDX) {
+                sr += log_delay(w->cand_req[w->choice[q]]);
+                sp += log_delay(w->cand_resp[w->choice[q]]);
+                got++;
+                m++;
+            }
+        w->loc_req[p] = m ? sr / (double)m : NAN;
+        w->loc_resp[p] = m ? sp / (double)m : NAN;
+    }
+    double *rr = malloc((w->ncv ? w->ncv : 1) * sizeof *rr),
+           *rp = malloc((w->ncv ? w->ncv : 1) * sizeof *rp);
+    if (!rr || !rp) {
+        free(rr);
+        free(rp);
+        return -1;
+    }
+    for (size_t p = 0; p < w->ncv; p++)
+        if (w->choice[p] != NONE_IDX && !isnan(w->loc_req[p])) {
+            rr[n] = LOG_SCALE * (log_delay(w->cand_req[w->choice[p]]) - w->loc_req[p]);
+            rp[n++] = LOG_SCALE * (log_delay(w->cand_resp[w->choice[p]]) - w->loc_resp[p]);
+        }
+    int rc = 0;
+    if (n >= RT_WEAVE_PRIOR_KEEP) {
+        rc = wv_model_fit(&w->resid, rr, rp, n, components_of(w));
+        wv_model_add_outlier(&w->resid, 3 * LOG_SCALE); /* a factor of e^3 off */
+        /* Kept only where it explains the chosen pairs better than the hop's one
+         * model: where delays do not drift with time (independent delays), the
+         * neighbours' mean is noise and the hop's model wins. */
+        double l_local = 0, l_hop = 0;
+        w->local_on = true;
+        for (size_t p = 0; rc == 0 && p < w->ncv; p++)
+            if (w->choice[p] != NONE_IDX && !isnan(w->loc_req[p])) {
+                double q = w->cand_req[w->choice[p]], r = w->cand_resp[w->choice[p]];
+                l_local += local_loglik(w, p, q, r);
+                l_hop += rt_weave_model_loglik(&w->model, q, r);
+            }
+        w->local_on = rc == 0 && l_local > l_hop;
+    }
+    free(rr);
+    free(rp);
+    return rc;
+}
+
 static void score_candidates(weaver *w)
 {
     w->skip = wv_model_peak(&w->model) - w->o->skip_nats;
-    double floor = w->skip - SCORE_FLOOR;
-    for (size_t k = 0; k < w->ncand; k++) {
-        double l = rt_weave_model_loglik(&w->model, w->cand_req[k], w->cand_resp[k]);
-        w->cand_score[k] = l > floor ? l : floor;
+    double local_peak = 0;
+    if (w->local_on)
+        local_peak = wv_model_peak(&w->resid) + 2 * log(LOG_SCALE) - w->o->skip_nats;
+    for (size_t p = 0; p < w->ncv; p++) {
+        bool local = w->local_on && !isnan(w->loc_req[p]);
+        /* "none" under the local model: its peak at the local typical delays */
+        w->skip_p[p] = local ? local_peak - w->loc_req[p] - w->loc_resp[p] : w->skip;
+        double floor = skip_of(w, p) - SCORE_FLOOR;
+        for (size_t k = w->cand_off[p]; k < w->cand_off[p + 1]; k++) {
+            double l = local ? local_loglik(w, p, w->cand_req[k], w->cand_resp[k])
+                             : rt_weave_model_loglik(&w->model, w->cand_req[k], w->cand_resp[k]);
+            if (w->cand_order)
+                l += w->cand_order[k];
+            w->cand_score[k] = l > floor ? l : floor;
+        }
     }
 }
 
@@ -331,8 +504,8 @@ static int solve_window(weaver *w, const size_t *ps, size_t from, size_t to, siz
         double *row = w->cost + r * cols;
         for (size_t j = 0; j < cols; j++)
             row[j] = FORBIDDEN;
-        row[m + r] = -w->skip;
         size_t p = ps[from + r];
+        row[m + r] = -skip_of(w, p);
         for (size_t k = w->cand_off[p]; k < w->cand_off[p + 1]; k++) {
             size_t s = w->cand_srv[k];
             if (w->taken_by[s] == NONE_IDX && w->stamp[s] == w->stamp_now)
@@ -385,39 +558,33 @@ static int assign_all(weaver *w)
     return 0;
 }
 
+/* Refit the hop's model on the pairs the previous round chose: at most
+ * REFIT_SAMPLES of them, spread evenly over the run (enough for a three-component
+ * fit, and the cost stays flat at any size). Returns -1 on ENOMEM. */
 static int refit(weaver *w)
 {
-    size_t n = 0;
-    double *req = malloc((w->ncv ? w->ncv : 1) * sizeof *req),
-           *resp = malloc((w->ncv ? w->ncv : 1) * sizeof *resp);
+    size_t chosen = 0, n = 0;
+    for (size_t p = 0; p < w->ncv; p++)
+        chosen += w->choice[p] != NONE_IDX;
+    if (w->o->prior && w->o->prior->request.k && chosen < RT_WEAVE_PRIOR_KEEP)
+        return 0; /* too few for a model of their own: keep the prior */
+    if (chosen < REFIT_MIN)
+        return 0;
+    size_t stride = chosen > REFIT_SAMPLES ? (chosen + REFIT_SAMPLES - 1) / REFIT_SAMPLES : 1;
+    size_t cap = chosen / stride + 1;
+    double *req = malloc(cap * sizeof *req), *resp = malloc(cap * sizeof *resp);
     if (!req || !resp) {
         free(req);
         free(resp);
         return -1;
     }
-    /* At most REFIT_SAMPLES pairs, spread evenly over the run: enough for a
-     * three-component fit, and the refit cost stays flat at any size. */
-    size_t chosen = 0;
-    for (size_t p = 0; p < w->ncv; p++)
-        chosen += w->choice[p] != NONE_IDX;
-    size_t stride = chosen > REFIT_SAMPLES ? (chosen + REFIT_SAMPLES - 1) / REFIT_SAMPLES : 1;
     for (size_t p = 0, seen = 0; p < w->ncv; p++)
         if (w->choice[p] != NONE_IDX && seen++ % stride == 0) {
             req[n] = w->cand_req[w->choice[p]];
             resp[n++] = w->cand_resp[w->choice[p]];
         }
-    int rc = 0;
-    if (w->o->prior && w->o->prior->request.k && chosen < RT_WEAVE_PRIOR_KEEP)
-        n = 0; /* too few for a model of their own: keep the prior */
-    if (n >= REFIT_MIN) {
-        unsigned k = w->o->components;
-        if (k < 1)
-            k = 1;
-        if (k > RT_WEAVE_MAX_COMPONENTS - 1)
-            k = RT_WEAVE_MAX_COMPONENTS - 1;
-        rc = wv_model_fit(&w->model, req, resp, n, k);
-        wv_model_add_outlier(&w->model, w->broad_sd);
-    }
+    int rc = wv_model_fit(&w->model, req, resp, n, components_of(w));
+    wv_model_add_outlier(&w->model, w->broad_sd);
     free(req);
     free(resp);
     return rc;
@@ -428,8 +595,8 @@ static double score_of(const weaver *w, size_t p, size_t s)
 {
     for (size_t k = w->cand_off[p]; k < w->cand_off[p + 1]; k++)
         if (w->cand_srv[k] == s)
-            return w->cand_score[k] > w->skip ? w->cand_score[k] : w->skip;
-    return w->skip;
+            return w->cand_score[k] > skip_of(w, p) ? w->cand_score[k] : skip_of(w, p);
+    return skip_of(w, p);
 }
 
 static double ratio(double delta)
@@ -440,9 +607,9 @@ static double ratio(double delta)
 static double confidence_of(const weaver *w, size_t p)
 {
     size_t mine = w->choice[p];
-    double cur = mine == NONE_IDX ? w->skip : w->cand_score[mine], sum = 1;
+    double skip = skip_of(w, p), cur = mine == NONE_IDX ? skip : w->cand_score[mine], sum = 1;
     if (mine != NONE_IDX)
-        sum += ratio(w->skip - cur);
+        sum += ratio(skip - cur);
     for (size_t k = w->cand_off[p]; k < w->cand_off[p + 1]; k++) {
         if (k == mine)
             continue;
@@ -452,7 +619,7 @@ static double confidence_of(const weaver *w, size_t p)
             delta = w->cand_score[k] - cur;
         } else {
             double q_cur = w->cand_score[w->choice[q]];
-            double q_alt = mine == NONE_IDX ? w->skip : score_of(w, q, w->cand_srv[mine]);
+            double q_alt = mine == NONE_IDX ? skip_of(w, q) : score_of(w, q, w->cand_srv[mine]);
             delta = w->cand_score[k] + q_alt - cur - q_cur;
         }
         sum += ratio(delta);
@@ -469,6 +636,11 @@ static void weaver_free(weaver *w)
     free(w->cand_req);
     free(w->cand_resp);
     free(w->cand_score);
+    free(w->order_buf);
+    free(w->chosen_start);
+    free(w->skip_p);
+    free(w->loc_req);
+    free(w->loc_resp);
     free(w->batch_clients);
     free(w->batch_off);
     free(w->choice);
@@ -502,7 +674,13 @@ static int weave(weaver *w, rt_weave_link *out, rt_weave_stats *st)
     w->stamp = calloc(nsa, sizeof *w->stamp);
     w->rowcol = malloc(nca * sizeof *w->rowcol);
     w->win_srv = malloc((w->ncand ? w->ncand : 1) * sizeof *w->win_srv);
-    if (!w->choice || !w->taken_by || !w->col_of || !w->stamp || !w->rowcol || !w->win_srv)
+    w->order_buf = malloc((w->ncand ? w->ncand : 1) * sizeof *w->order_buf);
+    w->chosen_start = malloc(nca * sizeof *w->chosen_start);
+    w->skip_p = malloc(nca * sizeof *w->skip_p);
+    w->loc_req = malloc(nca * sizeof *w->loc_req);
+    w->loc_resp = malloc(nca * sizeof *w->loc_resp);
+    if (!w->choice || !w->taken_by || !w->col_of || !w->stamp || !w->rowcol || !w->win_srv ||
+        !w->order_buf || !w->chosen_start || !w->skip_p || !w->loc_req || !w->loc_resp)
         return -1;
     double total = 0;
     for (size_t p = 0; p < w->ncv; p++)
@@ -512,8 +690,12 @@ static int weave(weaver *w, rt_weave_link *out, rt_weave_stats *st)
         return -1;
     unsigned rounds = w->o->iterations ? w->o->iterations : 1;
     for (unsigned it = 0; it < rounds; it++) {
-        if (it > 0 && refit(w) < 0)
-            return -1;
+        if (it > 0) { /* the models of the previous round's mapping */
+            if (refit(w) < 0 || local_model(w) < 0)
+                return -1;
+            st->local_rounds += w->local_on;
+            order_prior(w);
+        }
         score_candidates(w);
         if (assign_all(w) < 0)
             return -1;
@@ -532,7 +714,7 @@ static int weave(weaver *w, rt_weave_link *out, rt_weave_stats *st)
         }
         size_t k = w->choice[p];
         l->server = k == NONE_IDX ? RT_WEAVE_NONE : (ptrdiff_t)w->cand_srv[k];
-        l->score = k == NONE_IDX ? w->skip : w->cand_score[k];
+        l->score = k == NONE_IDX ? skip_of(w, p) : w->cand_score[k];
         l->confidence = confidence_of(w, p);
         if (k == NONE_IDX)
             st->unmatched++;

@@ -5,7 +5,9 @@
  * A's CLIENT spans caused which of B's SERVER root spans, from timing alone: the
  * candidate sets (the server span nested in the client span, up to a clock skew), the
  * batches (clients that share no candidate are decided apart), the per-hop delay model
- * (a Gaussian, then a Gaussian mixture refitted on the previous iteration's mapping),
+ * (a Gaussian, then a Gaussian mixture refitted on the previous iteration's mapping;
+ * where delays drift with time, as on a loaded host, a time-local model of each
+ * call's delays against its neighbours' and the order of arrival as a soft prior),
  * the joint assignment of each batch (max-weight bipartite matching on
  * log-likelihoods, with a "none" option per call for calls that did not happen), and a
  * confidence per decision. Also the two baselines (first-come-first-served, and
@@ -64,6 +66,24 @@ typedef struct rt_weave_opts {
     unsigned max_candidates; /* per client, the earliest-starting ones kept (default 96) */
     unsigned window;         /* batch size solved exactly; larger ones in windows (default 48) */
     bool thread_constraint;  /* when both sides name a thread, they must be equal */
+    /* The order of arrival as a soft prior (0 = off; default 0.5), in the rounds that
+     * use the time-local model (below): a pair's score also counts its order
+     * inversions against the previous round's mapping (calls issued before it whose
+     * server started after its server, and calls issued after it whose server
+     * started before), scored by the histogram of inversions over that mapping's
+     * pairs, times this weight. Where calls keep their order it favours the FIFO
+     * mapping; where they do not, the histogram is flat and the prior says little.
+     * Without the time-local model the Gaussian request delay already keeps the
+     * order, and the prior would count it twice. */
+    double order_weight;
+    /* Time-local delays (0 = off; default 8): from the second round on, a pair's delays are
+     * scored relative to those of the previous round's pairs around it in time —
+     * the mean log request and response delay of the `local_k` chosen calls on each
+     * side in start order — by a mixture fitted on those log residuals. A loaded
+     * host stalls for a while, and every call crossing the stall is slow together.
+     * A round uses it only when it explains the chosen pairs better (a higher total
+     * log-likelihood) than the hop's model: never on independent delays. */
+    unsigned local_k;
     /* NULL, or a delay model fitted before on this hop (an earlier run's stats.model):
      * used instead of a fit on this batch while the batch chooses fewer than
      * RT_WEAVE_PRIOR_KEEP pairs — a handful of calls cannot fit a model of their own
@@ -98,7 +118,8 @@ typedef struct rt_weave_stats {
     size_t windowed;       /* batches larger than the window (solved in windows) */
     size_t linked, unmatched;
     unsigned iterations;
-    rt_weave_model model;  /* the model used by the last round */
+    unsigned local_rounds; /* rounds that scored with the time-local model (local_k) */
+    rt_weave_model model;  /* the hop's model of the last round */
 } rt_weave_stats;
 
 /* Weave one hop. out must hold n_clients entries; stats may be NULL.

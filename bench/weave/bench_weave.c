@@ -13,6 +13,8 @@
  * the weaver's accuracy there (target 93 %), and the worst time per 1000 spans
  * (target 50 ms). thread_constrained_accuracy is the weaver told that the channel id
  * is the same on both sides (what vPath relies on); accuracy itself uses timing only.
+ * plain_model_accuracy is the weaver without the order prior and the time-local
+ * delays (order_weight=0 local_k=0: the model before session 11), on the same input.
  * accuracy is the share of end-to-end requests whose every link is right (a failed
  * call must be reported as unmatched); slow10 is the same over the slowest 10 %.
  * Calibration of the confidence, per link: how many links had confidence >= 0.99 and
@@ -61,11 +63,15 @@ static int run_level(unsigned hops, double rate, size_t requests, uint64_t seed,
     if (synth_make(&s, &so) < 0)
         return -1;
     rt_weave_link *woven[SYNTH_MAX_HOPS] = {0}, *fcfs[SYNTH_MAX_HOPS] = {0},
-                  *vpath[SYNTH_MAX_HOPS] = {0}, *threaded[SYNTH_MAX_HOPS] = {0};
-    rt_weave_opts o, ot;
+                  *vpath[SYNTH_MAX_HOPS] = {0}, *threaded[SYNTH_MAX_HOPS] = {0},
+                  *plain[SYNTH_MAX_HOPS] = {0};
+    rt_weave_opts o, ot, op;
     rt_weave_opts_default(&o);
     ot = o;
     ot.thread_constraint = true;
+    op = o; /* the model before the order prior and the time-local delays */
+    op.order_weight = 0;
+    op.local_k = 0;
     size_t spans = 0, windowed = 0, largest = 0;
     double weave_ms = 0, wall_ms = 0, conf_sum = 0;
     size_t links = 0, hi_n = 0, hi_right = 0, lo_n = 0, lo_right = 0;
@@ -77,7 +83,8 @@ static int run_level(unsigned hops, double rate, size_t requests, uint64_t seed,
         fcfs[h] = malloc(n * sizeof **fcfs);
         vpath[h] = malloc(n * sizeof **vpath);
         threaded[h] = malloc(n * sizeof **threaded);
-        if (!woven[h] || !fcfs[h] || !vpath[h] || !threaded[h]) {
+        plain[h] = malloc(n * sizeof **plain);
+        if (!woven[h] || !fcfs[h] || !vpath[h] || !threaded[h] || !plain[h]) {
             rc = -1;
             break;
         }
@@ -89,6 +96,8 @@ static int run_level(unsigned hops, double rate, size_t requests, uint64_t seed,
         wall_ms += now_ms() - w0;
         rc |= rt_weave_hop(&ot, hp->clients, hp->n_clients, hp->servers, hp->n_servers,
                            threaded[h], NULL);
+        rc |= rt_weave_hop(&op, hp->clients, hp->n_clients, hp->servers, hp->n_servers,
+                           plain[h], NULL);
         rc |= rt_weave_fcfs(0, hp->clients, hp->n_clients, hp->servers, hp->n_servers, fcfs[h]);
         rc |= rt_weave_vpath(0, hp->clients, hp->n_clients, hp->servers, hp->n_servers,
                              vpath[h]);
@@ -116,6 +125,7 @@ static int run_level(unsigned hops, double rate, size_t requests, uint64_t seed,
         double facc = synth_trace_accuracy(&s, fcfs, &fslow);
         double vacc = synth_trace_accuracy(&s, vpath, &vslow);
         double tacc = synth_trace_accuracy(&s, threaded, NULL);
+        double pacc = synth_trace_accuracy(&s, plain, NULL);
         /* concurrency: mean calls in flight at the first callee */
         double busy = 0, span = 0;
         if (s.hop[0].n_clients) {
@@ -126,11 +136,11 @@ static int run_level(unsigned hops, double rate, size_t requests, uint64_t seed,
         }
         printf("bench weave hops=%u load=%.0f concurrency=%.1f requests=%zu accuracy=%.4f "
                "fcfs_accuracy=%.4f vpath_accuracy=%.4f slow10_accuracy=%.4f "
-               "thread_constrained_accuracy=%.4f fcfs_slow10_accuracy=%.4f mean_confidence=%.3f "
+               "thread_constrained_accuracy=%.4f plain_model_accuracy=%.4f fcfs_slow10_accuracy=%.4f mean_confidence=%.3f "
                "conf_ge_099_links=%zu conf_ge_099_right=%.4f conf_lt_09_links=%zu "
                "conf_lt_09_right=%.4f ms_per_1000_spans=%.2f "
                "wall_ms_per_1000_spans=%.2f spans=%zu largest_batch=%zu windowed_batches=%zu ratio_vs_fcfs=%.2f\n",
-               hops, rate, span > 0 ? busy / span : 0, requests, acc, facc, vacc, slow10, tacc, fslow,
+               hops, rate, span > 0 ? busy / span : 0, requests, acc, facc, vacc, slow10, tacc, pacc, fslow,
                links ? conf_sum / (double)links : 0, hi_n, hi_n ? (double)hi_right / (double)hi_n : 0,
                lo_n, lo_n ? (double)lo_right / (double)lo_n : 0, spans ? weave_ms * 1000.0 / (double)spans : 0,
                spans ? wall_ms * 1000.0 / (double)spans : 0, spans, largest, windowed, facc > 0 ? acc / facc : 0);
@@ -144,6 +154,7 @@ static int run_level(unsigned hops, double rate, size_t requests, uint64_t seed,
         free(fcfs[h]);
         free(vpath[h]);
         free(threaded[h]);
+        free(plain[h]);
     }
     synth_free(&s);
     return rc;

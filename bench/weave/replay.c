@@ -3,14 +3,19 @@
  * real app's data, without running the app again (bench/weave/why.py --replay
  * writes the input).
  *
- *   weave-replay FILE [window=N] [iterations=N] [skip_nats=X] [max_candidates=N]
- *                [components=N] [skew_ns=N]
+ *   weave_replay FILE [VARIANT ...]
+ *
+ * A VARIANT is a comma-separated list of options changed from the library's
+ * defaults: window=N iterations=N skip_nats=X max_candidates=N components=N
+ * skew_ns=N order_weight=X; "default" (or none given) is the defaults as they are.
+ * Every variant weaves the same batches in the same run, so a model change is
+ * compared old against new on identical inputs, free of the machine's noise.
  *
  * FILE: per batch a line "B", then "c START END TRUTH OURS" per call (TRUTH: the
  * index among the batch's roots of the root it caused, -1 if not among them) and
  * "s START END" per root. Prints one line `bench weave replay ...`: the share of
  * all calls with a known root linked right (and of ours, the triggered hops),
- * FCFS on the same input, the CPU time. */
+ * FCFS on the same input, the CPU time; one line per variant. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,40 +43,103 @@ static void *grow(void *p, size_t *cap, size_t n, size_t size)
 	return p;
 }
 
+/* Apply "k=v,k=v" to o; 0, or -1 on an unknown key. */
+static int parse_variant(rt_weave_opts *o, const char *spec)
+{
+	char buf[512], *save = NULL, *kv;
+	rt_weave_opts_default(o);
+	if (!strcmp(spec, "default"))
+		return 0;
+	snprintf(buf, sizeof buf, "%s", spec);
+	for (kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+		char *v = strchr(kv, '=');
+		if (!v)
+			return -1;
+		*v++ = 0;
+		if (!strcmp(kv, "window"))
+			o->window = (unsigned)atoi(v);
+		else if (!strcmp(kv, "iterations"))
+			o->iterations = (unsigned)atoi(v);
+		else if (!strcmp(kv, "skip_nats"))
+			o->skip_nats = atof(v);
+		else if (!strcmp(kv, "max_candidates"))
+			o->max_candidates = (unsigned)atoi(v);
+		else if (!strcmp(kv, "components"))
+			o->components = (unsigned)atoi(v);
+		else if (!strcmp(kv, "skew_ns"))
+			o->skew_ns = atoll(v);
+		else if (!strcmp(kv, "local_k"))
+			o->local_k = (unsigned)atoi(v);
+		else if (!strcmp(kv, "order_weight"))
+			o->order_weight = atof(v);
+		else
+			return -1;
+	}
+	return 0;
+}
+
+static int run_variant(const char *spec, const struct batch *b, size_t nb, FILE *dump)
+{
+	rt_weave_opts o;
+	unsigned long right = 0, known = 0, oright = 0, oknown = 0, fright = 0;
+	double cpu = 0;
+	size_t spans = 0, i, k;
+	if (parse_variant(&o, spec) < 0) {
+		fprintf(stderr, "weave_replay: bad variant '%s'\n", spec);
+		return 2;
+	}
+	for (i = 0; i < nb; i++) {
+		const struct batch *x = &b[i];
+		rt_weave_link *res = calloc(x->nc + 1, sizeof *res), *fc = calloc(x->nc + 1, sizeof *fc);
+		struct timespec a0, a1;
+		if (!res || !fc)
+			return 1;
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a0);
+		if (rt_weave_hop(&o, x->c, x->nc, x->s, x->ns, res, NULL) < 0)
+			return 1;
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a1);
+		cpu += (double)(a1.tv_sec - a0.tv_sec) * 1e3 + (double)(a1.tv_nsec - a0.tv_nsec) / 1e6;
+		spans += x->nc + x->ns;
+		rt_weave_fcfs(o.skew_ns, x->c, x->nc, x->s, x->ns, fc);
+		if (dump) /* per call: batch, call, chosen root, true root, confidence */
+			for (k = 0; k < x->nc; k++)
+				fprintf(dump, "%zu %zu %td %ld %.4f\n", i, k, res[k].server,
+					x->truth[k], res[k].confidence);
+		for (k = 0; k < x->nc; k++) {
+			if (x->truth[k] < 0)
+				continue;
+			known++;
+			right += res[k].server == x->truth[k];
+			fright += fc[k].server == x->truth[k];
+			if (x->ours[k]) {
+				oknown++;
+				oright += res[k].server == x->truth[k];
+			}
+		}
+		free(res);
+		free(fc);
+	}
+	printf("bench weave replay variant=%s batches=%zu calls=%lu accuracy=%.4f "
+	       "fcfs_accuracy=%.4f ours=%lu ours_accuracy=%.4f ms_per_1000_spans=%.2f\n",
+	       spec, nb, known, known ? (double)right / known : 0,
+	       known ? (double)fright / known : 0, oknown, oknown ? (double)oright / oknown : 0,
+	       spans ? cpu / spans * 1000 : 0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	FILE *f;
 	char line[256];
 	struct batch *b = NULL;
-	size_t nb = 0, capb = 0, i, k;
-	rt_weave_opts o;
-	unsigned long right = 0, known = 0, oright = 0, oknown = 0, fright = 0;
-	double cpu = 0;
-	size_t spans = 0;
+	size_t nb = 0, capb = 0, i;
+	int rc = 0;
+	/* WEAVE_REPLAY_DUMP=FILE: the first variant's decisions, one line per call */
+	const char *dump_to = getenv("WEAVE_REPLAY_DUMP");
+	FILE *dump = dump_to ? fopen(dump_to, "w") : NULL;
 	if (argc < 2 || !(f = fopen(argv[1], "r"))) {
-		fprintf(stderr, "usage: weave-replay FILE [key=value ...]\n");
+		fprintf(stderr, "usage: weave_replay FILE [VARIANT ...]\n");
 		return 2;
-	}
-	rt_weave_opts_default(&o);
-	for (i = 2; i < (size_t)argc; i++) {
-		char *v = strchr(argv[i], '=');
-		if (!v)
-			return 2;
-		*v++ = 0;
-		if (!strcmp(argv[i], "window"))
-			o.window = (unsigned)atoi(v);
-		else if (!strcmp(argv[i], "iterations"))
-			o.iterations = (unsigned)atoi(v);
-		else if (!strcmp(argv[i], "skip_nats"))
-			o.skip_nats = atof(v);
-		else if (!strcmp(argv[i], "max_candidates"))
-			o.max_candidates = (unsigned)atoi(v);
-		else if (!strcmp(argv[i], "components"))
-			o.components = (unsigned)atoi(v);
-		else if (!strcmp(argv[i], "skew_ns"))
-			o.skew_ns = atoll(v);
-		else
-			return 2;
 	}
 	while (fgets(line, sizeof line, f)) {
 		struct batch *x;
@@ -100,43 +168,18 @@ int main(int argc, char **argv)
 		}
 	}
 	fclose(f);
+	if (argc == 2)
+		rc = run_variant("default", b, nb, dump);
+	for (i = 2; i < (size_t)argc && rc == 0; i++)
+		rc = run_variant(argv[i], b, nb, i == 2 ? dump : NULL);
 	for (i = 0; i < nb; i++) {
-		struct batch *x = &b[i];
-		rt_weave_link *res = calloc(x->nc + 1, sizeof *res), *fc = calloc(x->nc + 1, sizeof *fc);
-		struct timespec a0, a1;
-		if (!res || !fc)
-			return 1;
-		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a0);
-		if (rt_weave_hop(&o, x->c, x->nc, x->s, x->ns, res, NULL) < 0)
-			return 1;
-		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a1);
-		cpu += (double)(a1.tv_sec - a0.tv_sec) * 1e3 + (double)(a1.tv_nsec - a0.tv_nsec) / 1e6;
-		spans += x->nc + x->ns;
-		rt_weave_fcfs(o.skew_ns, x->c, x->nc, x->s, x->ns, fc);
-		for (k = 0; k < x->nc; k++) {
-			if (x->truth[k] < 0)
-				continue;
-			known++;
-			right += res[k].server == x->truth[k];
-			fright += fc[k].server == x->truth[k];
-			if (x->ours[k]) {
-				oknown++;
-				oright += res[k].server == x->truth[k];
-			}
-		}
-		free(res);
-		free(fc);
-		free(x->c);
-		free(x->s);
-		free(x->truth);
-		free(x->ours);
+		free(b[i].c);
+		free(b[i].s);
+		free(b[i].truth);
+		free(b[i].ours);
 	}
 	free(b);
-	printf("bench weave replay batches=%zu calls=%lu accuracy=%.4f fcfs_accuracy=%.4f "
-	       "ours=%lu ours_accuracy=%.4f window=%u iterations=%u skip_nats=%.1f "
-	       "max_candidates=%u components=%u ms_per_1000_spans=%.2f\n",
-	       nb, known, known ? (double)right / known : 0, known ? (double)fright / known : 0,
-	       oknown, oknown ? (double)oright / oknown : 0, o.window, o.iterations, o.skip_nats,
-	       o.max_candidates, o.components, spans ? cpu / spans * 1000 : 0);
-	return 0;
+	if (dump)
+		fclose(dump);
+	return rc;
 }

@@ -27,7 +27,10 @@
 # the weaver per 1000 spans woven (weave.weave_cpu_ns / weave.spans_woven);
 # slow10_* the same over the slowest 10 % of the triggered requests (by their
 # collected entry trace's duration). Then one `bench weave why ...` line per
-# level: the wrong links counted by cause (bench/weave/why.py).
+# level: the wrong links counted by cause (bench/weave/why.py), and two
+# `bench weave replay ...` lines (bench/weave/replay.c): the level's recorded
+# weaver input (DIR/replay.txt) woven again with this model (variant=default)
+# and with the plain model (order_weight=0,local_k=0), same input, same run.
 #
 # --quick (or RETRACE_BENCH_QUICK=1): one hop, one load, 2 s. Every process
 # started here is stopped on exit (trap); loops are bounded. Exit status 0, or 1
@@ -54,7 +57,7 @@ while [ $# -gt 0 ]; do
 	--hops) HOPS=${2:?--hops needs 1,2}; shift ;;
 	--loads) LOADS=${2:?--loads needs R,R,...}; shift ;;
 	--weave-timeout) WEAVE_TIMEOUT=${2:?--weave-timeout needs seconds}; shift ;;
-	-h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-real.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -67,6 +70,7 @@ AGENT=$BUILD/agent/retrace-agent
 COORD=$BUILD/coordinator/retrace-coordinator
 CLI=$BUILD/tools/retrace/retrace
 TOPO=$BUILD/examples/retrace-topo
+REPLAY=$BUILD/bench/weave/weave_replay # optional: built with -DRETRACE_BUILD_BENCH=ON
 for b in "$AGENT" "$COORD" "$CLI" "$TOPO"; do
 	[ -x "$b" ] || { echo "run-real.sh: $b not built" >&2; exit 1; }
 done
@@ -258,8 +262,16 @@ print("bench weave mode=real hops=%d load=%d clients_per_batch=%.1f requests=%d 
           sbase[1][0] / sbase[1][1] if sbase[1][1] else 0,
           sbase[2][0] / sbase[2][1] if sbase[2][1] else 0))
 PY
-	# Why the wrong links were wrong (bench/weave/why.py: counts per cause).
-	python3 "$ROOT/bench/weave/why.py" "$dir" "$hops" | sed -n 1p
+	# Why the wrong links were wrong (bench/weave/why.py: counts per cause), and
+	# the level's recorded input woven again by the library, this model against
+	# the one before the order prior and the time-local delays: old and new on
+	# identical input, free of the machine's noise (every call scored, not just
+	# the triggered ones).
+	python3 "$ROOT/bench/weave/why.py" "$dir" "$hops" --replay "$dir/replay.txt" | sed -n 1p
+	if [ -x "$REPLAY" ]; then
+		"$REPLAY" "$dir/replay.txt" default order_weight=0,local_k=0 |
+			sed "s/^bench weave replay /bench weave replay hops=$hops load=$rate /"
+	fi
 	stop_all
 }
 

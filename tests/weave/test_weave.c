@@ -489,6 +489,110 @@ START_TEST(prior_helps_small_batches)
 }
 END_TEST
 
+/* A caller on a host whose speed drifts: delays follow a level that changes every
+ * 5 ms (lognormal over segments, median 150 us, sigma 1.2: a factor of 3 either way
+ * is common), jittered per call (sigma 0.3), as on the loaded machine where the
+ * real app's delays measured a lag-1 correlation of 0.6. */
+static void drift_make(synth *s, size_t n, double rate, uint64_t seed, rt_weave_span **cl,
+                       rt_weave_span **sv)
+{
+    memset(s, 0, sizeof *s);
+    s->rng = seed;
+    *cl = calloc(n, sizeof **cl);
+    *sv = calloc(n, sizeof **sv);
+    ck_assert(*cl && *sv);
+    size_t nseg = (size_t)(n / rate / 0.005) + 64;
+    double *level = malloc(nseg * sizeof *level);
+    ck_assert_ptr_nonnull(level);
+    for (size_t i = 0; i < nseg; i++)
+        level[i] = synth_lognormal(s, 150e3, 1.2);
+#define DRIFT_LEVEL(t) level[(size_t)(((t) - 1e9) / 5e6) < nseg ? (size_t)(((t) - 1e9) / 5e6) : nseg - 1]
+    double t = 1e9;
+    for (size_t i = 0; i < n; i++) {
+        t += synth_exp(s, 1e9 / rate);
+        int64_t cs = (int64_t)t;
+        int64_t ss = cs + (int64_t)(DRIFT_LEVEL(t) * synth_lognormal(s, 1.0, 0.3));
+        int64_t se = ss + (int64_t)synth_exp(s, 800e3);
+        int64_t ce = se + (int64_t)(DRIFT_LEVEL((double)se) * synth_lognormal(s, 1.0, 0.3));
+        (*cl)[i] = (rt_weave_span){i + 1, 1, i + 1, cs, ce, 0};
+        (*sv)[i] = (rt_weave_span){i + 1, 2, i + 1, ss, se, 0};
+    }
+#undef DRIFT_LEVEL
+    free(level);
+}
+
+static double drift_accuracy(const rt_weave_span *cl, const rt_weave_span *sv, size_t n,
+                             double order_weight, unsigned local_k)
+{
+    rt_weave_opts o;
+    rt_weave_opts_default(&o);
+    o.order_weight = order_weight;
+    o.local_k = local_k;
+    rt_weave_link *l = calloc(n, sizeof *l);
+    ck_assert_ptr_nonnull(l);
+    rt_weave_stats st;
+    ck_assert_int_eq(rt_weave_hop(&o, cl, n, sv, n, l, &st), 0);
+    /* the time-local model explains drifting delays better in every later round */
+    ck_assert_uint_eq(st.local_rounds, (local_k ? o.iterations - 1 : 0));
+    size_t right = 0;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert(l[i].confidence >= 0 && l[i].confidence <= 1);
+        right += l[i].server == (ptrdiff_t)i;
+    }
+    free(l);
+    return (double)right / (double)n;
+}
+
+/* Delays that drift with the host's speed: the time-local model (each call's
+ * delays against its neighbours') must beat the hop's one model, and the order
+ * prior must add to it. */
+START_TEST(time_local_delays_follow_drift)
+{
+    synth s;
+    rt_weave_span *cl, *sv;
+    size_t n = 3000;
+    drift_make(&s, n, 2000, 1, &cl, &sv);
+    double plain = drift_accuracy(cl, sv, n, 0, 0), local = drift_accuracy(cl, sv, n, 0, 8),
+           both = drift_accuracy(cl, sv, n, 0.5, 8);
+    fprintf(stderr, "drifting delays: plain %.4f, time-local %.4f, with the order prior %.4f\n",
+            plain, local, both);
+    ck_assert_msg(local > plain + 0.03, "time-local %.4f vs plain %.4f", local, plain);
+    ck_assert_msg(both > local + 0.005, "order prior %.4f vs without %.4f", both, local);
+    free(cl);
+    free(sv);
+}
+END_TEST
+
+/* Independent delays (synth.h): the time-local model explains them worse than the
+ * hop's model, so it is not used, and every decision is the plain model's. */
+START_TEST(time_local_model_only_where_it_fits)
+{
+    synth_opts so = {.rate_per_s = 5000, .requests = 3000, .hops = 1, .fail_prob = 0.02,
+                     .decoy_rate = 250, .service_median_ns = 800e3, .seed = 5};
+    synth s;
+    ck_assert_int_eq(synth_make(&s, &so), 0);
+    const synth_hop *h = &s.hop[0];
+    rt_weave_opts o;
+    rt_weave_opts_default(&o);
+    o.order_weight = 0;
+    rt_weave_link *a = calloc(h->n_clients, sizeof *a), *b = calloc(h->n_clients, sizeof *b);
+    ck_assert(a && b);
+    rt_weave_stats st;
+    o.local_k = 8;
+    ck_assert_int_eq(rt_weave_hop(&o, h->clients, h->n_clients, h->servers, h->n_servers, a, &st), 0);
+    ck_assert_uint_eq(st.local_rounds, 0);
+    o.local_k = 0;
+    ck_assert_int_eq(rt_weave_hop(&o, h->clients, h->n_clients, h->servers, h->n_servers, b, NULL), 0);
+    for (size_t i = 0; i < h->n_clients; i++)
+        ck_assert_msg(a[i].server == b[i].server && a[i].confidence == b[i].confidence,
+                      "client %zu: %td (%.4f) with the time-local model, %td (%.4f) without", i,
+                      a[i].server, a[i].confidence, b[i].server, b[i].confidence);
+    free(a);
+    free(b);
+    synth_free(&s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("weave");
@@ -507,6 +611,8 @@ int main(void)
     tcase_add_test(tc, groups_join_hops);
     tcase_add_test(tc, model_is_refitted);
     tcase_add_test(tc, prior_helps_small_batches);
+    tcase_add_test(tc, time_local_delays_follow_drift);
+    tcase_add_test(tc, time_local_model_only_where_it_fits);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

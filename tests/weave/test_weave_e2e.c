@@ -21,6 +21,9 @@
  * With --weave off (the same run otherwise) the caller's traces are incoherent
  * (a client call whose server side never arrived) and no backend trace is
  * stored: so the assertions above can fail.
+ * With the callee's agent stopped (SIGSTOP) while the requests run, and resumed
+ * once the coordinator asked again (weave.query_retries), the hops are woven as
+ * with --weave on: the retry's answer counts (without it none is linked).
  *
  * Every wait is bounded and polls a condition; nothing depends on timing.
  */
@@ -58,20 +61,28 @@ static void nap_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
-static char *run_cmd(const char *cmd, int *status)
+/* The output of a command started with popen, once it has finished. */
+static char *finish_cmd(FILE *p, int *status)
 {
-	FILE *p = popen(cmd, "r");
 	char *out = calloc(1, 65536);
 	size_t len = 0, n;
 	int st;
-	if (!p || !out)
+	if (!p || !out) {
+		if (p)
+			pclose(p);
 		return out;
+	}
 	while (len < 65535 && (n = fread(out + len, 1, 65535 - len, p)) > 0)
 		len += n;
 	st = pclose(p);
 	if (status)
 		*status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 	return out;
+}
+
+static char *run_cmd(const char *cmd, int *status)
+{
+	return finish_cmd(popen(cmd, "r"), status);
 }
 
 static long long kv(const char *text, const char *key)
@@ -91,8 +102,12 @@ struct result {
 	int down_stored, down_coherent, same_group, linked_right, with_confidence;
 	int linked_any;             /* a stored trace names the caller's span as its parent */
 	long long links_inferred;
+	long long retries;          /* weave.query_retries */
 	int quiet;
 };
+
+/* How a scenario runs the weaver. */
+enum { WEAVE_OFF, WEAVE_ON, WEAVE_LATE_AGENT };
 
 static int read_truth(const char *path, struct topo_truth *v, int max)
 {
@@ -117,7 +132,7 @@ static const struct rt_attr *attr(const struct rt_span *s, const char *key)
 	return NULL;
 }
 
-static void scenario(int weave, struct result *r)
+static void scenario(int mode, struct result *r)
 {
 	static struct cluster c;
 	static struct topo_truth up[MAX_LINES], down[MAX_LINES];
@@ -129,6 +144,8 @@ static void scenario(int weave, struct result *r)
 	pid_t run;
 	double end;
 
+	int weave = mode != WEAVE_OFF;
+
 	memset(r, 0, sizeof *r);
 	cl_coord_args[0] = "--weave";
 	cl_coord_args[1] = weave ? "on" : "off";
@@ -137,6 +154,11 @@ static void scenario(int weave, struct result *r)
 	cl_coord_args[4] = "--weave-timeout"; /* a loaded machine's agents answer late */
 	cl_coord_args[5] = "5";
 	cl_coord_args[6] = NULL;
+	if (mode == WEAVE_LATE_AGENT) { /* a query, its retry and the collection fit */
+		cl_coord_args[6] = "--collect-timeout";
+		cl_coord_args[7] = "60";
+		cl_coord_args[8] = NULL;
+	}
 	ck_assert_int_eq(cl_start(&c, 2, 4096), 0);
 	snprintf(run_dir, sizeof run_dir, "%s/run", c.dir);
 	snprintf(truth_dir, sizeof truth_dir, "%s/truth", c.dir);
@@ -162,7 +184,22 @@ static void scenario(int weave, struct result *r)
 		 "%s load --topology %s --run-dir %s --rate 10 --duration 3 --edge-pct 50 "
 		 "--max-inflight 1 --timeout-ms 30000 2>/dev/null",
 		 TOPO_BIN, TWO_TOPO, run_dir);
-	load = run_cmd(cmd, NULL);
+	if (mode == WEAVE_LATE_AGENT) {
+		/* The callee's agent answers nothing until resumed, which is as soon as
+		 * the coordinator, its window query unanswered past --weave-timeout,
+		 * asked again (while the load still runs: every retry must find the
+		 * agent awake within its own timeout); the second answer must count. */
+		FILE *p;
+		ck_assert_int_eq(kill(c.hosts[1].agent, SIGSTOP), 0);
+		p = popen(cmd, "r");
+		for (end = mono_s() + WAIT_S; p && mono_s() < end; nap_ms(50))
+			if ((r->retries = cl_coord_figure(&c, "weave", "query_retries")) >= 1)
+				break;
+		kill(c.hosts[1].agent, SIGCONT);
+		load = finish_cmd(p, NULL);
+	} else {
+		load = run_cmd(cmd, NULL);
+	}
 	r->triggered = kv(load, "triggered");
 	free(load);
 
@@ -184,6 +221,13 @@ static void scenario(int weave, struct result *r)
 		}
 	}
 	r->links_inferred = cl_coord_figure(&c, "weave", "links_inferred");
+	r->retries = cl_coord_figure(&c, "weave", "query_retries");
+	fprintf(stderr, "weave figures: jobs=%lld queries=%lld query_retries=%lld query_failures=%lld "
+		"replies=%lld timeouts=%lld abandoned=%lld\n",
+		cl_coord_figure(&c, "weave", "jobs"), cl_coord_figure(&c, "weave", "queries"),
+		r->retries, cl_coord_figure(&c, "weave", "query_failures"),
+		cl_coord_figure(&c, "weave", "replies"), cl_coord_figure(&c, "weave", "timeouts"),
+		cl_coord_figure(&c, "weave", "abandoned"));
 	kill(run, SIGTERM); /* run stops the services, which flush their truth */
 	waitpid(run, NULL, 0);
 
@@ -245,17 +289,17 @@ static void scenario(int weave, struct result *r)
 	fprintf(stderr,
 		"weave %s: triggered=%lld upstream=%d stored=%d coherent=%d down_stored=%d "
 		"down_coherent=%d same_group=%d linked_right=%d with_confidence=%d links=%lld "
-		"linked_any=%d\n",
-		weave ? "on" : "off", r->triggered, r->upstream, r->up_stored, r->up_coherent,
+		"linked_any=%d retries=%lld\n",
+		mode == WEAVE_LATE_AGENT ? "on, late agent" : weave ? "on" : "off", r->triggered, r->upstream, r->up_stored, r->up_coherent,
 		r->down_stored, r->down_coherent, r->same_group, r->linked_right, r->with_confidence,
-		r->links_inferred, r->linked_any);
+		r->links_inferred, r->linked_any, r->retries);
 	cl_stop(&c);
 }
 
 START_TEST(weave_on_collects_the_callee_half)
 {
 	struct result r;
-	scenario(1, &r);
+	scenario(WEAVE_ON, &r);
 	ck_assert_msg(r.quiet, "the system did not settle");
 	ck_assert_int_ge(r.upstream, 3);
 	ck_assert_int_eq(r.triggered, r.upstream);
@@ -276,13 +320,31 @@ END_TEST
 START_TEST(weave_off_leaves_the_hop_open)
 {
 	struct result r;
-	scenario(0, &r);
+	scenario(WEAVE_OFF, &r);
 	ck_assert_msg(r.quiet, "the system did not settle");
 	ck_assert_int_ge(r.upstream, 3);
 	ck_assert_int_eq(r.up_stored, r.upstream);
 	ck_assert_int_eq(r.up_coherent, 0); /* the open hop is a hole */
 	ck_assert_int_eq(r.down_stored, 0);
 	ck_assert_int_eq(r.links_inferred, -1); /* no weave figures beyond "off" */
+}
+END_TEST
+
+/* The callee's agent stopped while the requests run: every window query to it
+ * goes unanswered past --weave-timeout, and the coordinator asks it once more;
+ * resumed, it answers the second query and the hops are woven as usual. Without
+ * the retry the hops are decided without the callee's roots (none linked). */
+START_TEST(weave_asks_a_late_agent_again)
+{
+	struct result r;
+	scenario(WEAVE_LATE_AGENT, &r);
+	ck_assert_msg(r.quiet, "the system did not settle");
+	ck_assert_int_ge(r.upstream, 3);
+	ck_assert_msg(r.retries >= 1, "no window query was asked again (query_retries %lld)",
+		      r.retries);
+	ck_assert_msg(r.linked_right * 10 >= r.upstream * 8, "%d of %d linked to the right trace",
+		      r.linked_right, r.upstream);
+	ck_assert_int_eq(r.with_confidence, r.down_stored);
 }
 END_TEST
 
@@ -296,6 +358,10 @@ static Suite *suite(void)
 	tc = tcase_create("weave_off_leaves_the_hop_open");
 	tcase_set_timeout(tc, 200);
 	tcase_add_test(tc, weave_off_leaves_the_hop_open);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("weave_asks_a_late_agent_again");
+	tcase_set_timeout(tc, 200);
+	tcase_add_test(tc, weave_asks_a_late_agent_again);
 	suite_add_tcase(s, tc);
 	return s;
 }
