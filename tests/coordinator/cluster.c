@@ -392,8 +392,26 @@ int cl_wait_registered(struct cluster *c, double timeout_s)
 	return 0;
 }
 
-/* Reap `pid` within `timeout_s`; past that kill it hard and return -1. */
-static int reap_within(pid_t pid, double timeout_s)
+/*
+ * Every thread's stack of a daemon that would not stop, into DIR/hung-TAG.txt
+ * (gdb, when installed), and its log's tail to stderr: a hang at exit is a
+ * product bug to find, and the process is about to be killed.
+ */
+static void dump_hung(struct cluster *c, pid_t pid, const char *tag, const char *log)
+{
+	char cmd[1024];
+	snprintf(cmd, sizeof cmd,
+		 "command -v gdb >/dev/null && timeout 60 gdb -p %d -batch -nx "
+		 "-ex 'thread apply all bt' > '%s/hung-%s.txt' 2>&1; "
+		 "echo '--- last lines of %s:' >&2; tail -n 20 '%s' >&2",
+		 (int)pid, c->dir, tag, log, log);
+	if (system(cmd) != 0)
+		fprintf(stderr, "(could not take the stacks of pid %d)\n", (int)pid);
+}
+
+/* Reap `pid` within `timeout_s`; past that take its stacks, kill it hard, return -1. */
+static int reap_within(struct cluster *c, pid_t pid, double timeout_s, const char *tag,
+		       const char *log)
 {
 	double end = mono_s() + timeout_s;
 	while (mono_s() < end) {
@@ -401,6 +419,7 @@ static int reap_within(pid_t pid, double timeout_s)
 			return 0;
 		nap_ms(10);
 	}
+	dump_hung(c, pid, tag, log);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	return -1;
@@ -423,9 +442,13 @@ int cl_stop(struct cluster *c)
 			close(x->ack_fd);
 		}
 		if (x->agent > 0) {
+			char tag[32], log[sizeof c->dir + 32];
+			snprintf(tag, sizeof tag, "agent%d", h);
+			snprintf(log, sizeof log, "%s/agent%d.log", c->dir, h);
 			kill(x->agent, SIGTERM);
-			if (reap_within(x->agent, 15) != 0) {
-				fprintf(stderr, "agent %d did not exit within 15 s of SIGTERM\n", h);
+			if (reap_within(c, x->agent, 15, tag, log) != 0) {
+				fprintf(stderr, "agent %d did not exit within 15 s of SIGTERM (stacks: %s/hung-%s.txt)\n",
+					h, c->dir, tag);
 				hung++;
 			}
 		}
@@ -433,7 +456,7 @@ int cl_stop(struct cluster *c)
 			shm_unlink(x->pool); /* gone already when the agent exited cleanly (--unlink) */
 	}
 	cl_kill_coordinator(c);
-	if (getenv("RETRACE_KEEP_TEST_DIR")) {
+	if (hung || getenv("RETRACE_KEEP_TEST_DIR")) { /* a hang's stacks and logs stay */
 		fprintf(stderr, "kept %s\n", c->dir);
 		return hung;
 	}
