@@ -34,8 +34,6 @@
  */
 #include "coord_internal.h"
 
-#include <unistd.h>
-
 #include <string.h>
 
 #include "daemon/figures.h"
@@ -139,12 +137,6 @@ int coord_batch_finish(struct rt_coord *c, int rc)
 		b->committed_slices += b->nslices;
 		if (b->nslices > b->max_slices_seen)
 			b->max_slices_seen = b->nslices;
-		if (c->cfg.fault_exit_after_slices && c->st.slices >= c->cfg.fault_exit_after_slices) {
-			/* --fault-exit-after-slices (tests only): committed, nothing acknowledged */
-			coord_log(c, LOG_WARN, "--fault-exit-after-slices %u: exiting after the commit, "
-				  "before its ACKs", c->cfg.fault_exit_after_slices);
-			_exit(86);
-		}
 	}
 	for (i = 0; i < b->nheld; i++)
 		coord_send_reply(b->held[i]);

@@ -6,8 +6,7 @@
  * wire format is the archive format) and added to its trace's assembly; the
  * ACK naming its slice_seq is queued and goes out only after the commit. A
  * slice already stored (the agent re-sent it after a lost ACK) is acknowledged
- * again and not counted twice (a sharded member with nothing else of its trace
- * treats it as an orphan: handover.c). A slice for a trace closed less than state_ttl
+ * again and not counted twice. A slice for a trace closed less than state_ttl
  * ago is stored as late and added to the trace's row, unless selection deleted
  * that trace: then it is acknowledged, dropped and counted.
  */
@@ -84,11 +83,6 @@ static void collect_one(struct rt_coord *c, struct coord_in *in)
 		coord_reply_ack(c, in, rc, NULL, 0);
 	} else if (rc == RT_STORE_DUPLICATE) {
 		c->st.slice_duplicates++;
-		/* A sharded member that has nothing else of the trace holds this slice
-		 * from before a kill whose ACK was lost: the trace's trigger went to
-		 * another member, to which it is offered (an orphan group, handover.c). */
-		if (c->handover && !late && !coord_trace_open(c, m.slice.trace_lo))
-			coord_slice_arrived(c, &m.slice, row.bytes, row.first_ns, row.last_ns, &late);
 		in->durable = 1;
 		coord_reply_ack(c, in, 0, &seq, 1);
 	} else {

@@ -49,7 +49,6 @@ static const struct rt_opt rows[] = {
 	{ "collector-contexts", T_U32, F(collector_contexts), "N", "slices the collector receives at once, 1..512: it holds each until its commit (default 512)" },
 	{ "member-id", T_STR, F(member_id), "ID", "this coordinator's id in --peers: agents route each trace to the member rendezvous hashing gives it (docs/scaling.md)" },
 	{ "peers", T_LIST, F(peers), "ID=URL,...", "every member of the coordinator group (this one included) with its --listen URL; `retrace status` shows the ring" },
-	{ "fault-exit-after-slices", T_U32, F(fault_exit_after_slices), "N", "for tests only: exit (status 86) right after the commit that stored the Nth slice, before its ACKs go out: a kill between commit and ACK, made deterministic (docs/scaling.md, \"Hand-over between members\")" },
 	{ "settle", T_SECONDS, F(settle), "SEC", "quiet time after the last slice before a trace closes (default 1)" },
 	{ "collect-timeout", T_SECONDS, F(collect_timeout), "SEC", "close a trace this long after its trigger regardless (default 10)" },
 	{ "state-ttl", T_SECONDS, F(state_ttl), "SEC", "remember closed traces this long for late slices (default 60)" },

@@ -164,15 +164,6 @@ struct coord_group {
 	uint8_t weave_state;      /* weave.c: 1 while its agents are asked for candidates */
 	uint32_t weave_job;       /* index+1 of that job */
 	uint64_t weave_checked;   /* traces (mask) already looked at for open hops */
-	/* handover.c: an orphan group's offers to the other members */
-	uint32_t ho_inflight, ho_sent, ho_acked; /* this round's offers: out, answered taken */
-	uint32_t ho_peer;         /* ring index of the next member to offer to */
-	uint8_t ho_reopened;      /* opened from the store for a member's ask (handover.c) */
-	uint64_t ho_hold_ns;      /* a triggered group: a member is handing a part over;
-	                             the collect timeout waits until then (at most 2x) */
-	uint8_t ho_waited;        /* 1: held past the collect timeout for its home member
-	                             (down); 2: it came back and was offered a round */
-	uint64_t ho_next_ns;      /* monotonic: the next round */
 };
 
 /*
@@ -270,7 +261,6 @@ struct coord_stats {
 	uint64_t traces_coherent, traces_incoherent;
 	uint64_t traces_incomplete;  /* every agent delivered, but the spans show a hole */
 	uint64_t traces_untriggered; /* every agent named delivered, but no trigger came: incoherent */
-	uint64_t prior_slices_counted; /* stored by the run before, counted for a trace triggered anew */
 	uint64_t traces_undecodable; /* could not be decoded at close: not shown complete */
 	uint64_t recollections;      /* traces traversed again (operator, or reopened) */
 	uint64_t reopened;           /* closed traces reopened: a trigger named a new hop */
@@ -378,7 +368,6 @@ struct rt_coord {
 	struct rt_http_api *http;    /* web UI and /api (http_api.h); NULL: off */
 	struct coord_weave *weave;   /* weave.c; NULL: --weave off */
 	struct coord_peers *peers;   /* peers.c: the ring of --peers; NULL: not sharded */
-	struct coord_handover *handover; /* handover.c: offers between members; NULL: not sharded */
 	struct coord_names *names;   /* trigger_names.c: learned trigger names */
 	struct coord_history *history; /* history.c: the UI's samples; NULL: off */
 };
@@ -435,12 +424,6 @@ int coord_trace_is_closed(struct rt_coord *c, uint64_t lo);
 void coord_trace_mark_unselected(struct rt_coord *c, uint64_t lo);
 int coord_trace_was_unselected(struct rt_coord *c, uint64_t lo);
 int coord_trace_open(struct rt_coord *c, uint64_t lo);
-/* This member holds the trace's trigger: an open group that has it, a closed
- * one that had it, or (past the closed memory) a stored coherent row. */
-int coord_trace_triggered_here(struct rt_coord *c, uint64_t lo);
-/* handover.c's ask: an orphan group opened from stored slices of a trace this
- * member has nothing else of; their count (0: none, or not an orphan here). */
-uint32_t coord_orphan_reopen(struct rt_coord *c, uint64_t hi, uint64_t lo);
 void coord_traversal_tick(struct rt_coord *c, uint64_t now);
 void coord_resume_received(struct rt_coord *c);
 
@@ -590,48 +573,10 @@ size_t coord_peers_load_reply(struct rt_coord *c, char *out, size_t cap); /* "lo
 /* The members this one sees live, as ring seeds (daemon/ring.h), for the ACK of
  * a REGISTER (wire.h); 0 when not sharded. */
 uint32_t coord_peers_view(struct rt_coord *c, uint64_t *seeds, uint32_t cap);
-/* On nng's thread, for a request just received: a peer's "load" probe is
- * answered at once (1; the loop never sees it), anything else is left (0). */
-int coord_peers_answer(struct rt_coord *c, struct coord_in *in);
 void coord_peers_figures(struct rt_figures *w, struct rt_coord *c);
-/* The next live member other than this one from ring index *cursor on (which
- * moves past it), and its peer socket: its index, or -1 (none live). */
-int coord_peers_next(struct rt_coord *c, uint32_t *cursor, nng_socket *sock);
-/* The trace's home member (its owner were all live): its index and whether
- * this member sees it live, or -1 when that is this member (or not sharded). */
-int coord_peers_home(struct rt_coord *c, uint64_t lo, int *live);
-
-/* handover.c: orphan slices handed to the member holding the trigger (docs/scaling.md) */
-int coord_handover_open(struct rt_coord *c);   /* with the peers; 0 or -1 */
-void coord_handover_close(struct rt_coord *c); /* before the peer sockets close */
-void coord_handover_tick(struct rt_coord *c);  /* the offers' answers, to their groups */
-/* An orphan group's turn: offer its slices to a member (a round a second); 1 when
- * a member took all of them (deleted here: release the group, write no row). */
-int coord_handover_group(struct rt_coord *c, struct coord_group *g, uint64_t now);
-/* 1 while an orphan group must not close at its collect timeout: an offer is in
- * flight, or the trace's home member is down (it may hold the trigger and come
- * back: the group waits for it up to --state-ttl after it opened). */
-int coord_handover_waits(struct rt_coord *c, struct coord_group *g, uint64_t now);
-/* A SLICE on the coordinator socket: a member's offer, taken or answered 404. */
-void coord_handover_take(struct rt_coord *c, struct coord_in *in, const struct rt_wire_msg *m);
-void coord_handover_figures(struct rt_figures *w, struct rt_coord *c);
-/* A triggered group with a part announced and not arriving asks the other live
- * members (text "handover HI LO MEMBER", once a second) to offer what they hold. */
-void coord_handover_pull(struct rt_coord *c, struct coord_group *g, uint64_t now);
-/* The text request "handover HI LO MEMBER": reopen the trace's orphan slices here
- * and offer them (to MEMBER first); the answer "have N". */
-size_t coord_handover_request(struct rt_coord *c, const char *req, size_t len, char *out,
-			      size_t cap);
-/* Ring index i: 1 (and its socket) for another member this one sees live, 2 for
- * one it sees down, 0 for this one, -1 past the ring. */
-int coord_peers_other(struct rt_coord *c, uint32_t i, nng_socket *sock);
-/* ring index of member id, or -1 */
-int coord_peers_index(struct rt_coord *c, const char *id);
 
 /* coordinator.c */
 void coord_send_reply(struct coord_in *in);
-/* Send reply on in now, from nng's thread (the request was freed). */
-void coord_in_send_now(struct coord_in *in, nng_msg *reply);
 void coord_reply(struct rt_coord *c, struct coord_in *in, const void *data, size_t len);
 void coord_reply_ack(struct rt_coord *c, struct coord_in *in, int32_t status,
 		     const uint64_t *seqs, uint32_t n);

@@ -95,8 +95,6 @@ static void in_cb(void *arg)
 		return;
 	}
 	in->msg = nng_aio_get_msg(in->aio);
-	if (coord_peers_answer(c, in)) /* a peer's probe: answered here (peers.c) */
-		return;
 	pthread_mutex_lock(&c->mu);
 	in->state = IN_READY;
 	in->next_ready = c->ready_in;
@@ -135,13 +133,6 @@ void coord_send_reply(struct coord_in *in)
 	nng_aio_set_msg(in->aio, in->reply);
 	in->reply = NULL;
 	in->state = IN_SEND;
-	nng_ctx_send(in->ctx, in->aio);
-}
-
-void coord_in_send_now(struct coord_in *in, nng_msg *reply)
-{
-	in->state = IN_SEND;
-	nng_aio_set_msg(in->aio, reply);
 	nng_ctx_send(in->ctx, in->aio);
 }
 
@@ -200,8 +191,6 @@ static void handle_text(struct rt_coord *c, struct coord_in *in, const uint8_t *
 		n = coord_recollect_request(c, (const char *)b, len, out, cap) + 1;
 	else if (is_text(b, len, "policy"))
 		n = coord_adaptive_request(c, (const char *)b, len, out, cap) + 1;
-	else if (is_text(b, len, "handover")) /* a member's ask (handover.c) */
-		n = coord_handover_request(c, (const char *)b, len, out, cap) + 1;
 	else if (is_text(b, len, "load")) /* a peer's probe (peers.c) */
 		n = coord_peers_load_reply(c, out, cap) + 1;
 	else if (is_text(b, len, "store"))
@@ -274,8 +263,6 @@ static void handle_coord_request(struct rt_coord *c, struct coord_in *in)
 		}
 	} else if (rc == 0 && m.type == RT_WIRE_TRIGGER) {
 		handle_trigger_msg(c, in, &m, b, len);
-	} else if (rc == 0 && m.type == RT_WIRE_SLICE && c->handover) {
-		coord_handover_take(c, in, &m); /* another member's offer (handover.c) */
 	} else {
 		c->st.bad_messages++;
 		coord_log(c, LOG_WARN, "malformed or unexpected message on the coordinator socket: %s",

@@ -39,8 +39,6 @@ struct rt_coord_config {
 	/* A group of coordinators sharded by trace id (ring.c, docs/scaling.md). */
 	char member_id[RT_COORD_URL_MAX];  /* our id in --peers (empty: not sharded) */
 	char peers[RT_COORD_PEERS_MAX];    /* "ID=URL,..." every member's --listen URL */
-	uint32_t fault_exit_after_slices;  /* test only: _exit(86) after the commit that
-	                                      stored the Nth slice, before its ACKs (0 = off) */
 	double settle;                     /* s of quiet after the last slice before a trace closes */
 	double collect_timeout;            /* s after the trigger when a trace closes regardless */
 	double state_ttl;                  /* s a closed trace is remembered for late slices */

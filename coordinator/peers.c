@@ -12,11 +12,6 @@
  * live members (what agents that see the same liveness route by) and over all
  * (each member's home range).
  *
- * A peer's "load" is answered on nng's thread (coord_peers_answer) from the
- * figures the loop left at its last tick, so a member whose loop is busy (a
- * slow commit under load) still counts as live: liveness says the process is
- * there and reachable; slowness is what the agents' own round trips measure.
- *
  * The live set is the group's, not only the status page's: every ACK of a
  * REGISTER carries it (the ring seeds of the members this one sees live,
  * wire.h), and agents route by it (agent/route.c) instead of each deciding
@@ -50,7 +45,6 @@ struct coord_peer {
 	nng_aio *aio;
 	/* under c->mu: written by the callback, read by the loop */
 	uint64_t answered_ns;         /* monotonic, 0 = never */
-	uint64_t unanswered_ns;       /* sent time of the first probe since the last answer (0: none) */
 	uint64_t groups_open, traces, slices;
 };
 
@@ -59,10 +53,6 @@ struct coord_peers {
 	int self;
 	uint64_t opened_ns;
 	uint64_t next_probe_ns;
-	/* this member's own load for a peer's probe, answered on nng's thread
-	 * (coord_peers_answer): under c->mu, written by the loop's tick */
-	uint64_t my_groups_open, my_traces, my_slices;
-	atomic_int ready;            /* set up: nng's threads may answer probes */
 	struct coord_peer peer[RT_RING_MAX];
 };
 
@@ -90,7 +80,6 @@ static void peer_cb(void *arg)
 		if (sscanf(text, "load groups_open=%llu traces=%llu slices=%llu", &g, &t, &s) == 3) {
 			pthread_mutex_lock(&p->c->mu);
 			p->answered_ns = coord_now_ns();
-			p->unanswered_ns = 0;
 			p->groups_open = g;
 			p->traces = t;
 			p->slices = s;
@@ -141,12 +130,6 @@ int coord_peers_open(struct rt_coord *c, char *err, size_t errlen)
 		p->open = 1;
 		nng_aio_set_timeout(p->aio, PEER_TIMEOUT_MS);
 	}
-	if (coord_handover_open(c) != 0) {
-		snprintf(err, errlen, "out of memory for the hand-over");
-		return -1;
-	}
-	/* pairs with the acquire in coord_peers_answer */
-	atomic_store_explicit(&ps->ready, 1, memory_order_release);
 	return 0;
 }
 
@@ -155,7 +138,6 @@ void coord_peers_close(struct rt_coord *c)
 	struct coord_peers *ps = c->peers;
 	if (!ps)
 		return;
-	coord_handover_close(c); /* its contexts live on the peer sockets */
 	for (uint32_t i = 0; i < ps->ring.n; i++) {
 		struct coord_peer *p = &ps->peer[i];
 		if (p->aio)
@@ -175,20 +157,11 @@ void coord_peers_tick(struct rt_coord *c, uint64_t now)
 	if (!ps || now < ps->next_probe_ns)
 		return;
 	ps->next_probe_ns = now + PEER_PROBE_NS;
-	pthread_mutex_lock(&c->mu);
-	ps->my_groups_open = c->groups_open;
-	ps->my_traces = c->st.traces_coherent + c->st.traces_incoherent;
-	ps->my_slices = c->st.slices;
-	pthread_mutex_unlock(&c->mu);
 	for (uint32_t i = 0; i < ps->ring.n; i++) {
 		struct coord_peer *p = &ps->peer[i];
 		nng_msg *m;
 		if (!p->open || atomic_load_explicit(&p->busy, memory_order_acquire))
 			continue;
-		pthread_mutex_lock(&c->mu);
-		if (!p->unanswered_ns)
-			p->unanswered_ns = now;
-		pthread_mutex_unlock(&c->mu);
 		if (nng_msg_alloc(&m, 0) != 0 || nng_msg_append(m, "load", 5) != 0)
 			return;
 		/* read by this thread only (the tick); the callback clears it */
@@ -198,105 +171,15 @@ void coord_peers_tick(struct rt_coord *c, uint64_t now)
 	}
 }
 
-/*
- * Member i live as this member sees it (caller holds c->mu): down once a probe
- * went unanswered for PEER_LIVE_NS. Measured from our probe, not from the last
- * answer: when this member's own loop stalls (a slow commit under load sends no
- * probes), its peers did not go down, and the agents must not be told so.
- */
+/* Member i live as this member sees it (caller holds c->mu). */
 static int peer_live(const struct coord_peers *ps, uint32_t i, uint64_t now)
 {
 	const struct coord_peer *p = &ps->peer[i];
 	if ((int)i == ps->self)
 		return 1;
-	if (!p->answered_ns && now - ps->opened_ns < PEER_LIVE_NS)
-		return 1; /* just started: not asked long enough to tell */
-	if (!p->answered_ns && !p->unanswered_ns)
-		return 0;
-	return !p->unanswered_ns || now - p->unanswered_ns < PEER_LIVE_NS;
-}
-
-int coord_peers_answer(struct rt_coord *c, struct coord_in *in)
-{
-	struct coord_peers *ps = c->peers;
-	const uint8_t *b;
-	char text[160];
-	size_t len, n;
-	nng_msg *reply = NULL;
-	if (!ps || in->collector || !in->msg || !atomic_load_explicit(&ps->ready, memory_order_acquire))
-		return 0;
-	b = nng_msg_body(in->msg);
-	len = nng_msg_len(in->msg);
-	if (!(len == 4 || (len == 5 && b[4] == 0)) || memcmp(b, "load", 4) != 0)
-		return 0;
-	pthread_mutex_lock(&c->mu);
-	n = (size_t)snprintf(text, sizeof text, "load groups_open=%llu traces=%llu slices=%llu",
-			     (unsigned long long)ps->my_groups_open,
-			     (unsigned long long)ps->my_traces, (unsigned long long)ps->my_slices) + 1;
-	pthread_mutex_unlock(&c->mu);
-	if (nng_msg_alloc(&reply, 0) != 0 || nng_msg_append(reply, text, n) != 0) {
-		if (reply)
-			nng_msg_free(reply);
-		return 0; /* the loop answers it */
-	}
-	nng_msg_free(in->msg);
-	in->msg = NULL;
-	coord_in_send_now(in, reply);
-	return 1;
-}
-
-int coord_peers_next(struct rt_coord *c, uint32_t *cursor, nng_socket *sock)
-{
-	struct coord_peers *ps = c->peers;
-	uint64_t now = coord_now_ns();
-	int found = -1;
-	if (!ps || !ps->ring.n)
-		return -1;
-	pthread_mutex_lock(&c->mu);
-	for (uint32_t k = 0; k < ps->ring.n && found < 0; k++) {
-		uint32_t i = (*cursor + k) % ps->ring.n;
-		if ((int)i != ps->self && ps->peer[i].open && peer_live(ps, i, now))
-			found = (int)i;
-	}
-	pthread_mutex_unlock(&c->mu);
-	if (found >= 0) {
-		*cursor = (uint32_t)found + 1;
-		*sock = ps->peer[found].sock;
-	}
-	return found;
-}
-
-int coord_peers_other(struct rt_coord *c, uint32_t i, nng_socket *sock)
-{
-	struct coord_peers *ps = c->peers;
-	int live;
-	if (!ps || i >= ps->ring.n)
-		return -1;
-	if ((int)i == ps->self)
-		return 0;
-	pthread_mutex_lock(&c->mu);
-	live = ps->peer[i].open && peer_live(ps, i, coord_now_ns());
-	pthread_mutex_unlock(&c->mu);
-	*sock = ps->peer[i].sock;
-	return live ? 1 : 2;
-}
-
-int coord_peers_index(struct rt_coord *c, const char *id)
-{
-	return c->peers ? rt_ring_find(&c->peers->ring, id) : -1;
-}
-
-int coord_peers_home(struct rt_coord *c, uint64_t lo, int *live)
-{
-	struct coord_peers *ps = c->peers;
-	int home;
-	*live = 0;
-	if (!ps || (home = rt_ring_home(&ps->ring, lo)) < 0 || home == ps->self)
-		return -1;
-	pthread_mutex_lock(&c->mu);
-	*live = ps->peer[home].open && peer_live(ps, (uint32_t)home, coord_now_ns());
-	pthread_mutex_unlock(&c->mu);
-	return home;
+	if (p->answered_ns)
+		return now - p->answered_ns < PEER_LIVE_NS;
+	return now - ps->opened_ns < PEER_LIVE_NS;
 }
 
 uint32_t coord_peers_view(struct rt_coord *c, uint64_t *seeds, uint32_t cap)
@@ -380,5 +263,4 @@ void coord_peers_figures(struct rt_figures *w, struct rt_coord *c)
 		rt_fig_u64(w, "traces", t);
 		rt_fig_u64(w, "slices", s);
 	}
-	coord_handover_figures(w, c);
 }

@@ -169,7 +169,6 @@ static void collection_section(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_section(w, "collection");
 	rt_fig_u64(w, "traces_incomplete", c->st.traces_incomplete);
 	rt_fig_u64(w, "traces_untriggered", c->st.traces_untriggered);
-	rt_fig_u64(w, "prior_slices_counted", c->st.prior_slices_counted);
 	rt_fig_u64(w, "traces_undecodable", c->st.traces_undecodable);
 	rt_fig_u64(w, "recollections", c->st.recollections);
 	rt_fig_u64(w, "reopened", c->st.reopened);

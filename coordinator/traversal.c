@@ -789,45 +789,6 @@ static int adopt_orphan(struct rt_coord *c, struct coord_group *g, struct coord_
 
 static void reopen_if_new_hop(struct rt_coord *c, uint32_t origin,
 			      const struct rt_wire_trace *tr);
-static void account_slice(struct coord_group *g, int idx, uint32_t agent, uint64_t bytes,
-			  uint64_t first_ns, uint64_t last_ns, uint64_t now);
-
-struct prior_ctx {
-	struct coord_group *g;
-	int idx;
-	uint64_t before_unix_ns;
-};
-
-static int prior_slice(void *arg, const struct rt_store_slice *sl)
-{
-	struct prior_ctx *p = arg;
-	if (sl->received_ns < p->before_unix_ns)
-		account_slice(p->g, p->idx, sl->agent_id, sl->bytes, sl->first_ns, sl->last_ns,
-			      coord_now_ns());
-	return 0;
-}
-
-/*
- * A trace new to this run of the coordinator, shortly after it (re)started: its
- * slices stored by the run before (committed before a kill, whose trigger was
- * not: the trigger comes again now) count as received, like those of a resumed
- * group; the agents that saw them acknowledged send them no more. A store
- * lookup, so only for a trigger fired before this run started (5 s of margin
- * for the hosts' clocks; a trigger fired later cannot have slices from before),
- * in the first --state-ttl of the run; not for the resume itself, which counts
- * them once all groups are open.
- */
-static void count_prior_slices(struct rt_coord *c, struct coord_group *g, int idx, uint64_t now,
-			       uint64_t fired_unix_ns)
-{
-	struct prior_ctx p = { g, idx, c->start_unix_ns };
-	if (!c->loop_owned || now - c->start_ns >= (uint64_t)(c->cfg.state_ttl * 1e9) ||
-	    fired_unix_ns >= c->start_unix_ns + 5000000000ull)
-		return;
-	if (rt_store_slices(c->store, g->traces[idx].hi, g->traces[idx].lo, prior_slice, &p) == 0 &&
-	    g->traces[idx].slices)
-		c->st.prior_slices_counted += g->traces[idx].slices;
-}
 
 int coord_handle_trigger(struct rt_coord *c, const struct rt_wire_trigger *t,
 			 uint64_t received_unix_ns)
@@ -878,7 +839,6 @@ int coord_handle_trigger(struct rt_coord *c, const struct rt_wire_trigger *t,
 			home = g;
 			if ((idx = group_add_trace(c, g, tr->trace_hi, tr->trace_lo)) < 0)
 				continue;
-			count_prior_slices(c, g, idx, now, t->fired_unix_ns);
 		}
 		add_trigger_id(home, t->trigger_id);
 		name_agent(home, idx, t->agent_id);
@@ -905,11 +865,8 @@ int coord_trace_is_closed(struct rt_coord *c, uint64_t lo)
 	return coord_map_get(&c->closed, lo, NULL);
 }
 
-/* The closed map's value is the close time; its top bit says "unselected", the
- * next "closed without a trigger" (handover.c: such a trace is not taken). */
+/* The closed map's value is the close time; its top bit says "unselected". */
 #define CLOSED_UNSELECTED (1ull << 63)
-#define CLOSED_UNTRIGGERED (1ull << 62)
-#define CLOSED_FLAGS (CLOSED_UNSELECTED | CLOSED_UNTRIGGERED)
 
 void coord_trace_mark_unselected(struct rt_coord *c, uint64_t lo)
 {
@@ -991,7 +948,7 @@ static void expire_closed(struct rt_coord *c, uint64_t now)
 	uint64_t ttl = (uint64_t)(c->cfg.state_ttl * 1e9), at;
 	while (c->closed_len) {
 		uint64_t lo = c->closed_ring[c->closed_head];
-		if (coord_map_get(&c->closed, lo, &at) && now - (at & ~CLOSED_FLAGS) < ttl)
+		if (coord_map_get(&c->closed, lo, &at) && now - (at & ~CLOSED_UNSELECTED) < ttl)
 			break;
 		coord_map_del(&c->closed, lo);
 		c->closed_head = (c->closed_head + 1) % c->closed_cap;
@@ -1171,7 +1128,7 @@ static void close_group(struct rt_coord *c, struct coord_group *g, uint64_t now)
 		 * whose verdict marks the dropped traces in the closed map, this one
 		 * too (else its late slices would bring a part of it back). */
 		coord_map_del(&c->traces, g->traces[i].lo);
-		remember_closed(c, g->traces[i].lo, g->has_trigger ? now : now | CLOSED_UNTRIGGERED);
+		remember_closed(c, g->traces[i].lo, now);
 		if (rt_store_put_trace(c->store, &row) < 0) {
 			c->st.store_errors++;
 			coord_log(c, LOG_ERROR, "store: %s", rt_store_errmsg(c->store));
@@ -1229,25 +1186,10 @@ static void group_tick(struct rt_coord *c, struct coord_group *g, uint64_t now)
 	reask_open_cells(g, now);
 	if (g->dirty)
 		dispatch(c, g, now);
-	/* An orphan of a sharded member is offered to the others; one that took
-	 * every slice holds the trace now, and this member writes no row of it. */
-	if (!g->has_trigger && (coord_handover_group(c, g, now) ||
-				(g->ho_reopened && now - g->created_ns >= timeout && !g->ho_inflight))) {
-		/* handed over; or reopened for a member's ask and not taken: it had
-		 * no row before the ask, and gets none now (its slices stay) */
-		for (uint32_t j = 0; j < g->ntraces; j++)
-			coord_map_del(&c->traces, g->traces[j].lo);
-		group_release(c, g);
-		return;
-	}
-	if (g->has_trigger)
-		coord_handover_pull(c, g, now); /* a part another member may hold */
 	/* A group no trigger has reached yet (its slices raced ahead) waits for it
 	 * until the collect timeout, not the settle time: closed without it, the
-	 * trace cannot be called coherent (build_row). An orphan being offered, or
-	 * whose home member is down, waits longer (handover.c). */
-	if (now - g->created_ns >= timeout && !coord_handover_waits(c, g, now) &&
-	    !(g->ho_hold_ns > now && now - g->created_ns < 2 * timeout))
+	 * trace cannot be called coherent (build_row). */
+	if (now - g->created_ns >= timeout)
 		close_group(c, g, now);
 	else if (g->has_trigger && g->traversal_ns && !traversal_busy(g) && all_delivered(g) &&
 		 now - g->last_activity_ns >= settle && !coord_weave_hold(c, g, now))
@@ -1258,7 +1200,6 @@ void coord_traversal_tick(struct rt_coord *c, uint64_t now)
 {
 	uint32_t i, n = c->cfg.max_groups ? c->cfg.max_groups : 1, open = c->groups_open, seen = 0;
 	static const uint64_t second = 1000000000ull;
-	coord_handover_tick(c); /* the members' answers to our offers, to their groups */
 	/* Stop at the last open group: a turn should not cost max_groups when few are open. */
 	for (i = 0; i < n && seen < open; i++)
 		if (c->groups[i].id) {
@@ -1312,53 +1253,6 @@ void coord_resume_received(struct rt_coord *c)
 			rt_store_slices(c->store, g->traces[j].hi, g->traces[j].lo, resume_slice, &r);
 		}
 	}
-}
-
-/*
- * A member asks (handover.c) for the slices of a trace it holds the trigger of:
- * if this member has slices of it and nothing else (no group, not closed, no
- * row), an orphan group is opened from them, to be offered at once. Its count of
- * slices, 0 when there is nothing to hand over (or no room).
- */
-uint32_t coord_orphan_reopen(struct rt_coord *c, uint64_t hi, uint64_t lo)
-{
-	struct rt_store_trace row;
-	struct coord_group *g;
-	int idx;
-	if ((g = group_of(c, lo, &idx)))
-		return g->has_trigger ? 0 : g->traces[idx].slices;
-	if (coord_map_get(&c->closed, lo, NULL) || rt_store_get_trace(c->store, hi, lo, &row) == 0)
-		return 0;
-	if (!(g = group_alloc(c, coord_now_ns(), 0)))
-		return 0;
-	if ((idx = group_add_trace(c, g, hi, lo)) < 0) {
-		group_release(c, g);
-		return 0;
-	}
-	{
-		struct resume_ctx r = { c, g, idx };
-		rt_store_slices(c->store, hi, lo, resume_slice, &r);
-	}
-	if (!g->traces[idx].slices) {
-		coord_map_del(&c->traces, lo);
-		group_release(c, g);
-		return 0;
-	}
-	g->ho_reopened = 1;
-	return g->traces[idx].slices;
-}
-
-int coord_trace_triggered_here(struct rt_coord *c, uint64_t lo)
-{
-	struct coord_group *g;
-	struct rt_store_trace row;
-	uint64_t at;
-	int idx;
-	if ((g = group_of(c, lo, &idx)))
-		return g->has_trigger;
-	if (coord_map_get(&c->closed, lo, &at))
-		return !(at & CLOSED_UNTRIGGERED);
-	return rt_store_get_trace(c->store, 0, lo, &row) == 0 && row.coherent;
 }
 
 int coord_trace_open(struct rt_coord *c, uint64_t lo)

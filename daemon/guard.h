@@ -24,8 +24,6 @@
 /* ACK statuses of refusals: positive application codes (docs/wire.md, ACK). */
 #define RT_ACK_REFUSED 403      /* the sender may not send this */
 #define RT_ACK_RATE_LIMITED 429 /* too many from this sender: try later */
-#define RT_ACK_NOT_HERE 404     /* a member's hand-over offer: this member does not hold
-                                   the trace's trigger (coordinator/handover.c) */
 
 /* ------------------------------------------------- connection caps ---- */
 
