@@ -187,7 +187,9 @@ START_TEST(test_bad_create_options)
 	rt_pool_create_defaults(&o);
 	o.name = "no-slash";
 	ck_assert_int_eq(rt_pool_create(&o, &p, err, sizeof err), RETRACE_E_INVAL);
-	o.name = "/rt-test-badopts";
+	char name[64];
+	snprintf(name, sizeof name, "/rt-test-badopts-%d", (int)getpid()); /* two test runs at once */
+	o.name = name;
 	o.buffer_size = 5000;
 	ck_assert_int_eq(rt_pool_create(&o, &p, err, sizeof err), RETRACE_E_GEOMETRY);
 	ck_assert_ptr_nonnull(strstr(err, "multiple of the page size"));
