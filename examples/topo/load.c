@@ -61,6 +61,7 @@ struct loadgen {
 	int timeout_ms;
 	int have_seed;
 	uint64_t seed;
+	uint64_t requests; /* --requests: end the schedule once this many were sent (0: no limit) */
 
 	int n_socks;
 	nng_socket socks[TOPO_MAX_ENTRIES];  /* one per distinct entry service */
@@ -90,6 +91,9 @@ static void load_usage(FILE *out)
 		"  -u, --target URL         or send everything to this address (one entry service)\n"
 		"  -r, --rate R             requests per second (default 100)\n"
 		"  -D, --duration S         seconds of load (default 10)\n"
+		"  -n, --requests N         end once N requests were sent (drops do not count;\n"
+		"                           --duration still bounds the run): a fixed amount of\n"
+		"                           work however slow the machine (default: no limit)\n"
 		"  -e, --edge-pct P         percent of traces the entry triggers (trigger 1) at\n"
 		"                           completion, chosen by trace id hash (default 1)\n"
 		"  -m, --max-inflight N     requests outstanding at most; beyond, drop (default 1024)\n"
@@ -120,6 +124,7 @@ static int parse_args(struct loadgen *l, int argc, char **argv, int *help)
 		{"target", required_argument, NULL, 'u'},
 		{"rate", required_argument, NULL, 'r'},
 		{"duration", required_argument, NULL, 'D'},
+		{"requests", required_argument, NULL, 'n'},
 		{"edge-pct", required_argument, NULL, 'e'},
 		{"max-inflight", required_argument, NULL, 'm'},
 		{"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
@@ -135,7 +140,7 @@ static int parse_args(struct loadgen *l, int argc, char **argv, int *help)
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":T:d:u:r:D:e:m:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":T:d:u:r:D:n:e:m:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'T':
 			topo_path = optarg;
@@ -154,6 +159,10 @@ static int parse_args(struct loadgen *l, int argc, char **argv, int *help)
 		case 'D':
 			if (topo_parse_double(optarg, 0.0, 86400.0, &l->duration))
 				return usage_error("--duration '%s': want seconds in 0..86400", optarg);
+			break;
+		case 'n':
+			if (topo_parse_u64(optarg, 1, MAX_LATENCIES, &l->requests))
+				return usage_error("--requests '%s': want 1..16777216", optarg);
 			break;
 		case 'e':
 			if (topo_parse_double(optarg, 0.0, 100.0, &l->edge_pct))
@@ -476,6 +485,8 @@ int topo_load_main(int argc, char **argv)
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->idle, NULL);
 	l->lat_cap = (size_t)(l->rate * l->duration * 1.05) + 64;
+	if (l->requests && l->lat_cap > l->requests + 64)
+		l->lat_cap = l->requests + 64;
 	if (l->lat_cap > MAX_LATENCIES)
 		l->lat_cap = MAX_LATENCIES;
 	if (!(l->lat_us = calloc(l->lat_cap, sizeof *l->lat_us))) {
@@ -494,7 +505,7 @@ int topo_load_main(int argc, char **argv)
 	next_progress = l->t0 + 1000000000ull;
 	for (i = 0;; i++) {
 		uint64_t due = l->t0 + (uint64_t)((double)i * 1e9 / l->rate);
-		if (due >= end)
+		if (due >= end || (l->requests && atomic_load(&l->sent) >= l->requests))
 			break;
 		while (next_progress <= due) {
 			if (sleep_until(&sigs, next_progress)) {
