@@ -7,6 +7,7 @@
  * trace is written and flushed to the agent before it fires a trigger.
  */
 #include "cluster.h"
+#include "common/ports.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -357,8 +358,9 @@ int cl_start(struct cluster *c, int nhosts, uint32_t buffers)
 		snprintf(c->store, sizeof c->store, "%s", cl_store_locator);
 	else
 		snprintf(c->store, sizeof c->store, "%s/store.db", c->dir);
-	snprintf(c->coord_url, sizeof c->coord_url, "tcp://127.0.0.1:0");
-	snprintf(c->collect_url, sizeof c->collect_url, "tcp://127.0.0.1:0");
+	/* A restarted coordinator takes the same ports (tests/common/ports.h) */
+	test_restartable_url(c->coord_url, sizeof c->coord_url);
+	test_restartable_url(c->collect_url, sizeof c->collect_url);
 	if (cl_start_coordinator(c) != 0)
 		return -1;
 	return cl_start_hosts(c, nhosts, buffers);
