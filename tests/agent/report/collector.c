@@ -9,6 +9,7 @@
  */
 #include "collector.h"
 #include "nng_close.h"
+#include "common/ports.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -235,7 +236,9 @@ int tc_start(struct tc_collector *c, const char *url, char *err, size_t errlen)
 	int rv;
 	if (c->running)
 		return 0;
-	if (url && url[0])
+	if (url && strcmp(url, "tcp://127.0.0.1:0") == 0)
+		test_restartable_url(c->url, sizeof c->url); /* tests stop and restart it */
+	else if (url && url[0])
 		snprintf(c->url, sizeof c->url, "%s", url);
 	if ((rv = nng_rep0_open(&c->sock)) != 0) {
 		snprintf(err, errlen, "rep0_open: %s", nng_strerror(rv));
