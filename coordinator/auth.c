@@ -127,13 +127,14 @@ static int is_word(const uint8_t *b, size_t len, const char *word)
 }
 
 /*
- * Text requests that only read: status, ping, store, alarm list. Every other text
+ * Text requests that only read: status, ping, store, load, alarm list. Every other text
  * request (alarm add/clear, recollect, whatever comes next, unknown ones) is an
  * operator command: the list of what anyone may do is the short one.
  */
 static int text_reads(const uint8_t *b, size_t len)
 {
 	return is_word(b, len, "status") || is_word(b, len, "ping") || is_word(b, len, "store") ||
+	       is_word(b, len, "load") || /* a member's probe (peers.c) */
 	       (is_word(b, len, "alarm") && alarm_reads(b, len));
 }
 

@@ -326,6 +326,7 @@ struct rt_coord {
 	int loop_idle;               /* under loop_mu: its holder is not the loop */
 	atomic_int loop_idle_hint;   /* loop_idle, read without loop_mu */
 	int loop_owned;              /* rt_coord_run is running (holds loop_mu) */
+	atomic_int peers_answering;  /* c->peers is set: probes answered on nng's thread */
 	int closing;
 
 	struct coord_directory dir;
@@ -568,8 +569,14 @@ void coord_batch_figures(struct rt_figures *w, const struct rt_coord *c);
 /* peers.c: the coordinator group's ring, for status (docs/scaling.md) */
 int coord_peers_open(struct rt_coord *c, char *err, size_t errlen);
 void coord_peers_close(struct rt_coord *c);
-void coord_peers_tick(struct rt_coord *c, uint64_t now); /* probes the peers' load */
-size_t coord_peers_load_reply(struct rt_coord *c, char *out, size_t cap); /* "load" */
+/* "load" asked through the loop (not sharded: an operator command) */
+size_t coord_peers_load_reply(struct rt_coord *c, char *out, size_t cap);
+/* The loop's load, published after each turn for coord_peers_answer. */
+void coord_peers_publish_load(struct rt_coord *c);
+/* A peer's "load" probe, answered on nng's thread without the loop: the reply
+ * (an answer or a refusal), or NULL when the loop must take it (not sharded,
+ * or no memory). */
+nng_msg *coord_peers_answer(struct rt_coord *c, nng_msg *request);
 /* The members this one sees live, as ring seeds (daemon/ring.h), for the ACK of
  * a REGISTER (wire.h); 0 when not sharded. */
 uint32_t coord_peers_view(struct rt_coord *c, uint64_t *seeds, uint32_t cap);

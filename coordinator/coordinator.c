@@ -70,6 +70,27 @@ void coord_log(const struct rt_coord *c, int level, const char *fmt, ...)
 
 /* ------------------------------------------------------ nng callbacks ---- */
 
+/*
+ * A member's "load" probe is answered here, on nng's thread, not by the loop:
+ * liveness must not wait for a commit (peers.c). 1 when it was.
+ */
+static int answer_probe_now(struct rt_coord *c, struct coord_in *in)
+{
+	nng_msg *reply;
+	size_t len = nng_msg_len(in->msg);
+	if (len < 4 || len > 5 || memcmp(nng_msg_body(in->msg), "load", 4) != 0 ||
+	    (len == 5 && ((const char *)nng_msg_body(in->msg))[4] != 0))
+		return 0;
+	if (!(reply = coord_peers_answer(c, in->msg)))
+		return 0;
+	nng_msg_free(in->msg);
+	in->msg = NULL;
+	nng_aio_set_msg(in->aio, reply);
+	in->state = IN_SEND;
+	nng_ctx_send(in->ctx, in->aio);
+	return 1;
+}
+
 static void in_cb(void *arg)
 {
 	struct coord_in *in = arg;
@@ -95,6 +116,8 @@ static void in_cb(void *arg)
 		return;
 	}
 	in->msg = nng_aio_get_msg(in->aio);
+	if (!in->collector && answer_probe_now(c, in))
+		return;
 	pthread_mutex_lock(&c->mu);
 	in->state = IN_READY;
 	in->next_ready = c->ready_in;
@@ -453,7 +476,7 @@ void rt_coord_run(struct rt_coord *c, volatile int *stop)
 	c->loop_owned = 1;
 	while (!*stop) {
 		run_once(c, 5000000ull);
-		coord_peers_tick(c, coord_now_ns());
+		coord_peers_publish_load(c);
 		/* A scrape of /metrics waits for this thread, which owns the figures. */
 		if (rt_metrics_wanted(c->metrics))
 			rt_metrics_serve(c->metrics, coord_metrics_render, c);

@@ -16,6 +16,10 @@
  *     the member restarts: no trace lost, none in both stores, every one
  *     complete, each of the killed member's range triggered after the drop at
  *     the other member, every slice an agent counts as acknowledged in a store.
+ *   - busy_member_stays_live: a member whose loop is blocked in its store for
+ *     longer than the liveness window (the test holds its SQLite write lock, as a
+ *     slow ClickHouse insert does under load) is not judged down by the other
+ *     member, and the trace it was storing ends at it, its owner.
  *   - untriggered_slice_never_coherent: a member that gets a trace's slice but
  *     never its trigger stores it incoherent (a fake agent, below).
  * Waits are on conditions with generous bounds, never on time alone.
@@ -28,6 +32,7 @@
 #include <time.h>
 
 #include <pthread.h>
+#include <sqlite3.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
@@ -323,6 +328,59 @@ START_TEST(member_kill9_and_return)
 }
 END_TEST
 
+
+/* The first trace id from `from` whose owner is member `m`. */
+static uint64_t owned_by(int m, uint64_t from)
+{
+	struct rt_ring ring;
+	rt_ring_init(&ring);
+	rt_ring_add(&ring, "c0");
+	rt_ring_add(&ring, "c1");
+	while (rt_ring_owner(&ring, from) != m)
+		from++;
+	return from;
+}
+
+START_TEST(busy_member_stays_live)
+{
+	sqlite3 *db = NULL;
+	uint64_t lo = owned_by(1, 0xc001);
+	long long live_min = 2, stall_ms;
+	double end;
+	start_pair();
+	/* both members live at c0 first (its probes reach c1) */
+	end = mono_s() + 30;
+	while (cl_coord_figure(&ca, "ring", "members_live") < 2 && mono_s() < end)
+		nap_ms(50);
+	ck_assert_int_eq(cl_coord_figure(&ca, "ring", "members_live"), 2);
+	write_trace(lo);
+	/* c1's next write waits for this lock (its busy timeout is 5 s) */
+	ck_assert_int_eq(sqlite3_open(cb.store, &db), SQLITE_OK);
+	sqlite3_busy_timeout(db, 30000); /* c1's own batch may hold it for a moment */
+	ck_assert_int_eq(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+	ck_assert_int_eq(cl_trigger(&ca, 2, HI, lo, TRIGGER, NULL, 0), 0);
+	/* 4.5 s: a second past the liveness window (3.5 s), short of the busy timeout */
+	end = mono_s() + 4.5;
+	while (mono_s() < end) {
+		long long live = cl_coord_figure(&ca, "ring", "members_live");
+		if (live < live_min)
+			live_min = live;
+		nap_ms(100);
+	}
+	ck_assert_int_eq(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	ck_assert_msg(check_trace(lo, 60) == 1, "trace %llx, c1's, stored by c0",
+		      (unsigned long long)lo);
+	/* the control: c1's loop did wait for the lock (else this proves nothing) */
+	stall_ms = cl_coord_figure(&cb, "loop", "max_turn_ms");
+	ck_assert_msg(stall_ms >= 3500, "c1's longest turn was %lld ms: the lock did not stall it",
+		      stall_ms);
+	ck_assert_msg(live_min == 2, "c0 judged c1 down while c1's loop waited for its store "
+		      "(members_live fell to %lld)", live_min);
+	stop_pair();
+}
+END_TEST
+
 /* ------------------------------------------------------------------------
  * untriggered_slice_never_coherent: what a member sees when a trace's trigger
  * went to another member (or was lost) and one host's slice came to it. A fake
@@ -443,6 +501,7 @@ int main(void)
 	TCase *t1 = tcase_create("sharded_collection"), *t2 = tcase_create("member_kill9_and_return");
 	TCase *t3 = tcase_create("clickhouse_pair");
 	TCase *t4 = tcase_create("untriggered_slice_never_coherent");
+	TCase *t5 = tcase_create("busy_member_stays_live");
 	const char *only = getenv("CK_RUN_CASE");
 	tcase_set_timeout(t1, 240);
 	tcase_set_timeout(t2, 240);
@@ -452,9 +511,12 @@ int main(void)
 	tcase_set_timeout(t4, 240);
 	tcase_add_test(t3, clickhouse_pair);
 	tcase_add_test(t4, untriggered_slice_never_coherent);
+	tcase_set_timeout(t5, 240);
+	tcase_add_test(t5, busy_member_stays_live);
 	suite_add_tcase(s, t1);
 	suite_add_tcase(s, t2);
 	suite_add_tcase(s, t4);
+	suite_add_tcase(s, t5);
 	if (chs_binary()) {
 		suite_add_tcase(s, t3);
 	} else if (only && !strcmp(only, "clickhouse_pair")) {
