@@ -17,8 +17,9 @@
  * traces there, says how many buffers/bytes the agent has had for each
  * (cumulative), and names more agents, which become new cells — until no cell
  * is left to ask: the time from the group's creation to that instant is the
- * traversal latency. A request that times
- * out is retried agent_retries times; an agent the directory does not know or
+ * traversal latency. A request that fails is retried agent_retries times, and
+ * one that timed out is asked again after that while a round trip fits before
+ * the collect timeout (ask_again); an agent the directory does not know or
  * that never answers is a failed cell, recorded against the trace.
  *
  * Slices (collector.c) add to their cell's `received`. A group closes when its
@@ -638,11 +639,34 @@ static void apply_reply(struct coord_group *g, const struct coord_ask *k,
 	}
 }
 
-/* An ask whose request failed: asked again while retries last, else its cells fail. */
-static void ask_failed(struct rt_coord *c, struct coord_group *g, const struct coord_ask *k,
-		       uint64_t now)
+/*
+ * Ask again after a failed request? While retries last, yes. After them, an
+ * ask that got no answer at all (a timeout: the agent may only be slow, its
+ * loop stalled under load, or not yet reconnected to a coordinator that just
+ * restarted) is still asked again while another round trip fits before the
+ * group's collect timeout: a cell given up early closes the trace incoherent
+ * although the agent holds its slice and would have answered a second later.
+ * Only a request that waited (at least half its agent_timeout) counts as
+ * timed out, so this paces itself at one attempt per agent_timeout. A request
+ * that failed at once, or an answer that came but did not fit (a bad reply),
+ * is not asked again past the retries: it could fail at once, and again.
+ */
+static int ask_again(const struct rt_coord *c, const struct coord_group *g,
+		     const struct coord_ask *k, const struct coord_req *r, uint64_t now)
 {
-	if (k->attempt < c->cfg.agent_retries && ask_enqueue(c, g, k->agent_id, k->mask,
+	uint64_t timeout = (uint64_t)(c->cfg.collect_timeout * 1e9);
+	uint64_t round_trip = (uint64_t)(c->cfg.agent_timeout * 1e9);
+	if (k->attempt < c->cfg.agent_retries)
+		return 1;
+	return !r->ok && r->done_ns - r->sent_ns >= round_trip / 2 &&
+	       now + round_trip < g->created_ns + timeout;
+}
+
+/* An ask whose request failed: asked again (ask_again), else its cells fail. */
+static void ask_failed(struct rt_coord *c, struct coord_group *g, const struct coord_ask *k,
+		       const struct coord_req *r, uint64_t now)
+{
+	if (ask_again(c, g, k, r, now) && ask_enqueue(c, g, k->agent_id, k->mask,
 							     k->attempt + 1) == 0) {
 		c->st.remote_retries++;
 		return;
@@ -729,7 +753,7 @@ void coord_handle_reply(struct rt_coord *c, struct coord_req *r)
 			apply_reply(g, k, &m.reply, now);
 			dispatch(c, g, now);
 		} else {
-			ask_failed(c, g, k, now);
+			ask_failed(c, g, k, r, now);
 		}
 	}
 	if (r->ok)

@@ -545,6 +545,58 @@ START_TEST(silent_agent_is_retried_then_incoherent)
 }
 END_TEST
 
+/*
+ * An agent that is only slow (stopped 3 s, then resumed) is asked until it
+ * answers, not given up after its retries: with --agent-retries 0 its first
+ * ask fails after 1 s, and before ask_again (traversal.c) that cell failed and
+ * every trace closed incoherent though the agent held its slices. Now the
+ * coordinator asks again while a round trip fits before the collect timeout
+ * (20 s here, room for a loaded machine), and every trace is coherent.
+ */
+START_TEST(slow_agent_is_asked_until_it_answers)
+{
+	enum { N = 4 };
+	struct cluster c;
+	struct rt_store_trace t;
+	uint32_t to1 = 1, to2 = 2;
+	int i;
+	cl_coord_args[0] = "--agent-timeout";
+	cl_coord_args[1] = "1";
+	cl_coord_args[2] = "--agent-retries";
+	cl_coord_args[3] = "0";
+	cl_coord_args[4] = "--collect-timeout";
+	cl_coord_args[5] = "20";
+	cl_coord_args[6] = NULL;
+	ck_assert_int_eq(cl_start(&c, 3, 256), 0);
+	for (i = 0; i < N; i++) {
+		write_on(&c, 0, 0xd000 + (uint64_t)i, NULL, 0);
+		write_on(&c, 1, 0xd000 + (uint64_t)i, &to1, 1);
+		write_on(&c, 2, 0xd000 + (uint64_t)i, &to2, 1);
+	}
+	ck_assert_int_eq(kill(c.hosts[1].agent, SIGSTOP), 0);
+	for (i = 0; i < N; i++)
+		ck_assert_int_eq(cl_trigger(&c, 2, HI, 0xd000 + (uint64_t)i, ERROR_TRIGGER, NULL, 0), 0);
+	/* the stopped agent's first ask fails (1 s): wait for it, then 2 s more */
+	for (int k = 0; k < 600 && cl_coord_agent_figure(&c, 2, "failed") < 1; k++)
+		nap_ms(50);
+	ck_assert_msg(cl_coord_agent_figure(&c, 2, "failed") >= 1,
+		      "no ask to the stopped agent failed (see %s)", c.dir);
+	nap_ms(2000);
+	ck_assert_int_eq(kill(c.hosts[1].agent, SIGCONT), 0);
+	for (i = 0; i < N; i++) {
+		ck_assert_msg(cl_wait_trace(&c, HI, 0xd000 + (uint64_t)i, 60, &t) == 0,
+			      "trace %d never stored (see %s)", i, c.dir);
+		ck_assert_msg(t.coherent && t.agent_count == 3,
+			      "trace %d incoherent (%u agents, %u missing) though its slow agent "
+			      "answered before the collect timeout (see %s)", i, t.agent_count,
+			      t.missing_count, c.dir);
+	}
+	ck_assert_int_ge(cl_coord_figure(&c, "traversal", "remote_retries"), 1);
+	cl_coord_args[0] = NULL;
+	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
+}
+END_TEST
+
 /* One TCase per test, so ctest runs each as its own entry (CK_RUN_CASE). */
 #define ADD_CASE(s, fn)                                      \
 	do {                                                 \
@@ -568,6 +620,7 @@ static Suite *e2e_suite(void)
 	ADD_CASE(s, hop_learned_after_the_trigger_is_followed);
 	ADD_CASE(s, burst_of_triggers_all_coherent);
 	ADD_CASE(s, silent_agent_is_retried_then_incoherent);
+	ADD_CASE(s, slow_agent_is_asked_until_it_answers);
 	ADD_CASE(s, hop_learned_after_close_reopens);
 	return s;
 }
