@@ -13,12 +13,16 @@
  * failed sends only make it ask (REGISTER to the others now). Without such a
  * set (a coordinator alone, members without --peers) the agent decides alone
  * as before: RT_ROUTE_FAILS round trips in a row failed on either link drop a
- * member (never the last live one); its REGISTER keeps going out (every
- * second while it fails, uplink.c), and the first one acknowledged brings the
- * member back.
+ * member (never the last live one) — at once when neither link holds a
+ * connection, else only after RT_ROUTE_SLOW_NS without a reply (silent_long:
+ * several requests in flight time out together behind one slow commit, and
+ * counted as three failures they moved a live member's range away); its
+ * REGISTER keeps going out (every second while it fails, uplink.c), and the
+ * first one acknowledged brings the member back.
  */
 #include "route.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -134,12 +138,38 @@ void rt_route_result(struct rt_route *r, uint32_t m, int ok)
 {
 	if (m >= r->n)
 		return;
-	if (ok) {
+	if (ok)
 		r->fails[m] = 0;
-		return;
+	else
+		r->fails[m]++; /* rt_route_pump decides (silent_long) */
+}
+
+/* A reply on either of member m's links since the last look: heard now. */
+static void note_replies(struct rt_route *r, uint32_t m, uint64_t now_ns)
+{
+	const struct rt_uplink *u = &r->up[m];
+	uint64_t n = atomic_load_explicit(&u->coll_pipes.replies, memory_order_relaxed) +
+		     atomic_load_explicit(&u->coord_pipes.replies, memory_order_relaxed);
+	if (n != r->replies_seen[m] || !r->heard_ns[m]) {
+		r->replies_seen[m] = n;
+		r->heard_ns[m] = now_ns;
 	}
-	if (++r->fails[m] >= RT_ROUTE_FAILS && !r->follows)
-		drop(r, m);
+}
+
+/* Has member m been silent long enough to be dropped on this agent's own
+ * count? Without a connection on either link, yes (the failures took their
+ * timeouts); with one, after RT_ROUTE_SLOW_NS (or RT_ROUTE_FAILS timeouts,
+ * if longer) without a reply. */
+static int silent_long(const struct rt_route *r, uint32_t m, uint64_t now_ns)
+{
+	const struct rt_uplink *u = &r->up[m];
+	uint64_t wait = (uint64_t)RT_ROUTE_FAILS * (uint64_t)u->timeout_ms * 1000000ull;
+	if (atomic_load_explicit(&u->coll_pipes.n, memory_order_acquire) <= 0 &&
+	    atomic_load_explicit(&u->coord_pipes.n, memory_order_acquire) <= 0)
+		return 1;
+	if (wait < RT_ROUTE_SLOW_NS)
+		wait = RT_ROUTE_SLOW_NS;
+	return now_ns - r->heard_ns[m] >= wait;
 }
 
 /* Member m answers this agent now: its last REGISTER was acknowledged and its
@@ -192,6 +222,7 @@ void rt_route_pump(struct rt_route *r, uint64_t now_ns)
 	for (uint32_t m = 0; m < r->n; m++) {
 		struct rt_uplink *u = &r->up[m];
 		int was = u->registered;
+		note_replies(r, m, now_ns);
 		rt_uplink_keep_dialing(u, now_ns);
 		rt_uplink_pump_coordinator(u, now_ns);
 		if (!was && u->registered && r->follows)
@@ -222,7 +253,8 @@ void rt_route_pump(struct rt_route *r, uint64_t now_ns)
 			r->ring.live[m] = live[m];
 			continue;
 		}
-		if (u->coord_fails_in_row >= RT_ROUTE_FAILS)
+		if ((u->coord_fails_in_row >= RT_ROUTE_FAILS || r->fails[m] >= RT_ROUTE_FAILS) &&
+		    silent_long(r, m, now_ns))
 			drop(r, m);
 		if (!r->ring.live[m] && u->registered) {
 			r->ring.live[m] = 1;

@@ -24,8 +24,12 @@
  *     (REGISTER to the others at once). Without a published set (one
  *     coordinator, or members without --peers) a member is dropped after
  *     RT_ROUTE_FAILS round trips in a row failed (slices or coordinator
- *     messages), unless it is the last live one; it keeps being sent REGISTER,
- *     and the first acknowledged one makes it live again.
+ *     messages) — at once if neither of its links holds a connection (a dead
+ *     process), but while one does, only once nothing came back on either
+ *     link for RT_ROUTE_SLOW_NS (a member busy in a long store commit times
+ *     out several requests at once and is not dead) — unless it is the last
+ *     live one; it keeps being sent REGISTER, and the first acknowledged one
+ *     makes it live again.
  */
 #ifndef RETRACE_AGENT_ROUTE_H
 #define RETRACE_AGENT_ROUTE_H
@@ -38,12 +42,18 @@
 
 #define RT_ROUTE_MAX 64  /* members an agent links to (RT_RING_MAX) */
 #define RT_ROUTE_FAILS 3 /* round trips failed in a row before a member is dropped */
+/* ... and, while it is connected, this long without a reply (at least
+ * RT_ROUTE_FAILS report timeouts) */
+#define RT_ROUTE_SLOW_NS 10000000000ull
 
 struct rt_route {
 	uint32_t n;
 	struct rt_ring ring;              /* ids and live flags */
 	struct rt_uplink up[RT_ROUTE_MAX];
 	uint32_t fails[RT_ROUTE_MAX];     /* round trips failed in a row */
+	/* per member: replies seen on its links at the last look, and when the
+	 * count last moved (monotonic; route.c, silent_long) */
+	uint64_t replies_seen[RT_ROUTE_MAX], heard_ns[RT_ROUTE_MAX];
 	int has_coll, has_coord;
 	int follows;                      /* the live set is the members' (route.c) */
 	/* per member, for the collector link: its last slice failed, and when the
