@@ -393,6 +393,11 @@ typedef struct rt_sel_eval_report {
 	rt_sel_paper_metrics paper_original;
 } rt_sel_eval_report;
 
+/* The alarms a replay raises for a window (alarm_on_errors): the entry-API group of
+ * every trace with a failed span or an ERROR log, each group once, into out (room for
+ * n). Returns how many. They stand in for fired exception triggers. */
+size_t rt_sel_error_alarms(const rt_sel_trace *traces, size_t n, uint64_t *out);
+
 /* Replay the dataset in time order, through the selector and a random sampler at the
  * same per-window budgets, then through the original algorithm in batches at the same
  * rate, and compute both metric sets for all three with the same code. */

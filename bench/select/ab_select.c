@@ -75,34 +75,6 @@ static uint64_t trace_start(const rt_sel_trace *t)
     return r < 0 ? 0 : t->spans[r].start_ns;
 }
 
-static bool trace_has_error(const rt_sel_trace *t)
-{
-    for (uint32_t i = 0; i < t->n_spans; i++)
-        if (t->spans[i].error)
-            return true;
-    for (uint32_t l = 0; l < t->n_logs; l++)
-        if (t->logs[l].level >= RT_SEL_LOG_ERROR)
-            return true;
-    return false;
-}
-
-/* The window's alarms (groups with an error), computed before the clock starts. */
-static size_t error_alarms(const rt_sel_trace *w, size_t n, uint64_t *out)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!trace_has_error(&w[i]))
-            continue;
-        uint64_t g = rt_sel_trace_group(&w[i]);
-        bool seen = false;
-        for (size_t j = 0; j < k && !seen; j++)
-            seen = out[j] == g;
-        if (!seen)
-            out[k++] = g;
-    }
-    return k;
-}
-
 /* Traces as read: no template ids on free-text logs, no cached op keys. */
 static void reset(rt_sel_trace *all, size_t n)
 {
@@ -129,7 +101,7 @@ static int replay(const selector_api *api, rt_sel_trace *all, size_t n, const si
         size_t m = bounds[w + 1] - bounds[w];
         credit += rate * (double)m;
         size_t budget = credit > 0 ? (size_t)floor(credit + 1e-9) : 0;
-        size_t n_alarms = error_alarms(win, m, alarms);
+        size_t n_alarms = rt_sel_error_alarms(win, m, alarms); /* before the clock */
         rt_sel_result res;
         double t0 = cpu_s();
         api->mine(sel, win, m);
