@@ -9,10 +9,11 @@
  * select-eval` and bench/select (their file readers: tools/select_eval/).
  *
  * Promises: no global state (everything lives in objects the caller creates and
- * destroys); bounded memory for log templates and the similarity cache; never an N×N
- * matrix (kernel rows are computed on demand); deterministic output for a given input
- * order; the quota sum equals the window budget exactly when there are enough traces.
- * Not thread-safe per object: one selector per thread.
+ * destroys); bounded memory for log templates, the similarity cache and the encodings
+ * remembered across windows; never an N×N matrix (kernel rows are computed on
+ * demand); deterministic output for a given input order; the quota sum equals the
+ * window budget exactly when there are enough traces. Not thread-safe per object:
+ * one selector per thread.
  */
 #ifndef RETRACE_SELECT_H
 #define RETRACE_SELECT_H

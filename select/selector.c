@@ -9,8 +9,9 @@
  * the highest-scored: with L = r rᵀ∘S, duplicates of a picked pattern have zero gain,
  * so this is exact and much cheaper), then fills any remaining quota with the trace
  * whose pattern is least similar to those already chosen. Pattern-pair similarities
- * come from an LRU cache that outlives the window. Two small memories also outlive
- * it: the patterns kept earlier (their DPP quality is scaled by seen_penalty, so a
+ * come from an LRU cache that outlives the window, and so do the encodings (by
+ * fingerprint: a trace that reads like one encoded in an earlier window takes its
+ * pairs and pattern). Two small memories also outlive it: the patterns kept earlier (their DPP quality is scaled by seen_penalty, so a
  * window prefers patterns the store does not hold yet) and a decayed count of traces
  * kept per group (tiny budgets rotate across groups instead of always serving the
  * same rarest one). A budget below the group count goes to patterns not kept before
