@@ -283,7 +283,7 @@ static uint64_t trace_start(const rt_sel_trace *t)
 }
 
 /* Groups with an error in the window stand in for fired exception triggers. */
-static size_t error_alarms(rt_sel_trace *w, size_t n, uint64_t *out)
+size_t rt_sel_error_alarms(const rt_sel_trace *w, size_t n, uint64_t *out)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -356,7 +356,7 @@ static int replay_window(replay *r, const rt_sel_eval_options *opt, rt_sel_trace
 {
 	r->credit += opt->rate * (double)n;
 	size_t budget = r->credit > 0 ? (size_t)floor(r->credit + 1e-9) : 0;
-	size_t n_alarms = opt->alarm_on_errors ? error_alarms(w, n, r->alarms) : 0;
+	size_t n_alarms = opt->alarm_on_errors ? rt_sel_error_alarms(w, n, r->alarms) : 0;
 	rt_sel_result res;
 	double t0 = now_s();
 	rt_sel_mine_templates(r->sel, w, n); /* timed apart: tracer-API logs skip it */

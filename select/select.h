@@ -9,10 +9,11 @@
  * select-eval` and bench/select (their file readers: tools/select_eval/).
  *
  * Promises: no global state (everything lives in objects the caller creates and
- * destroys); bounded memory for log templates and the similarity cache; never an N×N
- * matrix (kernel rows are computed on demand); deterministic output for a given input
- * order; the quota sum equals the window budget exactly when there are enough traces.
- * Not thread-safe per object: one selector per thread.
+ * destroys); bounded memory for log templates, the similarity cache and the encodings
+ * remembered across windows; never an N×N matrix (kernel rows are computed on
+ * demand); deterministic output for a given input order; the quota sum equals the
+ * window budget exactly when there are enough traces. Not thread-safe per object:
+ * one selector per thread.
  */
 #ifndef RETRACE_SELECT_H
 #define RETRACE_SELECT_H
@@ -392,6 +393,11 @@ typedef struct rt_sel_eval_report {
 	rt_sel_paper_metrics paper_random;
 	rt_sel_paper_metrics paper_original;
 } rt_sel_eval_report;
+
+/* The alarms a replay raises for a window (alarm_on_errors): the entry-API group of
+ * every trace with a failed span or an ERROR log, each group once, into out (room for
+ * n). Returns how many. They stand in for fired exception triggers. */
+size_t rt_sel_error_alarms(const rt_sel_trace *traces, size_t n, uint64_t *out);
 
 /* Replay the dataset in time order, through the selector and a random sampler at the
  * same per-window budgets, then through the original algorithm in batches at the same

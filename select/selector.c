@@ -9,8 +9,9 @@
  * the highest-scored: with L = r rᵀ∘S, duplicates of a picked pattern have zero gain,
  * so this is exact and much cheaper), then fills any remaining quota with the trace
  * whose pattern is least similar to those already chosen. Pattern-pair similarities
- * come from an LRU cache that outlives the window. Two small memories also outlive
- * it: the patterns kept earlier (their DPP quality is scaled by seen_penalty, so a
+ * come from an LRU cache that outlives the window, and so do the encodings (by
+ * fingerprint: a trace that reads like one encoded in an earlier window takes its
+ * pairs and pattern). Two small memories also outlive it: the patterns kept earlier (their DPP quality is scaled by seen_penalty, so a
  * window prefers patterns the store does not hold yet) and a decayed count of traces
  * kept per group (tiny budgets rotate across groups instead of always serving the
  * same rarest one). A budget below the group count goes to patterns not kept before
@@ -47,6 +48,21 @@ typedef struct key_memo {
 	uint32_t gen;
 } key_memo;
 
+/* Encodings remembered across windows (minute_tiers): a trace's fingerprint →
+ * its pattern and sorted pairs, the pairs in a ring of ENC_MEMO_WORDS words. About
+ * half of the traces a window must encode (its own fingerprint memo missed) were
+ * encoded in an earlier window; they copy ~100 words instead of hashing, sorting
+ * and chaining the pattern id again. Direct-mapped; an entry is live while the ring
+ * has not lapped its words. Exact as the window's memo is: equal fingerprints mean
+ * equal pair sets up to 64-bit collisions. */
+#define ENC_MEMO_SIZE  4096               /* entries, 32 bytes each */
+#define ENC_MEMO_WORDS ((size_t)1 << 17)  /* remembered pairs: 1 MiB */
+typedef struct enc_memo_entry {
+	uint64_t fp, pattern;
+	uint64_t pos; /* monotonic ring offset of the pairs */
+	uint64_t len;
+} enc_memo_entry;
+
 typedef struct group_stat {
 	uint64_t group; /* 0 = free slot */
 	double kept;    /* traces kept recently, decayed each window */
@@ -78,6 +94,9 @@ struct rt_selector {
 	size_t fp_cap;
 	key_memo *keys; /* KEY_MEMO_SIZE entries */
 	uint32_t key_gen;
+	enc_memo_entry *enc_memo; /* ENC_MEMO_SIZE entries */
+	uint64_t *enc_ring;       /* ENC_MEMO_WORDS words of pairs */
+	uint64_t enc_pos;         /* monotonic end of the newest remembered pairs */
 	/* span durations of the newest minute of trace time seen so far (minute_tiers):
      * a window boundary inside a minute does not split that minute's p90 */
 	rt_sel_minute_sample *carry;
@@ -156,7 +175,11 @@ rt_selector *rt_sel_create(const rt_sel_config *cfg)
 	s->seen = calloc(seen, sizeof *s->seen);
 	s->seen_mask = seen - 1;
 	s->keys = calloc(KEY_MEMO_SIZE, sizeof *s->keys);
-	if (!s->drain || !s->span_p90 || !s->group_p90 || !s->cache || !s->seen || !s->keys) {
+	s->enc_memo = calloc(ENC_MEMO_SIZE, sizeof *s->enc_memo);
+	s->enc_ring = malloc(ENC_MEMO_WORDS * sizeof *s->enc_ring);
+	s->enc_pos = 2 * ENC_MEMO_WORDS; /* a zeroed entry (pos 0) is not live */
+	if (!s->drain || !s->span_p90 || !s->group_p90 || !s->cache || !s->seen || !s->keys ||
+	    !s->enc_memo || !s->enc_ring) {
 		rt_sel_destroy(s);
 		return NULL;
 	}
@@ -181,6 +204,8 @@ void rt_sel_destroy(rt_selector *s)
 	free(s->fp_key);
 	free(s->fp_slot);
 	free(s->keys);
+	free(s->enc_memo);
+	free(s->enc_ring);
 	free(s->carry);
 	rt_sel_paper_p90_free(&s->minute);
 	free(s->pend);
@@ -286,11 +311,47 @@ static const trace_info *fp_find(rt_selector *s, uint64_t fp, size_t *slot)
 	return s->fp_slot[i] ? &s->info[s->fp_slot[i] - 1] : NULL;
 }
 
+/* The live entry remembered for fingerprint fp, or NULL. */
+static const enc_memo_entry *enc_memo_find(const rt_selector *s, uint64_t fp)
+{
+	const enc_memo_entry *e = &s->enc_memo[rt_sel_mix64(fp) & (ENC_MEMO_SIZE - 1)];
+	return e->fp == fp && s->enc_pos - e->pos <= ENC_MEMO_WORDS ? e : NULL;
+}
+
+static void enc_memo_put(rt_selector *s, uint64_t fp, uint64_t pattern, const uint64_t *v,
+			 size_t n)
+{
+	if (n > ENC_MEMO_WORDS / 16)
+		return;
+	size_t off = (size_t)(s->enc_pos % ENC_MEMO_WORDS);
+	if (off + n > ENC_MEMO_WORDS) { /* does not fit before the ring's end: next lap */
+		s->enc_pos += ENC_MEMO_WORDS - off;
+		off = 0;
+	}
+	memcpy(s->enc_ring + off, v, n * sizeof *v);
+	s->enc_memo[rt_sel_mix64(fp) & (ENC_MEMO_SIZE - 1)] =
+		(enc_memo_entry){ .fp = fp, .pattern = pattern, .pos = s->enc_pos, .len = n };
+	s->enc_pos += n;
+}
+
+/* Append pairs v[0..n) to the window arena as ti's. */
+static int arena_append(rt_selector *s, const uint64_t *v, size_t n, trace_info *ti)
+{
+	if (rt_sel_grow((void **)&s->arena, &s->arena_cap, s->arena_len + n, sizeof *s->arena))
+		return -1;
+	memcpy(s->arena + s->arena_len, v, n * sizeof *s->arena);
+	ti->off = s->arena_len;
+	ti->len = n;
+	s->arena_len += n;
+	return 0;
+}
+
 static int encode_into_arena(rt_selector *s, const rt_sel_trace *t, const uint8_t *tiers,
 			     trace_info *ti)
 {
 	size_t slot = 0;
 	uint64_t fp = 0;
+	const enc_memo_entry *known = NULL;
 	if (tiers && s->fp_cap) {
 		fp = rt_sel_encode_fingerprint(t, tiers);
 		const trace_info *same = fp_find(s, fp, &slot);
@@ -300,18 +361,22 @@ static int encode_into_arena(rt_selector *s, const rt_sel_trace *t, const uint8_
 			ti->pattern = same->pattern;
 			return 0;
 		}
+		known = enc_memo_find(s, fp);
 	}
-	if (tiers ? rt_sel_encode_minute_tiers(t, tiers, &s->enc)
-		  : rt_sel_encode(t, s->span_p90, s->cfg.weights.slow_factor, &s->enc))
-		return -1;
-	if (rt_sel_grow((void **)&s->arena, &s->arena_cap, s->arena_len + s->enc.n,
-			sizeof *s->arena))
-		return -1;
-	memcpy(s->arena + s->arena_len, s->enc.v, s->enc.n * sizeof *s->arena);
-	ti->off = s->arena_len;
-	ti->len = s->enc.n;
-	s->arena_len += s->enc.n;
-	ti->pattern = rt_sel_pattern_id(s->enc.v, s->enc.n);
+	if (known) {
+		if (arena_append(s, s->enc_ring + known->pos % ENC_MEMO_WORDS, known->len, ti))
+			return -1;
+		ti->pattern = known->pattern;
+	} else {
+		if (tiers ? rt_sel_encode_minute_tiers(t, tiers, &s->enc)
+			  : rt_sel_encode(t, s->span_p90, s->cfg.weights.slow_factor, &s->enc))
+			return -1;
+		if (arena_append(s, s->enc.v, s->enc.n, ti))
+			return -1;
+		ti->pattern = rt_sel_pattern_id(s->enc.v, s->enc.n);
+		if (tiers && s->fp_cap)
+			enc_memo_put(s, fp, ti->pattern, s->enc.v, s->enc.n);
+	}
 	if (tiers && s->fp_cap) {
 		s->fp_key[slot] = fp;
 		s->fp_slot[slot] = (uint32_t)(ti - s->info) + 1;
@@ -801,17 +866,20 @@ static int alt_pattern(rt_selector *s, const rt_sel_trace *t, const uint8_t *tie
 {
 	if (!alt_tiers || memcmp(tiers, alt_tiers, t->n_spans) == 0)
 		return 0;
-	/* an alternative reading often is another trace's reading in this window */
+	/* an alternative reading often is another trace's reading in this window, or
+	 * in an earlier one */
 	size_t slot;
-	const trace_info *same =
-		s->fp_cap ? fp_find(s, rt_sel_encode_fingerprint(t, alt_tiers), &slot) : NULL;
-	if (same) {
-		*alt = same->pattern;
+	uint64_t fp = rt_sel_encode_fingerprint(t, alt_tiers);
+	const trace_info *same = s->fp_cap ? fp_find(s, fp, &slot) : NULL;
+	const enc_memo_entry *known = same ? NULL : enc_memo_find(s, fp);
+	if (same || known) {
+		*alt = same ? same->pattern : known->pattern;
 		return 0;
 	}
 	if (rt_sel_encode_minute_tiers(t, alt_tiers, &s->enc))
 		return -1;
 	*alt = rt_sel_pattern_id(s->enc.v, s->enc.n);
+	enc_memo_put(s, fp, *alt, s->enc.v, s->enc.n);
 	return 0;
 }
 

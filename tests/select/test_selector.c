@@ -15,6 +15,14 @@ static rt_sel_trace T[NT];
 
 static const char *API[4] = {"/cart", "/pay", "/search", "/login"};
 
+/* splitmix64, for generated shapes */
+static uint64_t mix64(uint64_t x)
+{
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
 /* Group g has 40·(g+1) traces; trace i uses pattern i % variety (child template). */
 static size_t build_window(int variety)
 {
@@ -424,6 +432,75 @@ static void gen_db_trace(gen_trace *g, uint64_t id, uint64_t start, uint64_t d)
     gen_log(g, RT_SEL_LOG_INFO, 7, NULL);
 }
 
+/* Encodings remembered across windows (the selector's fingerprint memo, a ring of
+ * pairs that laps several times here) give exactly what encoding afresh gives: each
+ * window is replayed through a selector that has seen every earlier window and
+ * through a fresh one, and their patterns and picks must be equal. Windows lie in
+ * minutes of their own (no carried spans), trace durations are all equal (no
+ * latency term against the group's streaming p90), kept patterns do not lower the
+ * quality (seen_penalty 1) nor steer the quota (novelty_first off), and the
+ * similarity cache holds one pair, so the picks rest on similarities computed from
+ * the window's pairs: a memo entry with another trace's pairs, or the pairs of the
+ * same spans at other latency tiers, changes them. */
+static void gen_shape_trace(gen_trace *g, uint64_t id, uint64_t start, uint64_t *rng)
+{
+    uint64_t r = mix64(++*rng);
+    int fanout = 1 + (int)(r % 12), slow = (int)((r >> 8) % 4);
+    uint32_t tmpl = 1000 + (uint32_t)((r >> 16) % 700);
+    gen_init(g, id);
+    int root = gen_span(g, "frontend", API[(r >> 40) % 4], -1, start, start + 1000000);
+    gen_log(g, RT_SEL_LOG_INFO, 1, NULL);
+    for (int i = 0; i < fanout; i++) {
+        /* one span of the shape is 4x slower in a quarter of the traces: a tier */
+        uint64_t d = 1000 + (uint64_t)i + (slow == 0 && i == 0 ? 4000 : 0);
+        gen_span(g, i % 3 ? "db" : "cache", i % 2 ? "query" : "get", root, start + 2000,
+                 start + 2000 + d);
+        gen_log(g, (r >> 24) % 5 == 0 ? RT_SEL_LOG_WARN : RT_SEL_LOG_INFO, tmpl + (uint32_t)i,
+                NULL);
+    }
+}
+
+START_TEST(encodings_remembered_across_windows_are_exact)
+{
+    const uint64_t minute = 60000000000ull;
+    rt_sel_config cfg;
+    rt_sel_config_default(&cfg);
+    cfg.seen_penalty = 1.0;
+    cfg.novelty_first = false;
+    cfg.decline_stale = false;
+    cfg.simcache_capacity = 1;
+    rt_selector *warm = rt_sel_create(&cfg);
+    uint64_t rng = 42;
+    size_t picks_checked = 0;
+    for (int w = 0; w < 120; w++) {
+        size_t n = 100;
+        for (size_t i = 0; i < n; i++) {
+            gen_shape_trace(&G[i], (uint64_t)w * 1000 + i + 1,
+                            (uint64_t)(1000 + 2 * w) * minute + i * 100000000ull, &rng);
+            T[i] = G[i].t;
+        }
+        rt_selector *cold = rt_sel_create(&cfg);
+        rt_sel_result a, b;
+        ck_assert_int_eq(rt_sel_select_window(cold, T, n, 12, NULL, 0, &b), 0);
+        uint64_t pat[100];
+        bool chosen[100];
+        for (size_t i = 0; i < n; i++) {
+            pat[i] = b.verdicts[i].pattern;
+            chosen[i] = b.verdicts[i].chosen;
+        }
+        rt_sel_destroy(cold);
+        ck_assert_int_eq(rt_sel_select_window(warm, T, n, 12, NULL, 0, &a), 0);
+        for (size_t i = 0; i < n; i++) {
+            ck_assert_msg(a.verdicts[i].pattern == pat[i], "window %d trace %zu: pattern", w, i);
+            ck_assert_msg(a.verdicts[i].chosen == chosen[i], "window %d trace %zu: pick", w, i);
+            picks_checked += chosen[i];
+        }
+    }
+    ck_assert_uint_eq(picks_checked, 120 * 12);
+    rt_sel_destroy(warm);
+}
+END_TEST
+
 START_TEST(minute_split_by_window_keeps_one_p90)
 {
     const uint64_t minute = 60000000000ull, m0 = 100 * minute, d = 10000;
@@ -557,6 +634,7 @@ int main(void)
     tcase_add_test(tc, minute_split_by_window_keeps_one_p90);
     tcase_add_test(tc, kept_trace_of_cut_minute_judged_again);
     tcase_add_test(tc, cut_minute_read_against_minute_before);
+    tcase_add_test(tc, encodings_remembered_across_windows_are_exact);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
