@@ -615,17 +615,24 @@ static void conn_swap_make(rt_weave_span *cl, rt_weave_span *sv, bool named)
         cl[i].conn = sv[i].conn = 0xc0000 + i; /* a different pooled connection each */
 }
 
+/* The swap case woven with use_conn on (the default) and off. */
+static void conn_swap_weave(rt_weave_span *cl, rt_weave_span *sv, bool named, rt_weave_link *on,
+                            rt_weave_link *off)
+{
+    rt_weave_opts o, o_off;
+    rt_weave_opts_default(&o);
+    o_off = o;
+    o_off.use_conn = false;
+    conn_swap_make(cl, sv, named);
+    ck_assert_int_eq(rt_weave_hop(&o, cl, CONN_LONE + 2, sv, CONN_LONE + 2, on, NULL), 0);
+    ck_assert_int_eq(rt_weave_hop(&o_off, cl, CONN_LONE + 2, sv, CONN_LONE + 2, off, NULL), 0);
+}
+
 START_TEST(connection_id_fixes_a_timing_swap)
 {
     rt_weave_span cl[CONN_LONE + 2], sv[CONN_LONE + 2];
     rt_weave_link with[CONN_LONE + 2], without[CONN_LONE + 2];
-    rt_weave_opts o, off;
-    rt_weave_opts_default(&o);
-    off = o;
-    off.use_conn = false;
-    conn_swap_make(cl, sv, true);
-    ck_assert_int_eq(rt_weave_hop(&off, cl, CONN_LONE + 2, sv, CONN_LONE + 2, without, NULL), 0);
-    ck_assert_int_eq(rt_weave_hop(&o, cl, CONN_LONE + 2, sv, CONN_LONE + 2, with, NULL), 0);
+    conn_swap_weave(cl, sv, true, with, without);
     /* timing alone swaps the two concurrent calls ... */
     ck_assert_int_eq(without[CONN_LONE].server, CONN_LONE + 1);
     ck_assert_int_eq(without[CONN_LONE + 1].server, CONN_LONE);
@@ -637,7 +644,7 @@ START_TEST(connection_id_fixes_a_timing_swap)
     /* a server on another connection is never linked, even as the only one nested */
     rt_weave_span lone_c = {1, 1, 1, 0, 1000000, 0, 7}, lone_s = {2, 2, 2, 100000, 900000, 0, 8};
     rt_weave_link l;
-    ck_assert_int_eq(rt_weave_hop(&o, &lone_c, 1, &lone_s, 1, &l, NULL), 0);
+    ck_assert_int_eq(rt_weave_hop(NULL, &lone_c, 1, &lone_s, 1, &l, NULL), 0);
     ck_assert_int_eq(l.server, RT_WEAVE_NONE);
     ck_assert_int_eq(rt_weave_vpath(0, cl, CONN_LONE + 2, sv, CONN_LONE + 2, with), 0);
     ck_assert_int_eq(with[CONN_LONE].server, CONN_LONE); /* vPath goes by the connection */
@@ -659,13 +666,11 @@ START_TEST(without_connection_ids_nothing_changes)
     rt_weave_span cl[CONN_LONE + 2], sv[CONN_LONE + 2];
     rt_weave_link a[CONN_LONE + 2], b[CONN_LONE + 2];
     rt_weave_opts o, off;
+    conn_swap_weave(cl, sv, false, a, b);
+    links_equal(a, b, CONN_LONE + 2);
     rt_weave_opts_default(&o);
     off = o;
     off.use_conn = false;
-    conn_swap_make(cl, sv, false);
-    ck_assert_int_eq(rt_weave_hop(&o, cl, CONN_LONE + 2, sv, CONN_LONE + 2, a, NULL), 0);
-    ck_assert_int_eq(rt_weave_hop(&off, cl, CONN_LONE + 2, sv, CONN_LONE + 2, b, NULL), 0);
-    links_equal(a, b, CONN_LONE + 2);
     ck_assert_int_eq(a[CONN_LONE].server, CONN_LONE + 1);
     /* a loaded workload: the same decisions, bit for bit, with the ids absent
      * (use_conn on) as with the option off on the named spans */
