@@ -24,7 +24,9 @@
 # where vPath falls back to FCFS).
 #   bench weave mode=real hops=H load=R concurrency=C requests=N accuracy=A
 #     noconn_accuracy=P fcfs_accuracy=F vpath_accuracy=V ratio_vs_fcfs=A/F
-#     ratio_vs_noconn=A/P conn_share=S ms_per_1000_spans=M
+#     ratio_vs_noconn=R conn_share=S ms_per_1000_spans=M
+# (ratio_vs_noconn: the weaver over the requests noconn is scored on — see
+# baseline_requests below — divided by noconn_accuracy)
 # With 2 hops a baseline's second hop is known only where the weaver's first found
 # the right callee trace (its decision on that call was logged): baseline_requests
 # says how many, accuracy_on_baseline_requests is the weaver over the same ones.
