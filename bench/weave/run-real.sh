@@ -21,7 +21,9 @@
 # and vPath go by it; noconn_accuracy is the weaver on the same input with the
 # connection ids ignored (use_conn off: the algorithm without them), scored the
 # same way (--no-conn-pool: the app as before, one shared connection per callee,
-# where vPath falls back to FCFS).
+# where vPath falls back to FCFS). The comparison weave runs inside the coordinator
+# (debug level only) and costs 3-5x the weave with the ids: at saturation it can
+# delay groups past their collect deadline (docs/weaving.md, session 12).
 #   bench weave mode=real hops=H load=R concurrency=C requests=N accuracy=A
 #     noconn_accuracy=P fcfs_accuracy=F vpath_accuracy=V ratio_vs_fcfs=A/F
 #     ratio_vs_noconn=R conn_share=S ms_per_1000_spans=M
