@@ -2,8 +2,9 @@
  * no context, as a pure C library (libc + libm only).
  *
  * Owns: for one hop (caller service A -> callee service B) the inference of which of
- * A's CLIENT spans caused which of B's SERVER root spans, from timing alone: the
- * candidate sets (the server span nested in the client span, up to a clock skew), the
+ * A's CLIENT spans caused which of B's SERVER root spans, from timing (and, where
+ * both spans name it, the connection the call went over): the candidate sets (the
+ * server span nested in the client span, up to a clock skew, on the same connection), the
  * batches (clients that share no candidate are decided apart), the per-hop delay model
  * (a Gaussian, then a Gaussian mixture refitted on the previous iteration's mapping;
  * where delays drift with time, as on a loaded host, a time-local model of each
