@@ -12,7 +12,9 @@
  * service.name) and SPAN_START / SPAN_END (shm/events.h). The strict msgpack
  * reader (wire/mp.h) reads them; any record that does not parse is skipped and
  * counted. The root SERVER span (parent 0) of the asked service gives the
- * candidate: its span id, its start, its end if it ended. Ticks become Unix ns
+ * candidate: its span id, its start, its end if it ended, and the connection
+ * it came on when its ATTR events name one (net.sock.host/peer.addr/port,
+ * hashed by rt_wire_conn_id: the same id the caller's CLIENT span gives). Ticks become Unix ns
  * with the pool's calibration through rt_wire_slice_tick_ns, the one conversion
  * the coordinator's decoder also uses, so both sides agree to the nanosecond.
  *
@@ -71,9 +73,16 @@ struct stream {
 	char svc[RT_WIRE_MAX_STR + 1];
 };
 
+/* A span's ends of its connection (net.sock.* attributes), when it names them. */
+struct sock_ends {
+	char host[48], peer[48];
+	uint64_t host_port, peer_port;
+};
+
 struct root {
 	uint64_t span, start_tick, end_tick;
 	int stream;           /* index into the streams, or -1 */
+	struct sock_ends ends;
 };
 
 /* A CLIENT span and the peer.service it named (kind CLIENTS). */
@@ -82,6 +91,7 @@ struct client {
 	int stream;
 	uint32_t peer_len;
 	char peer[RT_WIRE_MAX_STR + 1];
+	struct sock_ends ends;
 };
 
 #define MAX_ROOTS 4
@@ -112,6 +122,49 @@ static int stream_of(struct reading *r, uint32_t pid, uint32_t tid)
 	return (int)r->nstreams++;
 }
 
+/* The ends of span's connection that the query reads (a root or a client). */
+static struct sock_ends *ends_of(struct reading *r, uint64_t span)
+{
+	unsigned i;
+	for (i = 0; i < r->nroots; i++)
+		if (r->roots[i].span == span)
+			return &r->roots[i].ends;
+	for (i = 0; i < r->nclients; i++)
+		if (r->clients[i].span == span)
+			return &r->clients[i].ends;
+	return NULL;
+}
+
+/* An ATTR net.sock.{host,peer}.{addr,port} (the key after "net.sock."): an
+ * address is a string, a port an integer; others are not ours. 0, or -1 if bad. */
+static int read_sock_attr(struct reading *r, struct rt_mp *m, uint64_t span,
+			  const uint8_t *key, uint32_t kn)
+{
+	struct sock_ends *e = ends_of(r, span);
+	struct rt_mp_obj o;
+	int host;
+	if (!e)
+		return 0;
+	if (kn == 9 && (!memcmp(key, "host.addr", 9) || !memcmp(key, "peer.addr", 9))) {
+		char *dst;
+		host = key[0] == 'h';
+		if (rt_mp_scalar(m, RETRACE_EV_MAX_STR, &o))
+			return -1;
+		dst = host ? e->host : e->peer;
+		if (o.kind == RT_MP_STR && o.len < sizeof e->host && !memchr(o.s, 0, o.len)) {
+			memcpy(dst, o.s, o.len);
+			dst[o.len] = 0;
+		}
+	} else if (kn == 9 && (!memcmp(key, "host.port", 9) || !memcmp(key, "peer.port", 9))) {
+		host = key[0] == 'h';
+		if (rt_mp_scalar(m, RETRACE_EV_MAX_STR, &o))
+			return -1;
+		if (o.kind == RT_MP_UINT)
+			*(host ? &e->host_port : &e->peer_port) = o.v.u;
+	}
+	return 0;
+}
+
 /* One whole record of stream `st`: keep what the query needs. 0, or -1 if bad. */
 static int read_record(struct reading *r, int st, const uint8_t *rec, uint32_t len)
 {
@@ -126,8 +179,12 @@ static int read_record(struct reading *r, int st, const uint8_t *rec, uint32_t l
 		if (mp_uint(&m, &span) || mp_uint(&m, &parent) || mp_uint(&m, &kind) ||
 		    mp_uint(&m, &tick) || mp_str(&m, &s, &n) || m.i != m.n)
 			return -1;
-		if (parent == 0 && kind == RETRACE_SPAN_SERVER && span && r->nroots < MAX_ROOTS)
-			r->roots[r->nroots++] = (struct root){span, tick, 0, st};
+		if (parent == 0 && kind == RETRACE_SPAN_SERVER && span && r->nroots < MAX_ROOTS) {
+			memset(&r->roots[r->nroots], 0, sizeof r->roots[0]);
+			r->roots[r->nroots].span = span;
+			r->roots[r->nroots].start_tick = tick;
+			r->roots[r->nroots++].stream = st;
+		}
 		if (kind == RETRACE_SPAN_CLIENT && span && r->want_clients &&
 		    r->nclients < MAX_CLIENTS) {
 			memset(&r->clients[r->nclients], 0, sizeof r->clients[0]);
@@ -149,10 +206,12 @@ static int read_record(struct reading *r, int st, const uint8_t *rec, uint32_t l
 	case RETRACE_EV_ATTR: {
 		const uint8_t *key, *val;
 		uint32_t kn, vn;
-		if (!r->nclients)
+		if (!r->nclients && !r->nroots)
 			return 0;
 		if (mp_uint(&m, &span) || mp_str(&m, &key, &kn))
 			return -1;
+		if (kn > 9 && memcmp(key, "net.sock.", 9) == 0)
+			return read_sock_attr(r, &m, span, key + 9, kn - 9);
 		if (kn != 12 || memcmp(key, "peer.service", 12) != 0 || m.i >= m.n ||
 		    !((m.p[m.i] >= 0xa0 && m.p[m.i] <= 0xbf) || (m.p[m.i] >= 0xd9 && m.p[m.i] <= 0xdb)))
 			return 0;
@@ -307,6 +366,7 @@ size_t rt_agent_window_query(struct rt_agent *a, const struct rt_wire_window_que
 			uint64_t t0 = clients ? y->start_tick : x->start_tick;
 			uint64_t t1 = clients ? y->end_tick : x->end_tick;
 			uint64_t start = tick_ns(a, t0);
+			const struct sock_ends *ends = clients ? &y->ends : &x->ends;
 			if (!s || s->svc_len != svc_len || memcmp(s->svc, q->service, svc_len) != 0 ||
 			    start < q->t0_unix_ns || start > q->t1_unix_ns)
 				continue;
@@ -321,8 +381,10 @@ size_t rt_agent_window_query(struct rt_agent *a, const struct rt_wire_window_que
 				v = p;
 				capv = nc;
 			}
-			v[nv].c = (struct rt_wire_window_candidate){e->hi, e->lo, span, start,
-								    t1 ? tick_ns(a, t1) : 0};
+			v[nv].c = (struct rt_wire_window_candidate){
+				e->hi, e->lo, span, start, t1 ? tick_ns(a, t1) : 0,
+				rt_wire_conn_id(clients, ends->host, ends->host_port, ends->peer,
+						ends->peer_port)};
 			v[nv].t = t;
 			nv++;
 			if (!clients)

@@ -19,7 +19,10 @@
  * just take the likeliest, whoever caused it). A query an agent did not answer
  * within --weave-timeout is asked once more (ask_again). When all have answered
  * (or failed twice), or at the job's backstop deadline, the job weaves (weave/weave.h: timing constraints, delay
- * model, joint assignment, a confidence per link): each of our clients linked to a
+ * model, joint assignment, a confidence per link; the connection each call went
+ * over where its spans name one — rt_wire_conn_id of their net.sock.*
+ * attributes, ours from the decoded span, the others' from the agents'
+ * answers): each of our clients linked to a
  * candidate adds the candidate's trace to the group with the answering agent
  * named, so the ordinary traversal pins it there and collects it; the other
  * holds are released (WINDOW_RELEASE). A woven-in trace is itself looked at
@@ -72,6 +75,7 @@ struct weave_hop {
 	uint8_t edge;                 /* index into the job's callees */
 	uint64_t span_id;
 	int64_t start_ns, end_ns;
+	uint64_t conn;                /* rt_wire_conn_id of its net.sock.* attributes, or 0 */
 };
 
 struct weave_cand {
@@ -233,6 +237,24 @@ static const char *attr_str(const struct rt_attr *a, uint32_t n, const char *key
 		if (a[i].key && !strcmp(a[i].key, key) && a[i].value.type == RT_VAL_STR)
 			return a[i].value.u.s;
 	return NULL;
+}
+
+static uint64_t attr_uint(const struct rt_attr *a, uint32_t n, const char *key)
+{
+	uint32_t i;
+	for (i = 0; i < n; i++)
+		if (a[i].key && !strcmp(a[i].key, key) && a[i].value.type == RT_VAL_INT)
+			return a[i].value.u.i > 0 ? (uint64_t)a[i].value.u.i : 0;
+	return 0;
+}
+
+/* The connection a CLIENT span's call went over (0: it names none). */
+static uint64_t conn_of(const struct rt_span *s)
+{
+	return rt_wire_conn_id(1, attr_str(s->attrs, s->n_attrs, "net.sock.host.addr"),
+			       attr_uint(s->attrs, s->n_attrs, "net.sock.host.port"),
+			       attr_str(s->attrs, s->n_attrs, "net.sock.peer.addr"),
+			       attr_uint(s->attrs, s->n_attrs, "net.sock.peer.port"));
 }
 
 static const char *service_of(const struct rt_decoded_trace *dt, const struct rt_span *s)
@@ -399,7 +421,8 @@ static void look_at(struct rt_coord *c, struct coord_group *g, int idx, struct w
 		}
 		coord_weave_note_hop(c, caller, callee);
 		j->hops[j->nhops++] = (struct weave_hop){(uint8_t)idx, (uint8_t)k, s->span_id,
-							 (int64_t)s->start_ns, (int64_t)s->end_ns};
+							 (int64_t)s->start_ns, (int64_t)s->end_ns,
+							 conn_of(s)};
 	}
 	rt_decoded_trace_free(&dt);
 }
@@ -577,7 +600,7 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 	struct coord_weave *w = c->weave;
 	struct coord_group *g = &c->groups[j->group];
 	rt_weave_span *cl = NULL, *sv = NULL;
-	rt_weave_link *res = NULL, *fcfs = NULL, *vpath = NULL;
+	rt_weave_link *res = NULL, *fcfs = NULL, *vpath = NULL, *noconn = NULL;
 	int debug = c->cfg.log_level >= LOG_DEBUG;
 	uint32_t *svc_of = NULL, k, i;
 	rt_weave_opts opts;
@@ -591,7 +614,8 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 	if (debug) { /* the baselines on the same input, for bench/weave's real mode */
 		fcfs = malloc((WEAVE_MAX_HOPS + j->ncands) * sizeof *fcfs);
 		vpath = malloc((WEAVE_MAX_HOPS + j->ncands) * sizeof *vpath);
-		if (!fcfs || !vpath)
+		noconn = malloc((WEAVE_MAX_HOPS + j->ncands) * sizeof *noconn);
+		if (!fcfs || !vpath || !noconn)
 			debug = 0;
 	}
 	sv = malloc((j->ncands ? j->ncands : 1) * sizeof *sv);
@@ -603,7 +627,8 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 			if (j->hops[i].edge == k) {
 				const struct weave_hop *h = &j->hops[i];
 				cl[nc] = (rt_weave_span){h->span_id, g->traces[h->trace].hi,
-							 g->traces[h->trace].lo, h->start_ns, h->end_ns, 0};
+							 g->traces[h->trace].lo, h->start_ns, h->end_ns, 0,
+							 h->conn};
 				hop_of[nc++] = i;
 			}
 		ours = nc;
@@ -614,7 +639,7 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 				continue;
 			cl[nc++] = (rt_weave_span){x->c.span_id, x->c.trace_hi, x->c.trace_lo,
 						   (int64_t)x->c.start_unix_ns,
-						   (int64_t)x->c.end_unix_ns, 0};
+						   (int64_t)x->c.end_unix_ns, 0, x->c.conn};
 			w->st.other_clients++;
 		}
 		for (i = 0; i < j->ncands; i++) {
@@ -623,7 +648,8 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 			    in_group(g, x->c.trace_lo) || !x->c.end_unix_ns)
 				continue;
 			sv[ns] = (rt_weave_span){x->c.span_id, x->c.trace_hi, x->c.trace_lo,
-						 (int64_t)x->c.start_unix_ns, (int64_t)x->c.end_unix_ns, 0};
+						 (int64_t)x->c.start_unix_ns, (int64_t)x->c.end_unix_ns, 0,
+						 x->c.conn};
 			svc_of[ns++] = i;
 		}
 		{
@@ -646,9 +672,14 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 			w->st.weave_cpu_ns += (uint64_t)((a1.tv_sec - a0.tv_sec) * 1000000000ll +
 							 (a1.tv_nsec - a0.tv_nsec));
 		}
-		if (debug && (rt_weave_fcfs(opts.skew_ns, cl, nc, sv, ns, fcfs) < 0 ||
-			      rt_weave_vpath(opts.skew_ns, cl, nc, sv, ns, vpath) < 0))
-			debug = 0;
+		if (debug) { /* and the weaver without the connection ids (use_conn off) */
+			rt_weave_opts plain = opts;
+			plain.use_conn = false;
+			if (rt_weave_fcfs(opts.skew_ns, cl, nc, sv, ns, fcfs) < 0 ||
+			    rt_weave_vpath(opts.skew_ns, cl, nc, sv, ns, vpath) < 0 ||
+			    rt_weave_hop(&plain, cl, nc, sv, ns, noconn, NULL) < 0)
+				debug = 0;
+		}
 		w->batches++;
 		/* The weaver's whole input and model, for bench/weave's breakdown of
 		 * wrong links (run-real.sh --why). */
@@ -656,10 +687,10 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 			const rt_weave_span *x = i < nc ? &cl[i] : &sv[i - nc];
 			coord_log(c, LOG_DEBUG,
 				  "weave input batch=%llu side=%c ours=%d span=%016" PRIx64
-				  " trace=%016" PRIx64 "%016" PRIx64 " start=%lld end=%lld",
+				  " trace=%016" PRIx64 "%016" PRIx64 " start=%lld end=%lld conn=%016" PRIx64,
 				  (unsigned long long)w->batches, i < nc ? 'c' : 's', i < ours,
 				  x->span_id, x->trace_hi, x->trace_lo, (long long)x->start_ns,
-				  (long long)x->end_ns);
+				  (long long)x->end_ns, x->conn);
 		}
 		if (debug) {
 			const rt_weave_mixture *q = &st.model.request, *p = &st.model.response;
@@ -672,10 +703,10 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 				  p->weight[0]);
 		}
 		for (i = 0; debug && i < ours; i++) {
-			const rt_weave_link *x[3] = {&res[i], &fcfs[i], &vpath[i]};
-			char id[3][33];
+			const rt_weave_link *x[4] = {&res[i], &fcfs[i], &vpath[i], &noconn[i]};
+			char id[4][33];
 			int m;
-			for (m = 0; m < 3; m++) {
+			for (m = 0; m < 4; m++) {
 				if (x[m]->server == RT_WEAVE_NONE)
 					snprintf(id[m], sizeof id[m], "none");
 				else
@@ -684,9 +715,10 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 			}
 			coord_log(c, LOG_DEBUG,
 				  "weave decision batch=%llu callee=%s span=%016" PRIx64
-				  " weaver=%s fcfs=%s vpath=%s confidence=%.4f clients=%u servers=%u",
+				  " weaver=%s fcfs=%s vpath=%s noconn=%s confidence=%.4f clients=%u servers=%u"
+				  " conn=%d",
 				  (unsigned long long)w->batches, j->callees[k], cl[i].span_id, id[0], id[1], id[2],
-				  res[i].confidence, nc, ns);
+				  id[3], res[i].confidence, nc, ns, cl[i].conn != 0);
 		}
 		for (i = 0; i < ours; i++) {
 			const struct weave_hop *h = &j->hops[hop_of[i]];
@@ -721,6 +753,7 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 	free(res);
 	free(fcfs);
 	free(vpath);
+	free(noconn);
 	free(sv);
 	free(svc_of);
 	send_releases(c, j);

@@ -4,18 +4,25 @@
  * server not yet taken that starts inside it. A pointer over the sorted servers skips
  * the prefix that is taken or too early for every later client, so a run is close to
  * linear when calls are short.
- * vPath-style affinity: the same, restricted to servers of the client's thread (the
- * channel seen on both sides); clients without a thread, or whose thread has no
- * fitting server, fall back to FCFS over everything left.
+ * vPath-style affinity: the same, restricted to servers of the client's channel
+ * (its connection id, else its thread: the channel seen on both sides); clients
+ * without one, or whose channel has no fitting server, fall back to FCFS over
+ * everything left.
  */
 #include "internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
+/* The channel vPath goes by: the connection when named, else the thread. */
+static uint64_t channel_of(const rt_weave_span *x)
+{
+    return x->conn ? x->conn : x->thread;
+}
+
 /* Earliest untaken server (in start order from *first) that starts in
- * [c.start - skew, c.end]; thread 0 means any thread. */
-static ptrdiff_t earliest(const rt_weave_span *c, uint64_t thread, int64_t skew,
+ * [c.start - skew, c.end]; channel 0 means any channel. */
+static ptrdiff_t earliest(const rt_weave_span *c, uint64_t channel, int64_t skew,
                           const rt_weave_span *sv, const size_t *sorder, size_t nsv,
                           const unsigned char *taken, size_t *first)
 {
@@ -26,14 +33,14 @@ static ptrdiff_t earliest(const rt_weave_span *c, uint64_t thread, int64_t skew,
         size_t s = sorder[q];
         if (taken[s] || sv[s].start_ns < c->start_ns - skew)
             continue;
-        if (thread && sv[s].thread != thread)
+        if (channel && channel_of(&sv[s]) != channel)
             continue;
         return (ptrdiff_t)s;
     }
     return RT_WEAVE_NONE;
 }
 
-static int match(int64_t skew, bool by_thread, const rt_weave_span *clients, size_t nc,
+static int match(int64_t skew, bool by_channel, const rt_weave_span *clients, size_t nc,
                  const rt_weave_span *servers, size_t ns, rt_weave_link *out)
 {
     if ((nc && (!clients || !out)) || (ns && !servers))
@@ -56,8 +63,8 @@ static int match(int64_t skew, bool by_thread, const rt_weave_span *clients, siz
         const rt_weave_span *c = &clients[corder[p]];
         ptrdiff_t s = RT_WEAVE_NONE;
         size_t from = first;
-        if (by_thread && c->thread)
-            s = earliest(c, c->thread, skew, servers, sorder, nsv, taken, &from);
+        if (by_channel && channel_of(c))
+            s = earliest(c, channel_of(c), skew, servers, sorder, nsv, taken, &from);
         if (s == RT_WEAVE_NONE) {
             from = first;
             s = earliest(c, 0, skew, servers, sorder, nsv, taken, &from);

@@ -4,7 +4,13 @@
  *    a client when it starts no earlier than the client and ends no later than it
  *    (each bound widened by the skew): a server that sticks out cannot have been
  *    caused by that call. Binary search finds the servers starting in the client's
- *    span; at most max_candidates (the earliest) are kept.
+ *    span; at most max_candidates (the earliest) are kept. With connection ids
+ *    (use_conn), a server on another connection is no candidate, and a client one
+ *    of whose nested servers ran on its own connection keeps only those: with one
+ *    request at a time on a connection, that server was this call's, and "none" is
+ *    no option for it (in the assignment nor in its confidence). The batches
+ *    then fall apart into (mostly) lone pairs, and timing decides only what the
+ *    connections leave open.
  * 2. Batches. A union-find over servers joins the candidates of each client; clients
  *    whose candidates fall in one component form a batch, and batches share nothing,
  *    so each is decided alone.
@@ -55,6 +61,7 @@ void rt_weave_opts_default(rt_weave_opts *o)
     o->max_candidates = 96;
     o->window = 48;
     o->thread_constraint = false;
+    o->use_conn = true;
     o->order_weight = 0.5;
     o->local_k = 8;
 }
@@ -103,6 +110,7 @@ typedef struct weaver {
     size_t *corder;       /* p -> client index */
     size_t *cand_off;     /* ncv + 1 offsets into the candidate arrays */
     size_t *cand_srv;     /* candidate -> server index */
+    bool *own_conn;       /* p -> its candidates ran on its own connection (use_conn) */
     double *cand_req, *cand_resp, *cand_score;
     double *cand_order;    /* the order prior's term per candidate (<= 0), or NULL */
     double *order_buf;     /* its storage */
@@ -150,6 +158,35 @@ static bool thread_ok(const weaver *w, const rt_weave_span *c, const rt_weave_sp
     return !w->o->thread_constraint || !c->thread || !s->thread || c->thread == s->thread;
 }
 
+/* Both name the same connection (use_conn). */
+static bool same_conn(const weaver *w, const rt_weave_span *c, const rt_weave_span *s)
+{
+    return w->o->use_conn && c->conn && c->conn == s->conn;
+}
+
+/* May s be c's server as far as connections go: not when both name one and they
+ * differ (the connection is seen the same from both ends). */
+static bool conn_ok(const weaver *w, const rt_weave_span *c, const rt_weave_span *s)
+{
+    return !w->o->use_conn || !c->conn || !s->conn || c->conn == s->conn;
+}
+
+/* Does a server nested in client c (from sorted position q on) run on c's own
+ * connection? Then it was caused by c — the connection carries one request at a
+ * time — and c's other candidates are ruled out. */
+static bool has_own_conn_server(const weaver *w, const rt_weave_span *c, const size_t *sorder,
+                                size_t nsv, size_t q, int64_t skew)
+{
+    if (!w->o->use_conn || !c->conn)
+        return false;
+    for (; q < nsv && w->sv[sorder[q]].start_ns <= c->end_ns + skew; q++) {
+        const rt_weave_span *s = &w->sv[sorder[q]];
+        if (s->end_ns <= c->end_ns + skew && same_conn(w, c, s) && thread_ok(w, c, s))
+            return true;
+    }
+    return false;
+}
+
 /* First position in the sorted servers whose start is >= t. */
 static size_t lower_bound(const rt_weave_span *sv, const size_t *sorder, size_t n, int64_t t)
 {
@@ -169,7 +206,8 @@ static int build_candidates(weaver *w, const size_t *sorder, size_t nsv, rt_weav
     size_t cap = w->ncv * 4 + 16;
     w->cand_off = malloc((w->ncv + 1) * sizeof *w->cand_off);
     w->cand_srv = malloc(cap * sizeof *w->cand_srv);
-    if (!w->cand_off || !w->cand_srv)
+    w->own_conn = calloc(w->ncv + 1, sizeof *w->own_conn);
+    if (!w->cand_off || !w->cand_srv || !w->own_conn)
         return -1;
     int64_t skew = w->o->skew_ns > 0 ? w->o->skew_ns : 0;
     size_t maxc = w->o->max_candidates ? w->o->max_candidates : 1;
@@ -177,11 +215,13 @@ static int build_candidates(weaver *w, const size_t *sorder, size_t nsv, rt_weav
     for (size_t p = 0; p < w->ncv; p++) {
         const rt_weave_span *c = &w->cl[w->corder[p]];
         w->cand_off[p] = w->ncand;
-        size_t kept = 0;
-        for (size_t q = lower_bound(w->sv, sorder, nsv, c->start_ns - skew);
-             q < nsv && w->sv[sorder[q]].start_ns <= c->end_ns + skew; q++) {
+        size_t kept = 0, q0 = lower_bound(w->sv, sorder, nsv, c->start_ns - skew);
+        bool own_only = has_own_conn_server(w, c, sorder, nsv, q0, skew);
+        w->own_conn[p] = own_only;
+        for (size_t q = q0; q < nsv && w->sv[sorder[q]].start_ns <= c->end_ns + skew; q++) {
             const rt_weave_span *s = &w->sv[sorder[q]];
-            if (s->end_ns > c->end_ns + skew || !thread_ok(w, c, s))
+            if (s->end_ns > c->end_ns + skew || !thread_ok(w, c, s) || !conn_ok(w, c, s) ||
+                (own_only && !same_conn(w, c, s)))
                 continue;
             if (kept == maxc) {
                 st->truncated++;
@@ -505,7 +545,8 @@ static int solve_window(weaver *w, const size_t *ps, size_t from, size_t to, siz
         for (size_t j = 0; j < cols; j++)
             row[j] = FORBIDDEN;
         size_t p = ps[from + r];
-        row[m + r] = -skip_of(w, p);
+        /* a call whose own connection served a candidate did reach the callee */
+        row[m + r] = w->own_conn[p] ? FORBIDDEN : -skip_of(w, p);
         for (size_t k = w->cand_off[p]; k < w->cand_off[p + 1]; k++) {
             size_t s = w->cand_srv[k];
             if (w->taken_by[s] == NONE_IDX && w->stamp[s] == w->stamp_now)
@@ -608,7 +649,7 @@ static double confidence_of(const weaver *w, size_t p)
 {
     size_t mine = w->choice[p];
     double skip = skip_of(w, p), cur = mine == NONE_IDX ? skip : w->cand_score[mine], sum = 1;
-    if (mine != NONE_IDX)
+    if (mine != NONE_IDX && !w->own_conn[p]) /* "none" is no alternative on its connection */
         sum += ratio(skip - cur);
     for (size_t k = w->cand_off[p]; k < w->cand_off[p + 1]; k++) {
         if (k == mine)
@@ -633,6 +674,7 @@ static void weaver_free(weaver *w)
     free(w->corder);
     free(w->cand_off);
     free(w->cand_srv);
+    free(w->own_conn);
     free(w->cand_req);
     free(w->cand_resp);
     free(w->cand_score);

@@ -2,8 +2,9 @@
  * no context, as a pure C library (libc + libm only).
  *
  * Owns: for one hop (caller service A -> callee service B) the inference of which of
- * A's CLIENT spans caused which of B's SERVER root spans, from timing alone: the
- * candidate sets (the server span nested in the client span, up to a clock skew), the
+ * A's CLIENT spans caused which of B's SERVER root spans, from timing (and, where
+ * both spans name it, the connection the call went over): the candidate sets (the
+ * server span nested in the client span, up to a clock skew, on the same connection), the
  * batches (clients that share no candidate are decided apart), the per-hop delay model
  * (a Gaussian, then a Gaussian mixture refitted on the previous iteration's mapping;
  * where delays drift with time, as on a loaded host, a time-local model of each
@@ -37,14 +38,23 @@ extern "C" {
 
 /* One span as the weaver sees it. Times are Unix nanoseconds (any common epoch
  * works: only differences matter). `thread` is optional (0 = unknown): the id of the
- * channel that carried the call, named the same on both sides of the hop (a
- * connection's 4-tuple hash, or the worker thread of a thread-per-connection server);
- * only the vPath baseline and the optional thread constraint use it. */
+ * channel that carried the call, named the same on both sides of the hop (the
+ * worker thread of a thread-per-connection server, a multiplexed channel); only the
+ * vPath baseline and the optional thread constraint use it.
+ * `conn` is optional (0 = unknown): the identity of the connection that carried the
+ * call, one request at a time (a keep-alive connection pool, HTTP/1.1 without
+ * pipelining), the same number on both sides of the hop — what the socket layer
+ * shows without any context propagation: the caller's local and remote
+ * address:port are the callee's remote and local ones (the coordinator hashes
+ * them with rt_wire_conn_id). With opts.use_conn, when both sides name one a pair
+ * whose connections differ is impossible, and a client whose own connection
+ * served a candidate keeps only such candidates (see use_conn). */
 typedef struct rt_weave_span {
     uint64_t span_id;
     uint64_t trace_hi, trace_lo;
     int64_t start_ns, end_ns;
     uint64_t thread;
+    uint64_t conn;
 } rt_weave_span;
 
 #define RT_WEAVE_NONE ((ptrdiff_t)-1)
@@ -66,6 +76,15 @@ typedef struct rt_weave_opts {
     unsigned max_candidates; /* per client, the earliest-starting ones kept (default 96) */
     unsigned window;         /* batch size solved exactly; larger ones in windows (default 48) */
     bool thread_constraint;  /* when both sides name a thread, they must be equal */
+    /* The connection id (rt_weave_span.conn; default true). A connection carries one
+     * request at a time, so (1) a client and a server that both name a connection
+     * can be linked only if it is the same one, and (2) a server nested in a client
+     * on the client's own connection was caused by it: a client with such a
+     * candidate keeps only those (a server naming no connection could come from
+     * anywhere, and is then ruled out), and "none" is no option for that client.
+     * Spans naming no connection (conn 0) weave
+     * exactly as without this option. */
+    bool use_conn;
     /* The order of arrival as a soft prior (0 = off; default 0.5), in the rounds that
      * use the time-local model (below): a pair's score also counts its order
      * inversions against the previous round's mapping (calls issued before it whose
@@ -135,9 +154,10 @@ int rt_weave_hop(const rt_weave_opts *o, const rt_weave_span *clients, size_t n_
 int rt_weave_fcfs(int64_t skew_ns, const rt_weave_span *clients, size_t n_clients,
                   const rt_weave_span *servers, size_t n_servers, rt_weave_link *out);
 
-/* Baseline: vPath-style affinity. A client naming a thread takes the earliest
- * unmatched server of the same thread starting inside it; a client without a thread
- * (or with no such server) falls back to FCFS over all servers. */
+/* Baseline: vPath-style affinity. A client naming a channel — its connection id
+ * when it has one, else its thread — takes the earliest unmatched server of the
+ * same channel starting inside it; a client without one (or with no such server)
+ * falls back to FCFS over all servers. */
 int rt_weave_vpath(int64_t skew_ns, const rt_weave_span *clients, size_t n_clients,
                    const rt_weave_span *servers, size_t n_servers, rt_weave_link *out);
 

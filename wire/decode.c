@@ -64,7 +64,7 @@ static int rd_cstr(struct rt_mp *c, char dst[RT_WIRE_MAX_STR + 1])
 #define MIN_REPLY_TRACE 7u
 #define MIN_SLICE_BUFFER 8u /* fixarray, 5 fixints, bin8 of length 0 */
 #define MIN_SCALAR 1u
-#define MIN_WINDOW_CANDIDATE 6u /* fixarray, 5 fixints */
+#define MIN_WINDOW_CANDIDATE 7u /* fixarray, 6 fixints */
 
 static size_t cap_by_input(uint32_t declared, size_t bytes_left, size_t min_size)
 {
@@ -287,12 +287,13 @@ static int rd_window_reply(struct rt_mp *c, struct rt_wire_msg *out)
 		return RT_WIRE_E_NOMEM;
 	for (uint32_t i = 0; i < n; i++) {
 		struct rt_wire_window_candidate x;
-		TRY(rd_tuple(c, 5));
+		TRY(rd_tuple(c, 6));
 		TRY(rt_mp_u64(c, &x.trace_hi));
 		TRY(rt_mp_u64(c, &x.trace_lo));
 		TRY(rt_mp_u64(c, &x.span_id));
 		TRY(rt_mp_u64(c, &x.start_unix_ns));
 		TRY(rt_mp_u64(c, &x.end_unix_ns));
+		TRY(rt_mp_u64(c, &x.conn));
 		if (i >= cap) /* unreachable: each took MIN_WINDOW_CANDIDATE bytes */
 			return RT_WIRE_E_TRUNCATED;
 		v[i] = x;

@@ -12,6 +12,7 @@
  */
 #include "wire.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -332,12 +333,13 @@ static void pack_msg(msgpack_packer *pk, const struct rt_wire_msg *m)
 		msgpack_pack_array(pk, r->candidate_count);
 		for (uint32_t i = 0; i < r->candidate_count; i++) {
 			const struct rt_wire_window_candidate *x = &r->candidates[i];
-			msgpack_pack_array(pk, 5);
+			msgpack_pack_array(pk, 6);
 			msgpack_pack_uint64(pk, x->trace_hi);
 			msgpack_pack_uint64(pk, x->trace_lo);
 			msgpack_pack_uint64(pk, x->span_id);
 			msgpack_pack_uint64(pk, x->start_unix_ns);
 			msgpack_pack_uint64(pk, x->end_unix_ns);
+			msgpack_pack_uint64(pk, x->conn);
 		}
 		msgpack_pack_uint32(pk, r->truncated);
 		break;
@@ -480,4 +482,31 @@ uint64_t rt_wire_slice_tick_ns(const struct rt_wire_slice *s, uint64_t tick)
 	if (unix_ns < 0)
 		return 0;
 	return unix_ns > (__int128)UINT64_MAX ? UINT64_MAX : (uint64_t)unix_ns;
+}
+
+/* FNV-1a, 64 bits, over one string. */
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+	for (; *s; s++) {
+		h ^= (unsigned char)*s;
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+uint64_t rt_wire_conn_id(int is_client, const char *host_addr, uint64_t host_port,
+			 const char *peer_addr, uint64_t peer_port)
+{
+	char ends[2][96];
+	uint64_t h;
+	if (!host_port || !peer_port || host_port > 65535 || peer_port > 65535)
+		return 0;
+	/* ends[0]: the caller's end of the connection, ends[1]: the callee's */
+	snprintf(ends[is_client ? 0 : 1], sizeof ends[0], "%.64s:%u", host_addr ? host_addr : "",
+		 (unsigned)host_port);
+	snprintf(ends[is_client ? 1 : 0], sizeof ends[0], "%.64s:%u", peer_addr ? peer_addr : "",
+		 (unsigned)peer_port);
+	h = fnv1a(fnv1a(0xcbf29ce484222325ull, ends[0]), ">");
+	h = fnv1a(h, ends[1]);
+	return h ? h : 1;
 }

@@ -223,14 +223,27 @@ struct rt_wire_window_query {
 };
 
 /* One answer: a span (a root SERVER span, or a CLIENT span) that started in the
- * window. end_unix_ns is 0 when the span has not ended (yet, or in the data). */
+ * window. end_unix_ns is 0 when the span has not ended (yet, or in the data).
+ * conn is the connection the call went over, rt_wire_conn_id of the span's
+ * net.sock.* attributes, 0 when it names none. */
 struct rt_wire_window_candidate {
 	uint64_t trace_hi;
 	uint64_t trace_lo;
 	uint64_t span_id;
 	uint64_t start_unix_ns;
 	uint64_t end_unix_ns;
+	uint64_t conn;
 };
+
+/* The identity of the connection a call went over, as both of its spans can
+ * name it without any context: a CLIENT span's net.sock.host.addr/port are its
+ * end of the connection and net.sock.peer.addr/port the callee's; a SERVER
+ * span's are the other way round. The id hashes (caller's end, callee's end), so
+ * both spans of one call give the same nonzero id (0: a port is missing, 0 or
+ * over 65535). One definition for the agent's window answers and the
+ * coordinator's own hops (docs/weaving.md, "Connection ids"). */
+uint64_t rt_wire_conn_id(int is_client, const char *host_addr, uint64_t host_port,
+			 const char *peer_addr, uint64_t peer_port);
 
 struct rt_wire_window_reply {
 	uint64_t request_id;

@@ -7,13 +7,14 @@
  *
  * A VARIANT is a comma-separated list of options changed from the library's
  * defaults: window=N iterations=N skip_nats=X max_candidates=N components=N
- * skew_ns=N order_weight=X; "default" (or none given) is the defaults as they are.
+ * skew_ns=N order_weight=X local_k=N use_conn=0|1; "default" (or none given) is the
+ * defaults as they are.
  * Every variant weaves the same batches in the same run, so a model change is
  * compared old against new on identical inputs, free of the machine's noise.
  *
- * FILE: per batch a line "B", then "c START END TRUTH OURS" per call (TRUTH: the
- * index among the batch's roots of the root it caused, -1 if not among them) and
- * "s START END" per root. Prints one line `bench weave replay ...`: the share of
+ * FILE: per batch a line "B", then "c START END TRUTH OURS [CONN]" per call (TRUTH:
+ * the index among the batch's roots of the root it caused, -1 if not among them) and
+ * "s START END [CONN]" per root; CONN, in hex, the connection id (0 or absent: none). Prints one line `bench weave replay ...`: the share of
  * all calls with a known root linked right (and of ours, the triggered hops),
  * FCFS on the same input, the CPU time; one line per variant. */
 #include <stdio.h>
@@ -72,6 +73,8 @@ static int parse_variant(rt_weave_opts *o, const char *spec)
 			o->local_k = (unsigned)atoi(v);
 		else if (!strcmp(kv, "order_weight"))
 			o->order_weight = atof(v);
+		else if (!strcmp(kv, "use_conn"))
+			o->use_conn = atoi(v) != 0;
 		else
 			return -1;
 	}
@@ -144,6 +147,7 @@ int main(int argc, char **argv)
 	while (fgets(line, sizeof line, f)) {
 		struct batch *x;
 		long long s0, s1;
+		unsigned long long conn = 0;
 		long t;
 		int ours;
 		if (line[0] == 'B') {
@@ -154,16 +158,17 @@ int main(int argc, char **argv)
 		if (!nb)
 			continue;
 		x = &b[nb - 1];
-		if (line[0] == 'c' && sscanf(line + 1, "%lld %lld %ld %d", &s0, &s1, &t, &ours) == 4) {
+		if (line[0] == 'c' &&
+		    sscanf(line + 1, "%lld %lld %ld %d %llx", &s0, &s1, &t, &ours, &conn) >= 4) {
 			x->c = grow(x->c, &x->capc, x->nc, sizeof *x->c);
 			x->truth = grow(x->truth, &x->capt, x->nc, sizeof *x->truth);
 			x->ours = grow(x->ours, &x->capo, x->nc, sizeof *x->ours);
-			x->c[x->nc] = (rt_weave_span){x->nc + 1, 0, x->nc + 1, s0, s1, 0};
+			x->c[x->nc] = (rt_weave_span){x->nc + 1, 0, x->nc + 1, s0, s1, 0, conn};
 			x->truth[x->nc] = t;
 			x->ours[x->nc++] = ours;
-		} else if (line[0] == 's' && sscanf(line + 1, "%lld %lld", &s0, &s1) == 2) {
+		} else if (line[0] == 's' && sscanf(line + 1, "%lld %lld %llx", &s0, &s1, &conn) >= 2) {
 			x->s = grow(x->s, &x->caps, x->ns, sizeof *x->s);
-			x->s[x->ns] = (rt_weave_span){x->ns + 1, 1, x->ns + 1, s0, s1, 0};
+			x->s[x->ns] = (rt_weave_span){x->ns + 1, 1, x->ns + 1, s0, s1, 0, conn};
 			x->ns++;
 		}
 	}

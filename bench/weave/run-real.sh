@@ -15,10 +15,20 @@
 # `retrace export`) are scored against the truth, per triggered request end to
 # end; FCFS and vPath run inside the coordinator on exactly the weaver's input
 # (its debug line "weave decision", one per open hop) and are scored the same
-# way. vPath has no thread or connection id to go by here (retrace-topo's calls
-# share nng sockets), so it falls back to FCFS: the figure says so by being equal.
+# way. retrace-topo runs with --conn-pool: each caller keeps a keep-alive pool of
+# connections per callee, one call at a time on each, and both spans of a call
+# record the connection (net.sock.host/peer.addr/port), so the weaver (use_conn)
+# and vPath go by it; noconn_accuracy is the weaver on the same input with the
+# connection ids ignored (use_conn off: the algorithm without them), scored the
+# same way (--no-conn-pool: the app as before, one shared connection per callee,
+# where vPath falls back to FCFS). The comparison weave runs inside the coordinator
+# (debug level only) and costs 3-5x the weave with the ids: at saturation it can
+# delay groups past their collect deadline (docs/weaving.md, session 12).
 #   bench weave mode=real hops=H load=R concurrency=C requests=N accuracy=A
-#     fcfs_accuracy=F vpath_accuracy=V ratio_vs_fcfs=A/F ms_per_1000_spans=M
+#     noconn_accuracy=P fcfs_accuracy=F vpath_accuracy=V ratio_vs_fcfs=A/F
+#     ratio_vs_noconn=R conn_share=S ms_per_1000_spans=M
+# (ratio_vs_noconn: the weaver over the requests noconn is scored on — see
+# baseline_requests below — divided by noconn_accuracy)
 # With 2 hops a baseline's second hop is known only where the weaver's first found
 # the right callee trace (its decision on that call was logged): baseline_requests
 # says how many, accuracy_on_baseline_requests is the weaver over the same ones.
@@ -30,7 +40,9 @@
 # level: the wrong links counted by cause (bench/weave/why.py), and two
 # `bench weave replay ...` lines (bench/weave/replay.c): the level's recorded
 # weaver input (DIR/replay.txt) woven again with this model (variant=default)
-# and with the plain model (order_weight=0,local_k=0), same input, same run.
+# and with the plain model (order_weight=0,local_k=0), same input, same run, and a
+# third: the connection ids ignored (use_conn=0). conn_share is the share of our
+# hops whose CLIENT span named its connection.
 #
 # --quick (or RETRACE_BENCH_QUICK=1): one hop, one load, 2 s. Every process
 # started here is stopped on exit (trap); loops are bounded. Exit status 0, or 1
@@ -49,6 +61,7 @@ LOADS=
 # query, and a hop decided without the callee's roots or the caller's other calls
 # is a guess (why.py's no_answer: 29 of 53 wrong links at 2000/s with 1 s).
 WEAVE_TIMEOUT=3
+CONN_POOL=--conn-pool
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
@@ -57,6 +70,7 @@ while [ $# -gt 0 ]; do
 	--hops) HOPS=${2:?--hops needs 1,2}; shift ;;
 	--loads) LOADS=${2:?--loads needs R,R,...}; shift ;;
 	--weave-timeout) WEAVE_TIMEOUT=${2:?--weave-timeout needs seconds}; shift ;;
+	--no-conn-pool) CONN_POOL= ;;
 	-h | --help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-real.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 	esac
@@ -133,7 +147,7 @@ run_level() { # HOPS RATE
 		sleep 0.1
 	done
 	"$TOPO" run -T "$topo" -d "$dir/run" -o "$dir/truth" -L "$dir/logs" -t 48 "${pools[@]}" \
-		"${noctx[@]}" > "$dir/run.log" 2>&1 &
+		"${noctx[@]}" $CONN_POOL > "$dir/run.log" 2>&1 &
 	local run=$!
 	PIDS+=($run)
 	for n in $(seq 300); do [ -f "$dir/run/ready" ] && break; sleep 0.1; done
@@ -208,19 +222,21 @@ for line in open(os.path.join(d, "coord.log")):
     if "weave decision" not in line:
         continue
     kv = dict(x.split("=", 1) for x in line.split() if "=" in x)
-    dec[kv["span"]] = (kv["weaver"], kv["fcfs"], kv["vpath"], int(kv["clients"]))
+    dec[kv["span"]] = (kv["weaver"], kv["fcfs"], kv["vpath"], kv.get("noconn", kv["weaver"]),
+                       int(kv["clients"]), kv.get("conn") == "1")
 right = 0
-base = {1: [0, 0], 2: [0, 0]}
+base = {1: [0, 0], 2: [0, 0], 3: [0, 0]}
+named = [0, 0]
 conc = []
 # the slowest 10 % of the triggered requests (entry trace's collected duration)
 durs = sorted(((span_t[e][1] - span_t[e][0]) if e in span_t else 0, e) for e in entries)
 slow = set(e for _, e in durs[len(durs) - max(1, len(durs) // 10):]) if durs else set()
 sright = 0
 same = 0  # the weaver over the requests the baselines are scored on
-sbase = {1: [0, 0], 2: [0, 0]}
+sbase = {1: [0, 0], 2: [0, 0], 3: [0, 0]}
 for e in entries:
     tr, ok = e, True
-    okb = {1: True, 2: True}
+    okb = {1: True, 2: True, 3: True}
     seen = True
     for h in range(hops):
         cs = client_span.get(tr)
@@ -233,8 +249,9 @@ for e in entries:
         if dd is None:
             seen = False
         else:
-            conc.append(dd[3])
-            for m in (1, 2):
+            conc.append(dd[4])
+            named[0] += dd[5]; named[1] += 1
+            for m in (1, 2, 3):
                 if dd[m] != want:
                     okb[m] = False
         tr = want
@@ -242,7 +259,7 @@ for e in entries:
     sright += ok and e in slow
     if seen:
         same += ok
-        for m in (1, 2):
+        for m in (1, 2, 3):
             base[m][0] += okb[m]; base[m][1] += 1
             if e in slow:
                 sbase[m][0] += okb[m]; sbase[m][1] += 1
@@ -250,13 +267,17 @@ n = len(entries)
 acc = right / n if n else 0
 fc = base[1][0] / base[1][1] if base[1][1] else 0
 vp = base[2][0] / base[2][1] if base[2][1] else 0
+nc = base[3][0] / base[3][1] if base[3][1] else 0
 ms = cpu / 1e6 / spans * 1000 if spans > 0 else 0
 cc = sum(conc) / len(conc) if conc else 0
 print("bench weave mode=real hops=%d load=%d clients_per_batch=%.1f requests=%d accuracy=%.4f "
+      "noconn_accuracy=%.4f conn_share=%.3f ratio_vs_noconn=%.2f "
       "fcfs_accuracy=%.4f vpath_accuracy=%.4f ratio_vs_fcfs=%.2f baseline_requests=%d "
       "accuracy_on_baseline_requests=%.4f ms_per_1000_spans=%.2f slow10_requests=%d slow10_accuracy=%.4f slow10_fcfs_accuracy=%.4f "
       "slow10_vpath_accuracy=%.4f" % (
-          hops, rate, cc, n, acc, fc, vp, acc / fc if fc else 0, base[1][1],
+          hops, rate, cc, n, acc, nc, named[0] / named[1] if named[1] else 0,
+          (same / base[3][1]) / nc if nc and base[3][1] else 0,
+          fc, vp, acc / fc if fc else 0, base[1][1],
           same / base[1][1] if base[1][1] else 0, ms, len(slow),
           sright / len(slow) if slow else 0,
           sbase[1][0] / sbase[1][1] if sbase[1][1] else 0,
@@ -269,7 +290,7 @@ PY
 	# the triggered ones).
 	python3 "$ROOT/bench/weave/why.py" "$dir" "$hops" --replay "$dir/replay.txt" | sed -n 1p
 	if [ -x "$REPLAY" ]; then
-		"$REPLAY" "$dir/replay.txt" default order_weight=0,local_k=0 |
+		"$REPLAY" "$dir/replay.txt" default use_conn=0 order_weight=0,local_k=0,use_conn=0 |
 			sed "s/^bench weave replay /bench weave replay hops=$hops load=$rate /"
 	fi
 	stop_all

@@ -63,7 +63,8 @@ def main():
         if "weave input" in line:
             k = kv(line.split())
             batches[k["batch"]][k["side"]].append(
-                (k["span"], k["trace"], int(k["start"]), int(k["end"]), k["ours"] == "1"))
+                (k["span"], k["trace"], int(k["start"]), int(k["end"]), k["ours"] == "1",
+                 int(k.get("conn", "0"), 16)))
         elif "weave decision" in line:
             decisions.append(kv(line.split()))
     causes = Counter()
@@ -149,10 +150,10 @@ def main():
                 out.write("B\n")
                 for c in b["c"]:
                     w = child_of.get(c[0])
-                    out.write("c %d %d %d %d\n" % (c[2], c[3], idx.get(w, -1) if w else -1,
-                                                   1 if c[4] else 0))
+                    out.write("c %d %d %d %d %x\n" % (c[2], c[3], idx.get(w, -1) if w else -1,
+                                                      1 if c[4] else 0, c[5]))
                 for s in b["s"]:
-                    out.write("s %d %d\n" % (s[2], s[3]))
+                    out.write("s %d %d %x\n" % (s[2], s[3], s[5]))
     if verbose:
         print("impossible offsets (us):", sorted(o / 1000 for o in offs))
 

@@ -54,7 +54,7 @@ static void run_usage(FILE *out)
 		"  -t, --threads N, -P, --host-pool HOST=POOL, --host-sample-shift HOST=K, --error-rate P,\n"
 		"  --call-timeout-ms MS, --break-response-context, --no-trace, --no-triggers,\n"
 		"  --tail URL, --tail-queue N, --edge-trigger ID=PCT, --trigger-delay-ms MS,\n"
-		"  --no-context CALLER>CALLEE\n"
+		"  --no-context CALLER>CALLEE, --conn-pool\n"
 		"  -h, --help                 this text\n"
 		"\n"
 		"Exit status: 0 if every service stopped cleanly, 1 if one failed, 2 bad usage.\n");
@@ -81,7 +81,7 @@ static int pass_opt(struct runner *r, const char *name, const char *value)
 static int parse_args(struct runner *r, int argc, char **argv, int *help)
 {
 	enum { OPT_ERR = 1000, OPT_TIMEOUT, OPT_WAIT, OPT_BREAK, OPT_NOTRACE, OPT_NOTRIG, OPT_TAIL,
-	       OPT_TAILQ, OPT_EDGE, OPT_DELAY, OPT_SHIFT, OPT_NOCTX };
+	       OPT_TAILQ, OPT_EDGE, OPT_DELAY, OPT_SHIFT, OPT_NOCTX, OPT_POOL };
 	static const struct option opts[] = {
 		{"topology", required_argument, NULL, 'T'},
 		{"run-dir", required_argument, NULL, 'd'},
@@ -101,6 +101,7 @@ static int parse_args(struct runner *r, int argc, char **argv, int *help)
 		{"edge-trigger", required_argument, NULL, OPT_EDGE},
 		{"trigger-delay-ms", required_argument, NULL, OPT_DELAY},
 		{"no-context", required_argument, NULL, OPT_NOCTX},
+		{"conn-pool", no_argument, NULL, OPT_POOL},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -151,6 +152,9 @@ static int parse_args(struct runner *r, int argc, char **argv, int *help)
 			break;
 		case OPT_NOTRIG:
 			rc = pass_opt(r, "--no-triggers", NULL);
+			break;
+		case OPT_POOL:
+			rc = pass_opt(r, "--conn-pool", NULL);
 			break;
 		case OPT_TAIL:
 			rc = pass_opt(r, "--tail", optarg);

@@ -29,6 +29,15 @@
  * decision a function of the trace id, so retrace-truth can regenerate what
  * this service wrote byte for byte.
  *
+ * --conn-pool: calls go out on a pool of connections per downstream, one call at
+ * a time on each (an HTTP/1.1 keep-alive pool: a call takes a free connection,
+ * or dials a new one, up to CONN_POOL_MAX, else waits), and both spans of a call
+ * record the connection as the socket layer shows it (nng_pipe_get_addr of the
+ * pipe the request or the reply came on): net.sock.host.addr/port (this side)
+ * and net.sock.peer.addr/port (the other side), so the caller's host is the
+ * callee's peer — what weaving can match without any context (docs/weaving.md).
+ * Without it every call to a downstream shares one multiplexed connection.
+ *
  * Shutdown: SIGTERM/SIGINT go to sigwait in the main thread; the downstream
  * sockets close first, so a call in flight to a service that is stopping too
  * ends at once instead of waiting out its timeout; workers then leave at their
@@ -104,10 +113,18 @@ struct delayed {
 };
 #define DELAY_QUEUE 65536
 
+#define CONN_POOL_MAX 256 /* --conn-pool: connections per downstream */
+
 struct downstream {
 	int used;
 	nng_socket sock;
 	char url[160];
+	/* --conn-pool: one call at a time per socket (each dials its own connection) */
+	pthread_mutex_t pool_lock;
+	pthread_cond_t pool_cond;
+	nng_socket pool[CONN_POOL_MAX];
+	unsigned char pool_busy[CONN_POOL_MAX];
+	int pool_n;
 };
 
 struct server {
@@ -141,6 +158,7 @@ struct server {
 	int sample_shift;  /* --host-sample-shift for this host; -1: the environment's */
 	uint32_t sample_ppm; /* --host-sample-shift HOST=P%: P % (Ertl §2.9); 0: none */
 	uint64_t no_context_to; /* --no-context: bit k = calls to service k carry no context */
+	int conn_pool;     /* --conn-pool: pooled connections, net.sock.* attributes */
 
 	nng_socket rep;
 	char url[160];
@@ -170,6 +188,9 @@ struct call {
 	int status;        /* enum topo_status of the reply */
 	int fired;
 	int no_ctx;        /* --no-context: this call carries no trace context */
+	int slot;          /* --conn-pool: the pooled connection taken, or -1 */
+	int have_addr;     /* host/peer: the connection the reply came on */
+	nng_sockaddr host, peer;
 	uint8_t resp[RESP_CTX_MAX];
 	size_t resp_len;
 	char name[2 * TOPO_MAX_NAME + 8];
@@ -232,6 +253,8 @@ static void serve_usage(FILE *out)
 		"                             context (a legacy hop, bench/weave): the callee starts a\n"
 		"                             fresh trace and its truth line names the real parent\n"
 		"                             (cause=); repeatable; edges of other callers are ignored\n"
+		"      --conn-pool            one call at a time per connection (a keep-alive pool per\n"
+		"                             downstream), and spans record net.sock.host/peer.addr/port\n"
 		"  -h, --help                 this text\n"
 		"\n"
 		"The pool must belong to the agent id the topology gives the host. SIGTERM or\n"
@@ -255,11 +278,12 @@ struct host_pool {
 static int parse_args(struct server *s, int argc, char **argv, int *help)
 {
 	enum { OPT_ERR = 1000, OPT_TIMEOUT, OPT_WAIT, OPT_BREAK, OPT_NOTRACE, OPT_NOTRIG,
-	       OPT_TAIL, OPT_TAILQ, OPT_EDGE, OPT_DELAY, OPT_SHIFT, OPT_NOCTX };
+	       OPT_TAIL, OPT_TAILQ, OPT_EDGE, OPT_DELAY, OPT_SHIFT, OPT_NOCTX, OPT_POOL };
 	static const struct option opts[] = {
 		{"topology", required_argument, NULL, 'T'},
 		{"service", required_argument, NULL, 's'},
 		{"no-context", required_argument, NULL, OPT_NOCTX},
+		{"conn-pool", no_argument, NULL, OPT_POOL},
 		{"no-trace", no_argument, NULL, OPT_NOTRACE},
 		{"no-triggers", no_argument, NULL, OPT_NOTRIG},
 		{"tail", required_argument, NULL, OPT_TAIL},
@@ -401,6 +425,9 @@ static int parse_args(struct server *s, int argc, char **argv, int *help)
 			if (n_noctx == TOPO_MAX_SERVICES)
 				return usage_error("too many --no-context flags%s", "");
 			noctx[n_noctx++] = optarg;
+			break;
+		case OPT_POOL:
+			s->conn_pool = 1;
 			break;
 		case OPT_DELAY:
 			if (topo_parse_u64(optarg, 0, 600000, &v))
@@ -701,19 +728,96 @@ static int parse_reply(nng_msg *m, struct call *c)
 
 /* ------------------------------------------------------------- calls ---- */
 
+/* --conn-pool: a free pooled connection of d (dialing a new one if none is
+ * free), waiting while all CONN_POOL_MAX are busy. The slot, or -1 with *rv. */
+static int pool_take(struct downstream *d, int *rv)
+{
+	int i, slot = -1;
+	pthread_mutex_lock(&d->pool_lock);
+	while (slot < 0) {
+		for (i = 0; i < d->pool_n && slot < 0; i++)
+			if (!d->pool_busy[i])
+				slot = i;
+		if (slot >= 0)
+			break;
+		if (d->pool_n < CONN_POOL_MAX) {
+			nng_socket *k = &d->pool[d->pool_n];
+			if ((*rv = nng_req0_open(k)) != 0)
+				break;
+			if ((*rv = nng_socket_set_ms(*k, NNG_OPT_REQ_RESENDTIME,
+						     NNG_DURATION_INFINITE)) != 0 ||
+			    (*rv = nng_dial(*k, d->url, NULL, 0)) != 0) {
+				nng_close(*k);
+				break;
+			}
+			slot = d->pool_n++;
+			break;
+		}
+		pthread_cond_wait(&d->pool_cond, &d->pool_lock);
+	}
+	if (slot >= 0)
+		d->pool_busy[slot] = 1;
+	pthread_mutex_unlock(&d->pool_lock);
+	return slot;
+}
+
+static void pool_give(struct downstream *d, int slot)
+{
+	pthread_mutex_lock(&d->pool_lock);
+	d->pool_busy[slot] = 0;
+	pthread_cond_signal(&d->pool_cond);
+	pthread_mutex_unlock(&d->pool_lock);
+}
+
+/* The connection message m came on, as this side sees it. 1 if known. */
+static int pipe_addrs(nng_msg *m, nng_sockaddr *host, nng_sockaddr *peer)
+{
+	nng_pipe p = nng_msg_get_pipe(m);
+	return nng_pipe_id(p) > 0 && nng_pipe_get_addr(p, NNG_OPT_LOCADDR, host) == 0 &&
+	       nng_pipe_get_addr(p, NNG_OPT_REMADDR, peer) == 0 &&
+	       host->s_family == NNG_AF_INET && peer->s_family == NNG_AF_INET;
+}
+
+/* net.sock.host/peer.addr/port on the current span (OpenTelemetry's names). */
+static void conn_attrs(const nng_sockaddr *host, const nng_sockaddr *peer)
+{
+	char a[INET_ADDRSTRLEN];
+	struct in_addr x;
+	x.s_addr = host->s_in.sa_addr;
+	retrace_attr_str("net.sock.host.addr", inet_ntop(AF_INET, &x, a, sizeof a) ? a : "");
+	retrace_attr_int("net.sock.host.port", ntohs(host->s_in.sa_port));
+	x.s_addr = peer->s_in.sa_addr;
+	retrace_attr_str("net.sock.peer.addr", inet_ntop(AF_INET, &x, a, sizeof a) ? a : "");
+	retrace_attr_int("net.sock.peer.port", ntohs(peer->s_in.sa_port));
+}
+
 /* Open the call's context and start sending; c->rv set on failure. */
 static void call_start(struct server *s, struct call *c, nng_msg *req)
 {
-	int rv;
+	int rv = 0;
+	nng_socket sock = s->down[c->callee_svc].sock;
 	c->rv = 0;
 	c->ctx_open = 0;
+	c->have_addr = 0;
+	c->slot = -1;
 	if (!req) {
 		c->rv = NNG_ENOMEM;
 		return;
 	}
-	if ((rv = nng_ctx_open(&c->ctx, s->down[c->callee_svc].sock)) != 0) {
+	if (s->conn_pool) {
+		if ((c->slot = pool_take(&s->down[c->callee_svc], &rv)) < 0) {
+			nng_msg_free(req);
+			c->rv = rv ? rv : NNG_ENOMEM;
+			return;
+		}
+		sock = s->down[c->callee_svc].pool[c->slot];
+	}
+	if ((rv = nng_ctx_open(&c->ctx, sock)) != 0) {
 		nng_msg_free(req);
 		c->rv = rv;
+		if (c->slot >= 0)
+			pool_give(&s->down[c->callee_svc], c->slot);
+		c->slot = -1;
 		return;
 	}
 	c->ctx_open = 1;
@@ -738,8 +842,8 @@ static void call_sent(struct server *s, struct call *c)
 	nng_ctx_recv(c->ctx, c->aio);
 }
 
-/* Wait for the reply and read it; close the context. */
-static void call_done(struct call *c)
+/* Wait for the reply and read it; close the context, give the connection back. */
+static void call_done(struct server *s, struct call *c)
 {
 	c->status = TOPO_ST_DOWNSTREAM;
 	c->fired = 0;
@@ -750,12 +854,16 @@ static void call_done(struct call *c)
 			nng_msg *m = nng_aio_get_msg(c->aio);
 			if (parse_reply(m, c) != 0)
 				c->rv = NNG_EPROTO;
+			c->have_addr = c->slot >= 0 && pipe_addrs(m, &c->host, &c->peer);
 			nng_msg_free(m);
 		}
 	}
 	if (c->ctx_open)
 		nng_ctx_close(c->ctx);
 	c->ctx_open = 0;
+	if (c->slot >= 0)
+		pool_give(&s->down[c->callee_svc], c->slot);
+	c->slot = -1;
 }
 
 /* The CLIENT span of a call: its id is the parent the callee sees. */
@@ -783,6 +891,8 @@ static int call_span_end(struct server *s, struct call *c)
 	    retrace_deserialize_response_binary(c->resp, c->resp_len) != RETRACE_OK)
 		atomic_fetch_add(&s->c.bad_responses, 1);
 	retrace_attr_int("topo.status", c->rv ? -1 : c->status);
+	if (c->have_addr)
+		conn_attrs(&c->host, &c->peer);
 	if (ok) {
 		retrace_span_end_ok();
 	} else if (c->rv) {
@@ -844,7 +954,7 @@ static int make_calls(struct worker *w, int a, uint32_t node, uint64_t hi, uint6
 		call_start(s, c, req);
 		if (!api->parallel) {
 			call_sent(s, c);
-			call_done(c);
+			call_done(s, c);
 			ok &= call_span_end(s, c);
 			*fired |= !c->rv && c->fired && !c->no_ctx;
 		}
@@ -853,7 +963,7 @@ static int make_calls(struct worker *w, int a, uint32_t node, uint64_t hi, uint6
 		for (k = 0; k < n; k++)
 			call_sent(s, made[k]);
 		for (k = 0; k < n; k++)
-			call_done(made[k]);
+			call_done(s, made[k]);
 		/* The spans nest on this thread's stack: end them last-started first. */
 		for (k = n - 1; k >= 0; k--) {
 			ok &= call_span_end(s, made[k]);
@@ -998,6 +1108,7 @@ static nng_msg *handle(struct worker *w, nng_msg *in)
 	uint8_t resp[RESP_CTX_MAX];
 	size_t resp_len = 0, extra;
 	int a, fired = 0, calls_ok, fails, status, tr = !s->no_trace;
+	nng_sockaddr conn_host, conn_peer;
 
 	atomic_fetch_add(&s->c.requests, 1);
 	if (len < TOPO_RQ_HDR || memcmp(p, "TQ01", 4) != 0 || topo_get32(p + 4) != s->topo.checksum)
@@ -1069,6 +1180,8 @@ static nng_msg *handle(struct worker *w, nng_msg *in)
 		retrace_attr_int("topo.node", node);
 		retrace_attr_str("topo.host", t.host);
 		retrace_attr_bool("topo.edge", edge_id != 0);
+		if (s->conn_pool && pipe_addrs(in, &conn_host, &conn_peer))
+			conn_attrs(&conn_host, &conn_peer);
 		retrace_log(RETRACE_LOG_INFO, "%s serving %s at node %u", t.service, api->name, node);
 	} else {
 		server_span = topo_rand64() | 1;
@@ -1275,6 +1388,9 @@ static int open_downstreams(struct server *s)
 					d->url, nng_strerror(rv));
 				return -1;
 			}
+			pthread_mutex_init(&d->pool_lock, NULL);
+			pthread_cond_init(&d->pool_cond, NULL);
+			d->pool_n = 0;
 			d->used = 1;
 		}
 	}
@@ -1425,7 +1541,12 @@ stop:
 	 * call in flight at once with NNG_ECLOSED, so the joins below are prompt. */
 	for (i = 0; i < TOPO_MAX_SERVICES; i++)
 		if (s->down[i].used) {
+			int k;
 			rt_nng_close_bounded(s->down[i].sock, RT_NNG_CLOSE_WAIT_MS);
+			pthread_mutex_lock(&s->down[i].pool_lock);
+			for (k = 0; k < s->down[i].pool_n; k++)
+				rt_nng_close_bounded(s->down[i].pool[k], RT_NNG_CLOSE_WAIT_MS);
+			pthread_mutex_unlock(&s->down[i].pool_lock);
 			s->down[i].used = 0;
 		}
 	for (i = 0; i < s->threads; i++)

@@ -52,9 +52,17 @@ static void writer(const char *pool, const char *svc, uint64_t lo0, int n, int k
 		else
 			retrace_span_start_child("GET /item", RETRACE_SPAN_SERVER, 0x5151);
 		retrace_attr_int("i", i);
-		if (client_peer) {
+		if (client_peer) { /* the connections: ours on 9000, the call out on 40000+i */
+			retrace_attr_str("net.sock.host.addr", "127.0.0.1");
+			retrace_attr_int("net.sock.host.port", 9000);
+			retrace_attr_str("net.sock.peer.addr", "127.0.0.1");
+			retrace_attr_int("net.sock.peer.port", 30000 + i);
 			retrace_span_start("call", RETRACE_SPAN_CLIENT);
 			retrace_attr_str("peer.service", client_peer);
+			retrace_attr_str("net.sock.host.addr", "127.0.0.1");
+			retrace_attr_int("net.sock.host.port", 40000 + i);
+			retrace_attr_str("net.sock.peer.addr", "127.0.0.1");
+			retrace_attr_int("net.sock.peer.port", 9000);
 			retrace_span_end_ok();
 		}
 		retrace_span_end_ok();
@@ -145,6 +153,8 @@ START_TEST(test_window_clients)
 		ck_assert_uint_ne(c->span_id, 0);
 		ck_assert_uint_ge(c->start_unix_ns, t0);
 		ck_assert_uint_ge(c->end_unix_ns, c->start_unix_ns);
+		/* the connection its net.sock.* attributes name, as the callee would see it */
+		ck_assert_uint_eq(c->conn, rt_wire_conn_id(0, "127.0.0.1", 9000, "127.0.0.1", 40000 + i));
 	}
 	rt_wire_msg_free(&r);
 	ck_assert_uint_eq(a.win.nholds, 0); /* a caller's trace is not held */
@@ -154,6 +164,11 @@ START_TEST(test_window_clients)
 	/* The roots of api are still one per trace. */
 	query(&a, 3, "api", t0, t1, 100, 0, &r);
 	ck_assert_uint_eq(r.wreply.candidate_count, 5);
+	for (i = 0; i < 5; i++) { /* a root's connection: its caller on 30000+i */
+		const struct rt_wire_window_candidate *c = &r.wreply.candidates[i];
+		ck_assert_uint_eq(c->conn, rt_wire_conn_id(1, "127.0.0.1", 30000 + (c->trace_lo & 0xf),
+							   "127.0.0.1", 9000));
+	}
 	rt_wire_msg_free(&r);
 	rt_agent_close(&a);
 }

@@ -7,7 +7,11 @@
  * request/response delays are a shifted lognormal with a rare slow path (a
  * retransmission-like extra delay); service times are lognormal (heavy-ish tail).
  * Optional: calls that fail before reaching the callee (a client span, no server
- * span), and decoy server spans of the callee caused by other callers. The truth says
+ * span), and decoy server spans of the callee caused by other callers, and (conn_pool)
+ * connection ids: each caller keeps a keep-alive pool per hop, a call takes the
+ * lowest-numbered connection not carrying a call, so a connection carries one call at
+ * a time and is named on both sides (decoys come on the other callers' own
+ * connections). The truth says
  * for each client span which server span it caused (or none) and which request it
  * belongs to.
  */
@@ -21,6 +25,7 @@
 #include <string.h>
 
 #define SYNTH_MAX_HOPS 2
+#define SYNTH_MAX_CONNS 4096 /* pooled connections per hop; more in flight: conn 0 */
 
 typedef struct synth_opts {
     double rate_per_s;  /* arrivals at A */
@@ -29,6 +34,7 @@ typedef struct synth_opts {
     double fail_prob;   /* a call fails before the callee (client span, no server span) */
     double decoy_rate;  /* per second, server spans of each callee from other callers */
     unsigned channels;  /* multiplexed connections per hop (thread ids), 0 = none */
+    bool conn_pool;     /* name each call's pooled connection (rt_weave_span.conn) */
     double service_median_ns;
     uint64_t seed;
 } synth_opts;
@@ -38,6 +44,7 @@ typedef struct synth_hop {
     size_t n_clients, n_servers, cap_clients, cap_servers;
     ptrdiff_t *truth;    /* per client: the true server index or RT_WEAVE_NONE */
     size_t *request;     /* per client: its request */
+    int64_t *conn_busy;  /* conn_pool: per pooled connection, the end of its last call */
 } synth_hop;
 
 typedef struct synth {
@@ -115,6 +122,27 @@ static inline int synth_add_client(synth_hop *h, rt_weave_span c, ptrdiff_t trut
     return 0;
 }
 
+/* conn_pool: the lowest-numbered connection of hop h free at time t (its every call
+ * ended before t), or -1 (pool exhausted or off). Calls are generated per request,
+ * not in time order; a connection is free only if the latest end of everything it
+ * carried is before t, so it never carries two calls at once. */
+static inline int synth_conn_take(synth_hop *h, const synth_opts *o, int64_t t)
+{
+    if (!o->conn_pool || !h->conn_busy)
+        return -1;
+    for (int i = 0; i < SYNTH_MAX_CONNS; i++)
+        if (h->conn_busy[i] < t) {
+            h->conn_busy[i] = INT64_MAX; /* until the call's end is known */
+            return i;
+        }
+    return -1;
+}
+
+static inline uint64_t synth_conn_id(unsigned h, int slot)
+{
+    return slot < 0 ? 0 : ((uint64_t)(h + 1) << 32) | (uint64_t)(slot + 1);
+}
+
 /* One call on hop h from a caller in trace `trace_hi` of request r starting at cs;
  * returns the client's end time. */
 static inline int64_t synth_call(synth *s, const synth_opts *o, unsigned h, size_t r,
@@ -122,16 +150,20 @@ static inline int64_t synth_call(synth *s, const synth_opts *o, unsigned h, size
 {
     synth_hop *hop = &s->hop[h];
     uint64_t chan = o->channels ? 1 + synth_next(s) % o->channels : 0;
+    int slot = synth_conn_take(hop, o, cs);
     rt_weave_span c = {.span_id = ((uint64_t)h << 56) | (hop->n_clients + 1),
                        .trace_hi = trace_hi, .trace_lo = r + 1, .start_ns = cs,
-                       .thread = chan};
+                       .thread = chan, .conn = synth_conn_id(h, slot)};
     if (synth_uniform(s) < o->fail_prob) { /* refused: no server span */
         c.end_ns = cs + (int64_t)(20e3 + synth_exp(s, 150e3));
+        if (slot >= 0)
+            hop->conn_busy[slot] = c.end_ns;
         synth_add_client(hop, c, RT_WEAVE_NONE, r);
         return c.end_ns;
     }
     rt_weave_span sv = {.span_id = ((uint64_t)(h + 1) << 56) | (hop->n_servers + 1),
-                        .trace_hi = trace_hi + 1, .trace_lo = r + 1, .thread = chan};
+                        .trace_hi = trace_hi + 1, .trace_lo = r + 1, .thread = chan,
+                        .conn = c.conn};
     sv.start_ns = cs + synth_net(s);
     if (h + 1 < s->hops) {
         int64_t pre = (int64_t)synth_exp(s, 60e3);
@@ -143,6 +175,8 @@ static inline int64_t synth_call(synth *s, const synth_opts *o, unsigned h, size
     ptrdiff_t idx = (ptrdiff_t)hop->n_servers;
     synth_push(&hop->servers, &hop->n_servers, &hop->cap_servers, sv);
     c.end_ns = sv.end_ns + synth_net(s);
+    if (slot >= 0)
+        hop->conn_busy[slot] = c.end_ns;
     synth_add_client(hop, c, idx, r);
     return c.end_ns;
 }
@@ -154,6 +188,7 @@ static inline void synth_free(synth *s)
         free(s->hop[h].servers);
         free(s->hop[h].truth);
         free(s->hop[h].request);
+        free(s->hop[h].conn_busy);
     }
     free(s->duration);
     memset(s, 0, sizeof *s);
@@ -168,6 +203,13 @@ static inline int synth_make(synth *s, const synth_opts *o)
     s->duration = calloc(o->requests ? o->requests : 1, sizeof *s->duration);
     if (!s->duration)
         return -1;
+    for (unsigned h = 0; o->conn_pool && h < s->hops; h++) {
+        s->hop[h].conn_busy = malloc(SYNTH_MAX_CONNS * sizeof *s->hop[h].conn_busy);
+        if (!s->hop[h].conn_busy)
+            return -1;
+        for (int i = 0; i < SYNTH_MAX_CONNS; i++)
+            s->hop[h].conn_busy[i] = INT64_MIN;
+    }
     double t = 1e9;
     for (size_t r = 0; r < o->requests; r++) {
         t += synth_exp(s, 1e9 / o->rate_per_s);
@@ -183,7 +225,8 @@ static inline int synth_make(synth *s, const synth_opts *o)
                 rt_weave_span sv = {.span_id = (0xdull << 56) | (j + 1), .trace_hi = 0xdec0,
                                     .trace_lo = ((uint64_t)h << 32) | (j + 1),
                                     .start_ns = (int64_t)d,
-                                    .thread = o->channels ? 1 + synth_next(s) % o->channels : 0};
+                                    .thread = o->channels ? 1 + synth_next(s) % o->channels : 0,
+                                    .conn = o->conn_pool ? (0xdull << 48) | (j + 1) : 0};
                 sv.end_ns = sv.start_ns + (int64_t)synth_lognormal(s, o->service_median_ns, 0.7);
                 synth_push(&s->hop[h].servers, &s->hop[h].n_servers, &s->hop[h].cap_servers, sv);
             }

@@ -514,8 +514,8 @@ static void drift_make(synth *s, size_t n, double rate, uint64_t seed, rt_weave_
         int64_t ss = cs + (int64_t)(DRIFT_LEVEL(t) * synth_lognormal(s, 1.0, 0.3));
         int64_t se = ss + (int64_t)synth_exp(s, 800e3);
         int64_t ce = se + (int64_t)(DRIFT_LEVEL((double)se) * synth_lognormal(s, 1.0, 0.3));
-        (*cl)[i] = (rt_weave_span){i + 1, 1, i + 1, cs, ce, 0};
-        (*sv)[i] = (rt_weave_span){i + 1, 2, i + 1, ss, se, 0};
+        (*cl)[i] = (rt_weave_span){i + 1, 1, i + 1, cs, ce, 0, 0};
+        (*sv)[i] = (rt_weave_span){i + 1, 2, i + 1, ss, se, 0, 0};
     }
 #undef DRIFT_LEVEL
     free(level);
@@ -593,6 +593,123 @@ START_TEST(time_local_model_only_where_it_fits)
 }
 END_TEST
 
+/* Lone calls (one server each, 5 ms apart) with delays around 250 us each way, every
+ * span naming its connection, then two concurrent calls whose true servers fit the
+ * swapped pairing far better: c1 [0, 3000] us caused s1 [450, 2950], c2 [200, 3200]
+ * caused s2 [250, 2750]; swapped, each pair has 250 us each way. */
+#define CONN_LONE 40
+static void conn_swap_make(rt_weave_span *cl, rt_weave_span *sv, bool named)
+{
+    for (size_t i = 0; i < CONN_LONE; i++) {
+        int64_t t = (int64_t)i * 5000000, req = 200000 + (int64_t)(i * 37 % 100) * 1000,
+                resp = 200000 + (int64_t)(i * 53 % 100) * 1000;
+        cl[i] = (rt_weave_span){i + 1, 1, i + 1, t, t + req + 1000000 + resp, 0, 0};
+        sv[i] = (rt_weave_span){1000 + i, 2, i + 1, t + req, t + req + 1000000, 0, 0};
+    }
+    int64_t t = CONN_LONE * 5000000ll;
+    cl[CONN_LONE] = (rt_weave_span){500, 1, 500, t, t + 3000000, 0, 0};
+    cl[CONN_LONE + 1] = (rt_weave_span){501, 1, 501, t + 200000, t + 3200000, 0, 0};
+    sv[CONN_LONE] = (rt_weave_span){1500, 2, 500, t + 450000, t + 2950000, 0, 0};
+    sv[CONN_LONE + 1] = (rt_weave_span){1501, 2, 501, t + 250000, t + 2750000, 0, 0};
+    for (size_t i = 0; named && i < CONN_LONE + 2; i++)
+        cl[i].conn = sv[i].conn = 0xc0000 + i; /* a different pooled connection each */
+}
+
+/* The swap case woven with use_conn on (the default) and off. */
+static void conn_swap_weave(rt_weave_span *cl, rt_weave_span *sv, bool named, rt_weave_link *on,
+                            rt_weave_link *off)
+{
+    rt_weave_opts o, o_off;
+    rt_weave_opts_default(&o);
+    o_off = o;
+    o_off.use_conn = false;
+    conn_swap_make(cl, sv, named);
+    ck_assert_int_eq(rt_weave_hop(&o, cl, CONN_LONE + 2, sv, CONN_LONE + 2, on, NULL), 0);
+    ck_assert_int_eq(rt_weave_hop(&o_off, cl, CONN_LONE + 2, sv, CONN_LONE + 2, off, NULL), 0);
+}
+
+START_TEST(connection_id_fixes_a_timing_swap)
+{
+    rt_weave_span cl[CONN_LONE + 2], sv[CONN_LONE + 2];
+    rt_weave_link with[CONN_LONE + 2], without[CONN_LONE + 2];
+    conn_swap_weave(cl, sv, true, with, without);
+    /* timing alone swaps the two concurrent calls ... */
+    ck_assert_int_eq(without[CONN_LONE].server, CONN_LONE + 1);
+    ck_assert_int_eq(without[CONN_LONE + 1].server, CONN_LONE);
+    /* ... the connection each came on puts them right, with confidence */
+    for (size_t i = 0; i < CONN_LONE + 2; i++) {
+        ck_assert_int_eq(with[i].server, (ptrdiff_t)i);
+        ck_assert_msg(with[i].confidence > 0.99, "link %zu confidence %f", i, with[i].confidence);
+    }
+    /* a server on another connection is never linked, even as the only one nested */
+    rt_weave_span lone_c = {1, 1, 1, 0, 1000000, 0, 7}, lone_s = {2, 2, 2, 100000, 900000, 0, 8};
+    rt_weave_link l;
+    ck_assert_int_eq(rt_weave_hop(NULL, &lone_c, 1, &lone_s, 1, &l, NULL), 0);
+    ck_assert_int_eq(l.server, RT_WEAVE_NONE);
+    ck_assert_int_eq(rt_weave_vpath(0, cl, CONN_LONE + 2, sv, CONN_LONE + 2, with), 0);
+    ck_assert_int_eq(with[CONN_LONE].server, CONN_LONE); /* vPath goes by the connection */
+}
+END_TEST
+
+static void links_equal(const rt_weave_link *a, const rt_weave_link *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(a[i].server, b[i].server);
+        ck_assert(a[i].confidence == b[i].confidence);
+        ck_assert(a[i].score == b[i].score);
+    }
+}
+
+START_TEST(without_connection_ids_nothing_changes)
+{
+    /* the swap case with no span naming a connection: the timing's answer */
+    rt_weave_span cl[CONN_LONE + 2], sv[CONN_LONE + 2];
+    rt_weave_link a[CONN_LONE + 2], b[CONN_LONE + 2];
+    rt_weave_opts o, off;
+    conn_swap_weave(cl, sv, false, a, b);
+    links_equal(a, b, CONN_LONE + 2);
+    rt_weave_opts_default(&o);
+    off = o;
+    off.use_conn = false;
+    ck_assert_int_eq(a[CONN_LONE].server, CONN_LONE + 1);
+    /* a loaded workload: the same decisions, bit for bit, with the ids absent
+     * (use_conn on) as with the option off on the named spans */
+    synth_opts so = {.rate_per_s = 8000, .requests = 2000, .hops = 1, .fail_prob = 0.02,
+                     .decoy_rate = 400, .channels = 4, .service_median_ns = 800e3, .seed = 61,
+                     .conn_pool = true};
+    synth s;
+    ck_assert_int_eq(synth_make(&s, &so), 0);
+    synth_hop *h = &s.hop[0];
+    rt_weave_span *bare_c = malloc(h->n_clients * sizeof *bare_c),
+                  *bare_s = malloc(h->n_servers * sizeof *bare_s);
+    rt_weave_link *x = malloc(h->n_clients * sizeof *x), *y = malloc(h->n_clients * sizeof *y),
+                  *z = malloc(h->n_clients * sizeof *z);
+    ck_assert(bare_c && bare_s && x && y && z);
+    memcpy(bare_c, h->clients, h->n_clients * sizeof *bare_c);
+    memcpy(bare_s, h->servers, h->n_servers * sizeof *bare_s);
+    for (size_t i = 0; i < h->n_clients; i++)
+        bare_c[i].conn = 0;
+    for (size_t i = 0; i < h->n_servers; i++)
+        bare_s[i].conn = 0;
+    ck_assert_int_eq(rt_weave_hop(&o, bare_c, h->n_clients, bare_s, h->n_servers, x, NULL), 0);
+    ck_assert_int_eq(rt_weave_hop(&off, h->clients, h->n_clients, h->servers, h->n_servers, y,
+                                  NULL), 0);
+    links_equal(x, y, h->n_clients);
+    /* and with them, the connections settle what timing left open */
+    ck_assert_int_eq(rt_weave_hop(&o, h->clients, h->n_clients, h->servers, h->n_servers, z,
+                                  NULL), 0);
+    double acc_conn = link_accuracy(h, z), acc_time = link_accuracy(h, x);
+    ck_assert_msg(acc_conn >= 0.995 && acc_conn > acc_time, "with ids %.4f, without %.4f",
+                  acc_conn, acc_time);
+    free(bare_c);
+    free(bare_s);
+    free(x);
+    free(y);
+    free(z);
+    synth_free(&s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("weave");
@@ -613,6 +730,8 @@ int main(void)
     tcase_add_test(tc, prior_helps_small_batches);
     tcase_add_test(tc, time_local_delays_follow_drift);
     tcase_add_test(tc, time_local_model_only_where_it_fits);
+    tcase_add_test(tc, connection_id_fixes_a_timing_swap);
+    tcase_add_test(tc, without_connection_ids_nothing_changes);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

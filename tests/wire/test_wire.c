@@ -296,7 +296,7 @@ static void gen_msg(struct owned *o, int type, enum gen_mode mode)
 		m->wreply.agent_id = rnd_u32();
 		for (uint32_t i = 0; i < n; i++)
 			o->cands[i] = (struct rt_wire_window_candidate){
-				rnd_u64(), rnd_u64(), rnd_u64(), rnd_u64(), rnd_u64()};
+				rnd_u64(), rnd_u64(), rnd_u64(), rnd_u64(), rnd_u64(), rnd_u64()};
 		m->wreply.candidate_count = n;
 		m->wreply.candidates = n ? o->cands : NULL;
 		m->wreply.truncated = rnd_u32();
@@ -1167,9 +1167,9 @@ static const struct node f_ack[] = {
 	{.k = K_LIST, .name = "seqs", .limit = 4096, .sub = &n_seq}};
 
 static const struct node f_cand[] = {U64("trace_hi"), U64("trace_lo"), U64("span_id"),
-				     U64("start_unix_ns"), U64("end_unix_ns")};
+				     U64("start_unix_ns"), U64("end_unix_ns"), U64("conn")};
 static const struct node n_cand = {.k = K_TUPLE, .name = "candidate", .sub = f_cand,
-				   .nsub = 5};
+				   .nsub = 6};
 static const struct node f_wquery[] = {U64("request_id"), U32D("kind"), STRD("service"),
 				       STRD("peer"), U64D("t0_unix_ns"), U64D("t1_unix_ns"),
 				       U32D("max"), U32D("hold_ms")};
@@ -1818,9 +1818,20 @@ START_TEST(test_window_domain)
 			      i);
 		ck_assert_uint_eq(buf.len, c[i].want ? 0 : sb.size);
 	}
+	/* The connection id: both spans of a call give the same one; another
+	 * connection (another port) another; a missing port none. */
+	ck_assert_uint_eq(rt_wire_conn_id(1, "127.0.0.1", 40001, "127.0.0.1", 9000),
+			  rt_wire_conn_id(0, "127.0.0.1", 9000, "127.0.0.1", 40001));
+	ck_assert_uint_ne(rt_wire_conn_id(1, "127.0.0.1", 40001, "127.0.0.1", 9000), 0);
+	ck_assert_uint_ne(rt_wire_conn_id(1, "127.0.0.1", 40001, "127.0.0.1", 9000),
+			  rt_wire_conn_id(1, "127.0.0.1", 40002, "127.0.0.1", 9000));
+	ck_assert_uint_ne(rt_wire_conn_id(1, "127.0.0.1", 40001, "127.0.0.1", 9000),
+			  rt_wire_conn_id(0, "127.0.0.1", 40001, "127.0.0.1", 9000));
+	ck_assert_uint_eq(rt_wire_conn_id(1, "127.0.0.1", 0, "127.0.0.1", 9000), 0);
+	ck_assert_uint_eq(rt_wire_conn_id(0, NULL, 9000, NULL, 70000), 0);
 	/* A reply over its limit is refused by the encoder. */
 	{
-		struct rt_wire_window_candidate one = {1, 2, 3, 4, 5};
+		struct rt_wire_window_candidate one = {1, 2, 3, 4, 5, 6};
 		struct rt_wire_window_reply r = {.candidate_count = RT_WIRE_MAX_WINDOW + 1,
 						 .candidates = &one};
 		buf.len = 0;

@@ -43,6 +43,7 @@
 #include <string.h>
 
 #include "weave.h"
+#include "wire.h"
 #ifdef RETRACE_WEAVE_STORE
 #include "decode.h"
 #include "export.h"
@@ -62,6 +63,7 @@ typedef struct wspan {
 	uint32_t service, peer; /* interned names; peer = peer.service or NO_SERVICE */
 	uint32_t callee;        /* open client spans: the service called, or NO_SERVICE */
 	uint64_t thread;
+	uint64_t conn;          /* rt_wire_conn_id of its net.sock.* attributes, or 0 */
 	const char *name;
 	json_t *obj;            /* the span object, for --out */
 	int has_child, has_parent_here;
@@ -204,6 +206,17 @@ static const char *attr_string(json_t *attrs, const char *key)
 	return json_string_value(json_object_get(attr_value(attrs, key), "stringValue"));
 }
 
+/* An integer attribute in 1..65535 (OTLP/JSON writes int64 as a string or a
+ * number), else 0. */
+static uint64_t attr_port(json_t *attrs, const char *key)
+{
+	int64_t v = 0;
+	json_t *x = attr_value(attrs, key);
+	return x && json_i64(json_object_get(x, "intValue"), &v) == 0 && v > 0 && v <= 65535
+		       ? (uint64_t)v
+		       : 0;
+}
+
 static int read_span(weave_run *r, json_t *js, uint32_t service)
 {
 	wspan s = {.service = service, .peer = NO_SERVICE, .obj = js};
@@ -229,6 +242,10 @@ static int read_span(weave_run *r, json_t *js, uint32_t service)
 	json_t *tv = attr_value(attrs, "thread.id");
 	if (tv && json_i64(json_object_get(tv, "intValue"), &thread) == 0 && thread > 0)
 		s.thread = (uint64_t)thread;
+	s.conn = rt_wire_conn_id(s.kind == KIND_CLIENT, attr_string(attrs, "net.sock.host.addr"),
+				 attr_port(attrs, "net.sock.host.port"),
+				 attr_string(attrs, "net.sock.peer.addr"),
+				 attr_port(attrs, "net.sock.peer.port"));
 	if (grow((void **)&r->spans, &r->cap_spans, r->n_spans + 1, sizeof *r->spans) < 0)
 		return -1;
 	r->spans[r->n_spans++] = s;
@@ -742,14 +759,14 @@ int cli_cmd_weave(int argc, char **argv)
 			const wspan *s = &r.spans[i];
 			if (s->callee == b) {
 				cspans[nc] = (rt_weave_span){s->span_id, s->trace_hi, s->trace_lo,
-							     s->start_ns, s->end_ns, s->thread};
+							     s->start_ns, s->end_ns, s->thread, s->conn};
 				cl[nc++] = i;
 			}
 			if (s->service == b && !s->parent_id &&
 			    (s->kind == KIND_SERVER || s->kind == KIND_CONSUMER ||
 			     s->kind == KIND_UNSPECIFIED)) {
 				sspans[ns] = (rt_weave_span){s->span_id, s->trace_hi, s->trace_lo,
-							     s->start_ns, s->end_ns, s->thread};
+							     s->start_ns, s->end_ns, s->thread, s->conn};
 				sv[ns++] = i;
 			}
 		}
