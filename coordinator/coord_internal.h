@@ -56,10 +56,11 @@ void coord_log(const struct rt_coord *c, int level, const char *fmt, ...)
 struct coord_map {
 	uint64_t *keys; /* 0 = empty */
 	uint64_t *vals;
-	uint64_t mult;  /* odd, random per map: keys are chosen by whoever sends a traceparent */
+	uint64_t seed;  /* random per map: keys are chosen by whoever sends a traceparent */
 	uint32_t mask, count;
 };
 int coord_map_init(struct coord_map *m, uint32_t capacity_pow2);
+uint32_t coord_map_home(const struct coord_map *m, uint64_t key); /* a key's first slot */
 void coord_map_free(struct coord_map *m);
 int coord_map_get(const struct coord_map *m, uint64_t key, uint64_t *val);
 int coord_map_put(struct coord_map *m, uint64_t key, uint64_t val); /* -1 when full */

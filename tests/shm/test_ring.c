@@ -36,6 +36,9 @@ static void produce(struct rt_pool *p, uint32_t who)
 		}
 		if (n == 1 ? rt_complete_push(r, s, &batch[0]) : rt_complete_push_batch(r, s, batch, n))
 			i += n;
+		else /* full: let the consumers run (three stress streams and their busy
+		      * loops on two cores: spinning here starved them past the timeout) */
+			sched_yield();
 	}
 	_exit(0);
 }
