@@ -11,7 +11,8 @@
  *   - Single operations are batches of one. ck's own ck_ring_{enqueue,dequeue}_mpmc
  *     (CK_RING_PROTOTYPE) still interoperate on the same rings, but their commit
  *     wait neither yields nor survives a repair, so nothing of ours uses them.
- *     The commit wait of ours yields the core after RT_RING_SPIN_LIMIT spins.
+ *     The commit wait of ours sleeps (rt_ring_pause) after RT_RING_SPIN_LIMIT
+ *     spins.
  *   - Batch operations follow ck's protocol (a producer claims slots by a CAS on
  *     p_head, copies, waits for p_tail to reach its claim, then publishes by
  *     moving p_tail, with a CAS where ck stores; a consumer copies then claims by
@@ -44,9 +45,18 @@
 #include <sched.h>
 #include <stdbool.h>
 #include <string.h>
+#include <time.h>
 
-/* Pause-spins before a producer waiting on an earlier one yields its core. */
+/* Pause-spins before a producer waiting on an earlier one gives its core away. */
 #define RT_RING_SPIN_LIMIT 256u
+
+/* A waiting producer's nap once the spin is over: the shortest sleep (the
+ * kernel's timer slack makes it ~50 us), leaving the run queue. */
+static inline void rt_ring_pause(void)
+{
+	struct timespec ns = { 0, 1000 };
+	nanosleep(&ns, NULL);
+}
 
 /* wait_limit for a producer that waits as long as it takes (clients). */
 #define RT_RING_WAIT_FOREVER (~0ul)
@@ -64,7 +74,7 @@ enum {
 
 /*
  * Enqueue n entries of ts bytes each, all or nothing, indexing slots with
- * `mask` (the caller's own copy: capacity - 1). After `wait_limit` yields in the
+ * `mask` (the caller's own copy: capacity - 1). After `wait_limit` naps in the
  * commit wait (RT_RING_WAIT_FOREVER: never) the producer stops waiting: its
  * entries are written and claimed, *pending gets the claim, and the caller
  * publishes it later with rt_ring_finish_claim (an earlier producer was slow),
@@ -107,7 +117,12 @@ static inline int rt_ring_enqueue_claim(struct ck_ring *ring, unsigned int mask,
 		       (const char *)entries + (size_t)ts * i, ts);
 	/* Publish in claim order: wait for earlier producers. One preempted in its
 	 * claim window holds everyone behind it for its time slice, so after a short
-	 * spin give the core away instead of burning it. */
+	 * spin give the core away instead of burning it — by sleeping, not by
+	 * sched_yield: under CFS a yielder stays runnable and is picked again at
+	 * once, so with more runnable tasks than cores the waiters kept the
+	 * preempted claimant off the CPU and every publish waited a round of the
+	 * run queue (shm_test_ring: 3 producers, 2 consumers, 1 s alone, > 100 s
+	 * at load 30). A sleeping waiter leaves the run queue to the claimant. */
 	for (k = 0;; k++) {
 		unsigned int tail = ck_pr_load_uint(&ring->p_tail);
 
@@ -125,7 +140,7 @@ static inline int rt_ring_enqueue_claim(struct ck_ring *ring, unsigned int mask,
 			pending->end = producer + n;
 			return RT_RING_PENDING;
 		}
-		sched_yield();
+		rt_ring_pause();
 	}
 	ck_pr_fence_store();
 	/* A CAS, not a store: if the owner moved p_tail past us meanwhile, it must
