@@ -286,22 +286,14 @@ static int rd_window_reply(struct rt_mp *c, struct rt_wire_msg *out)
 	if (n && !(v = alloc_list(c, out, n, MIN_WINDOW_CANDIDATE, sizeof *v, &cap)))
 		return RT_WIRE_E_NOMEM;
 	for (uint32_t i = 0; i < n; i++) {
-		struct rt_wire_window_candidate x = { 0 };
-		uint32_t fields;
-		/* 6 fields; 5 from an agent older than the connection id (conn 0:
-		 * unknown, the weaver decides by timing alone, as it did) */
-		TRY(rt_mp_array(c, UINT32_MAX, &fields));
-		if (fields < 5)
-			return RT_WIRE_E_MISSING;
-		if (fields > 6)
-			return RT_WIRE_E_EXTRA;
+		struct rt_wire_window_candidate x;
+		TRY(rd_tuple(c, 6));
 		TRY(rt_mp_u64(c, &x.trace_hi));
 		TRY(rt_mp_u64(c, &x.trace_lo));
 		TRY(rt_mp_u64(c, &x.span_id));
 		TRY(rt_mp_u64(c, &x.start_unix_ns));
 		TRY(rt_mp_u64(c, &x.end_unix_ns));
-		if (fields == 6)
-			TRY(rt_mp_u64(c, &x.conn));
+		TRY(rt_mp_u64(c, &x.conn));
 		if (i >= cap) /* unreachable: each took MIN_WINDOW_CANDIDATE bytes */
 			return RT_WIRE_E_TRUNCATED;
 		v[i] = x;
