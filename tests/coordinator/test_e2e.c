@@ -490,12 +490,26 @@ END_TEST
  * answered on its retry (seen: agent 3, remote_retries 9 for 8 groups), so the
  * totals are lower bounds; the silent agent's own requests must all fail.
  */
+/* n requests 1 -> 2 -> 3 from trace `base` on three hosts (breadcrumbs back to
+ * the caller); host 1's agent stopped (SIGSTOP); each triggered on host 3. */
+static void chains_with_middle_agent_stopped(struct cluster *c, uint64_t base, int n)
+{
+	uint32_t to1 = 1, to2 = 2;
+	for (int i = 0; i < n; i++) {
+		write_on(c, 0, base + (uint64_t)i, NULL, 0);
+		write_on(c, 1, base + (uint64_t)i, &to1, 1);
+		write_on(c, 2, base + (uint64_t)i, &to2, 1);
+	}
+	ck_assert_int_eq(kill(c->hosts[1].agent, SIGSTOP), 0);
+	for (int i = 0; i < n; i++)
+		ck_assert_int_eq(cl_trigger(c, 2, HI, base + (uint64_t)i, ERROR_TRIGGER, NULL, 0), 0);
+}
+
 START_TEST(silent_agent_is_retried_then_incoherent)
 {
 	enum { N = 8 };
 	struct cluster c;
 	struct rt_store_trace t;
-	uint32_t to1 = 1, to2 = 2;
 	int i;
 	cl_coord_args[0] = "--agent-timeout";
 	cl_coord_args[1] = "0.3";
@@ -503,14 +517,7 @@ START_TEST(silent_agent_is_retried_then_incoherent)
 	cl_coord_args[3] = "1";
 	cl_coord_args[4] = NULL;
 	ck_assert_int_eq(cl_start(&c, 3, 256), 0);
-	for (i = 0; i < N; i++) {
-		write_on(&c, 0, 0xb000 + (uint64_t)i, NULL, 0);
-		write_on(&c, 1, 0xb000 + (uint64_t)i, &to1, 1);
-		write_on(&c, 2, 0xb000 + (uint64_t)i, &to2, 1);
-	}
-	ck_assert_int_eq(kill(c.hosts[1].agent, SIGSTOP), 0);
-	for (i = 0; i < N; i++)
-		ck_assert_int_eq(cl_trigger(&c, 2, HI, 0xb000 + (uint64_t)i, ERROR_TRIGGER, NULL, 0), 0);
+	chains_with_middle_agent_stopped(&c, 0xb000, N);
 	for (i = 0; i < N; i++) {
 		ck_assert_msg(cl_wait_trace(&c, HI, 0xb000 + (uint64_t)i, 30, &t) == 0,
 			      "trace %d never stored (see %s)", i, c.dir);
@@ -558,7 +565,6 @@ START_TEST(slow_agent_is_asked_until_it_answers)
 	enum { N = 4 };
 	struct cluster c;
 	struct rt_store_trace t;
-	uint32_t to1 = 1, to2 = 2;
 	int i;
 	cl_coord_args[0] = "--agent-timeout";
 	cl_coord_args[1] = "1";
@@ -568,14 +574,7 @@ START_TEST(slow_agent_is_asked_until_it_answers)
 	cl_coord_args[5] = "20";
 	cl_coord_args[6] = NULL;
 	ck_assert_int_eq(cl_start(&c, 3, 256), 0);
-	for (i = 0; i < N; i++) {
-		write_on(&c, 0, 0xd000 + (uint64_t)i, NULL, 0);
-		write_on(&c, 1, 0xd000 + (uint64_t)i, &to1, 1);
-		write_on(&c, 2, 0xd000 + (uint64_t)i, &to2, 1);
-	}
-	ck_assert_int_eq(kill(c.hosts[1].agent, SIGSTOP), 0);
-	for (i = 0; i < N; i++)
-		ck_assert_int_eq(cl_trigger(&c, 2, HI, 0xd000 + (uint64_t)i, ERROR_TRIGGER, NULL, 0), 0);
+	chains_with_middle_agent_stopped(&c, 0xd000, N);
 	/* the stopped agent's first ask fails (1 s): wait for it (each look runs the
 	 * CLI, slow on a loaded machine: bounded by the clock, not a count), then
 	 * 2 s more */
