@@ -17,8 +17,8 @@
  * roots compete for the same candidates, which the joint assignment
  * needs to be right under load (one call alone against every candidate would
  * just take the likeliest, whoever caused it). A query an agent did not answer
- * within --weave-timeout is asked once more (ask_again). When all have answered
- * (or failed twice), or at the job's backstop deadline, the job weaves (weave/weave.h: timing constraints, delay
+ * within --weave-timeout is asked again, with a doubled wait each time
+ * (ask_again). When all have answered (or their last ask failed), or at the job's backstop deadline, the job weaves (weave/weave.h: timing constraints, delay
  * model, joint assignment, a confidence per link; the connection each call went
  * over where its spans name one — rt_wire_conn_id of their net.sock.*
  * attributes, ours from the decoded span, the others' from the agents'
@@ -99,7 +99,7 @@ struct weave_job {
 	struct weave_query {
 		uint8_t edge, kind;   /* callee index; RT_WIRE_WINDOW_ROOTS or _CLIENTS */
 		uint64_t request_id;
-		unsigned char *enc;   /* the encoded query, to ask again once (or NULL) */
+		unsigned char *enc;   /* the encoded query, to ask again (or NULL) */
 		uint32_t enc_len;
 	} queries[WEAVE_MAX_QUERIES];
 	uint32_t nqueries;
@@ -205,8 +205,10 @@ int coord_weave_init(struct rt_coord *c, char *err, size_t errlen)
 	return 0;
 }
 
-/* A request's tag: the query's index, and this bit once it was asked again. */
-#define WEAVE_TAG_RETRY (1ull << 32)
+/* A request's tag: the query's index in the low 32 bits, above them how many
+ * times it was asked before (0 for the first ask). */
+#define WEAVE_TAG_ATTEMPT_SHIFT 32
+#define WEAVE_MAX_ASKS 4             /* a query's asks to one agent, at most */
 
 static void job_free(struct weave_job *j)
 {
@@ -526,8 +528,8 @@ int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now)
 			c->out.len = 0;
 			if (rt_wire_encode_window_query(&c->out, &q) != 0)
 				continue;
-			/* kept for one retry: an agent that answered late (a loaded host)
-			 * is asked again rather than the hop decided without its answer */
+			/* kept for the retries: an agent that answered late (a loaded
+			 * host) is asked again rather than the hop decided without it */
 			if ((wq->enc = malloc(c->out.len)) != NULL) {
 				memcpy(wq->enc, c->out.data, c->out.len);
 				wq->enc_len = (uint32_t)c->out.len;
@@ -549,8 +551,9 @@ int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now)
 		job_free(j);
 		return 0;
 	}
-	/* A backstop: the job decides when every query was answered or failed
-	 * twice (ask_again); room for a timeout, its retry and a second timeout. */
+	/* A backstop: the job decides when every query was answered or its last
+	 * ask failed (ask_again moves this past each retry's wait); room for a
+	 * first timeout and the retry's (doubled) wait. */
 	j->deadline_ns = now + (uint64_t)(2 * c->cfg.weave_timeout * 1e9) + 200000000ull;
 	g->weave_state = 1;
 	g->weave_job = (uint32_t)(j - w->jobs) + 1;
@@ -763,23 +766,37 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 	job_free(j);
 }
 
-/* A query the agent did not answer in time goes to it once more (the same
- * request id: the agent's hold is renewed), and the job waits for that answer:
- * a loaded host answers late rather than never, and a hop decided without the
- * callee's roots or the other calls is a guess. 0, or -1 (not sent). */
-static int ask_again(struct rt_coord *c, struct weave_job *j, uint32_t q_i, uint32_t agent_id)
+/* A query the agent did not answer in time goes to it again (the same request
+ * id: the agent's hold is renewed), each time with twice the previous wait, and
+ * the job waits for that answer: a loaded host answers late rather than never,
+ * and a hop decided without the callee's roots or the other calls is a guess.
+ * The doubling matters: an agent's requests are answered one at a time, in
+ * order, so the answer to a retry waits behind the queries that timed out
+ * before it (a stopped or starved agent has them all queued), and one more
+ * wait of the same length timed out as well (20 of 20 retries failed at load
+ * average 30). It stops at WEAVE_MAX_ASKS, or when the answer could not come
+ * before the group's collect timeout closes it anyway. 0, or -1 (not asked). */
+static int ask_again(struct rt_coord *c, struct weave_job *j, uint32_t q_i, uint32_t attempt,
+		     uint32_t agent_id)
 {
 	struct coord_weave *w = c->weave;
 	struct coord_agent *a = coord_dir_find(c, agent_id);
 	const struct weave_query *wq = &j->queries[q_i];
-	uint64_t until = coord_now_ns() + (uint64_t)(c->cfg.weave_timeout * 1e9) + 100000000ull;
+	const struct coord_group *g = &c->groups[j->group];
+	double wait_s = c->cfg.weave_timeout * (double)(1u << attempt);
+	uint64_t now = coord_now_ns();
+	uint64_t until = now + (uint64_t)(wait_s * 1e9) + 100000000ull;
+	if (attempt >= WEAVE_MAX_ASKS ||
+	    until > g->created_ns + (uint64_t)(c->cfg.collect_timeout * 1e9))
+		return -1;
 	c->out.len = 0;
 	if (!a || !wq->enc || rt_wire_buf_reserve(&c->out, wq->enc_len) != 0)
 		return -1;
 	memcpy(c->out.data, wq->enc, wq->enc_len);
 	c->out.len = wq->enc_len;
-	if (coord_req_send(c, a, COORD_REQ_WINDOW, (uint32_t)(j - w->jobs), q_i | WEAVE_TAG_RETRY,
-			   wq->request_id, c->cfg.weave_timeout) != 0)
+	if (coord_req_send(c, a, COORD_REQ_WINDOW, (uint32_t)(j - w->jobs),
+			   q_i | (uint64_t)attempt << WEAVE_TAG_ATTEMPT_SHIFT, wq->request_id,
+			   wait_s) != 0)
 		return -1;
 	w->st.query_retries++;
 	if (j->deadline_ns < until)
@@ -798,12 +815,13 @@ void coord_weave_reply(struct rt_coord *c, struct coord_req *r)
 		return;
 	}
 	j = &w->jobs[r->job];
-	q_i = (uint32_t)(r->tag & ~WEAVE_TAG_RETRY);
+	q_i = (uint32_t)r->tag;
 	if (!j->group_id || q_i >= j->nqueries || j->queries[q_i].request_id != r->request_id) {
 		coord_req_free(c, r); /* a job decided (or dropped) before this came */
 		return;
 	}
-	if (!r->ok && !(r->tag & WEAVE_TAG_RETRY) && ask_again(c, j, q_i, r->agent_id) == 0) {
+	if (!r->ok &&
+	    ask_again(c, j, q_i, (uint32_t)(r->tag >> WEAVE_TAG_ATTEMPT_SHIFT) + 1, r->agent_id) == 0) {
 		coord_req_free(c, r); /* wait for the second answer */
 		return;
 	}

@@ -22,8 +22,10 @@
  * (a client call whose server side never arrived) and no backend trace is
  * stored: so the assertions above can fail.
  * With the callee's agent stopped (SIGSTOP) while the requests run, and resumed
- * once the coordinator asked again (weave.query_retries), the hops are woven as
- * with --weave on: the retry's answer counts (without it none is linked).
+ * more than a --weave-timeout after the coordinator first asked again
+ * (weave.query_retries), the hops are woven as with --weave on: a retry's wait
+ * doubles, so a late answer counts (with one retry of the same wait, none of
+ * the first calls was linked).
  *
  * Every wait is bounded and polls a condition; nothing depends on timing.
  */
@@ -188,16 +190,19 @@ static void scenario(int mode, struct result *r)
 		 "--edge-pct 50 --max-inflight 1 --timeout-ms 30000 2>/dev/null",
 		 TOPO_BIN, TWO_TOPO, run_dir);
 	if (mode == WEAVE_LATE_AGENT) {
-		/* The callee's agent answers nothing until resumed, which is as soon as
-		 * the coordinator, its window query unanswered past --weave-timeout,
-		 * asked again (while the load still runs: every retry must find the
-		 * agent awake within its own timeout); the second answer must count. */
+		/* The callee's agent answers nothing until resumed, which is 6 s (more
+		 * than one --weave-timeout) after the coordinator, its window query
+		 * unanswered past --weave-timeout, first asked again: so the first
+		 * retry is still unanswered a whole timeout after it left, and only a
+		 * retry that waits longer (the doubled wait) or a further ask gets
+		 * the answer, which must count. */
 		FILE *p;
 		ck_assert_int_eq(kill(c.hosts[1].agent, SIGSTOP), 0);
 		p = popen(cmd, "r");
 		for (end = mono_s() + WAIT_S; p && mono_s() < end; nap_ms(50))
 			if ((r->retries = cl_coord_figure(&c, "weave", "query_retries")) >= 1)
 				break;
+		nap_ms(6000);
 		kill(c.hosts[1].agent, SIGCONT);
 		load = finish_cmd(p, NULL);
 	} else {
@@ -334,9 +339,10 @@ START_TEST(weave_off_leaves_the_hop_open)
 END_TEST
 
 /* The callee's agent stopped while the requests run: every window query to it
- * goes unanswered past --weave-timeout, and the coordinator asks it once more;
- * resumed, it answers the second query and the hops are woven as usual. Without
- * the retry the hops are decided without the callee's roots (none linked). */
+ * goes unanswered past --weave-timeout, and the coordinator asks it again, with
+ * a doubled wait; resumed a timeout after the first retry left, it answers and
+ * the hops are woven as usual. Without the retries the hops are decided without
+ * the callee's roots (none linked). */
 START_TEST(weave_asks_a_late_agent_again)
 {
 	struct result r;
