@@ -135,6 +135,17 @@ static void write_trace(uint64_t lo)
 	ck_assert_int_eq(cl_write(&ca, 2, HI, lo, RECORDS, &to2, 1), 0);
 }
 
+/* A check about to fail: every daemon's figures and stacks stay in the members'
+ * directories (kept: a failed test does not reach stop_pair), since the daemons
+ * are killed with the test. */
+static void leave_evidence(void)
+{
+	cl_dump_status(&ca, "failed");
+	cl_dump_status(&cb, "failed");
+	cl_dump_stacks(&ca, "failed");
+	cl_dump_stacks(&cb, "failed");
+}
+
 /* Wait until the trace is in one of the stores; then it must be in that one only,
  * coherent, with every host's records as written. Returns the member (0, 1). */
 static int check_trace(uint64_t lo, double timeout_s)
@@ -150,6 +161,8 @@ static int check_trace(uint64_t lo, double timeout_s)
 		else
 			nap_ms(50);
 	}
+	if (where < 0 || !t.coherent)
+		leave_evidence();
 	ck_assert_msg(where >= 0, "trace %llx in neither store after %.0f s (logs in %s, %s)",
 		      (unsigned long long)lo, timeout_s, ca.dir, cb.dir);
 	ck_assert_msg(!in_store(where ? &ca : &cb, lo, &u), "trace %llx stored by both members",
