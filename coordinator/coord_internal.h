@@ -155,6 +155,7 @@ struct coord_group {
 	int has_trigger;          /* 0: opened by an orphan slice */
 	int closing;              /* close_group runs: replies no longer change it */
 	int recollect;            /* opened by an operator's recollect: skips selection */
+	int store_counted;        /* the store's slices of its traces were counted (traversal.c) */
 	int dirty;                /* cells to dispatch */
 	uint64_t created_ns;      /* monotonic */
 	uint64_t triggered_unix_ns;
@@ -251,6 +252,7 @@ struct coord_stats {
 	uint64_t registrations, triggers, trigger_duplicates, trigger_traces;
 	uint64_t bad_messages, bad_slices, text_requests;
 	uint64_t slices, slice_bytes, slice_duplicates, late_slices, orphan_slices;
+	uint64_t stored_bytes_counted; /* bytes a held-up group found already stored (traversal.c) */
 	uint64_t late_slices_unselected; /* late, for a trace selection deleted: acked, not stored */
 	uint64_t store_errors;
 	uint64_t remote_sent, remote_asks, remote_retries, remote_failed, remote_bad_replies;

@@ -155,6 +155,15 @@ static void peer_cb(void *arg)
 		}
 		m = nng_aio_get_msg(p->aio);
 		nng_aio_set_msg(p->aio, NULL);
+		/* nng 1.5.2 (Debian's) can end a REQ socket's receive with result 0
+		 * and no message (nanomsg/nng#1620): seen here at a peer's kill -9,
+		 * a SEGV that took this member down with the one it was probing
+		 * (member_kill9_and_return: "trace 9011 in neither store"). No answer
+		 * is a failed probe. */
+		if (!m) {
+			probe_done(p, NULL);
+			return;
+		}
 		{
 			char text[160];
 			size_t n = nng_msg_len(m) < sizeof text - 1 ? nng_msg_len(m) : sizeof text - 1;

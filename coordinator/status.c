@@ -175,6 +175,7 @@ static void collection_section(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_u64(w, "slices", c->st.slices);
 	rt_fig_u64(w, "slice_bytes", c->st.slice_bytes);
 	rt_fig_u64(w, "slice_duplicates", c->st.slice_duplicates);
+	rt_fig_u64(w, "stored_bytes_counted", c->st.stored_bytes_counted);
 	rt_fig_u64(w, "late_slices", c->st.late_slices);
 	rt_fig_u64(w, "late_slices_unselected", c->st.late_slices_unselected);
 	rt_fig_u64(w, "orphan_slices", c->st.orphan_slices);

@@ -1203,20 +1203,81 @@ static int all_delivered(const struct coord_group *g)
 	return 1;
 }
 
+/* Per agent, the bytes of one trace's slices the store holds. */
+struct stored_bytes {
+	uint32_t n, agent[RT_STORE_MAX_AGENTS];
+	uint64_t bytes[RT_STORE_MAX_AGENTS];
+};
+
+static int stored_slice(void *arg, const struct rt_store_slice *sl)
+{
+	struct stored_bytes *sb = arg;
+	uint32_t i;
+	for (i = 0; i < sb->n && sb->agent[i] != sl->agent_id; i++)
+		;
+	if (i == sb->n) {
+		if (sb->n == RT_STORE_MAX_AGENTS)
+			return 0;
+		sb->agent[sb->n] = sl->agent_id;
+		sb->bytes[sb->n++] = 0;
+	}
+	sb->bytes[i] += sl->bytes;
+	return 0;
+}
+
+/*
+ * A group whose agents announced bytes that never came: look in the store
+ * once. A member killed with -9 and restarted (issue 17) has committed slices
+ * of traces whose trigger it never stored (the trigger was in flight or in an
+ * uncommitted batch; the slices opened an orphan group and were acknowledged):
+ * the trigger comes again from the agent that holds it, opens a fresh group,
+ * and the agents' replies announce bytes they already sent and had
+ * acknowledged. Nothing comes again (a resent slice is a duplicate or late,
+ * and is not counted), so the group waited for the collect timeout and stored
+ * the trace incoherent with every host missing though every byte was in the
+ * store (member_kill9_and_return, ASan: "900d incoherent at c0: 0 agents, 3
+ * missing"). A cell's received becomes at least what the store holds of it:
+ * the store holds what this process counted (unless still in an uncommitted
+ * batch) plus what an earlier one committed, so the larger figure counts
+ * nothing twice. Only a group held up this way pays the read.
+ */
+static void count_stored(struct rt_coord *c, struct coord_group *g)
+{
+	uint32_t i, k;
+	g->store_counted = 1;
+	for (i = 0; i < g->ntraces; i++) {
+		struct stored_bytes sb = { 0 };
+		if (rt_store_slices(c->store, g->traces[i].hi, g->traces[i].lo, stored_slice, &sb) != 0)
+			continue;
+		for (k = 0; k < sb.n; k++) {
+			struct coord_cell *x = cell_get(g, (int)i, sb.agent[k], 1);
+			if (x && sb.bytes[k] > x->received) {
+				g->traces[i].bytes += sb.bytes[k] - x->received;
+				c->st.stored_bytes_counted += sb.bytes[k] - x->received;
+				x->received = sb.bytes[k];
+			}
+		}
+	}
+}
+
 static void group_tick(struct rt_coord *c, struct coord_group *g, uint64_t now)
 {
 	uint64_t settle = (uint64_t)(c->cfg.settle * 1e9);
 	uint64_t timeout = (uint64_t)(c->cfg.collect_timeout * 1e9);
+	int idle;
 	reask_open_cells(g, now);
 	if (g->dirty)
 		dispatch(c, g, now);
+	idle = g->has_trigger && g->traversal_ns && !traversal_busy(g) &&
+	       now - g->last_activity_ns >= settle;
+	if (!g->store_counted && ((idle && !all_delivered(g)) || now - g->created_ns >= timeout))
+		count_stored(c, g);
 	/* A group no trigger has reached yet (its slices raced ahead) waits for it
 	 * until the collect timeout, not the settle time: closed without it, the
 	 * trace cannot be called coherent (build_row). */
 	if (now - g->created_ns >= timeout)
 		close_group(c, g, now);
-	else if (g->has_trigger && g->traversal_ns && !traversal_busy(g) && all_delivered(g) &&
-		 now - g->last_activity_ns >= settle && !coord_weave_hold(c, g, now))
+	else if (idle && all_delivered(g) && !coord_weave_hold(c, g, now))
 		close_group(c, g, now); /* (weaving may first add the callees' halves) */
 }
 

@@ -411,6 +411,22 @@ static void dump_hung(struct cluster *c, pid_t pid, const char *tag, const char 
 		fprintf(stderr, "(could not take the stacks of pid %d)\n", (int)pid);
 }
 
+void cl_dump_stacks(struct cluster *c, const char *tag)
+{
+	char t[64], log[sizeof c->dir + 32];
+	if (c->coord > 0) {
+		snprintf(t, sizeof t, "%s-coord", tag);
+		snprintf(log, sizeof log, "%s/coord.log", c->dir);
+		dump_hung(c, c->coord, t, log);
+	}
+	for (int h = 0; h < c->nhosts; h++)
+		if (c->hosts[h].agent > 0) {
+			snprintf(t, sizeof t, "%s-agent%d", tag, h);
+			snprintf(log, sizeof log, "%s/agent%d.log", c->dir, h);
+			dump_hung(c, c->hosts[h].agent, t, log);
+		}
+}
+
 /* Reap `pid` within `timeout_s`; past that take its stacks, kill it hard, return -1. */
 static int reap_within(struct cluster *c, pid_t pid, double timeout_s, const char *tag,
 		       const char *log)

@@ -128,5 +128,8 @@ long long cl_coord_agent_figure(struct cluster *c, uint32_t agent_id, const char
 /* Every daemon's `retrace status --json` into c->dir/status-TAG-*.json: what a
  * failing test leaves behind to say why (the directory stays when a test fails). */
 void cl_dump_status(struct cluster *c, const char *tag);
+/* Every daemon's threads' stacks (gdb, when installed) into c->dir/hung-TAG-*.txt:
+ * a daemon that stopped working (a trace that never arrives) is still running. */
+void cl_dump_stacks(struct cluster *c, const char *tag);
 
 #endif
