@@ -264,8 +264,11 @@ static void mine_templates(rt_selector *s, rt_sel_trace *t, const rt_sel_trace *
 			prefetch_log(&t->logs[l + 4]);
 		else if (next && l + 4 - t->n_logs < next->n_logs)
 			prefetch_log(&next->logs[l + 4 - t->n_logs]);
-		if (t->logs[l].template_id == 0 && t->logs[l].text)
-			t->logs[l].template_id = rt_sel_drain_add(s->drain, t->logs[l].text);
+		rt_sel_log *lg = &t->logs[l];
+		if (lg->template_id == 0 && lg->text) /* a known length saves a pass */
+			lg->template_id = lg->text_len ? rt_sel_drain_add_len(s->drain, lg->text,
+									      lg->text_len)
+						       : rt_sel_drain_add(s->drain, lg->text);
 	}
 }
 
