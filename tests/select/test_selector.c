@@ -501,6 +501,50 @@ static void gen_shape_trace(gen_trace *g, uint64_t id, uint64_t start, uint64_t 
     }
 }
 
+START_TEST(first_pass_reads_groups_and_scores_as_the_helpers_do)
+{
+    /* The window reads op keys, root, entry, failed spans and duration of a trace in
+     * one pass: its groups and scores must be rt_sel_trace_group's and
+     * rt_sel_anomaly_score's (latency term off: the group p90 is the selector's own),
+     * with spans out of start order, wildcard roots, several roots and none. */
+    static const char *svc[] = {"gateway", "orders", "users", "db"};
+    static const char *op[] = {"/*", "/orders", "/users/*", "query"};
+    rt_sel_config cfg;
+    rt_sel_config_default(&cfg);
+    cfg.weights.latency = 0;
+    uint64_t rng = 7;
+    for (int w = 0; w < 20; w++) {
+        size_t n = 150;
+        for (size_t i = 0; i < n; i++) {
+            gen_init(&G[i], (uint64_t)w * 1000 + i + 1);
+            uint64_t r = mix64(++rng);
+            int spans = 1 + (int)(r % 9);
+            for (int k = 0; k < spans; k++) {
+                uint64_t q = mix64(r + (uint64_t)k);
+                /* no root at all in one trace of eight, several in some */
+                int parent = k == 0 ? ((r >> 8) % 8 ? -1 : spans - 1)
+                                    : (q % 5 == 0 ? -1 : (int)(q >> 8) % k);
+                uint64_t start = 1000 + (q >> 16) % 5000;
+                gen_span(&G[i], svc[(q >> 24) % 4], op[(q >> 28) % 4], parent, start,
+                         start + (q >> 32) % 900);
+                G[i].spans[k].error = (q >> 40) % 6 == 0;
+                gen_log(&G[i], (uint8_t)((q >> 44) % 4), 1 + (uint32_t)((q >> 48) % 5), NULL);
+            }
+            T[i] = G[i].t;
+        }
+        rt_selector *s = rt_sel_create(&cfg);
+        rt_sel_result res;
+        ck_assert_int_eq(rt_sel_select_window(s, T, n, 10, NULL, 0, &res), 0);
+        for (size_t i = 0; i < n; i++) {
+            ck_assert_msg(res.verdicts[i].group == rt_sel_trace_group(&T[i]), "trace %zu", i);
+            ck_assert_msg(res.verdicts[i].score == rt_sel_anomaly_score(&T[i], &cfg.weights, 0),
+                          "trace %zu", i);
+        }
+        rt_sel_destroy(s);
+    }
+}
+END_TEST
+
 START_TEST(encodings_remembered_across_windows_are_exact)
 {
     const uint64_t minute = 60000000000ull;
@@ -667,6 +711,7 @@ int main(void)
     tcase_add_test(tc, budget_scales_up_when_traffic_drops_during_alarm);
     tcase_add_test(tc, free_text_logs_are_mined);
     tcase_add_test(tc, known_text_lengths_change_nothing);
+    tcase_add_test(tc, first_pass_reads_groups_and_scores_as_the_helpers_do);
     tcase_add_test(tc, tiny_budget_prefers_groups_with_new_patterns);
     tcase_add_test(tc, short_window_is_not_a_traffic_drop);
     tcase_add_test(tc, latency_tiers_per_minute);
