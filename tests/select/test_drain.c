@@ -222,6 +222,21 @@ static void shape_line(char *line, unsigned shape, unsigned *vseed)
     p += sprintf(p, "] status=ok, everything went fine in the end");
 }
 
+/* Both miners hold the same clusters with the same templates (ids up to max_id);
+ * then they are destroyed. */
+static void assert_same_templates_and_destroy(rt_sel_drain *a, rt_sel_drain *b, uint32_t max_id)
+{
+    static char ta[65536], tb[65536];
+    ck_assert_uint_eq(rt_sel_drain_cluster_count(a), rt_sel_drain_cluster_count(b));
+    for (uint32_t id = RT_SEL_MINED_TEMPLATE_BIT | 1; id <= max_id; id++) {
+        ck_assert(rt_sel_drain_template(a, id, ta, sizeof ta));
+        ck_assert(rt_sel_drain_template(b, id, tb, sizeof tb));
+        ck_assert_str_eq(ta, tb);
+    }
+    rt_sel_drain_destroy(a);
+    rt_sel_drain_destroy(b);
+}
+
 START_TEST(caches_give_the_ids_of_the_masked_text)
 {
     /* Each line goes to one miner raw and to another already masked (masking is then
@@ -233,7 +248,6 @@ START_TEST(caches_give_the_ids_of_the_masked_text)
     ck_assert_ptr_nonnull(raw);
     ck_assert_ptr_nonnull(ref);
     static char line[65536], masked[3 * sizeof line]; /* ≤ 460 tokens of ≤ 92 bytes */
-    static char ta[65536], tb[65536];
     unsigned seed = 11;
     uint32_t max_id = 0;
     for (int i = 0; i < 20000; i++) {
@@ -246,14 +260,7 @@ START_TEST(caches_give_the_ids_of_the_masked_text)
             ck_abort_msg("line %d: id %x vs %x for \"%.80s\"", i, a, b, line);
         max_id = a > max_id ? a : max_id;
     }
-    ck_assert_uint_eq(rt_sel_drain_cluster_count(raw), rt_sel_drain_cluster_count(ref));
-    for (uint32_t id = RT_SEL_MINED_TEMPLATE_BIT | 1; id <= max_id; id++) {
-        ck_assert(rt_sel_drain_template(raw, id, ta, sizeof ta));
-        ck_assert(rt_sel_drain_template(ref, id, tb, sizeof tb));
-        ck_assert_str_eq(ta, tb);
-    }
-    rt_sel_drain_destroy(raw);
-    rt_sel_drain_destroy(ref);
+    assert_same_templates_and_destroy(raw, ref, max_id);
 }
 END_TEST
 
@@ -270,7 +277,6 @@ START_TEST(known_length_gives_the_ids_of_measured_lines)
     ck_assert_ptr_nonnull(measured);
     ck_assert_ptr_nonnull(known);
     static char line[65536];
-    static char ta[65536], tb[65536];
     unsigned seed = 29;
     uint32_t max_id = 0;
     size_t hits_past_limit = 0;
@@ -290,14 +296,7 @@ START_TEST(known_length_gives_the_ids_of_measured_lines)
         max_id = a > max_id ? a : max_id;
     }
     ck_assert_uint_gt(hits_past_limit, 0);
-    ck_assert_uint_eq(rt_sel_drain_cluster_count(measured), rt_sel_drain_cluster_count(known));
-    for (uint32_t id = RT_SEL_MINED_TEMPLATE_BIT | 1; id <= max_id; id++) {
-        ck_assert(rt_sel_drain_template(measured, id, ta, sizeof ta));
-        ck_assert(rt_sel_drain_template(known, id, tb, sizeof tb));
-        ck_assert_str_eq(ta, tb);
-    }
-    rt_sel_drain_destroy(measured);
-    rt_sel_drain_destroy(known);
+    assert_same_templates_and_destroy(measured, known, max_id);
 }
 END_TEST
 
