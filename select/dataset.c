@@ -345,6 +345,7 @@ static int relayout(rt_sel_dataset *ds)
 				size_t k = strlen(g.text) + 1;
 				memcpy(text + used, g.text, k);
 				g.text = text + used;
+				g.text_len = k - 1 < UINT16_MAX ? (uint16_t)(k - 1) : 0;
 				used += k;
 			}
 			logs[nl + l] = g;

@@ -1335,10 +1335,10 @@ static cluster *drain_mine(rt_sel_drain *d, const char *line)
 	return c;
 }
 
-uint32_t rt_sel_drain_add(rt_sel_drain *d, const char *line)
+/* n = strnlen(line, EX_MAX_LINE): the exemplar cache's length of the line. */
+static uint32_t add_measured(rt_sel_drain *d, const char *line, size_t n)
 {
 	const unsigned char *ul = (const unsigned char *)line;
-	size_t n = strnlen(line, EX_MAX_LINE);
 	ex_entry *set = NULL;
 	uint64_t key = 0;
 	if (n > 0 && n < EX_MAX_LINE && n <= d->ex_cap / 16) {
@@ -1356,6 +1356,16 @@ uint32_t rt_sel_drain_add(rt_sel_drain *d, const char *line)
 	if (set)
 		ex_insert(d, set, key, ul, n, c);
 	return c->id;
+}
+
+uint32_t rt_sel_drain_add(rt_sel_drain *d, const char *line)
+{
+	return add_measured(d, line, strnlen(line, EX_MAX_LINE));
+}
+
+uint32_t rt_sel_drain_add_len(rt_sel_drain *d, const char *line, size_t len)
+{
+	return add_measured(d, line, len < EX_MAX_LINE ? len : EX_MAX_LINE);
 }
 
 const char *rt_sel_drain_kernels(const rt_sel_drain *d)

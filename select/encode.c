@@ -39,7 +39,7 @@ uint64_t rt_sel_op_key(const char *service, const char *operation)
 
 uint64_t rt_sel_span_key(const rt_sel_span *span)
 {
-	return span->op_key ? span->op_key : rt_sel_op_key(span->service, span->operation);
+	return rt_sel_span_key_fast(span);
 }
 
 void rt_sel_trace_fill_keys(rt_sel_trace *t)
@@ -66,7 +66,11 @@ int32_t rt_sel_trace_root(const rt_sel_trace *t)
 
 int32_t rt_sel_trace_entry(const rt_sel_trace *t)
 {
-	int32_t root = rt_sel_trace_root(t);
+	return rt_sel_trace_entry_of_root(t, rt_sel_trace_root(t));
+}
+
+int32_t rt_sel_trace_entry_of_root(const rt_sel_trace *t, int32_t root)
+{
 	if (root < 0)
 		return root;
 	const rt_sel_span *r = &t->spans[root];
@@ -259,7 +263,7 @@ static bool span_is_slow(const rt_sel_span *s, uint64_t op, const rt_sel_quantil
 static void encode_span(const rt_sel_trace *t, const rt_sel_span *s, uint64_t start,
 			uint64_t end_ev, int tier, rt_sel_pairs *out)
 {
-	uint64_t op = rt_sel_span_key(s);
+	uint64_t op = rt_sel_span_key_fast(s);
 	uint64_t prev = start;
 	uint32_t end = s->first_log + s->n_logs;
 	for (uint32_t l = s->first_log; l < end && l < t->n_logs; l++) {
@@ -308,14 +312,14 @@ static int encode(const rt_sel_trace *t, const rt_sel_quantiles *span_p90, doubl
 		return -1;
 	uint64_t *ev = out->v + 2 * need;
 	for (uint32_t i = 0; i < t->n_spans; i++) {
-		uint64_t op = rt_sel_span_key(&t->spans[i]);
+		uint64_t op = rt_sel_span_key_fast(&t->spans[i]);
 		ev[2 * i] = span_event(op, EV_START);
 		ev[2 * i + 1] = span_event(op, EV_END);
 	}
 	for (uint32_t i = 0; i < t->n_spans; i++) {
 		const rt_sel_span *s = &t->spans[i];
 		int tier = span_tiers ? span_tiers[i]
-				      : span_is_slow(s, rt_sel_span_key(s), span_p90, slow_factor);
+				      : span_is_slow(s, rt_sel_span_key_fast(s), span_p90, slow_factor);
 		encode_span(t, s, ev[2 * i], ev[2 * i + 1], tier, out);
 		if (s->parent >= 0 && (uint32_t)s->parent < t->n_spans && (uint32_t)s->parent != i)
 			push(out, ev[2 * (uint32_t)s->parent + 1], ev[2 * i]);
@@ -353,11 +357,11 @@ uint64_t rt_sel_encode_fingerprint(const rt_sel_trace *t, const uint8_t *span_ti
 		const rt_sel_span *s = &t->spans[i];
 		uint64_t parent = 0x5ba7e17a11ull; /* no edge */
 		if (s->parent >= 0 && (uint32_t)s->parent < t->n_spans && (uint32_t)s->parent != i)
-			parent = rt_sel_span_key(&t->spans[s->parent]);
+			parent = rt_sel_span_key_fast(&t->spans[s->parent]);
 		/* one full mix per span; the parts before it are xor-multiply steps (a
 		 * multiply by an odd constant is a bijection, so each step keeps the
 		 * information of the ones before, in order) */
-		uint64_t h = rt_sel_span_key(s) ^ ((uint64_t)span_tiers[i] << 1 | (s->error ? 1u : 0u));
+		uint64_t h = rt_sel_span_key_fast(s) ^ ((uint64_t)span_tiers[i] << 1 | (s->error ? 1u : 0u));
 		h = (h ^ (parent << 23 | parent >> 41)) * 0x9e3779b97f4a7c15ull;
 		uint32_t end = s->first_log + s->n_logs;
 		for (uint32_t l = s->first_log; l < end && l < t->n_logs; l++) {
@@ -376,17 +380,25 @@ int rt_sel_encode_minute_tiers(const rt_sel_trace *t, const uint8_t *span_tiers,
 
 double rt_sel_anomaly_score(const rt_sel_trace *t, const rt_sel_weights *w, double group_p90)
 {
-	double a = 0.0;
+	uint32_t errors = 0;
 	for (uint32_t i = 0; i < t->n_spans; i++)
-		if (t->spans[i].error)
-			a += w->error_span;
+		errors += t->spans[i].error;
+	return rt_sel_anomaly_score_of(t, w, group_p90, rt_sel_trace_duration(t), errors);
+}
+
+double rt_sel_anomaly_score_of(const rt_sel_trace *t, const rt_sel_weights *w, double group_p90,
+			       uint64_t duration, uint32_t error_spans)
+{
+	double a = 0.0;
+	for (uint32_t i = 0; i < error_spans; i++) /* one add each, as per span before */
+		a += w->error_span;
 	for (uint32_t l = 0; l < t->n_logs; l++) {
 		if (t->logs[l].level == RT_SEL_LOG_WARN)
 			a += w->warn_log;
 		else if (t->logs[l].level >= RT_SEL_LOG_ERROR)
 			a += w->error_log;
 	}
-	if (group_p90 > 0 && (double)rt_sel_trace_duration(t) > w->slow_factor * group_p90)
+	if (group_p90 > 0 && (double)duration > w->slow_factor * group_p90)
 		a += w->latency;
 	return a;
 }

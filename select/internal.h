@@ -2,6 +2,8 @@
 #ifndef RETRACE_SELECT_INTERNAL_H
 #define RETRACE_SELECT_INTERNAL_H
 
+#include "select.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -42,6 +44,21 @@ static inline uint64_t rt_sel_hash_str(const char *s, uint64_t seed)
 {
 	return rt_sel_hash_bytes(s ? s : "", s ? strlen(s) : 0, seed);
 }
+
+/* rt_sel_span_key inlined for the per-span loops (a call per span, out of line in
+ * encode.c, was ~1 % of the selection). */
+static inline uint64_t rt_sel_span_key_fast(const rt_sel_span *s)
+{
+	return s->op_key ? s->op_key : rt_sel_op_key(s->service, s->operation);
+}
+
+/* rt_sel_trace_entry of a trace whose root (rt_sel_trace_root) is known. */
+int32_t rt_sel_trace_entry_of_root(const rt_sel_trace *t, int32_t root);
+
+/* rt_sel_anomaly_score of a trace whose duration (rt_sel_trace_duration) and number
+ * of failed spans are known: the same sums in the same order, so the same double. */
+double rt_sel_anomaly_score_of(const rt_sel_trace *t, const rt_sel_weights *w, double group_p90,
+			       uint64_t duration, uint32_t error_spans);
 
 /* Grow *arr (element size elem) so it holds at least need elements. */
 int rt_sel_grow(void **arr, size_t *cap, size_t need, size_t elem);

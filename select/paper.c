@@ -29,7 +29,7 @@ static uint64_t span_dur(const rt_sel_span *s)
 
 static uint64_t minute_key(const rt_sel_span *s)
 {
-	return rt_sel_combine(rt_sel_span_key(s), s->start_ns / 60000000000ull) | 1u; /* never 0 */
+	return rt_sel_combine(rt_sel_span_key_fast(s), s->start_ns / 60000000000ull) | 1u; /* never 0 */
 }
 
 static int tier_of(uint64_t dur, uint64_t p90)
@@ -242,7 +242,7 @@ int rt_sel_paper_p90_build_alt(const rt_sel_trace *traces, size_t n,
 				continue;
 			uint64_t *b = &before[slot[k]];
 			if (*b == 0) {
-				uint64_t key = rt_sel_combine(rt_sel_span_key(sp), alt_minute - 1) | 1u;
+				uint64_t key = rt_sel_combine(rt_sel_span_key_fast(sp), alt_minute - 1) | 1u;
 				size_t at = slot_of(out->keys, cap - 1, key);
 				*b = out->keys[at] ? 2 + out->p90[at] : 1;
 			}
@@ -293,9 +293,9 @@ size_t rt_sel_paper_pairs(const rt_sel_trace *t, const rt_sel_paper_p90 *p90, ui
 	uint64_t *v = *buf;
 	for (uint32_t i = 0; i < t->n_spans; i++) {
 		const rt_sel_span *s = &t->spans[i];
-		uint64_t op = rt_sel_span_key(s), prev = op;
+		uint64_t op = rt_sel_span_key_fast(s), prev = op;
 		if (s->parent >= 0 && (uint32_t)s->parent < t->n_spans)
-			v[k++] = rt_sel_combine(rt_sel_span_key(&t->spans[s->parent]) ^ 0x9a4e, op);
+			v[k++] = rt_sel_combine(rt_sel_span_key_fast(&t->spans[s->parent]) ^ 0x9a4e, op);
 		for (uint32_t l = s->first_log; l < s->first_log + s->n_logs && l < t->n_logs;
 		     l++) {
 			uint64_t ev = rt_sel_combine(0x7e3f, t->logs[l].template_id);

@@ -47,6 +47,8 @@ typedef struct rt_sel_log {
 	const char *text;     /* free text, mined with Drain when template_id == 0 */
 	uint32_t template_id; /* 0 = not templated yet (selection fills it in) */
 	uint8_t level;        /* enum rt_sel_level */
+	uint16_t text_len;    /* strlen(text) when the decoder knows it and it is below
+				 65 535, else 0 (Drain measures the line itself) */
 } rt_sel_log;
 
 typedef struct rt_sel_span {
@@ -102,6 +104,9 @@ void rt_sel_drain_destroy(rt_sel_drain *d);
 /* Template id of a line (creating or generalising a cluster). Ids are stable: a
  * cluster keeps its id as its template generalises; ids are never reused. */
 uint32_t rt_sel_drain_add(rt_sel_drain *d, const char *line);
+/* rt_sel_drain_add of a line whose length is known: len must be strlen(line). The
+ * same ids; saves the miner a pass over the line to find its end. */
+uint32_t rt_sel_drain_add_len(rt_sel_drain *d, const char *line, size_t len);
 /* Current template text of a live id (tokens joined by ' ', variables as "<*>"),
  * written into buf; returns false if the id is unknown or evicted. */
 bool rt_sel_drain_template(const rt_sel_drain *d, uint32_t id, char *buf, size_t len);

@@ -63,6 +63,13 @@ typedef struct enc_memo_entry {
 	uint64_t len;
 } enc_memo_entry;
 
+/* What the window's first pass over a trace's spans found (read_trace), beside
+ * s->info by window index (not in trace_info, which the choice sorts). */
+typedef struct trace_facts {
+	uint64_t duration;
+	uint32_t error_spans;
+} trace_facts;
+
 typedef struct group_stat {
 	uint64_t group; /* 0 = free slot */
 	double kept;    /* traces kept recently, decayed each window */
@@ -85,6 +92,8 @@ struct rt_selector {
 	size_t arena_len, arena_cap;
 	trace_info *info;
 	size_t info_cap;
+	trace_facts *facts;
+	size_t facts_cap;
 	rt_sel_verdict *verdicts;
 	size_t verdicts_cap;
 	uint32_t *chosen;
@@ -199,6 +208,7 @@ void rt_sel_destroy(rt_selector *s)
 	free(s->groups);
 	free(s->arena);
 	free(s->info);
+	free(s->facts);
 	free(s->verdicts);
 	free(s->chosen);
 	free(s->fp_key);
@@ -254,8 +264,11 @@ static void mine_templates(rt_selector *s, rt_sel_trace *t, const rt_sel_trace *
 			prefetch_log(&t->logs[l + 4]);
 		else if (next && l + 4 - t->n_logs < next->n_logs)
 			prefetch_log(&next->logs[l + 4 - t->n_logs]);
-		if (t->logs[l].template_id == 0 && t->logs[l].text)
-			t->logs[l].template_id = rt_sel_drain_add(s->drain, t->logs[l].text);
+		rt_sel_log *lg = &t->logs[l];
+		if (lg->template_id == 0 && lg->text) /* a known length saves a pass */
+			lg->template_id = lg->text_len ? rt_sel_drain_add_len(s->drain, lg->text,
+									      lg->text_len)
+						       : rt_sel_drain_add(s->drain, lg->text);
 	}
 }
 
@@ -265,37 +278,57 @@ void rt_sel_mine_templates(rt_selector *s, rt_sel_trace *traces, size_t n)
 		mine_templates(s, &traces[i], i + 1 < n ? &traces[i + 1] : NULL);
 }
 
-/* rt_sel_trace_fill_keys with the window's key memo: services and operations come
+/* The op key of a span through the window's key memo: services and operations come
  * from a small set of (usually interned) strings, and hashing them was a fifth of the
  * selection time on fresh traces. */
-static void fill_keys(rt_selector *s, rt_sel_trace *t)
+static uint64_t memo_key(rt_selector *s, const rt_sel_span *sp)
 {
-	for (uint32_t i = 0; i < t->n_spans; i++) {
-		rt_sel_span *sp = &t->spans[i];
-		if (sp->op_key)
-			continue;
-		uintptr_t a = (uintptr_t)sp->service, b = (uintptr_t)sp->operation;
-		key_memo *m = &s->keys[rt_sel_mix64(a ^ (b * 0x9e3779b97f4a7c15ull)) &
-				       (KEY_MEMO_SIZE - 1)];
-		if (m->gen != s->key_gen || m->service != sp->service ||
-		    m->operation != sp->operation)
-			*m = (key_memo){ .service = sp->service,
-					 .operation = sp->operation,
-					 .key = rt_sel_op_key(sp->service, sp->operation),
-					 .gen = s->key_gen };
-		sp->op_key = m->key;
-	}
+	uintptr_t a = (uintptr_t)sp->service, b = (uintptr_t)sp->operation;
+	key_memo *m = &s->keys[rt_sel_mix64(a ^ (b * 0x9e3779b97f4a7c15ull)) & (KEY_MEMO_SIZE - 1)];
+	if (m->gen != s->key_gen || m->service != sp->service || m->operation != sp->operation)
+		*m = (key_memo){ .service = sp->service,
+				 .operation = sp->operation,
+				 .key = rt_sel_op_key(sp->service, sp->operation),
+				 .gen = s->key_gen };
+	return m->key;
 }
 
-static void observe_durations(rt_selector *s, const rt_sel_trace *t, uint64_t group)
+/* One pass over a trace's spans for everything the window reads of them before the
+ * per-minute table: op keys (filled), the root, the duration, the failed spans and
+ * the latest start (*latest). Then its group (the entry API) and its duration into
+ * the group's p90. These were five passes (keys, root, entry, duration twice). */
+static void read_trace(rt_selector *s, rt_sel_trace *t, trace_info *ti, trace_facts *f,
+		       uint64_t *latest)
 {
+	int32_t root = -1;
+	uint64_t lo = UINT64_MAX, hi = 0, late = *latest;
+	uint32_t errors = 0;
+	for (uint32_t i = 0; i < t->n_spans; i++) {
+		rt_sel_span *sp = &t->spans[i];
+		if (!sp->op_key)
+			sp->op_key = memo_key(s, sp);
+		bool is_root = sp->parent < 0 || (uint32_t)sp->parent >= t->n_spans;
+		if (is_root && (root < 0 || sp->start_ns < t->spans[root].start_ns))
+			root = (int32_t)i;
+		lo = sp->start_ns < lo ? sp->start_ns : lo;
+		hi = sp->end_ns > hi ? sp->end_ns : hi;
+		late = sp->start_ns > late ? sp->start_ns : late;
+		errors += sp->error;
+	}
+	if (root < 0 && t->n_spans > 0)
+		root = 0; /* as rt_sel_trace_root: every span has a parent, take the first */
+	*latest = late;
+	f->duration = hi > lo ? hi - lo : 0; /* rt_sel_trace_duration */
+	f->error_spans = errors;
+	int32_t e = rt_sel_trace_entry_of_root(t, root);
+	ti->group = e < 0 ? 0 : rt_sel_span_key_fast(&t->spans[e]); /* rt_sel_trace_group */
 	/* span p90s serve only the streaming slow marker: not kept with minute tiers */
 	for (uint32_t i = 0; i < t->n_spans && !s->cfg.minute_tiers; i++) {
 		const rt_sel_span *sp = &t->spans[i];
 		double d = sp->end_ns > sp->start_ns ? (double)(sp->end_ns - sp->start_ns) : 0.0;
-		rt_sel_quantiles_add(s->span_p90, rt_sel_span_key(sp), d);
+		rt_sel_quantiles_add(s->span_p90, sp->op_key, d);
 	}
-	rt_sel_quantiles_add(s->group_p90, group, (double)rt_sel_trace_duration(t));
+	rt_sel_quantiles_add(s->group_p90, ti->group, (double)f->duration);
 }
 
 /* A trace whose spans read the same as an earlier trace's of this window (about half
@@ -722,6 +755,7 @@ done:
 static int prepare_window(rt_selector *s, size_t n)
 {
 	if (rt_sel_grow((void **)&s->info, &s->info_cap, n, sizeof *s->info) ||
+	    rt_sel_grow((void **)&s->facts, &s->facts_cap, n, sizeof *s->facts) ||
 	    rt_sel_grow((void **)&s->verdicts, &s->verdicts_cap, n, sizeof *s->verdicts) ||
 	    rt_sel_grow((void **)&s->chosen, &s->chosen_cap, n, sizeof *s->chosen))
 		return -1;
@@ -738,17 +772,6 @@ static int prepare_window(rt_selector *s, size_t n)
  * get their tiers against one p90 over all of it, as if the boundary were not there.
  * The newest minute is this window's, not the newest ever seen, so one span with a
  * far-future start (a bad clock) costs the carry for one window, not for good. */
-static uint64_t newest_minute(const rt_sel_trace *traces, size_t n)
-{
-	uint64_t latest = 0; /* the minute of the latest start: one division, not one a span */
-	for (size_t i = 0; i < n; i++)
-		for (uint32_t j = 0; j < traces[i].n_spans; j++) {
-			uint64_t t = traces[i].spans[j].start_ns;
-			latest = t > latest ? t : latest;
-		}
-	return latest / 60000000000ull;
-}
-
 static int carry_newest_minute(rt_selector *s, const rt_sel_trace *traces, size_t n,
 			       uint64_t newest)
 {
@@ -892,16 +915,14 @@ static int analyse_traces(rt_selector *s, rt_sel_trace *traces, size_t n)
 	double t0 = cpu_s();
 	rt_sel_mine_templates(s, traces, n);
 	double t1 = cpu_s();
-	for (size_t i = 0; i < n; i++) {
-		fill_keys(s, &traces[i]);
-		s->info[i].group = rt_sel_trace_group(&traces[i]);
-		observe_durations(s, &traces[i], s->info[i].group);
-	}
+	uint64_t latest = 0; /* the latest span start: its minute is the window's newest */
+	for (size_t i = 0; i < n; i++)
+		read_trace(s, &traces[i], &s->info[i], &s->facts[i], &latest);
 	double t2 = cpu_s();
 	s->times.mining += t1 - t0;
 	s->times.prepare += t2 - t1;
 	rt_sel_paper_p90_free(&s->minute);
-	uint64_t newest = s->cfg.minute_tiers ? newest_minute(traces, n) : 0;
+	uint64_t newest = s->cfg.minute_tiers ? latest / 60000000000ull : 0;
 	if (s->cfg.minute_tiers &&
 	    (rt_sel_paper_p90_build_alt(traces, n, s->carry, s->n_carry, newest, &s->minute) ||
 	     rejudge_kept(s) || carry_newest_minute(s, traces, n, newest)))
@@ -934,8 +955,9 @@ static int analyse_traces(rt_selector *s, rt_sel_trace *traces, size_t n)
 		ti->alt = 0;
 		ti->alt_done = false;
 		ti->first_span = (uint32_t)(first_span - traces[i].n_spans);
-		ti->score = rt_sel_anomaly_score(&traces[i], &s->cfg.weights,
-						 rt_sel_quantiles_get(s->group_p90, ti->group));
+		ti->score = rt_sel_anomaly_score_of(&traces[i], &s->cfg.weights,
+						    rt_sel_quantiles_get(s->group_p90, ti->group),
+						    s->facts[i].duration, s->facts[i].error_spans);
 		s->verdicts[i] = (rt_sel_verdict){ .pattern = ti->pattern,
 						   .group = ti->group,
 						   .score = ti->score };

@@ -204,6 +204,47 @@ START_TEST(free_text_logs_are_mined)
 }
 END_TEST
 
+START_TEST(known_text_lengths_change_nothing)
+{
+    /* Logs whose decoder gave their length (text_len) are mined without measuring:
+     * the same template ids and verdicts as the same traces without lengths. */
+    static char text[200][96];
+    size_t n = 200;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < n; i++) {
+            gen_init(&G[i], i + 1);
+            gen_span(&G[i], "svc", i % 3 ? "/a" : "/b", -1, i * 1000, i * 1000 + 10 + i % 7);
+            snprintf(text[i], sizeof text[i], "%s %zu for user u%zu took %zu ms%s",
+                     i % 5 ? "order shipped" : "payment refused with code", i * 37, i % 11,
+                     i % 4, i % 3 == 0 ? "" : i % 3 == 1 ? " x" : "  "); /* see test_drain */
+            gen_log(&G[i], i % 5 ? RT_SEL_LOG_INFO : RT_SEL_LOG_ERROR, 0, text[i]);
+            if (pass == 1)
+                G[i].logs[0].text_len = (uint16_t)strlen(text[i]);
+            T[i] = G[i].t;
+        }
+        static uint32_t ids[200];
+        static rt_sel_verdict v[200];
+        rt_selector *s = rt_sel_create(NULL);
+        rt_sel_result r;
+        ck_assert_int_eq(rt_sel_select_window(s, T, n, 20, NULL, 0, &r), 0);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t id = G[i].logs[0].template_id;
+            ck_assert(id & RT_SEL_MINED_TEMPLATE_BIT);
+            if (pass == 0) {
+                ids[i] = id;
+                v[i] = r.verdicts[i];
+                continue;
+            }
+            ck_assert_uint_eq(id, ids[i]);
+            ck_assert_uint_eq(r.verdicts[i].pattern, v[i].pattern);
+            ck_assert_uint_eq(r.verdicts[i].chosen, v[i].chosen);
+            ck_assert(r.verdicts[i].score == v[i].score);
+        }
+        rt_sel_destroy(s);
+    }
+}
+END_TEST
+
 /* Tiny budgets (fewer picks than groups) go to groups that have a pattern not kept in
  * an earlier window before groups with nothing new, even when those are rarer. */
 START_TEST(tiny_budget_prefers_groups_with_new_patterns)
@@ -460,6 +501,50 @@ static void gen_shape_trace(gen_trace *g, uint64_t id, uint64_t start, uint64_t 
     }
 }
 
+START_TEST(first_pass_reads_groups_and_scores_as_the_helpers_do)
+{
+    /* The window reads op keys, root, entry, failed spans and duration of a trace in
+     * one pass: its groups and scores must be rt_sel_trace_group's and
+     * rt_sel_anomaly_score's (latency term off: the group p90 is the selector's own),
+     * with spans out of start order, wildcard roots, several roots and none. */
+    static const char *svc[] = {"gateway", "orders", "users", "db"};
+    static const char *op[] = {"/*", "/orders", "/users/*", "query"};
+    rt_sel_config cfg;
+    rt_sel_config_default(&cfg);
+    cfg.weights.latency = 0;
+    uint64_t rng = 7;
+    for (int w = 0; w < 20; w++) {
+        size_t n = 150;
+        for (size_t i = 0; i < n; i++) {
+            gen_init(&G[i], (uint64_t)w * 1000 + i + 1);
+            uint64_t r = mix64(++rng);
+            int spans = 1 + (int)(r % 9);
+            for (int k = 0; k < spans; k++) {
+                uint64_t q = mix64(r + (uint64_t)k);
+                /* no root at all in one trace of eight, several in some */
+                int parent = k == 0 ? ((r >> 8) % 8 ? -1 : spans - 1)
+                                    : (q % 5 == 0 ? -1 : (int)(q >> 8) % k);
+                uint64_t start = 1000 + (q >> 16) % 5000;
+                gen_span(&G[i], svc[(q >> 24) % 4], op[(q >> 28) % 4], parent, start,
+                         start + (q >> 32) % 900);
+                G[i].spans[k].error = (q >> 40) % 6 == 0;
+                gen_log(&G[i], (uint8_t)((q >> 44) % 4), 1 + (uint32_t)((q >> 48) % 5), NULL);
+            }
+            T[i] = G[i].t;
+        }
+        rt_selector *s = rt_sel_create(&cfg);
+        rt_sel_result res;
+        ck_assert_int_eq(rt_sel_select_window(s, T, n, 10, NULL, 0, &res), 0);
+        for (size_t i = 0; i < n; i++) {
+            ck_assert_msg(res.verdicts[i].group == rt_sel_trace_group(&T[i]), "trace %zu", i);
+            ck_assert_msg(res.verdicts[i].score == rt_sel_anomaly_score(&T[i], &cfg.weights, 0),
+                          "trace %zu", i);
+        }
+        rt_sel_destroy(s);
+    }
+}
+END_TEST
+
 START_TEST(encodings_remembered_across_windows_are_exact)
 {
     const uint64_t minute = 60000000000ull;
@@ -625,6 +710,8 @@ int main(void)
     tcase_add_test(tc, keeps_everything_under_budget);
     tcase_add_test(tc, budget_scales_up_when_traffic_drops_during_alarm);
     tcase_add_test(tc, free_text_logs_are_mined);
+    tcase_add_test(tc, known_text_lengths_change_nothing);
+    tcase_add_test(tc, first_pass_reads_groups_and_scores_as_the_helpers_do);
     tcase_add_test(tc, tiny_budget_prefers_groups_with_new_patterns);
     tcase_add_test(tc, short_window_is_not_a_traffic_drop);
     tcase_add_test(tc, latency_tiers_per_minute);
