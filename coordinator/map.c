@@ -2,14 +2,14 @@
  * coordinator/map.c — a fixed-size hash map from a non-zero 64-bit key to a value.
  *
  * Linear probing on a power-of-two table, the key xored with a random seed
- * drawn per map and mixed by MurmurHash3's 64-bit finaliser (trace ids come
+ * drawn per map and mixed by the splitmix64 finaliser rt_mix64 (trace ids come
  * from whoever sends a traceparent: with a fixed hash, ids that share a slot
  * are easy to make, and one run of them turns every lookup into a scan of the
  * table). A multiply-shift with a random odd multiplier was not enough: its
  * slot bits depend on the key's low bits only, and 1000 ids chosen to share a
  * slot under one multiplier still made a run of 93 under a random one in the
  * stress run (test_map's bound is 64; the finaliser's every output bit depends
- * on every input bit). And
+ * on every input bit; agent/index.c learnt the same of a single multiply round). And
  * backward-shift deletion (no tombstones, so lookups stay short however
  * many deletes happen). The table never grows: the caller sizes it and counts
  * a full table as a drop. Kept at most 7/8 full so that probes terminate fast.
@@ -20,20 +20,9 @@
 
 #include "daemon/random.h"
 
-/* MurmurHash3's fmix64: each output bit depends on every input bit. */
-static uint64_t fmix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return x;
-}
-
 static uint32_t slot_of(const struct coord_map *m, uint64_t key)
 {
-	return (uint32_t)fmix64(key ^ m->seed) & m->mask;
+	return (uint32_t)rt_mix64(key ^ m->seed) & m->mask;
 }
 
 uint32_t coord_map_home(const struct coord_map *m, uint64_t key)

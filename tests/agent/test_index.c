@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/suite.h"
+#include "daemon/random.h"
 #include "index.h"
 
 #define NONE RT_INDEX_NONE
@@ -655,39 +656,44 @@ END_TEST
 /* The bucket an unseeded index would give lo (the mix of index.c, seed 0). */
 static uint32_t unseeded_bucket(uint64_t x, uint32_t mask)
 {
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	return (uint32_t)x & mask;
+	return (uint32_t)rt_mix64(x) & mask;
 }
 
 /*
  * Trace ids a sender chose to share one bucket of the unseeded mix: in a seeded
  * index they spread, so no chain is long (unseeded, all 512 form one chain).
+ * 200 indexes, 200 seeds: the bound holds for each. (A single round of the mix
+ * failed it: chains of 16 and 20 in two stress runs, about 1 seed in 100 past
+ * 12; with the full finaliser none of 200 000 seeds passes 8.)
  */
 START_TEST(test_chosen_ids_do_not_share_a_chain)
 {
-	enum { CAP = 1024, N = 512 };
+	enum { CAP = 1024, N = 512, SEEDS = 200 };
+	static uint64_t chosen[N];
 	struct rt_index ix;
 	uint64_t lo = 1;
 	uint32_t n = 0, b, longest = 0;
 	ck_assert_int_eq(rt_index_init(&ix, CAP, 16), 0);
 	while (n < N) {
-		if (unseeded_bucket(lo, ix.hash_mask) == 0) {
-			ck_assert_uint_ne(rt_index_get(&ix, lo, 1), NONE);
-			n++;
-		}
+		if (unseeded_bucket(lo, ix.hash_mask) == 0)
+			chosen[n++] = lo;
 		lo++;
 	}
-	for (b = 0; b <= ix.hash_mask; b++) {
-		uint32_t len = 0, t;
-		for (t = ix.hash[b]; t != NONE; t = ix.traces[t].hash_next)
-			len++;
-		if (len > longest)
-			longest = len;
-	}
-	ck_assert_msg(longest < 16, "a chain of %u of %u chosen ids", longest, N);
 	rt_index_free(&ix);
+	for (int s = 0; s < SEEDS; s++) {
+		ck_assert_int_eq(rt_index_init(&ix, CAP, 16), 0);
+		for (n = 0; n < N; n++)
+			ck_assert_uint_ne(rt_index_get(&ix, chosen[n], 1), NONE);
+		for (b = 0; b <= ix.hash_mask; b++) {
+			uint32_t len = 0, t;
+			for (t = ix.hash[b]; t != NONE; t = ix.traces[t].hash_next)
+				len++;
+			if (len > longest)
+				longest = len;
+		}
+		rt_index_free(&ix);
+		ck_assert_msg(longest < 12, "seed %d: a chain of %u of %u chosen ids", s, longest, N);
+	}
 }
 END_TEST
 
