@@ -156,6 +156,7 @@ struct coord_group {
 	int closing;              /* close_group runs: replies no longer change it */
 	int recollect;            /* opened by an operator's recollect: skips selection */
 	int store_counted;        /* the store's slices of its traces were counted (traversal.c) */
+	int close_deferred;       /* its collect timeout passed inside a stalled turn (traversal.c) */
 	int dirty;                /* cells to dispatch */
 	uint64_t created_ns;      /* monotonic */
 	uint64_t triggered_unix_ns;
@@ -284,6 +285,12 @@ struct coord_loop_stats {
 	uint64_t phase_ns[COORD_PHASES]; /* summed over all turns */
 	uint64_t max_turn_ns;
 	uint64_t last_slow_log_ns;
+	/* When the current turn took its input (0 outside the loop). A collect
+	 * timeout is judged against it, not the clock: a group whose deadline
+	 * passed while the turn itself stalled waits one turn more, so what
+	 * arrived before the deadline is counted before the group closes. */
+	uint64_t input_ns;
+	uint64_t closes_deferred; /* groups that waited for that turn */
 };
 
 /*

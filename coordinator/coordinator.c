@@ -407,7 +407,7 @@ static void run_once(struct rt_coord *c, uint64_t wait_ns)
 	int rc;
 
 	take_ready(c, &in, coord_batch_wait(c, wait_ns));
-	start = mark = coord_now_ns();
+	start = mark = c->loop.input_ns = coord_now_ns();
 	for (; in; in = in->next_ready) {
 		if (in->collector && ns < COORD_IN_COLLECT)
 			slices[ns++] = in;

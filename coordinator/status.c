@@ -232,6 +232,7 @@ static void loop_section(struct rt_figures *w, const struct rt_coord *c)
 	rt_fig_section(w, "loop");
 	rt_fig_u64(w, "turns", c->loop.turns);
 	rt_fig_u64(w, "slow_turns", c->loop.slow_turns);
+	rt_fig_u64(w, "closes_deferred", c->loop.closes_deferred);
 	rt_fig_time_f(w, "max_turn_ms", c->loop.max_turn_ns / 1e6, 1e-3);
 	for (p = 0; p < COORD_PHASES; p++) {
 		snprintf(key, sizeof key, "%s_ms", coord_phase_name((enum coord_phase)p));

@@ -53,7 +53,7 @@ static void nap_ms(double ms)
 	nanosleep(&ts, NULL);
 }
 
-static double mono_s(void)
+double cl_now_s(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -194,9 +194,9 @@ static pid_t spawn(char *const argv[], const char *log)
  */
 static int wait_ready(pid_t *pid, const char *path, const char *log, double timeout_s)
 {
-	double end = mono_s() + timeout_s;
+	double end = cl_now_s() + timeout_s;
 	int st;
-	while (mono_s() < end) {
+	while (cl_now_s() < end) {
 		if (access(path, F_OK) == 0)
 			return 0;
 		if (waitpid(*pid, &st, WNOHANG) == *pid) {
@@ -379,12 +379,12 @@ int cl_start_hosts(struct cluster *c, int nhosts, uint32_t buffers)
 
 int cl_wait_registered(struct cluster *c, double timeout_s)
 {
-	double end = mono_s() + timeout_s;
+	double end = cl_now_s() + timeout_s;
 	long long known = -1;
 	/* Agents register at start (over TLS too when cl_agent_tls_dir is set; the
 	 * CLI then speaks TLS as the caller's $RETRACE_TLS_* identity). */
 	while ((known = cl_coord_figure(c, "agents", "known")) < c->nhosts) {
-		if (mono_s() > end) {
+		if (cl_now_s() > end) {
 			fprintf(stderr, "cluster: the coordinator knows %lld of %d agents after %.0f s "
 				"(logs in %s)\n", known, c->nhosts, timeout_s, c->dir);
 			return -1;
@@ -431,8 +431,8 @@ void cl_dump_stacks(struct cluster *c, const char *tag)
 static int reap_within(struct cluster *c, pid_t pid, double timeout_s, const char *tag,
 		       const char *log)
 {
-	double end = mono_s() + timeout_s;
-	while (mono_s() < end) {
+	double end = cl_now_s() + timeout_s;
+	while (cl_now_s() < end) {
 		if (waitpid(pid, NULL, WNOHANG) == pid)
 			return 0;
 		nap_ms(10);
@@ -489,9 +489,9 @@ int cl_stop(struct cluster *c)
 int cl_wait_trace(struct cluster *c, uint64_t hi, uint64_t lo, double timeout_s,
 		  struct rt_store_trace *out)
 {
-	double end = mono_s() + timeout_s;
+	double end = cl_now_s() + timeout_s;
 	struct rt_store_options o = { .path = c->store, .readonly = 1 };
-	while (mono_s() < end) {
+	while (cl_now_s() < end) {
 		struct rt_store *s = NULL;
 		if (rt_store_open(&s, &o) == 0) {
 			int rc = rt_store_get_trace(s, hi, lo, out);

@@ -127,6 +127,11 @@ long long cl_coord_figure(struct cluster *c, const char *section, const char *ke
 long long cl_coord_agent_figure(struct cluster *c, uint32_t agent_id, const char *key);
 /* Every daemon's `retrace status --json` into c->dir/status-TAG-*.json: what a
  * failing test leaves behind to say why (the directory stays when a test fails). */
+/* Seconds on the monotonic clock. A test's polling loop is bounded by it,
+ * never by a count of tries: a try that spawns the CLI (the figures above)
+ * takes a second on a loaded machine, and 600 tries of 20 ms ran for minutes. */
+double cl_now_s(void);
+
 void cl_dump_status(struct cluster *c, const char *tag);
 /* Every daemon's threads' stacks (gdb, when installed) into c->dir/hung-TAG-*.txt:
  * a daemon that stopped working (a trace that never arrives) is still running. */

@@ -80,12 +80,12 @@ static void start(struct cluster *c, const char *mode)
 	ck_assert_int_eq(cl_start(c, 1, 1024), 0);
 }
 
-/* Wait (bounded) until the coordinator's figure reaches want. */
+/* Wait (bounded by the clock) until the coordinator's figure reaches want. */
 static long long wait_figure(struct cluster *c, const char *section, const char *key,
 			     long long want, double seconds)
 {
 	long long v = -1;
-	for (int i = 0; i < (int)(seconds * 10); i++) {
+	for (double end = cl_now_s() + seconds; cl_now_s() < end;) {
 		if ((v = cl_coord_figure(c, section, key)) >= want)
 			break;
 		nap_us(100000);

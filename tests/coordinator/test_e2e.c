@@ -221,7 +221,7 @@ START_TEST(storm_leaves_room_for_a_quiet_trigger)
 		ck_assert_int_eq(cl_trigger(&c, 0, HI, 0x5000 + (uint64_t)i, storm, NULL, 0), 0);
 	}
 	/* Wait until the coordinator has decided on all ten (opened or dropped). */
-	for (int k = 0; k < 300; k++) {
+	for (double end = cl_now_s() + 15; cl_now_s() < end;) {
 		a_open = cl_coord_figure(&c, "trigger_shares", "trigger_200_opened");
 		a_dropped = cl_coord_figure(&c, "trigger_shares", "trigger_200_dropped");
 		if (a_open >= 4 && a_dropped >= 6)
@@ -236,7 +236,7 @@ START_TEST(storm_leaves_room_for_a_quiet_trigger)
 		      a_open, a_dropped);
 	write_on(&c, 0, 0x6000, NULL, 0);
 	ck_assert_int_eq(cl_trigger(&c, 0, HI, 0x6000, quiet, NULL, 0), 0);
-	for (int k = 0; k < 300; k++) {
+	for (double end = cl_now_s() + 15; cl_now_s() < end;) {
 		if (cl_coord_figure(&c, "trigger_shares", "trigger_201_opened") +
 			    (cl_coord_figure(&c, "trigger_shares", "trigger_201_dropped") > 0) >= 1)
 			break;
@@ -333,7 +333,6 @@ START_TEST(open_writer_is_not_coherent_until_recollected)
 	struct cl_run_io io;
 	char cmd[512];
 	const uint64_t lo = 0x8001;
-	int k;
 	cl_run_fn = open_then_end;
 	cl_coord_args[0] = "--collect-timeout";
 	cl_coord_args[1] = "2";
@@ -353,7 +352,7 @@ START_TEST(open_writer_is_not_coherent_until_recollected)
 	snprintf(cmd, sizeof cmd, "%s recollect --coordinator %s %016llx%016llx >/dev/null",
 		 CLI_BIN, c.coord_url, (unsigned long long)HI, (unsigned long long)lo);
 	ck_assert_msg(system(cmd) == 0, "retrace recollect failed");
-	for (k = 0; k < 200; k++) {
+	for (double end = cl_now_s() + 10; cl_now_s() < end;) {
 		ck_assert_int_eq(cl_wait_trace(&c, HI, lo, 5, &t), 0);
 		if (t.coherent)
 			break;
@@ -383,14 +382,14 @@ START_TEST(hop_learned_after_the_trigger_is_followed)
 	struct rt_store_trace t;
 	uint32_t callee = 2;
 	const uint64_t lo = 0x9001;
-	int k;
 	cl_coord_args[0] = "--settle";
 	cl_coord_args[1] = "5";
 	ck_assert_int_eq(cl_start(&c, 2, 256), 0);
 	write_on(&c, 0, lo, NULL, 0);
 	write_on(&c, 1, lo, NULL, 0);
 	ck_assert_int_eq(cl_trigger(&c, 0, HI, lo, ERROR_TRIGGER, NULL, 0), 0);
-	for (k = 0; k < 600 && cl_agent_figure(&c, 0, "reporting", "remote_triggers") < 1; k++)
+	for (double end = cl_now_s() + 12;
+	     cl_now_s() < end && cl_agent_figure(&c, 0, "reporting", "remote_triggers") < 1;)
 		nap_ms(20);
 	ck_assert_int_ge(cl_agent_figure(&c, 0, "reporting", "remote_triggers"), 1);
 	/* The call's response comes back now: host 1 (agent 1) learns of agent 2. */
@@ -419,7 +418,6 @@ START_TEST(hop_learned_after_close_reopens)
 	struct rt_store_trace t;
 	uint32_t callee = 2;
 	const uint64_t lo = 0x9002;
-	int k;
 	ck_assert_int_eq(cl_start(&c, 2, 256), 0);
 	write_on(&c, 0, lo, NULL, 0);
 	write_on(&c, 1, lo, NULL, 0);
@@ -427,7 +425,7 @@ START_TEST(hop_learned_after_close_reopens)
 	ck_assert_msg(cl_wait_trace(&c, HI, lo, 30, &t) == 0, "trace never stored (see %s)", c.dir);
 	ck_assert_uint_eq(t.agent_count, 1);
 	ck_assert_int_eq(cl_write(&c, 0, HI, lo, 0, &callee, 1), 0);
-	for (k = 0; k < 600; k++) {
+	for (double end = cl_now_s() + 30; cl_now_s() < end;) {
 		ck_assert_int_eq(cl_wait_trace(&c, HI, lo, 5, &t), 0);
 		if (t.agent_count == 2 && t.coherent)
 			break;
@@ -532,7 +530,7 @@ START_TEST(silent_agent_is_retried_then_incoherent)
 	 * (seen in the stress run: remote_failed 0 and 7 of 8). */
 	{
 		long long asked = -1, failed = -2;
-		for (int k = 0; k < 200; k++) {
+		for (double end = cl_now_s() + 10; cl_now_s() < end;) {
 			asked = cl_coord_agent_figure(&c, 2, "asked");
 			failed = cl_coord_agent_figure(&c, 2, "failed");
 			if (asked >= 0 && failed == asked)

@@ -6,6 +6,8 @@
  *   - while the loop is inside a turn, the reply waits for the turn's next poll
  *     point, and the traversal's tick is one: a reply that came before the tick
  *     ends its traversal in that tick, not in the next turn.
+ *   - a collect timeout that passed inside a turn (a stalled one) is judged at
+ *     the time the turn took its input: the group waits one turn more.
  * The agent is a REP socket in this process that answers every remote trigger
  * with "all yours, nothing open, no further hops"; real nng, real tcp.
  */
@@ -247,6 +249,38 @@ START_TEST(reply_mid_turn_is_acted_on_in_that_turn)
 }
 END_TEST
 
+/*
+ * The loop took its input, then stalled past a group's collect timeout: the
+ * group is not closed in that turn (slices sent before the deadline may wait in
+ * the sockets), only in a turn whose input was taken after the deadline.
+ * Without the rule, the first tick closes it.
+ */
+START_TEST(deadline_inside_a_stalled_turn_waits_a_turn)
+{
+	struct rt_coord *c;
+	struct rt_wire_trace t = { .trace_hi = 1, .trace_lo = 4343 };
+	struct rt_wire_trigger tr = { .agent_id = AGENT_ID, .trigger_id = 3, .trigger_seq = 1,
+				      .trace_count = 1, .traces = &t };
+	uint64_t created, timeout;
+	c = open_coord(0);
+	timeout = (uint64_t)(c->cfg.collect_timeout * 1e9);
+	ck_assert_int_eq(coord_handle_trigger(c, &tr, coord_unix_ns()), 0);
+	ck_assert_uint_eq(c->groups_open, 1);
+	created = coord_now_ns();
+	/* Input taken just after the trigger; the turn "ends" a second past the deadline. */
+	c->loop.input_ns = created;
+	coord_traversal_tick(c, created + timeout + 1000000000ull);
+	ck_assert_uint_eq(c->groups_open, 1);
+	ck_assert_uint_eq(c->loop.closes_deferred, 1);
+	/* The next turn took its input after the deadline: now it closes. */
+	c->loop.input_ns = created + timeout + 1000000000ull;
+	coord_traversal_tick(c, c->loop.input_ns + 1000);
+	ck_assert_uint_eq(c->groups_open, 0);
+	ck_assert_uint_eq(c->loop.closes_deferred, 1);
+	close_coord(c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("coordinator_handoff");
@@ -255,6 +289,7 @@ int main(void)
 	tcase_add_test(tc, reply_acted_on_in_callback_while_the_loop_waits);
 	tcase_add_test(tc, replies_on_loop_keeps_the_old_hand_off);
 	tcase_add_test(tc, reply_mid_turn_is_acted_on_in_that_turn);
+	tcase_add_test(tc, deadline_inside_a_stalled_turn_waits_a_turn);
 	suite_add_tcase(s, tc);
 	return test_run_suite(s);
 }
