@@ -558,19 +558,9 @@ static void cache_row(struct ch_store *s, const struct rt_store_trace *row, int 
 
 /* ------------------------------------------------------------ keys ---- */
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return x;
-}
-
 static uint64_t slice_key(const struct rt_store_slice *sl)
 {
-	uint64_t h = mix64(sl->trace_lo ^ mix64(sl->slice_seq ^ ((uint64_t)sl->agent_id << 32)));
+	uint64_t h = chc_mix64(sl->trace_lo ^ chc_mix64(sl->slice_seq ^ ((uint64_t)sl->agent_id << 32)));
 	return h ? h : 1;
 }
 

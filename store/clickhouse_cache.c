@@ -16,16 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return x;
-}
-
 int chc_init(struct chc *c, uint32_t max_traces, size_t max_bytes)
 {
 	memset(c, 0, sizeof *c);
@@ -77,7 +67,7 @@ struct chc_trace *chc_get(struct chc *c, uint64_t lo)
 	struct chc_trace *t;
 	if (!c->bucket)
 		return NULL;
-	for (t = c->bucket[mix64(lo) & (c->nbuckets - 1)]; t; t = t->hnext)
+	for (t = c->bucket[chc_mix64(lo) & (c->nbuckets - 1)]; t; t = t->hnext)
 		if (t->lo == lo)
 			return t;
 	return NULL;
@@ -88,7 +78,7 @@ static void evict_oldest(struct chc *c)
 	struct chc_trace *t = c->oldest, **pp;
 	if (!t)
 		return;
-	for (pp = &c->bucket[mix64(t->lo) & (c->nbuckets - 1)]; *pp != t; pp = &(*pp)->hnext)
+	for (pp = &c->bucket[chc_mix64(t->lo) & (c->nbuckets - 1)]; *pp != t; pp = &(*pp)->hnext)
 		;
 	*pp = t->hnext;
 	c->oldest = t->newer;
@@ -126,7 +116,7 @@ struct chc_trace *chc_touch(struct chc *c, uint64_t lo)
 		return NULL;
 	t->lo = lo;
 	t->known = CHC_UNKNOWN;
-	h = (uint32_t)(mix64(lo) & (c->nbuckets - 1));
+	h = (uint32_t)(chc_mix64(lo) & (c->nbuckets - 1));
 	t->hnext = c->bucket[h];
 	c->bucket[h] = t;
 	t->older = c->newest;
@@ -190,7 +180,7 @@ void chc_drop_slices(struct chc *c, struct chc_trace *t, uint64_t hi)
 
 static uint32_t trig_slot(const struct chc_trigs *m, uint32_t agent, uint64_t seq)
 {
-	return (uint32_t)(mix64(seq ^ mix64(agent)) & (m->cap - 1));
+	return (uint32_t)(chc_mix64(seq ^ chc_mix64(agent)) & (m->cap - 1));
 }
 
 struct chc_trig *chc_trig_find(struct chc_trigs *m, uint32_t agent, uint64_t seq)

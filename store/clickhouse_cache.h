@@ -20,6 +20,19 @@
 
 #include "store.h"
 
+/* MurmurHash3's 64-bit finaliser: every output bit depends on every input
+ * bit. The cache's buckets and the backend's slice keys (clickhouse.c) both
+ * hash with it. */
+static inline uint64_t chc_mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return x;
+}
+
 enum chc_known { CHC_UNKNOWN, CHC_FRESH, CHC_OLD };
 
 struct chc_slice {

@@ -71,6 +71,52 @@ struct load {
 	atomic_int busy;
 };
 
+/* CPU seconds of a clock (the process's, a thread's). */
+static double clock_s(clockid_t id)
+{
+	struct timespec ts;
+	if (clock_gettime(id, &ts) != 0)
+		return 0;
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+double cl_pid_cpu_s(int pid)
+{
+	char path[64], buf[1024];
+	unsigned long long utime, stime;
+	const char *p;
+	FILE *f;
+	size_t n;
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	if (!(f = fopen(path, "r")))
+		return 0;
+	n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	/* after "(comm)": state is field 3, utime 14 and stime 15 */
+	if (!(p = strrchr(buf, ')')) ||
+	    sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
+		   &stime) != 2)
+		return 0;
+	return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The CPU clocks the run reads at its start and end (cl_result). */
+static void cpu_snapshot(const struct load *L, const struct cl_run *run, double *proc,
+			 double loop[2], double *server)
+{
+	*proc = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+	for (int k = 0; k < 2; k++) {
+		clockid_t id;
+		loop[k] = k < L->nside && pthread_getcpuclockid(L->side[k].th, &id) == 0
+				  ? clock_s(id)
+				  : 0;
+	}
+	*server = cl_pid_cpu_s(run->server_pid);
+}
+
 static double mono_s(void)
 {
 	struct timespec ts;
@@ -326,7 +372,7 @@ int cl_load_run(const struct cl_workload *w, const struct cl_run *run, struct cl
 {
 	struct load *L = calloc(1, sizeof *L);
 	struct rt_ring ring;
-	double t0, end;
+	double t0, end, proc0, loop0[2], server0;
 	int rc = -1, nagents = w->agents < MAX_AGENTS ? w->agents : MAX_AGENTS;
 	memset(out, 0, sizeof *out);
 	if (!L)
@@ -358,6 +404,7 @@ int cl_load_run(const struct cl_workload *w, const struct cl_run *run, struct cl
 			}
 	}
 	t0 = mono_s();
+	cpu_snapshot(L, run, &proc0, loop0, &server0);
 	for (int k = 0; k < L->nside; k++)
 		for (int i = 0; i < SLOTS; i++) {
 			struct slot *s = &L->side[k].slots[i];
@@ -382,6 +429,11 @@ int cl_load_run(const struct cl_workload *w, const struct cl_run *run, struct cl
 		}
 		if (total >= w->traces && atomic_load(&L->busy) == 0) {
 			out->wall_s = mono_s() - t0;
+			cpu_snapshot(L, run, &out->proc_cpu_s, out->loop_cpu_s, &out->server_cpu_s);
+			out->proc_cpu_s -= proc0;
+			out->server_cpu_s -= server0;
+			for (int k = 0; k < 2; k++)
+				out->loop_cpu_s[k] -= loop0[k];
 			out->closed = (uint64_t)total;
 			out->coherent = (uint64_t)coherent;
 			out->commits = (uint64_t)commits;
