@@ -13,6 +13,9 @@
  */
 #include "clickhouse_cache.h"
 
+#include <sys/random.h>
+#include <sys/types.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,7 +28,20 @@ int chc_init(struct chc *c, uint32_t max_traces, size_t max_bytes)
 	c->max_traces = max_traces;
 	c->max_bytes = max_bytes;
 	c->bucket = calloc(c->nbuckets, sizeof *c->bucket);
+	/* The kernel's randomness; if it has none to give, the clock and an address
+	 * (the daemons' rt_random_seed does the same, but store/ may not use daemon/). */
+	if (getrandom(&c->seed, sizeof c->seed, GRND_NONBLOCK) != (ssize_t)sizeof c->seed) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		c->seed = chc_mix64((uint64_t)ts.tv_nsec << 32 ^ (uint64_t)ts.tv_sec ^
+				    (uint64_t)(uintptr_t)c);
+	}
 	return c->bucket ? 0 : -1;
+}
+
+static uint32_t bucket_of(const struct chc *c, uint64_t lo)
+{
+	return (uint32_t)(chc_mix64(lo ^ c->seed) & (c->nbuckets - 1));
 }
 
 static void free_trace(struct chc_trace *t)
@@ -67,7 +83,7 @@ struct chc_trace *chc_get(struct chc *c, uint64_t lo)
 	struct chc_trace *t;
 	if (!c->bucket)
 		return NULL;
-	for (t = c->bucket[chc_mix64(lo) & (c->nbuckets - 1)]; t; t = t->hnext)
+	for (t = c->bucket[bucket_of(c, lo)]; t; t = t->hnext)
 		if (t->lo == lo)
 			return t;
 	return NULL;
@@ -78,7 +94,7 @@ static void evict_oldest(struct chc *c)
 	struct chc_trace *t = c->oldest, **pp;
 	if (!t)
 		return;
-	for (pp = &c->bucket[chc_mix64(t->lo) & (c->nbuckets - 1)]; *pp != t; pp = &(*pp)->hnext)
+	for (pp = &c->bucket[bucket_of(c, t->lo)]; *pp != t; pp = &(*pp)->hnext)
 		;
 	*pp = t->hnext;
 	c->oldest = t->newer;
@@ -116,7 +132,7 @@ struct chc_trace *chc_touch(struct chc *c, uint64_t lo)
 		return NULL;
 	t->lo = lo;
 	t->known = CHC_UNKNOWN;
-	h = (uint32_t)(chc_mix64(lo) & (c->nbuckets - 1));
+	h = bucket_of(c, lo);
 	t->hnext = c->bucket[h];
 	c->bucket[h] = t;
 	t->older = c->newest;

@@ -21,8 +21,10 @@
 #include "store.h"
 
 /* MurmurHash3's 64-bit finaliser: every output bit depends on every input
- * bit. The cache's buckets and the backend's slice keys (clickhouse.c) both
- * hash with it. */
+ * bit. The cache's buckets (over trace_lo xor a random seed: a sender chooses
+ * its trace ids, and ids made to share one bucket would turn every lookup into
+ * a walk of the chain) and the backend's slice keys (clickhouse.c, unseeded:
+ * they are stored, so they must be the same in every process) hash with it. */
 static inline uint64_t chc_mix64(uint64_t x)
 {
 	x ^= x >> 33;
@@ -54,6 +56,7 @@ struct chc_trace {
 struct chc {
 	struct chc_trace **bucket;
 	uint32_t nbuckets;           /* a power of two */
+	uint64_t seed;               /* random per cache: trace ids are chosen by senders */
 	uint32_t ntraces, max_traces;
 	size_t bytes, max_bytes;
 	struct chc_trace *oldest, *newest;

@@ -103,6 +103,42 @@ START_TEST(trigger_keys_survive_growth)
 }
 END_TEST
 
+/*
+ * Trace ids a sender chose to share one bucket of the unseeded mix spread out
+ * in a cache (each draws its own seed): no chain is long. 100 caches, 100
+ * seeds; unseeded, all 512 ids form one chain.
+ */
+START_TEST(chosen_ids_do_not_share_a_chain)
+{
+	enum { CAP = 1024, N = 512, CACHES = 100 };
+	static uint64_t chosen[N];
+	struct chc c;
+	uint64_t lo = 1;
+	uint32_t n = 0, longest = 0;
+	ck_assert_int_eq(chc_init(&c, CAP, 1 << 20), 0);
+	while (n < N) {
+		if ((chc_mix64(lo) & (c.nbuckets - 1)) == 0)
+			chosen[n++] = lo;
+		lo++;
+	}
+	chc_free(&c);
+	for (int k = 0; k < CACHES; k++) {
+		ck_assert_int_eq(chc_init(&c, CAP, 1 << 20), 0);
+		for (n = 0; n < N; n++)
+			ck_assert_ptr_nonnull(chc_touch(&c, chosen[n]));
+		for (uint32_t b = 0; b < c.nbuckets; b++) {
+			uint32_t len = 0;
+			for (struct chc_trace *t = c.bucket[b]; t; t = t->hnext)
+				len++;
+			if (len > longest)
+				longest = len;
+		}
+		chc_free(&c);
+		ck_assert_msg(longest < 12, "cache %d: a chain of %u of %u chosen ids", k, longest, N);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("store_cache");
@@ -110,6 +146,7 @@ int main(void)
 	tcase_add_test(tc, trims_oldest_first_within_bounds);
 	tcase_add_test(tc, drop_slices_of_one_trace_hi);
 	tcase_add_test(tc, trigger_keys_survive_growth);
+	tcase_add_test(tc, chosen_ids_do_not_share_a_chain);
 	suite_add_tcase(s, tc);
 	return test_run_suite(s);
 }
