@@ -49,6 +49,7 @@
 
 #include "daemon/json.h"
 #include "daemon/metrics.h"
+#include "daemon/reqrep.h"
 #include "daemon/tls.h"
 #include "nng_close.h"
 #include "decode.h"
@@ -1001,7 +1002,6 @@ static void api_agents(struct rt_http_api *a, nng_aio *aio, const char *query)
 
 /* ---------------------------------------------------------- alarms ---- */
 
-#define ALARM_TIMEOUT_MS 2000
 #define ALARM_NAME_MAX 127
 
 /* One text request to the coordinator's control socket, as the CLI sends it.
@@ -1016,8 +1016,8 @@ static char *ask_coordinator(const char *url, const char *text, char *err, size_
 		snprintf(err, errlen, "cannot open a request socket: %s", nng_strerror(rv));
 		return NULL;
 	}
-	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, ALARM_TIMEOUT_MS);
-	nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, ALARM_TIMEOUT_MS);
+	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, RT_OPERATOR_TIMEOUT_MS);
+	nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, RT_OPERATOR_TIMEOUT_MS);
 	if ((rv = nng_dial(s, url, NULL, 0)) != 0 ||
 	    (rv = nng_send(s, (void *)text, strlen(text) + 1, 0)) != 0 ||
 	    (rv = nng_recv(s, &reply, &len, NNG_FLAG_ALLOC)) != 0) {

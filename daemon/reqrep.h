@@ -23,6 +23,13 @@
 
 #include <nng/nng.h>
 
+/* How long an operator's request to a daemon waits for its answer: the CLI's
+ * default (--timeout) and the web API's requests to the coordinator. It waits
+ * for an answer, it does not measure latency: a TLS handshake and a reply on a
+ * loaded host take seconds, and giving up early reports "did not answer" for a
+ * daemon that does (the UI's alarm request gave up at 2 s at load 15). */
+#define RT_OPERATOR_TIMEOUT_MS 10000
+
 enum rt_reqrep_state {
 	RT_REQREP_FREE = 0,
 	RT_REQREP_SENDING,

@@ -18,13 +18,35 @@ agent_pid=()
 cleanup() {
   local rc=$?
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  # A daemon that does not stop within 15 s of SIGTERM is a product bug to
+  # find: its threads' stacks (gdb, when installed) go to $D/hung-PID.txt, then
+  # it is killed. (An unbounded wait here held a stress run until ctest's
+  # 300 s limit, and the next run overwrote the evidence.)
+  local deadline=$((SECONDS + 15)) hung=0
+  for p in "${pids[@]}"; do
+    while kill -0 "$p" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+    if kill -0 "$p" 2>/dev/null; then
+      hung=1
+      echo "ui test: pid $p ($(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | cut -c1-120)) did not stop within 15 s of SIGTERM" >&2
+      if command -v gdb > /dev/null; then
+        timeout 60 gdb -p "$p" -batch -nx -ex 'thread apply all bt' > "$D/hung-$p.txt" 2>&1 || true
+      fi
+      kill -KILL "$p" 2>/dev/null || true
+    fi
+    wait "$p" 2>/dev/null || true
+  done
+  ((hung == 0)) || rc=1
   rm -f "/dev/shm/retrace-uitest-$$-3" # the killed agent's pool (the others unlink theirs)
   # under ASan/UBSan a daemon's report lands in its log: that fails the test
   if grep -l "Sanitizer\|runtime error:" "$D"/*.log 2>/dev/null; then
     echo "ui test: a sanitizer report in the logs above" >&2
     grep -h -A20 "Sanitizer\|runtime error:" "$D"/*.log | head -60 >&2
     rc=1
+  fi
+  # a failed run's directory is kept beside the next run's
+  if ((rc != 0)); then
+    rm -rf "$D.failed" && cp -a "$D" "$D.failed" 2>/dev/null &&
+      echo "ui test: this run's logs and store are kept in $D.failed" >&2
   fi
   exit $rc
 }

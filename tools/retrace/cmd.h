@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdint.h>
 
+#include "daemon/reqrep.h"
+
 int cli_cmd_status(int argc, char **argv);
 int cli_cmd_traces(int argc, char **argv);
 int cli_cmd_show(int argc, char **argv);
@@ -35,12 +37,10 @@ struct rt_decode_stats;
  * locator in out, or -1 with "retrace CMD: ..." printed, naming --store.
  */
 #define CLI_DEFAULT_COORDINATOR "tcp://127.0.0.1:7700"
-/* How long a command waits for a daemon's answer unless --timeout says. The
- * CLI waits for an answer, it does not measure latency: a TLS handshake and a
- * reply on a loaded host take seconds, and giving up early reports "no
- * coordinator answers" for one that does. Ctrl-C stops a wait sooner. */
-#define CLI_DEFAULT_TIMEOUT_MS 10000
-#define CLI_DEFAULT_TIMEOUT_TEXT "10000"
+/* How long a command waits for a daemon's answer unless --timeout says
+ * (daemon/reqrep.h says why it is long). Ctrl-C stops a wait sooner. */
+#define CLI_DEFAULT_TIMEOUT_MS RT_OPERATOR_TIMEOUT_MS
+#define CLI_DEFAULT_TIMEOUT_TEXT "10000" /* RT_OPERATOR_TIMEOUT_MS, for usage texts */
 int cli_store_locator(const char *cmd, const char *given, const char *coord, char *out,
 		      size_t cap);
 /* The --store and --coordinator lines of their usage texts; `pad`: spaces that
