@@ -98,6 +98,10 @@ static void recv_cb(void *arg)
 		return;
 	}
 	msg = nng_aio_get_msg(c->recv_aio);
+	if (!msg) { /* nng 1.5.2 can end a receive with 0 and no message (nng#1620) */
+		nng_recv_aio(c->sock, c->recv_aio);
+		return;
+	}
 	rt_peer_of(msg, &c->peer); /* now: the pipe may be gone by the time it is served */
 	c->msg = msg;
 	c->req = nng_msg_body(msg);

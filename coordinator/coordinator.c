@@ -116,6 +116,10 @@ static void in_cb(void *arg)
 		return;
 	}
 	in->msg = nng_aio_get_msg(in->aio);
+	if (!in->msg) { /* nng 1.5.2 can end a receive with 0 and no message (nng#1620) */
+		nng_ctx_recv(in->ctx, in->aio);
+		return;
+	}
 	if (!in->collector && answer_probe_now(c, in))
 		return;
 	pthread_mutex_lock(&c->mu);
