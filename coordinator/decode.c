@@ -275,6 +275,7 @@ static int apply_log(struct build *b, const struct event *e)
 	l->ev.level = e->level;
 	if (e->type == RETRACE_EV_LOG_TEXT) {
 		l->ev.body = e->str;
+		l->ev.body_len = e->str_len;
 	} else {
 		l->ev.template_id = e->template_id;
 		l->ev.args = e->args;

@@ -69,6 +69,7 @@ struct rt_log_event {
 				      TEMPLATE event was found (flag below) */
 	const char *body;         /* rendered message: the format with its arguments
 				     substituted, or the free text */
+	uint32_t body_len;        /* strlen(body), known from the record */
 	struct rt_value *args;    /* the arguments as recorded */
 	uint32_t n_args;
 	uint32_t flags;           /* RT_LOG_* */

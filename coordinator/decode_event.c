@@ -188,9 +188,12 @@ static int ev_log(struct rt_mp *r, struct arena *a, struct event *e)
 static int ev_log_text(struct rt_mp *r, struct arena *a, struct event *e)
 {
 	uint64_t level;
+	struct rt_mp_obj text;
 	if (rd_uint(r, UINT64_MAX, &e->span_id) || rd_uint(r, UINT64_MAX, &e->tick) ||
-	    rd_uint(r, RETRACE_LOG_ERROR, &level) || !(e->str = rd_str(r, a)))
+	    rd_uint(r, RETRACE_LOG_ERROR, &level) || rd_obj(r, &text) != 0 ||
+	    !(e->str = obj_str(a, &text)))
 		return -1;
+	e->str_len = (uint32_t)text.len; /* selection's Drain need not measure it again */
 	e->level = (uint8_t)level;
 	return 0;
 }

@@ -135,6 +135,7 @@ struct event {
 	uint32_t pid;
 	int64_t code;
 	const char *str;     /* name, key, text, template text */
+	uint32_t str_len;    /* strlen(str) where the reader set it (LOG_TEXT), else 0 */
 	const char *message; /* SPAN_END error message */
 	struct rt_value value;
 	struct rt_value *args;

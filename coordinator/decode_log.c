@@ -281,6 +281,7 @@ int rt_dec_render_logs(struct build *b)
 			b->st->missing_templates++;
 			render_missing(&s, ev->template_id, ev->args, ev->n_args);
 		}
+		ev->body_len = (uint32_t)s.len;
 		if (s.oom || !(ev->body = rt_dec_strndup(b->out, s.p ? s.p : "", s.len)))
 			rc = -1;
 	}

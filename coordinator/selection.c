@@ -267,6 +267,8 @@ static int add_log(struct coord_selection *x, const struct rt_log_event *e, uint
 		.text = e->template_id ? NULL : (e->body ? e->body : ""),
 		.template_id = e->template_id ? rt_sel_fold_template_id(e->template_id) : 0,
 		.level = e->level > RT_SEL_LOG_ERROR ? RT_SEL_LOG_ERROR : e->level,
+		/* the decoder knows the length: Drain need not measure the line */
+		.text_len = e->body && e->body_len < UINT16_MAX ? (uint16_t)e->body_len : 0,
 	};
 	(*n)++;
 	return 0;

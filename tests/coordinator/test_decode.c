@@ -254,6 +254,7 @@ static void check_scenario(const struct rt_decoded_trace *t)
 	ck_assert_uint_eq(s->logs[0].template_id, 0);
 	ck_assert_ptr_null(s->logs[0].template_text);
 	ck_assert_str_eq(s->logs[0].body, "free text here");
+	ck_assert_uint_eq(s->logs[0].body_len, strlen("free text here"));
 	ck_assert_uint_eq(s->logs[0].n_args, 0);
 
 	/* error status, negative int, unsigned 64-bit argument, widths */
@@ -267,6 +268,7 @@ static void check_scenario(const struct rt_decoded_trace *t)
 	snprintf(want, sizeof want, TPL_STOCK, 18446744073709551615ull, 255u, "ab", "cd", -7, '!');
 	ck_assert_str_eq(s->logs[0].body, want);
 	ck_assert_str_eq(s->logs[0].body, "sku 18446744073709551615 left ff [   ab|cd   ] -7!");
+	ck_assert_uint_eq(s->logs[0].body_len, strlen(s->logs[0].body));
 	ck_assert_str_eq(s->logs[0].template_text, TPL_STOCK);
 	ck_assert_uint_eq(s->logs[0].n_args, 6);
 	ck_assert_uint_eq((uint64_t)s->logs[0].args[0].u.i, 18446744073709551615ull);
