@@ -361,7 +361,15 @@ START_TEST(oversize_requests_refused)
 		fake_agent_exchange(url, NULL, NULL, buf, 100u << 10, reply, sizeof reply, 3000), 0);
 	ck_assert_msg(strstr(reply, "too large"), "reply: %s", reply);
 	ck_assert_int_eq(fake_agent_exchange(url, NULL, NULL, buf, huge, reply, sizeof reply, 1000), -1);
-	ck_assert_int_eq(cl_agent_figure(&c, 0, "security", "oversize_requests"), 1);
+	{
+		/* Seen once in a stress run: the status request after the huge one went
+		 * unanswered for 10 s. If it happens, keep the agent's stacks. */
+		long long oversize = cl_agent_figure(&c, 0, "security", "oversize_requests");
+		if (oversize < 0)
+			cl_dump_stacks(&c, "oversize");
+		ck_assert_msg(oversize == 1, "agent oversize_requests %lld, want 1 (see %s)", oversize,
+			      c.dir);
+	}
 	free(buf);
 	ck_assert_int_eq(cl_stop(&c), 0);
 }

@@ -143,8 +143,15 @@ static void run_retry(int mode)
 	}
 	if (mode == 3) { /* the first copy was taken: the resend was one */
 		tc_lock(&c);
-		ck_assert_msg(c.duplicates >= 1, "no copy of X came again (%zu slices recorded)",
-			      c.nslices);
+		ck_assert_msg(c.duplicates >= 1,
+			      "no copy of X came again (%zu slices recorded, %llu requests seen "
+			      "by the collector; the agent sent %llu slices, %llu failed, %llu "
+			      "acked, %llu resent)",
+			      c.nslices, (unsigned long long)c.requests,
+			      (unsigned long long)a.st.slices_sent,
+			      (unsigned long long)a.st.slices_failed,
+			      (unsigned long long)a.st.slices_acked,
+			      (unsigned long long)a.st.slices_resent);
 		tc_unlock(&c);
 		ck_assert_uint_ge(a.st.slices_resent, 1);
 	}
