@@ -17,7 +17,11 @@
  * same rarest one). A budget below the group count goes to patterns not kept before
  * first, groups with nothing new get what is left. The per-minute latency tiers use
  * the window's spans plus the durations of its newest minute remembered from the
- * window before, so a minute cut by a window boundary keeps one p90.
+ * window before, so a minute cut by a window boundary keeps one p90. A caller that
+ * holds the cut minute's traces back (rt_sel_hold_cut_minute, rt_sel_window.held)
+ * has their spans join this window's p90s without a verdict, and the carry then
+ * reaches back to the earliest minute they touch, so they meet the rest of every
+ * minute they share when they are selected.
  */
 #include "internal.h"
 #include "paper_internal.h"
@@ -124,7 +128,7 @@ struct rt_selector {
 	rt_sel_log *pend_logs;
 	size_t n_pend_logs, pend_logs_cap;
 	uint64_t pend_minute;
-	const rt_sel_trace *win; /* the window's traces, during rt_sel_select_window_part */
+	const rt_sel_trace *win; /* the window's traces, during rt_sel_select */
 	rt_sel_stage_times times;
 };
 
@@ -767,17 +771,21 @@ static int prepare_window(rt_selector *s, size_t n)
  * then only partly remembered: its p90 comes from a sample). */
 #define CARRY_MAX ((size_t)1 << 18)
 
-/* Remember the durations of the spans of the newest minute of trace time in this
- * window (carried ones of that minute stay): the next window's spans of that minute
- * get their tiers against one p90 over all of it, as if the boundary were not there.
- * The newest minute is this window's, not the newest ever seen, so one span with a
- * far-future start (a bad clock) costs the carry for one window, not for good. */
-static int carry_newest_minute(rt_selector *s, const rt_sel_trace *traces, size_t n,
-			       uint64_t newest)
+/* Remember the durations of the spans of the minutes [from, newest] of trace time in
+ * this window (carried ones of those minutes stay): the next window's spans of those
+ * minutes get their tiers against one p90 over all of it, as if the boundary were not
+ * there. Without held traces from is the newest minute, the one the boundary cut;
+ * with held traces it is the earliest minute they touch, since they come back in the
+ * next window and their spans of the minute before the cut one must meet the rest of
+ * that minute there. The newest minute is this window's, not the newest ever seen,
+ * so one span with a far-future start (a bad clock) costs the carry for one window,
+ * not for good. */
+static int carry_minutes(rt_selector *s, const rt_sel_trace *traces, size_t n, uint64_t from,
+			 uint64_t newest)
 {
 	size_t k = 0, spans = 0;
 	for (size_t c = 0; c < s->n_carry; c++)
-		if (s->carry[c].minute == newest)
+		if (s->carry[c].minute >= from && s->carry[c].minute <= newest)
 			s->carry[k++] = s->carry[c];
 	for (size_t i = 0; i < n; i++)
 		spans += traces[i].n_spans;
@@ -787,14 +795,43 @@ static int carry_newest_minute(rt_selector *s, const rt_sel_trace *traces, size_
 	for (size_t i = 0; i < n; i++)
 		for (uint32_t j = 0; j < traces[i].n_spans && k < room; j++) {
 			const rt_sel_span *sp = &traces[i].spans[j];
-			if (sp->start_ns / 60000000000ull != newest)
+			uint64_t minute = sp->start_ns / 60000000000ull;
+			if (minute < from || minute > newest)
 				continue;
 			s->carry[k++] = (rt_sel_minute_sample){ .key = rt_sel_paper_minute_key(sp),
-								.minute = newest,
+								.minute = minute,
 								.dur = rt_sel_paper_span_dur(sp) };
 		}
 	s->n_carry = k;
 	s->carry_minute = newest;
+	return 0;
+}
+
+/* The spans of the held traces as samples after the carry (s->carry[n_carry..]), for
+ * this window's p90 table only: they count toward their minutes' p90s and get no
+ * tier. Fills their op keys, raises *latest to their latest start and lowers *from
+ * to their earliest minute. Returns how many samples. */
+static int sample_held(rt_selector *s, rt_sel_trace *held, size_t n_held, uint64_t *latest,
+		       uint64_t *from, size_t *n_samples)
+{
+	size_t spans = 0, k = s->n_carry;
+	for (size_t i = 0; i < n_held; i++)
+		spans += held[i].n_spans;
+	if (rt_sel_grow((void **)&s->carry, &s->carry_cap, k + spans + 1, sizeof *s->carry))
+		return -1;
+	for (size_t i = 0; i < n_held; i++)
+		for (uint32_t j = 0; j < held[i].n_spans; j++) {
+			rt_sel_span *sp = &held[i].spans[j];
+			if (!sp->op_key)
+				sp->op_key = memo_key(s, sp);
+			uint64_t minute = sp->start_ns / 60000000000ull;
+			*latest = sp->start_ns > *latest ? sp->start_ns : *latest;
+			*from = minute < *from ? minute : *from;
+			s->carry[k++] = (rt_sel_minute_sample){ .key = rt_sel_paper_minute_key(sp),
+								.minute = minute,
+								.dur = rt_sel_paper_span_dur(sp) };
+		}
+	*n_samples = k - s->n_carry;
 	return 0;
 }
 
@@ -906,8 +943,32 @@ static int alt_pattern(rt_selector *s, const rt_sel_trace *t, const uint8_t *tie
 	return 0;
 }
 
-static int analyse_traces(rt_selector *s, rt_sel_trace *traces, size_t n)
+/* The per-minute p90 table of the window (its spans, the carry, the held traces'
+ * spans), the kept copies of the last cut minute judged again, and the carry for the
+ * next window. */
+static int minute_table(rt_selector *s, const rt_sel_window *w, uint64_t latest)
 {
+	uint64_t from = UINT64_MAX;
+	size_t n_held_samples = 0;
+	if (w->n_held &&
+	    sample_held(s, w->held, w->n_held, &latest, &from, &n_held_samples))
+		return -1;
+	uint64_t newest = latest / 60000000000ull;
+	from = from < newest ? from : newest;
+	/* the last window's newest minute is whole: no reading against the minute before */
+	int rc = rt_sel_paper_p90_build_alt(w->traces, w->n, s->carry, s->n_carry + n_held_samples,
+					    w->last ? 0 : newest, &s->minute);
+	if (rc == 0)
+		rc = rejudge_kept(s);
+	if (rc == 0)
+		rc = carry_minutes(s, w->traces, w->n, from, newest);
+	return rc;
+}
+
+static int analyse_traces(rt_selector *s, const rt_sel_window *w)
+{
+	rt_sel_trace *traces = w->traces;
+	size_t n = w->n;
 	if (++s->key_gen == 0) { /* wrapped: forget everything */
 		memset(s->keys, 0, KEY_MEMO_SIZE * sizeof *s->keys);
 		s->key_gen = 1;
@@ -922,10 +983,7 @@ static int analyse_traces(rt_selector *s, rt_sel_trace *traces, size_t n)
 	s->times.mining += t1 - t0;
 	s->times.prepare += t2 - t1;
 	rt_sel_paper_p90_free(&s->minute);
-	uint64_t newest = s->cfg.minute_tiers ? latest / 60000000000ull : 0;
-	if (s->cfg.minute_tiers &&
-	    (rt_sel_paper_p90_build_alt(traces, n, s->carry, s->n_carry, newest, &s->minute) ||
-	     rejudge_kept(s) || carry_newest_minute(s, traces, n, newest)))
+	if (s->cfg.minute_tiers && minute_table(s, w, latest))
 		return -1;
 	/* the fingerprint table, at most half full (no memo if it cannot be had) */
 	size_t cap = 64;
@@ -984,13 +1042,25 @@ int rt_sel_select_window_part(rt_selector *s, rt_sel_trace *traces, size_t n, si
 			      const uint64_t *alarmed_groups, size_t n_alarmed, double coverage,
 			      rt_sel_result *out)
 {
+	rt_sel_window w = { .traces = traces, .n = n, .budget = budget,
+			    .alarmed_groups = alarmed_groups, .n_alarmed = n_alarmed,
+			    .coverage = coverage };
+	return rt_sel_select(s, &w, out);
+}
+
+int rt_sel_select(rt_selector *s, const rt_sel_window *w, rt_sel_result *out)
+{
+	rt_sel_trace *traces = w->traces;
+	size_t n = w->n, budget = w->budget, n_alarmed = w->n_alarmed;
+	const uint64_t *alarmed_groups = w->alarmed_groups;
+	double coverage = w->coverage;
 	*out = (rt_sel_result){ 0 };
 	if (!(coverage > 0) || coverage > 1)
 		coverage = 1.0;
 	if (n == 0)
 		return 0;
 	s->win = traces;
-	if (prepare_window(s, n) || analyse_traces(s, traces, n))
+	if (prepare_window(s, n) || analyse_traces(s, w))
 		return -1;
 	double t_choose = cpu_s();
 	qsort(s->info, n, sizeof *s->info, by_group_pattern_score);
@@ -1045,7 +1115,9 @@ int rt_sel_select_window_part(rt_selector *s, rt_sel_trace *traces, size_t n, si
 		for (size_t c = before; c < n_chosen; c++)
 			s->verdicts[s->chosen[c]].weight = w;
 	}
-	if (save_kept_of_cut_minute(s, traces, n))
+	if (w->last) /* nothing follows to judge them again */
+		s->n_pend = s->n_pend_spans = s->n_pend_logs = 0;
+	else if (save_kept_of_cut_minute(s, traces, n))
 		goto out;
 	decay_groups(s);
 	for (size_t c = 0; c < n_chosen; c++) {
