@@ -115,6 +115,9 @@ struct rt_selector {
 	rt_sel_minute_sample *carry;
 	size_t n_carry, carry_cap;
 	uint64_t carry_minute; /* the minute carried (the window's newest) */
+	uint64_t *held_keys;   /* (operation, minute) keys of held spans before the newest
+				  minute: their samples are carried too (carry_minutes) */
+	size_t held_keys_cap, held_keys_mask;
 	rt_sel_paper_p90 minute; /* this window's per-minute p90s and span tiers */
 	/* kept traces with spans in the carried minute, copied (names and text dropped,
 	 * op keys and template ids kept) with their tiers, to be judged again in the next
@@ -221,6 +224,7 @@ void rt_sel_destroy(rt_selector *s)
 	free(s->enc_memo);
 	free(s->enc_ring);
 	free(s->carry);
+	free(s->held_keys);
 	rt_sel_paper_p90_free(&s->minute);
 	free(s->pend);
 	free(s->pend_spans);
@@ -771,21 +775,61 @@ static int prepare_window(rt_selector *s, size_t n)
  * then only partly remembered: its p90 comes from a sample). */
 #define CARRY_MAX ((size_t)1 << 18)
 
-/* Remember the durations of the spans of the minutes [from, newest] of trace time in
- * this window (carried ones of those minutes stay): the next window's spans of those
- * minutes get their tiers against one p90 over all of it, as if the boundary were not
- * there. Without held traces from is the newest minute, the one the boundary cut;
- * with held traces it is the earliest minute they touch, since they come back in the
- * next window and their spans of the minute before the cut one must meet the rest of
- * that minute there. The newest minute is this window's, not the newest ever seen,
- * so one span with a far-future start (a bad clock) costs the carry for one window,
- * not for good. */
+/* The (operation, minute) keys of the held traces' spans before the newest minute:
+ * an open-addressing set (0 = empty) in s->held_keys, s->held_keys_mask. */
+static int held_keys_build(rt_selector *s, const rt_sel_minute_sample *v, size_t n,
+			   uint64_t newest)
+{
+	size_t cap = 16;
+	while (cap < 2 * n)
+		cap <<= 1;
+	if (rt_sel_grow((void **)&s->held_keys, &s->held_keys_cap, cap, sizeof *s->held_keys))
+		return -1;
+	memset(s->held_keys, 0, cap * sizeof *s->held_keys);
+	s->held_keys_mask = cap - 1;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].minute >= newest)
+			continue;
+		size_t at = rt_sel_mix64(v[i].key) & s->held_keys_mask;
+		while (s->held_keys[at] && s->held_keys[at] != v[i].key)
+			at = (at + 1) & s->held_keys_mask;
+		s->held_keys[at] = v[i].key; /* minute keys are never 0 */
+	}
+	return 0;
+}
+
+static bool held_key(const rt_selector *s, uint64_t key)
+{
+	size_t at = rt_sel_mix64(key) & s->held_keys_mask;
+	while (s->held_keys[at] && s->held_keys[at] != key)
+		at = (at + 1) & s->held_keys_mask;
+	return s->held_keys[at] == key;
+}
+
+/* Whether a sample of this minute and key goes to the next window: every one of the
+ * newest minute, and of the earlier minutes from `from` on those of an (operation,
+ * minute) a held trace has a span of (no other span of those minutes comes back). */
+static bool carried(const rt_selector *s, uint64_t key, uint64_t minute, uint64_t from,
+		    uint64_t newest)
+{
+	return minute == newest || (minute >= from && minute < newest && held_key(s, key));
+}
+
+/* Remember the durations of the spans of the newest minute of trace time in this
+ * window (carried ones of that minute stay): the next window's spans of that minute
+ * get their tiers against one p90 over all of it, as if the boundary were not there.
+ * With held traces, also the spans of the minutes from `from` (the earliest a held
+ * trace touches) whose (operation, minute) a held trace shares: the held traces come
+ * back in the next window and their spans there must meet the rest of their minute
+ * (held_keys_build ran first). The newest minute is this window's, not the newest
+ * ever seen, so one span with a far-future start (a bad clock) costs the carry for
+ * one window, not for good. */
 static int carry_minutes(rt_selector *s, const rt_sel_trace *traces, size_t n, uint64_t from,
 			 uint64_t newest)
 {
 	size_t k = 0, spans = 0;
 	for (size_t c = 0; c < s->n_carry; c++)
-		if (s->carry[c].minute >= from && s->carry[c].minute <= newest)
+		if (carried(s, s->carry[c].key, s->carry[c].minute, from, newest))
 			s->carry[k++] = s->carry[c];
 	for (size_t i = 0; i < n; i++)
 		spans += traces[i].n_spans;
@@ -798,7 +842,10 @@ static int carry_minutes(rt_selector *s, const rt_sel_trace *traces, size_t n, u
 			uint64_t minute = sp->start_ns / 60000000000ull;
 			if (minute < from || minute > newest)
 				continue;
-			s->carry[k++] = (rt_sel_minute_sample){ .key = rt_sel_paper_minute_key(sp),
+			uint64_t key = rt_sel_paper_minute_key(sp);
+			if (!carried(s, key, minute, from, newest))
+				continue;
+			s->carry[k++] = (rt_sel_minute_sample){ .key = key,
 								.minute = minute,
 								.dur = rt_sel_paper_span_dur(sp) };
 		}
@@ -809,24 +856,38 @@ static int carry_minutes(rt_selector *s, const rt_sel_trace *traces, size_t n, u
 
 /* The spans of the held traces as samples after the carry (s->carry[n_carry..]), for
  * this window's p90 table only: they count toward their minutes' p90s and get no
- * tier. Fills their op keys, raises *latest to their latest start and lowers *from
- * to their earliest minute. Returns how many samples. */
+ * tier. Only the samples a tier of this window reads: those of the minutes before
+ * the newest (the few held traces that began before it share them with the traces
+ * selected now), and those of the newest minute only when a trace selected now has
+ * a span there (one held before, waiting no more); most held spans are in the newest
+ * minute and are read when their traces are selected, so sampling them now would
+ * double the table's work for nothing. Raises *latest to the held traces' latest
+ * start and lowers *from to their earliest minute. */
 static int sample_held(rt_selector *s, rt_sel_trace *held, size_t n_held, uint64_t *latest,
 		       uint64_t *from, size_t *n_samples)
 {
 	size_t spans = 0, k = s->n_carry;
-	for (size_t i = 0; i < n_held; i++)
+	uint64_t selected_newest = *latest / 60000000000ull;
+	for (size_t i = 0; i < n_held; i++) {
 		spans += held[i].n_spans;
+		for (uint32_t j = 0; j < held[i].n_spans; j++) {
+			uint64_t start = held[i].spans[j].start_ns, minute = start / 60000000000ull;
+			*latest = start > *latest ? start : *latest;
+			*from = minute < *from ? minute : *from;
+		}
+	}
+	uint64_t newest = *latest / 60000000000ull;
+	bool newest_read = selected_newest == newest; /* a selected trace has spans there */
 	if (rt_sel_grow((void **)&s->carry, &s->carry_cap, k + spans + 1, sizeof *s->carry))
 		return -1;
 	for (size_t i = 0; i < n_held; i++)
 		for (uint32_t j = 0; j < held[i].n_spans; j++) {
 			rt_sel_span *sp = &held[i].spans[j];
+			uint64_t minute = sp->start_ns / 60000000000ull;
+			if (minute == newest && !newest_read)
+				continue;
 			if (!sp->op_key)
 				sp->op_key = memo_key(s, sp);
-			uint64_t minute = sp->start_ns / 60000000000ull;
-			*latest = sp->start_ns > *latest ? sp->start_ns : *latest;
-			*from = minute < *from ? minute : *from;
 			s->carry[k++] = (rt_sel_minute_sample){ .key = rt_sel_paper_minute_key(sp),
 								.minute = minute,
 								.dur = rt_sel_paper_span_dur(sp) };
@@ -958,6 +1019,8 @@ static int minute_table(rt_selector *s, const rt_sel_window *w, uint64_t latest)
 	/* the last window's newest minute is whole: no reading against the minute before */
 	int rc = rt_sel_paper_p90_build_alt(w->traces, w->n, s->carry, s->n_carry + n_held_samples,
 					    w->last ? 0 : newest, &s->minute);
+	if (rc == 0)
+		rc = held_keys_build(s, s->carry + s->n_carry, n_held_samples, newest);
 	if (rc == 0)
 		rc = rejudge_kept(s);
 	if (rc == 0)
