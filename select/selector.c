@@ -591,8 +591,13 @@ static void fill_least_similar(rt_selector *s, group_ctx *g, pattern_run *runs, 
 	}
 }
 
+/* DPP over the group's distinct patterns, then the least similar to fill the quota.
+ * new_only: the quota was bought by the group's new patterns (below the group count,
+ * fresh_first_quota), so a pattern kept earlier gets no DPP quality at all; with the
+ * seen penalty alone, a kept pattern far from the first pick out-gained a new one close
+ * to it and the pick went to a repeat (docs/selection.md, ninth pass). */
 static int select_in_group(rt_selector *s, const trace_info *members, size_t size, size_t quota,
-			   size_t *n_chosen)
+			   bool new_only, size_t *n_chosen)
 {
 	if (quota >= size) {
 		for (size_t i = 0; i < size; i++)
@@ -617,7 +622,7 @@ static int select_in_group(rt_selector *s, const trace_info *members, size_t siz
 			rep[r] = &members[i];
 			quality[r] = 1.0 + s->cfg.quality_gain * rep[r]->score;
 			if (info_was_kept(s, (trace_info *)rep[r])) /* novelty across windows; members are s->info's */
-				quality[r] *= s->cfg.seen_penalty;
+				quality[r] *= new_only ? 0.0 : s->cfg.seen_penalty;
 		}
 		runs[r].count++;
 	}
@@ -1171,8 +1176,8 @@ int rt_sel_select(rt_selector *s, const rt_sel_window *w, rt_sel_result *out)
 	size_t n_chosen = 0;
 	for (size_t g = 0; g < ng; g++) {
 		size_t before = n_chosen;
-		if (quota[g] &&
-		    select_in_group(s, s->info + start[g], sizes[g], quota[g], &n_chosen))
+		if (quota[g] && select_in_group(s, s->info + start[g], sizes[g], quota[g],
+						s->cfg.novelty_first && eff < ng, &n_chosen))
 			goto out;
 		double w = n_chosen > before ? (double)sizes[g] / (double)(n_chosen - before) : 0.0;
 		for (size_t c = before; c < n_chosen; c++)
