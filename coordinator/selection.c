@@ -497,8 +497,8 @@ static int is_alarmed(const uint64_t *v, size_t n, uint64_t key)
 /* The window's traces as the selector reads them (pointers only now: the arrays grew
  * while it was open), the ones selected now first: t[k] is pend[order[k]] and the
  * n_held held back follow them. */
-static size_t split_window(struct coord_selection *x, bool hold_nothing, rt_sel_trace *all, bool *before,
-			   bool *hold, rt_sel_trace *t, size_t *order, size_t *n_held)
+static size_t split_window(struct coord_selection *x, bool hold_nothing, rt_sel_trace *all,
+			   bool *before, bool *hold, rt_sel_trace *t, size_t *order, size_t *n_held)
 {
 	size_t n = 0, h = 0;
 	for (size_t i = 0; i < x->npend; i++) {
