@@ -442,8 +442,9 @@ typedef struct rt_sel_eval_report {
  * n). Returns how many. They stand in for fired exception triggers. */
 size_t rt_sel_error_alarms(const rt_sel_trace *traces, size_t n, uint64_t *out);
 
-/* Replay the dataset in time order, through the selector and a random sampler at the
- * same per-window budgets, then through the original algorithm in batches at the same
+/* Replay the dataset in time order (windows of window_s, the cut minute's traces held
+ * back to the next window by rt_sel_hold_cut_minute, the last window taking them all),
+ * through the selector and a random sampler at the same per-window budgets, then through the original algorithm in batches at the same
  * rate, and compute both metric sets for all three with the same code. */
 int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt, rt_sel_eval_report *rep,
 		    char *err, size_t errlen);
