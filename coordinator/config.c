@@ -64,6 +64,7 @@ static const struct rt_opt rows[] = {
 	{ "select-window-traces", T_U32, F(select_window_traces), "N", "also close a selection window after N coherent traces (default 0 = by time only)" },
 	{ "select-budget", T_SECONDS, F(select_budget), "N", "traces kept per minute; the rest of each window is deleted (default 0 = keep all)" },
 	{ "select-no-trigger-alarms", T_FLAG, F(select_no_trigger_alarms), NULL, "do not alarm the entry API of traces a (non head-sampling) trigger collected" },
+	{ "select-no-hold", T_FLAG, F(select_no_hold), NULL, "select every trace in the window it arrived in (default: the traces of a window's newest minute of trace time, which its close cuts, wait one window)" },
 	{ "adaptive", T_STR, F(adaptive), "on|off", "adaptive span instrumentation: learn which span sites explain latency variance from collected traces and turn the others down in the clients (default off: every span recorded; docs/adaptive.md)" },
 	{ "adaptive-pin", T_STR, F(adaptive_pin), "SITES", "span sites always recorded, as service:operation,service:operation" },
 	{ "adaptive-window", T_SECONDS, F(adaptive_window), "SEC", "a learner cycle (and a policy to the agents) at least this often while traces arrive (default 10)" },

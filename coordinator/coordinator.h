@@ -57,6 +57,7 @@ struct rt_coord_config {
 	uint32_t select_window_traces;     /* also close a window after N traces (0 = time only) */
 	double select_budget;              /* traces kept per minute (0 = keep every trace) */
 	int select_no_trigger_alarms;      /* triggers do not alarm their traces' groups */
+	int select_no_hold;                /* no trace waits for the next window (cut minute) */
 	/* Adaptive span instrumentation (adaptive.c, docs/adaptive.md). */
 	char adaptive[RT_COORD_URL_MAX];   /* "on" or "off" (default off) */
 	char adaptive_pin[RT_COORD_URL_MAX]; /* service:operation,... always recorded */

@@ -11,7 +11,12 @@
  * stay stored, counted, without selection columns.
  *
  * A window closes when it is --select-window seconds old, or when it holds
- * --select-window-traces traces (or SEL_MAX_WINDOW_TRACES, the memory bound).
+ * --select-window-traces traces that arrived in it (or SEL_MAX_WINDOW_TRACES in all,
+ * the memory bound). At its close the traces of its newest minute of trace time,
+ * which the close cuts, are held back (rt_sel_hold_cut_minute, the rule the replay
+ * of select-eval uses): they stay in the arrays and are selected in the next window,
+ * when their minute is whole, once at most; a window closed by the memory bound
+ * holds nothing. Their spans count toward this window's p90s (rt_sel_window.held).
  * Its budget is --select-budget (per minute) × the window length, the fraction
  * carried to the next window (an incident scale-up by the selector is borrowed
  * from the next windows' budget); a budget of 0 keeps everything. rt_sel_select_window
@@ -53,6 +58,7 @@ struct sel_pending { /* one trace waiting for the end of its window */
 	size_t first_span, first_log; /* into the window's span / log arrays */
 	uint32_t n_spans, n_logs;
 	int triggered;                /* a trigger other than head sampling collected it */
+	bool held_before;             /* held back by the window before: selected now */
 };
 
 struct sel_group_stat {
@@ -86,6 +92,7 @@ struct coord_selection {
 	rt_sel_log *logs;
 	size_t nlogs, logs_cap;
 	struct sel_names names;
+	size_t narrived;          /* traces that arrived in the open window (not held ones) */
 	uint64_t window_start_ns; /* monotonic; 0 = no window open */
 	double credit;            /* budget fraction carried to the next window */
 	/* alarms */
@@ -94,7 +101,7 @@ struct coord_selection {
 	struct sel_alarm alarms[SEL_MAX_ALARMS];
 	struct sel_group_stat groups[SEL_MAX_GROUPS];
 	/* figures */
-	uint64_t windows, traces_in, kept, dropped;
+	uint64_t windows, traces_in, kept, dropped, held;
 	uint64_t bypass_incoherent, bypass_no_spans, decode_errors, select_errors;
 	uint64_t spans_cut, logs_cut, store_errors;
 	uint64_t last_traces, last_budget, last_kept, last_groups, last_alarmed;
@@ -364,11 +371,13 @@ static int add_alarm_key(uint64_t **v, size_t *n, size_t *cap, uint64_t key)
 
 /*
  * The window's alarmed groups: operator alarms still running, groups alarmed by
- * triggers in the previous window, and the groups of this window's triggered
- * traces (also written to *now_trig, which becomes the next window's "previous").
+ * triggers in the previous window, and the groups of the triggered traces selected
+ * in this window, t[i] = pend[order[i]] (also written to *now_trig, which becomes the
+ * next window's "previous"; a held trace's trigger counts where it is selected).
  */
-static int collect_alarms(struct rt_coord *c, rt_sel_trace *t, uint64_t now, uint64_t **out,
-			  size_t *nout, uint64_t **now_trig, size_t *nnow)
+static int collect_alarms(struct rt_coord *c, const rt_sel_trace *t, const size_t *order, size_t n,
+			  uint64_t now, uint64_t **out, size_t *nout, uint64_t **now_trig,
+			  size_t *nnow)
 {
 	struct coord_selection *x = c->sel;
 	size_t cap = 0, cap2 = 0;
@@ -383,9 +392,9 @@ static int collect_alarms(struct rt_coord *c, rt_sel_trace *t, uint64_t now, uin
 			return -1;
 	if (c->cfg.select_no_trigger_alarms)
 		return 0;
-	for (size_t i = 0; i < x->npend; i++) {
+	for (size_t i = 0; i < n; i++) {
 		uint64_t g;
-		if (!x->pend[i].triggered || !(g = rt_sel_trace_group(&t[i])))
+		if (!x->pend[order[i]].triggered || !(g = rt_sel_trace_group(&t[i])))
 			continue;
 		if (add_alarm_key(out, nout, &cap, g) || add_alarm_key(now_trig, nnow, &cap2, g))
 			return -1;
@@ -429,9 +438,54 @@ static void store_verdict(struct rt_coord *c, const struct sel_pending *p, const
 
 static void window_reset(struct coord_selection *x)
 {
-	x->npend = x->nspans = x->nlogs = 0;
+	x->npend = x->nspans = x->nlogs = x->narrived = 0;
 	x->window_start_ns = 0;
 	names_reset(&x->names);
+}
+
+/*
+ * Open the next window with the held traces (hold[i] for pend[i]) already in it:
+ * their pending entries, spans and logs move to the front of the arrays, in order
+ * (so every move is to a lower or equal place), and their names are interned again
+ * into a fresh table, as the old one goes with the closed window. Returns how many
+ * were kept; 0 when out of memory (then they stay stored, unselected).
+ */
+static size_t keep_held(struct coord_selection *x, const bool *hold, uint64_t now)
+{
+	struct sel_names fresh = { 0 };
+	size_t np = 0, ns = 0, nl = 0;
+	for (size_t i = 0; i < x->npend; i++) {
+		struct sel_pending p = x->pend[i];
+		if (!hold[i])
+			continue;
+		memmove(&x->spans[ns], &x->spans[p.first_span], p.n_spans * sizeof *x->spans);
+		memmove(&x->logs[nl], &x->logs[p.first_log], p.n_logs * sizeof *x->logs);
+		for (uint32_t k = 0; k < p.n_spans; k++) {
+			rt_sel_span *sp = &x->spans[ns + k];
+			sp->service = names_intern(&fresh, sp->service);
+			sp->operation = names_intern(&fresh, sp->operation);
+			if (!sp->service || !sp->operation) {
+				names_reset(&fresh);
+				x->select_errors++;
+				window_reset(x);
+				return 0;
+			}
+		}
+		p.first_span = ns;
+		p.first_log = nl;
+		p.held_before = true;
+		ns += p.n_spans;
+		nl += p.n_logs;
+		x->pend[np++] = p;
+	}
+	names_reset(&x->names);
+	x->names = fresh;
+	x->npend = np;
+	x->nspans = ns;
+	x->nlogs = nl;
+	x->narrived = 0;
+	x->window_start_ns = np ? now : 0;
+	return np;
 }
 
 static int is_alarmed(const uint64_t *v, size_t n, uint64_t key)
@@ -442,28 +496,67 @@ static int is_alarmed(const uint64_t *v, size_t n, uint64_t key)
 	return 0;
 }
 
-static void close_window(struct rt_coord *c, uint64_t now)
+/* The window's traces as the selector reads them (pointers only now: the arrays grew
+ * while it was open), the ones selected now first: t[k] is pend[order[k]] and the
+ * n_held held back follow them. */
+static size_t split_window(struct coord_selection *x, bool hold_nothing, rt_sel_trace *all,
+			   bool *before, bool *hold, rt_sel_trace *t, size_t *order, size_t *n_held)
+{
+	size_t n = 0, h = 0;
+	for (size_t i = 0; i < x->npend; i++) {
+		all[i] = (rt_sel_trace){ .id_hi = x->pend[i].hi, .id_lo = x->pend[i].lo,
+					 .spans = x->spans + x->pend[i].first_span,
+					 .n_spans = x->pend[i].n_spans,
+					 .logs = x->logs + x->pend[i].first_log,
+					 .n_logs = x->pend[i].n_logs };
+		before[i] = x->pend[i].held_before;
+	}
+	*n_held = rt_sel_hold_cut_minute(all, x->npend, before, hold_nothing, hold);
+	for (size_t i = 0; i < x->npend; i++) {
+		if (hold[i]) {
+			t[x->npend - *n_held + h++] = all[i];
+			continue;
+		}
+		order[n] = i;
+		t[n++] = all[i];
+	}
+	return n;
+}
+
+/* Close the open window; hold_nothing: the memory bound closed it, no trace waits
+ * (the selector is still told that windows follow: the cut minute is read as cut). */
+static void close_window(struct rt_coord *c, uint64_t now, bool hold_nothing)
 {
 	struct coord_selection *x = c->sel;
-	rt_sel_trace *t = x->npend ? calloc(x->npend, sizeof *t) : NULL;
+	size_t npend = x->npend;
+	rt_sel_trace *t = npend ? calloc(2 * npend, sizeof *t) : NULL;
+	size_t *order = npend ? calloc(npend, sizeof *order) : NULL;
+	bool *flags = npend ? calloc(2 * npend, sizeof *flags) : NULL;
+	bool *hold = flags ? flags + npend : NULL;
 	uint64_t *alarmed = NULL, *trig = NULL;
-	size_t nalarmed = 0, ntrig = 0, budget;
+	size_t nalarmed = 0, ntrig = 0, budget, n = 0, n_held = 0;
 	rt_sel_result res;
-	if (!x->npend)
+	if (!npend)
 		goto done;
-	if (!t)
+	if (!t || !order || !flags)
 		goto fail;
-	for (size_t i = 0; i < x->npend; i++) /* pointers only now: the arrays grew while open */
-		t[i] = (rt_sel_trace){ .id_hi = x->pend[i].hi, .id_lo = x->pend[i].lo,
-				       .spans = x->spans + x->pend[i].first_span,
-				       .n_spans = x->pend[i].n_spans,
-				       .logs = x->logs + x->pend[i].first_log,
-				       .n_logs = x->pend[i].n_logs };
+	n = split_window(x, hold_nothing || c->cfg.select_no_hold, t + npend, flags, hold, t, order,
+			 &n_held);
+	x->windows++;
+	x->held += n_held;
+	if (n == 0) { /* everything waits: nothing is spent of the budget */
+		x->last_traces = x->last_budget = x->last_kept = x->last_groups = 0;
+		x->last_alarmed = 0;
+		keep_held(x, hold, now);
+		goto done;
+	}
 	/* Trigger alarms need the groups: computed from the spans, as the selector does. */
-	if (collect_alarms(c, t, now, &alarmed, &nalarmed, &trig, &ntrig) != 0)
+	if (collect_alarms(c, t, order, n, now, &alarmed, &nalarmed, &trig, &ntrig) != 0)
 		goto fail;
-	budget = window_budget(c, x->npend);
-	if (rt_sel_select_window(x->sel, t, x->npend, budget, alarmed, nalarmed, &res) != 0)
+	budget = window_budget(c, n);
+	rt_sel_window w = { .traces = t, .n = n, .held = t + n, .n_held = n_held,
+			    .budget = budget, .alarmed_groups = alarmed, .n_alarmed = nalarmed };
+	if (rt_sel_select(x->sel, &w, &res) != 0)
 		goto fail;
 	/* An incident scale-up (selection.md step 6) borrows from the next windows'
 	 * budget, so the kept rate stays the requested one over time. */
@@ -477,38 +570,43 @@ static void close_window(struct rt_coord *c, uint64_t now)
 		if (x->credit > per_window + 1.0)
 			x->credit = per_window + 1.0;
 	}
-	x->windows++;
-	x->last_traces = x->npend;
+	x->last_traces = n;
 	x->last_budget = res.budget;
 	x->last_kept = res.n_chosen;
 	x->last_groups = res.n_groups;
 	x->last_alarmed = nalarmed;
-	for (size_t i = 0; i < x->npend; i++) {
-		struct sel_group_stat *g = group_stat(x, res.verdicts[i].group, &t[i]);
+	for (size_t k = 0; k < n; k++) {
+		struct sel_group_stat *g = group_stat(x, res.verdicts[k].group, &t[k]);
 		if (g->last_window != x->windows && is_alarmed(alarmed, nalarmed, g->key))
 			g->alarmed_windows++;
 		g->last_window = x->windows;
 		g->traces++;
-		store_verdict(c, &x->pend[i], &t[i], &res.verdicts[i], g);
+		store_verdict(c, &x->pend[order[k]], &t[k], &res.verdicts[k], g);
 	}
 	coord_log(c, LOG_INFO, "selection: window %llu: %zu traces, %zu groups (%zu alarmed), "
-		  "budget %zu, kept %zu", (unsigned long long)x->windows, x->npend, res.n_groups,
-		  nalarmed, res.budget, res.n_chosen);
+		  "budget %zu, kept %zu, %zu held to the next window", (unsigned long long)x->windows,
+		  n, res.n_groups, nalarmed, res.budget, res.n_chosen, n_held);
 	free(x->trigger_groups);
 	x->trigger_groups = trig;
 	x->ntrigger_groups = ntrig;
 	x->trigger_groups_cap = ntrig;
 	trig = NULL;
+	if (n_held)
+		keep_held(x, hold, now);
+	else
+		window_reset(x);
 	goto done;
 fail:
 	/* Out of memory: the window's traces stay stored, unselected. */
 	x->select_errors++;
 	coord_log(c, LOG_ERROR, "selection: out of memory; %zu traces kept unselected", x->npend);
+	window_reset(x);
 done:
 	free(t);
+	free(order);
+	free(flags);
 	free(alarmed);
 	free(trig);
-	window_reset(x);
 }
 
 /* ------------------------------------------------------- public API ---- */
@@ -582,10 +680,12 @@ void coord_selection_add(struct rt_coord *c, const struct rt_store_trace *row,
 	if (!x->window_start_ns)
 		x->window_start_ns = coord_now_ns();
 	x->npend++;
+	x->narrived++;
 	x->traces_in++;
-	if ((c->cfg.select_window_traces && x->npend >= c->cfg.select_window_traces) ||
-	    x->npend >= SEL_MAX_WINDOW_TRACES)
-		close_window(c, coord_now_ns());
+	if (x->npend >= SEL_MAX_WINDOW_TRACES) /* the memory bound: nothing held */
+		close_window(c, coord_now_ns(), true);
+	else if (c->cfg.select_window_traces && x->narrived >= c->cfg.select_window_traces)
+		close_window(c, coord_now_ns(), false);
 }
 
 void coord_selection_tick(struct rt_coord *c, uint64_t now)
@@ -597,7 +697,7 @@ void coord_selection_tick(struct rt_coord *c, uint64_t now)
 		if (x->alarms[i].key && x->alarms[i].until_ns <= now)
 			x->alarms[i].key = 0;
 	if (x->window_start_ns && now - x->window_start_ns >= (uint64_t)(c->cfg.select_window * 1e9))
-		close_window(c, now);
+		close_window(c, now, false);
 }
 
 /* ----------------------------------------------------------- alarms ---- */
@@ -749,6 +849,7 @@ void coord_selection_figures(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_u64(w, "traces_in", x->traces_in);
 	rt_fig_u64(w, "kept", x->kept);
 	rt_fig_u64(w, "dropped", x->dropped);
+	rt_fig_u64(w, "held", x->held);
 	rt_fig_u64(w, "bypassed_incoherent", x->bypass_incoherent);
 	rt_fig_u64(w, "bypassed_no_spans", x->bypass_no_spans);
 	rt_fig_u64(w, "decode_errors", x->decode_errors);

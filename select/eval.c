@@ -1,7 +1,10 @@
 /* eval.c — replay a dataset through the selector and two baselines; metrics.
  *
  * Traces (already sorted by start) are cut into windows of window_s seconds of trace
- * time. Each window earns rate × traces of budget credit; the integer part is the
+ * time. The traces of a window's newest minute, which its end cuts, wait for the next
+ * window (rt_sel_hold_cut_minute, window.c: the coordinator's rule too), so their
+ * latency tiers are judged on the whole minute; the last window takes everything.
+ * Each window earns rate × the traces it selects of budget credit; the integer part is the
  * window's budget (the fraction carries over), so the kept share tracks the rate even
  * when a window is worth less than one trace. The Gleaner selector and a uniform
  * random sampler get the same budget (the selector's effective budget, which may be
@@ -299,7 +302,9 @@ size_t rt_sel_error_alarms(const rt_sel_trace *w, size_t n, uint64_t *out)
 	return k;
 }
 
-static void random_pick(size_t n, size_t budget, uint64_t *rng, uint32_t *idx, bool *kept)
+/* Keep `budget` of the dataset traces at[0..n), uniformly at random. */
+static void random_pick(const uint32_t *at, size_t n, size_t budget, uint64_t *rng, uint32_t *idx,
+			bool *kept)
 {
 	for (size_t i = 0; i < n; i++)
 		idx[i] = (uint32_t)i;
@@ -310,7 +315,7 @@ static void random_pick(size_t n, size_t budget, uint64_t *rng, uint32_t *idx, b
 		uint32_t t = idx[i];
 		idx[i] = idx[j];
 		idx[j] = t;
-		kept[idx[i]] = true;
+		kept[at[idx[i]]] = true;
 	}
 }
 
@@ -342,6 +347,19 @@ static int alloc_labels(labels *lb, size_t n)
 		       : -1;
 }
 
+/* One window of the replay: the traces held back by the window before, then the
+ * window's own; each as a copy of the dataset's trace (sharing its spans and logs)
+ * and its dataset index. */
+typedef struct window_set {
+	rt_sel_trace *traces; /* the window's; then split: selected now, held */
+	uint32_t *at;         /* dataset index of each */
+	bool *held_before, *hold;
+	size_t n;
+	rt_sel_trace *held; /* the held ones, for rt_sel_window.held */
+	uint32_t *held_at;
+	size_t n_held;
+} window_set;
+
 typedef struct replay {
 	rt_selector *sel;
 	uint64_t rng;
@@ -349,19 +367,26 @@ typedef struct replay {
 	uint32_t *idx;
 	double t_gleaner, t_random, t_mining;
 	double credit;
+	window_set win;
 } replay;
 
-static int replay_window(replay *r, const rt_sel_eval_options *opt, rt_sel_trace *w, size_t off,
-			 size_t n, double coverage, labels *lb)
+/* Select win->traces[0..n) (the held ones apart in win->held); labels by dataset index. */
+static int replay_window(replay *r, const rt_sel_eval_options *opt, size_t n, double coverage,
+			 bool last, labels *lb)
 {
-	r->credit += opt->rate * (double)n;
+	window_set *ws = &r->win;
+	rt_sel_trace *w = ws->traces;
+	r->credit += opt->rate * (double)n; /* a held trace earns credit where it is selected */
 	size_t budget = r->credit > 0 ? (size_t)floor(r->credit + 1e-9) : 0;
 	size_t n_alarms = opt->alarm_on_errors ? rt_sel_error_alarms(w, n, r->alarms) : 0;
 	rt_sel_result res;
 	double t0 = now_s();
 	rt_sel_mine_templates(r->sel, w, n); /* timed apart: tracer-API logs skip it */
 	double tm = now_s();
-	if (rt_sel_select_window_part(r->sel, w, n, budget, r->alarms, n_alarms, coverage, &res))
+	rt_sel_window sw = { .traces = w, .n = n, .held = ws->held, .n_held = ws->n_held,
+			     .budget = budget, .alarmed_groups = r->alarms, .n_alarmed = n_alarms,
+			     .coverage = coverage, .last = last };
+	if (rt_sel_select(r->sel, &sw, &res))
 		return -1;
 	double t1 = now_s();
 	/* An incident scale-up borrows from later windows' credit, so the kept share still
@@ -372,14 +397,15 @@ static int replay_window(replay *r, const rt_sel_eval_options *opt, rt_sel_trace
 	if (res.declined && r->credit > opt->rate * (double)n + 1.0)
 		r->credit = opt->rate * (double)n + 1.0;
 	r->t_mining += tm - t0;
-	for (size_t i = 0; i < n; i++) {
-		lb->pattern[off + i] = res.verdicts[i].pattern;
-		lb->group[off + i] = res.verdicts[i].group;
-		lb->score[off + i] = res.verdicts[i].score;
-		lb->kept_g[off + i] = res.verdicts[i].chosen;
+	for (size_t i = 0; i < n && res.verdicts; i++) {
+		uint32_t at = ws->at[i];
+		lb->pattern[at] = res.verdicts[i].pattern;
+		lb->group[at] = res.verdicts[i].group;
+		lb->score[at] = res.verdicts[i].score;
+		lb->kept_g[at] = res.verdicts[i].chosen;
 	}
 	double t2 = now_s();
-	random_pick(n, res.budget - res.declined, &r->rng, r->idx, lb->kept_r + off);
+	random_pick(ws->at, n, res.budget - res.declined, &r->rng, r->idx, lb->kept_r);
 	double t3 = now_s();
 	r->t_gleaner += t1 - t0;
 	r->t_random += t3 - t2;
@@ -401,6 +427,75 @@ static void reset_replay_state(rt_sel_dataset *ds)
 	}
 }
 
+static int alloc_window_set(window_set *ws, size_t n)
+{
+	ws->traces = malloc(n * sizeof *ws->traces);
+	ws->at = malloc(n * sizeof *ws->at);
+	ws->held_before = malloc(n * sizeof *ws->held_before);
+	ws->hold = malloc(n * sizeof *ws->hold);
+	ws->held = malloc(n * sizeof *ws->held);
+	ws->held_at = malloc(n * sizeof *ws->held_at);
+	return ws->traces && ws->at && ws->held_before && ws->hold && ws->held && ws->held_at ? 0
+															  : -1;
+}
+
+static void free_window_set(window_set *ws)
+{
+	free(ws->traces);
+	free(ws->at);
+	free(ws->held_before);
+	free(ws->hold);
+	free(ws->held);
+	free(ws->held_at);
+}
+
+/* The window: the traces the window before held back, then all[i..j). The cut-minute
+ * rule (rt_sel_hold_cut_minute) then moves the ones to hold to ws->held, keeping the
+ * others' order at the front. */
+static void form_window(window_set *ws, rt_sel_trace *all, size_t i, size_t j, bool last)
+{
+	size_t n = 0;
+	for (size_t h = 0; h < ws->n_held; h++, n++) {
+		ws->traces[n] = ws->held[h];
+		ws->at[n] = ws->held_at[h];
+		ws->held_before[n] = true;
+	}
+	for (size_t k = i; k < j; k++, n++) {
+		ws->traces[n] = all[k];
+		ws->at[n] = (uint32_t)k;
+		ws->held_before[n] = false;
+	}
+	rt_sel_hold_cut_minute(ws->traces, n, ws->held_before, last, ws->hold);
+	size_t keep = 0;
+	ws->n_held = 0;
+	for (size_t k = 0; k < n; k++) {
+		if (ws->hold[k]) {
+			ws->held[ws->n_held] = ws->traces[k];
+			ws->held_at[ws->n_held++] = ws->at[k];
+			continue;
+		}
+		ws->traces[keep] = ws->traces[k];
+		ws->at[keep++] = ws->at[k];
+	}
+	ws->n = keep;
+}
+
+/* The last window ends with the data: it covers only from its first trace (a held
+ * one may start before the window) to its last. */
+static double last_coverage(const window_set *ws, uint64_t width)
+{
+	uint64_t first = UINT64_MAX, last = 0;
+	for (size_t k = 0; k < ws->n; k++) {
+		uint64_t t = trace_start(&ws->traces[k]);
+		first = t < first ? t : first;
+		last = t > last ? t : last;
+	}
+	if (ws->n == 0)
+		return 1.0;
+	double span = (double)(last - first) + 1e9; /* at least a second */
+	return span < (double)width ? span / (double)width : 1.0;
+}
+
 static int replay_all(replay *r, rt_sel_dataset *ds, const rt_sel_eval_options *opt, labels *lb,
 		      size_t *windows)
 {
@@ -409,19 +504,15 @@ static int replay_all(replay *r, rt_sel_dataset *ds, const rt_sel_eval_options *
 	uint64_t width = (uint64_t)(opt->window_s * 1e9);
 	if (width == 0)
 		width = 1;
+	r->win.n_held = 0;
 	for (size_t i = 0; i < n;) {
 		uint64_t end = trace_start(&all[i]) + width;
 		size_t j = i + 1;
 		while (j < n && trace_start(&all[j]) < end)
 			j++;
-		/* The last window ends with the data: it covers only up to its last trace. */
-		double coverage = 1.0;
-		if (j == n) {
-			uint64_t last = trace_start(&all[j - 1]), first = trace_start(&all[i]);
-			double span = (double)(last - first) + 1e9; /* at least a second */
-			coverage = span < (double)width ? span / (double)width : 1.0;
-		}
-		if (replay_window(r, opt, &all[i], i, j - i, coverage, lb))
+		form_window(&r->win, all, i, j, j == n);
+		double coverage = j == n ? last_coverage(&r->win, width) : 1.0;
+		if (replay_window(r, opt, r->win.n, coverage, j == n, lb))
 			return -1;
 		++*windows;
 		if (opt->progress && (*windows % 16 == 0 || j == n))
@@ -478,7 +569,8 @@ int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt, rt_sel_e
 	r.idx = malloc(n * sizeof *r.idx);
 	r.sel = rt_sel_create(opt->config);
 	int rc = -1;
-	if (!tmp || !freq || !r.alarms || !r.idx || !r.sel || alloc_labels(&lb, n)) {
+	if (!tmp || !freq || !r.alarms || !r.idx || !r.sel || alloc_labels(&lb, n) ||
+	    alloc_window_set(&r.win, n)) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
@@ -532,6 +624,7 @@ int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt, rt_sel_e
 	rc = 0;
 out:
 	rt_sel_destroy(r.sel);
+	free_window_set(&r.win);
 	free(tmp);
 	free(freq);
 	free(r.alarms);

@@ -296,6 +296,44 @@ int rt_sel_select_window_part(rt_selector *s, rt_sel_trace *traces, size_t n, si
 			      const uint64_t *alarmed_groups, size_t n_alarmed, double coverage,
 			      rt_sel_result *out);
 
+/* One window with everything the caller knows about it (rt_sel_select). */
+typedef struct rt_sel_window {
+	rt_sel_trace *traces; /* selected now: one verdict each */
+	size_t n;
+	rt_sel_trace *held; /* held back to the next window (rt_sel_hold_cut_minute): no
+                               verdict; their span durations count toward the p90s of
+                               their minutes now, so a minute they share with traces
+                               selected now is whole */
+	size_t n_held;
+	size_t budget;
+	const uint64_t *alarmed_groups;
+	size_t n_alarmed;
+	double coverage; /* (0, 1] as rt_sel_select_window_part; 0 means 1 */
+	bool last;       /* no window follows (the end of a replay, a flush): the newest
+                            minute is complete, so it is not read against the minute
+                            before and nothing is kept to be judged again */
+} rt_sel_window;
+
+/* The general form of rt_sel_select_window_part (which is w->held = NULL, w->last =
+ * false). Same promises; held traces get no verdict and are not counted in any
+ * way but for the p90s of their minutes. */
+int rt_sel_select(rt_selector *s, const rt_sel_window *w, rt_sel_result *out);
+
+/* ------------------------------------------------------------------ the cut minute */
+
+/* Which traces of a window wait for the next one (docs/selection.md "The cut minute
+ * held back"). Latency events are judged against the p90 of the span's operation in
+ * its minute of trace time, and a window's newest minute — the minute of its latest
+ * span start, which the window's end cuts — is whole only in the next window. So
+ * every trace with a span starting in that minute is held back and selected in the
+ * next window, once: a trace i with held_before[i] (held_before may be NULL: none)
+ * waited already and is selected now whatever its minute. The last window of a run
+ * (last) holds nothing. Sets hold[i] for every trace and returns how many are held.
+ * Both callers (the coordinator, the replay of rt_sel_eval_run) use this one rule;
+ * the held ones go to rt_sel_select as rt_sel_window.held. */
+size_t rt_sel_hold_cut_minute(const rt_sel_trace *traces, size_t n, const bool *held_before,
+			      bool last, bool *hold);
+
 /* ------------------------------------------------------------------ datasets */
 
 typedef struct rt_sel_dataset rt_sel_dataset;
@@ -404,8 +442,9 @@ typedef struct rt_sel_eval_report {
  * n). Returns how many. They stand in for fired exception triggers. */
 size_t rt_sel_error_alarms(const rt_sel_trace *traces, size_t n, uint64_t *out);
 
-/* Replay the dataset in time order, through the selector and a random sampler at the
- * same per-window budgets, then through the original algorithm in batches at the same
+/* Replay the dataset in time order (windows of window_s, the cut minute's traces held
+ * back to the next window by rt_sel_hold_cut_minute, the last window taking them all),
+ * through the selector and a random sampler at the same per-window budgets, then through the original algorithm in batches at the same
  * rate, and compute both metric sets for all three with the same code. */
 int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt, rt_sel_eval_report *rep,
 		    char *err, size_t errlen);

@@ -17,7 +17,11 @@
  * same rarest one). A budget below the group count goes to patterns not kept before
  * first, groups with nothing new get what is left. The per-minute latency tiers use
  * the window's spans plus the durations of its newest minute remembered from the
- * window before, so a minute cut by a window boundary keeps one p90.
+ * window before, so a minute cut by a window boundary keeps one p90. A caller that
+ * holds the cut minute's traces back (rt_sel_hold_cut_minute, rt_sel_window.held)
+ * has their spans join this window's p90s without a verdict, and the carry then
+ * reaches back to the earliest minute they touch, so they meet the rest of every
+ * minute they share when they are selected.
  */
 #include "internal.h"
 #include "paper_internal.h"
@@ -111,6 +115,9 @@ struct rt_selector {
 	rt_sel_minute_sample *carry;
 	size_t n_carry, carry_cap;
 	uint64_t carry_minute; /* the minute carried (the window's newest) */
+	uint64_t *held_keys;   /* (operation, minute) keys of held spans before the newest
+				  minute: their samples are carried too (carry_minutes) */
+	size_t held_keys_cap, held_keys_mask;
 	rt_sel_paper_p90 minute; /* this window's per-minute p90s and span tiers */
 	/* kept traces with spans in the carried minute, copied (names and text dropped,
 	 * op keys and template ids kept) with their tiers, to be judged again in the next
@@ -124,7 +131,7 @@ struct rt_selector {
 	rt_sel_log *pend_logs;
 	size_t n_pend_logs, pend_logs_cap;
 	uint64_t pend_minute;
-	const rt_sel_trace *win; /* the window's traces, during rt_sel_select_window_part */
+	const rt_sel_trace *win; /* the window's traces, during rt_sel_select */
 	rt_sel_stage_times times;
 };
 
@@ -217,6 +224,7 @@ void rt_sel_destroy(rt_selector *s)
 	free(s->enc_memo);
 	free(s->enc_ring);
 	free(s->carry);
+	free(s->held_keys);
 	rt_sel_paper_p90_free(&s->minute);
 	free(s->pend);
 	free(s->pend_spans);
@@ -583,8 +591,13 @@ static void fill_least_similar(rt_selector *s, group_ctx *g, pattern_run *runs, 
 	}
 }
 
+/* DPP over the group's distinct patterns, then the least similar to fill the quota.
+ * new_only: the quota was bought by the group's new patterns (below the group count,
+ * fresh_first_quota), so a pattern kept earlier gets no DPP quality at all; with the
+ * seen penalty alone, a kept pattern far from the first pick out-gained a new one close
+ * to it and the pick went to a repeat (docs/selection.md, ninth pass). */
 static int select_in_group(rt_selector *s, const trace_info *members, size_t size, size_t quota,
-			   size_t *n_chosen)
+			   bool new_only, size_t *n_chosen)
 {
 	if (quota >= size) {
 		for (size_t i = 0; i < size; i++)
@@ -609,7 +622,7 @@ static int select_in_group(rt_selector *s, const trace_info *members, size_t siz
 			rep[r] = &members[i];
 			quality[r] = 1.0 + s->cfg.quality_gain * rep[r]->score;
 			if (info_was_kept(s, (trace_info *)rep[r])) /* novelty across windows; members are s->info's */
-				quality[r] *= s->cfg.seen_penalty;
+				quality[r] *= new_only ? 0.0 : s->cfg.seen_penalty;
 		}
 		runs[r].count++;
 	}
@@ -767,17 +780,61 @@ static int prepare_window(rt_selector *s, size_t n)
  * then only partly remembered: its p90 comes from a sample). */
 #define CARRY_MAX ((size_t)1 << 18)
 
+/* The (operation, minute) keys of the held traces' spans before the newest minute:
+ * an open-addressing set (0 = empty) in s->held_keys, s->held_keys_mask. */
+static int held_keys_build(rt_selector *s, const rt_sel_minute_sample *v, size_t n,
+			   uint64_t newest)
+{
+	size_t cap = 16;
+	while (cap < 2 * n)
+		cap <<= 1;
+	if (rt_sel_grow((void **)&s->held_keys, &s->held_keys_cap, cap, sizeof *s->held_keys))
+		return -1;
+	memset(s->held_keys, 0, cap * sizeof *s->held_keys);
+	s->held_keys_mask = cap - 1;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].minute >= newest)
+			continue;
+		size_t at = rt_sel_mix64(v[i].key) & s->held_keys_mask;
+		while (s->held_keys[at] && s->held_keys[at] != v[i].key)
+			at = (at + 1) & s->held_keys_mask;
+		s->held_keys[at] = v[i].key; /* minute keys are never 0 */
+	}
+	return 0;
+}
+
+static bool held_key(const rt_selector *s, uint64_t key)
+{
+	size_t at = rt_sel_mix64(key) & s->held_keys_mask;
+	while (s->held_keys[at] && s->held_keys[at] != key)
+		at = (at + 1) & s->held_keys_mask;
+	return s->held_keys[at] == key;
+}
+
+/* Whether a sample of this minute and key goes to the next window: every one of the
+ * newest minute, and of the earlier minutes from `from` on those of an (operation,
+ * minute) a held trace has a span of (no other span of those minutes comes back). */
+static bool carried(const rt_selector *s, uint64_t key, uint64_t minute, uint64_t from,
+		    uint64_t newest)
+{
+	return minute == newest || (minute >= from && minute < newest && held_key(s, key));
+}
+
 /* Remember the durations of the spans of the newest minute of trace time in this
  * window (carried ones of that minute stay): the next window's spans of that minute
  * get their tiers against one p90 over all of it, as if the boundary were not there.
- * The newest minute is this window's, not the newest ever seen, so one span with a
- * far-future start (a bad clock) costs the carry for one window, not for good. */
-static int carry_newest_minute(rt_selector *s, const rt_sel_trace *traces, size_t n,
-			       uint64_t newest)
+ * With held traces, also the spans of the minutes from `from` (the earliest a held
+ * trace touches) whose (operation, minute) a held trace shares: the held traces come
+ * back in the next window and their spans there must meet the rest of their minute
+ * (held_keys_build ran first). The newest minute is this window's, not the newest
+ * ever seen, so one span with a far-future start (a bad clock) costs the carry for
+ * one window, not for good. */
+static int carry_minutes(rt_selector *s, const rt_sel_trace *traces, size_t n, uint64_t from,
+			 uint64_t newest)
 {
 	size_t k = 0, spans = 0;
 	for (size_t c = 0; c < s->n_carry; c++)
-		if (s->carry[c].minute == newest)
+		if (carried(s, s->carry[c].key, s->carry[c].minute, from, newest))
 			s->carry[k++] = s->carry[c];
 	for (size_t i = 0; i < n; i++)
 		spans += traces[i].n_spans;
@@ -787,14 +844,60 @@ static int carry_newest_minute(rt_selector *s, const rt_sel_trace *traces, size_
 	for (size_t i = 0; i < n; i++)
 		for (uint32_t j = 0; j < traces[i].n_spans && k < room; j++) {
 			const rt_sel_span *sp = &traces[i].spans[j];
-			if (sp->start_ns / 60000000000ull != newest)
+			uint64_t minute = sp->start_ns / 60000000000ull;
+			if (minute < from || minute > newest)
 				continue;
-			s->carry[k++] = (rt_sel_minute_sample){ .key = rt_sel_paper_minute_key(sp),
-								.minute = newest,
+			uint64_t key = rt_sel_paper_minute_key(sp);
+			if (!carried(s, key, minute, from, newest))
+				continue;
+			s->carry[k++] = (rt_sel_minute_sample){ .key = key,
+								.minute = minute,
 								.dur = rt_sel_paper_span_dur(sp) };
 		}
 	s->n_carry = k;
 	s->carry_minute = newest;
+	return 0;
+}
+
+/* The spans of the held traces as samples after the carry (s->carry[n_carry..]), for
+ * this window's p90 table only: they count toward their minutes' p90s and get no
+ * tier. Only the samples a tier of this window reads: those of the minutes before
+ * the newest (the few held traces that began before it share them with the traces
+ * selected now), and those of the newest minute only when a trace selected now has
+ * a span there (one held before, waiting no more); most held spans are in the newest
+ * minute and are read when their traces are selected, so sampling them now would
+ * double the table's work for nothing. Raises *latest to the held traces' latest
+ * start and lowers *from to their earliest minute. */
+static int sample_held(rt_selector *s, rt_sel_trace *held, size_t n_held, uint64_t *latest,
+		       uint64_t *from, size_t *n_samples)
+{
+	size_t spans = 0, k = s->n_carry;
+	uint64_t selected_newest = *latest / 60000000000ull;
+	for (size_t i = 0; i < n_held; i++) {
+		spans += held[i].n_spans;
+		for (uint32_t j = 0; j < held[i].n_spans; j++) {
+			uint64_t start = held[i].spans[j].start_ns, minute = start / 60000000000ull;
+			*latest = start > *latest ? start : *latest;
+			*from = minute < *from ? minute : *from;
+		}
+	}
+	uint64_t newest = *latest / 60000000000ull;
+	bool newest_read = selected_newest == newest; /* a selected trace has spans there */
+	if (rt_sel_grow((void **)&s->carry, &s->carry_cap, k + spans + 1, sizeof *s->carry))
+		return -1;
+	for (size_t i = 0; i < n_held; i++)
+		for (uint32_t j = 0; j < held[i].n_spans; j++) {
+			rt_sel_span *sp = &held[i].spans[j];
+			uint64_t minute = sp->start_ns / 60000000000ull;
+			if (minute == newest && !newest_read)
+				continue;
+			if (!sp->op_key)
+				sp->op_key = memo_key(s, sp);
+			s->carry[k++] = (rt_sel_minute_sample){ .key = rt_sel_paper_minute_key(sp),
+								.minute = minute,
+								.dur = rt_sel_paper_span_dur(sp) };
+		}
+	*n_samples = k - s->n_carry;
 	return 0;
 }
 
@@ -906,8 +1009,34 @@ static int alt_pattern(rt_selector *s, const rt_sel_trace *t, const uint8_t *tie
 	return 0;
 }
 
-static int analyse_traces(rt_selector *s, rt_sel_trace *traces, size_t n)
+/* The per-minute p90 table of the window (its spans, the carry, the held traces'
+ * spans), the kept copies of the last cut minute judged again, and the carry for the
+ * next window. */
+static int minute_table(rt_selector *s, const rt_sel_window *w, uint64_t latest)
 {
+	uint64_t from = UINT64_MAX;
+	size_t n_held_samples = 0;
+	if (w->n_held &&
+	    sample_held(s, w->held, w->n_held, &latest, &from, &n_held_samples))
+		return -1;
+	uint64_t newest = latest / 60000000000ull;
+	from = from < newest ? from : newest;
+	/* the last window's newest minute is whole: no reading against the minute before */
+	int rc = rt_sel_paper_p90_build_alt(w->traces, w->n, s->carry, s->n_carry + n_held_samples,
+					    w->last ? 0 : newest, &s->minute);
+	if (rc == 0)
+		rc = held_keys_build(s, s->carry + s->n_carry, n_held_samples, newest);
+	if (rc == 0)
+		rc = rejudge_kept(s);
+	if (rc == 0)
+		rc = carry_minutes(s, w->traces, w->n, from, newest);
+	return rc;
+}
+
+static int analyse_traces(rt_selector *s, const rt_sel_window *w)
+{
+	rt_sel_trace *traces = w->traces;
+	size_t n = w->n;
 	if (++s->key_gen == 0) { /* wrapped: forget everything */
 		memset(s->keys, 0, KEY_MEMO_SIZE * sizeof *s->keys);
 		s->key_gen = 1;
@@ -922,10 +1051,7 @@ static int analyse_traces(rt_selector *s, rt_sel_trace *traces, size_t n)
 	s->times.mining += t1 - t0;
 	s->times.prepare += t2 - t1;
 	rt_sel_paper_p90_free(&s->minute);
-	uint64_t newest = s->cfg.minute_tiers ? latest / 60000000000ull : 0;
-	if (s->cfg.minute_tiers &&
-	    (rt_sel_paper_p90_build_alt(traces, n, s->carry, s->n_carry, newest, &s->minute) ||
-	     rejudge_kept(s) || carry_newest_minute(s, traces, n, newest)))
+	if (s->cfg.minute_tiers && minute_table(s, w, latest))
 		return -1;
 	/* the fingerprint table, at most half full (no memo if it cannot be had) */
 	size_t cap = 64;
@@ -984,13 +1110,25 @@ int rt_sel_select_window_part(rt_selector *s, rt_sel_trace *traces, size_t n, si
 			      const uint64_t *alarmed_groups, size_t n_alarmed, double coverage,
 			      rt_sel_result *out)
 {
+	rt_sel_window w = { .traces = traces, .n = n, .budget = budget,
+			    .alarmed_groups = alarmed_groups, .n_alarmed = n_alarmed,
+			    .coverage = coverage };
+	return rt_sel_select(s, &w, out);
+}
+
+int rt_sel_select(rt_selector *s, const rt_sel_window *w, rt_sel_result *out)
+{
+	rt_sel_trace *traces = w->traces;
+	size_t n = w->n, budget = w->budget, n_alarmed = w->n_alarmed;
+	const uint64_t *alarmed_groups = w->alarmed_groups;
+	double coverage = w->coverage;
 	*out = (rt_sel_result){ 0 };
 	if (!(coverage > 0) || coverage > 1)
 		coverage = 1.0;
 	if (n == 0)
 		return 0;
 	s->win = traces;
-	if (prepare_window(s, n) || analyse_traces(s, traces, n))
+	if (prepare_window(s, n) || analyse_traces(s, w))
 		return -1;
 	double t_choose = cpu_s();
 	qsort(s->info, n, sizeof *s->info, by_group_pattern_score);
@@ -1038,14 +1176,16 @@ int rt_sel_select_window_part(rt_selector *s, rt_sel_trace *traces, size_t n, si
 	size_t n_chosen = 0;
 	for (size_t g = 0; g < ng; g++) {
 		size_t before = n_chosen;
-		if (quota[g] &&
-		    select_in_group(s, s->info + start[g], sizes[g], quota[g], &n_chosen))
+		if (quota[g] && select_in_group(s, s->info + start[g], sizes[g], quota[g],
+						s->cfg.novelty_first && eff < ng, &n_chosen))
 			goto out;
 		double w = n_chosen > before ? (double)sizes[g] / (double)(n_chosen - before) : 0.0;
 		for (size_t c = before; c < n_chosen; c++)
 			s->verdicts[s->chosen[c]].weight = w;
 	}
-	if (save_kept_of_cut_minute(s, traces, n))
+	if (w->last) /* nothing follows to judge them again */
+		s->n_pend = s->n_pend_spans = s->n_pend_logs = 0;
+	else if (save_kept_of_cut_minute(s, traces, n))
 		goto out;
 	decay_groups(s);
 	for (size_t c = 0; c < n_chosen; c++) {

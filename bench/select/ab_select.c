@@ -10,7 +10,11 @@
  *
  * The replay is eval.c's (60 s windows by root start, budget credit at the rate,
  * declined picks carried, error alarms per entry API), with mining timed apart;
- * times are the thread's CPU time. Output per rate:
+ * times are the thread's CPU time. The head build holds the cut minute's traces
+ * back to the next window as eval.c does (rt_sel_hold_cut_minute, rt_sel_select);
+ * a base revision without that API replays the plain windows (the hold-back is
+ * then not output-neutral: same_output=no is expected against such a base). Output
+ * per rate:
  *   bench select_ab rate=R build=base|head rounds=N us_mining=… us_prepare=… us_p90=…
  *     us_encode=… us_choose=… us_per_trace=… (means) min_us_per_trace=… digest=…
  *   bench select_ab rate=R ratio=head/base us_per_trace=… us_mining=… us_selection=…
@@ -44,14 +48,45 @@ typedef struct selector_api {
     void (*mine)(rt_selector *, rt_sel_trace *, size_t);
     int (*select)(rt_selector *, rt_sel_trace *, size_t, size_t, const uint64_t *, size_t, double,
                   rt_sel_result *);
+    bool hold; /* the cut minute held back (rt_sel_select with held traces) */
 } selector_api;
 
 static const selector_api apis[2] = {
     {"base", base_rt_sel_create, base_rt_sel_destroy, base_rt_sel_selector_stage_times,
-     base_rt_sel_mine_templates, base_rt_sel_select_window_part},
+     base_rt_sel_mine_templates, base_rt_sel_select_window_part, false},
     {"head", rt_sel_create, rt_sel_destroy, rt_sel_selector_stage_times, rt_sel_mine_templates,
-     rt_sel_select_window_part},
+     rt_sel_select_window_part, true},
 };
+
+/* The traces of window [a, b) of all, after the ones held back by the window before
+ * (held[0..*n_held)); with api->hold the cut minute's go back to held. win[0..return)
+ * are selected now, with the digest order of eval.c (held first). */
+static size_t form_window(const selector_api *api, rt_sel_trace *all, size_t a, size_t b,
+                          bool last, rt_sel_trace *win, rt_sel_trace *held, size_t *n_held,
+                          bool *before, bool *hold)
+{
+    size_t n = 0;
+    for (size_t h = 0; h < *n_held; h++, n++) {
+        win[n] = held[h];
+        before[n] = true;
+    }
+    for (size_t i = a; i < b; i++, n++) {
+        win[n] = all[i];
+        before[n] = false;
+    }
+    if (!api->hold)
+        return n;
+    rt_sel_hold_cut_minute(win, n, before, last, hold);
+    size_t keep = 0;
+    *n_held = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (hold[k])
+            held[(*n_held)++] = win[k];
+        else
+            win[keep++] = win[k];
+    }
+    return keep;
+}
 
 enum { F_MINING, F_PREPARE, F_P90, F_ENCODE, F_CHOOSE, F_SELECTION, F_TOTAL, F_N };
 
@@ -92,13 +127,22 @@ static int replay(const selector_api *api, rt_sel_trace *all, size_t n, const si
 {
     reset(all, n);
     rt_selector *sel = api->create(NULL);
-    if (!sel)
+    rt_sel_trace *win = malloc(2 * n * sizeof *win), *held = win ? win + n : NULL;
+    bool *flags = malloc(2 * n * sizeof *flags);
+    size_t n_held = 0;
+    if (!sel || !win || !flags) {
+        if (sel)
+            api->destroy(sel);
+        free(win);
+        free(flags);
         return -1;
+    }
     double credit = 0, mining = 0, selection = 0;
     uint64_t h = 1469598103934665603ull;
     for (size_t w = 0; w < n_windows; w++) {
-        rt_sel_trace *win = &all[bounds[w]];
-        size_t m = bounds[w + 1] - bounds[w];
+        bool last = w + 1 == n_windows;
+        size_t m = form_window(api, all, bounds[w], bounds[w + 1], last, win, held, &n_held,
+                               flags, flags + n);
         credit += rate * (double)m;
         size_t budget = credit > 0 ? (size_t)floor(credit + 1e-9) : 0;
         size_t n_alarms = rt_sel_error_alarms(win, m, alarms); /* before the clock */
@@ -106,8 +150,14 @@ static int replay(const selector_api *api, rt_sel_trace *all, size_t n, const si
         double t0 = cpu_s();
         api->mine(sel, win, m);
         double t1 = cpu_s();
-        if (api->select(sel, win, m, budget, alarms, n_alarms, 1.0, &res)) {
+        rt_sel_window sw = {.traces = win, .n = m, .held = held, .n_held = n_held,
+                            .budget = budget, .alarmed_groups = alarms, .n_alarmed = n_alarms,
+                            .coverage = 1.0, .last = last};
+        if (api->hold ? rt_sel_select(sel, &sw, &res)
+                      : api->select(sel, win, m, budget, alarms, n_alarms, 1.0, &res)) {
             api->destroy(sel);
+            free(win);
+            free(flags);
             return -1;
         }
         double t2 = cpu_s();
@@ -128,6 +178,8 @@ static int replay(const selector_api *api, rt_sel_trace *all, size_t n, const si
     rt_sel_stage_times st;
     api->stage_times(sel, &st);
     api->destroy(sel);
+    free(win);
+    free(flags);
     double per = 1e6 / (double)n;
     *out = (replay_out){.f = {mining * per, st.prepare * per, st.p90 * per, st.encode * per,
                               st.choose * per, selection * per, (mining + selection) * per},

@@ -9,7 +9,10 @@
  * (read-only, as `retrace traces` reads it) and from `retrace status`: exactly
  * the budget kept per window, every entry API represented, weights summing to
  * each group's collected count, dropped traces deleted with their slices, and an
- * alarmed group (operator alarm, or fired trigger for two windows) boosted.
+ * alarmed group (operator alarm, or fired trigger for two windows) boosted. Those
+ * cases run with --select-no-hold, so a window selects the traces written for it;
+ * cut_minute_waits_one_window checks the default: the traces of a window's newest
+ * minute of trace time are selected in the next window.
  */
 #include <check.h>
 #include <signal.h>
@@ -198,7 +201,8 @@ static void assert_late_data_stays_dropped(struct cluster *c, uint64_t base)
 		      late - before, n, c->dir);
 }
 
-static void start(struct cluster *c, const char *budget_per_min)
+/* hold: the default hold-back of the cut minute; else --select-no-hold. */
+static void start_hold(struct cluster *c, const char *budget_per_min, int hold)
 {
 	static char budget[32];
 	snprintf(budget, sizeof budget, "%s", budget_per_min);
@@ -208,9 +212,15 @@ static void start(struct cluster *c, const char *budget_per_min)
 	cl_coord_args[3] = "60"; /* budget per window = budget_per_min x 60 s / 60 */
 	cl_coord_args[4] = "--select-budget";
 	cl_coord_args[5] = budget;
-	cl_coord_args[6] = NULL;
+	cl_coord_args[6] = hold ? NULL : "--select-no-hold";
+	cl_coord_args[7] = NULL;
 	cl_run_fn = write_request;
 	ck_assert_int_eq(cl_start(c, 1, 1024), 0);
+}
+
+static void start(struct cluster *c, const char *budget_per_min)
+{
+	start_hold(c, budget_per_min, 0);
 }
 
 /* 6 A, 4 B, 2 C per window; budget 4: exactly 4 kept, one of each API at least. */
@@ -356,6 +366,60 @@ START_TEST(no_budget_keeps_everything)
 }
 END_TEST
 
+/* Wait until at least 30 s of the current minute of wall time are left, so the
+ * requests written next (a few seconds' worth) share one minute of trace time. */
+static void wait_for_minute_room(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (ts.tv_sec % 60 > 30)
+		sleep((unsigned)(61 - ts.tv_sec % 60));
+}
+
+/*
+ * The default: a window's close cuts its newest minute of trace time, and the traces
+ * of that minute wait one window, so their latency events are judged on the whole
+ * minute (selection.md, "The cut minute held back"). Both windows' requests share one
+ * minute. Window 1 selects nothing: its twelve wait, stored without verdicts, and no
+ * budget is spent. Window 2 selects them with its budget of 4 (every API, weights
+ * summing to what each API had) and holds its own twelve; each trace gets one verdict.
+ */
+START_TEST(cut_minute_waits_one_window)
+{
+	static const int mix[WINDOW] = { 0, 0, 1, 0, 1, 2, 0, 1, 0, 2, 1, 0 };
+	static const int sizes[N_APIS] = { 6, 4, 2 };
+	struct cluster c;
+	struct window_view v;
+	start_hold(&c, "4", 1);
+	wait_for_minute_room();
+	run_window(&c, 0x5000, mix, NULL, 1);
+	ck_assert_int_eq(cl_coord_figure(&c, "selection", "held"), WINDOW);
+	ck_assert_int_eq(cl_coord_figure(&c, "selection", "kept"), 0);
+	ck_assert_int_eq(cl_coord_figure(&c, "selection", "last_window_budget"), 0);
+	v = view_window(&c, 0x5000);
+	ck_assert_msg(v.rows == WINDOW && v.unselected == WINDOW,
+		      "window 1: %d rows, %d without verdict; all should wait (see %s)", v.rows,
+		      v.unselected, c.dir);
+	run_window(&c, 0x5100, mix, NULL, 2);
+	v = view_window(&c, 0x5000);
+	ck_assert_int_eq(v.unselected, 0);
+	ck_assert_msg(v.rows == 4, "window 1's traces: %d stored, budget 4 (see %s)", v.rows, c.dir);
+	for (int a = 0; a < N_APIS; a++) {
+		ck_assert_msg(v.kept[a] >= 1, "%s not represented", apis[a]);
+		ck_assert_msg(v.weight[a] > sizes[a] - 0.01 && v.weight[a] < sizes[a] + 0.01,
+			      "%s weights sum to %g, collected %d", apis[a], v.weight[a], sizes[a]);
+	}
+	v = view_window(&c, 0x5100);
+	ck_assert_msg(v.rows == WINDOW && v.unselected == WINDOW,
+		      "window 2: %d rows, %d without verdict; all should wait", v.rows, v.unselected);
+	ck_assert_int_eq(cl_coord_figure(&c, "selection", "held"), 2 * WINDOW);
+	ck_assert_int_eq(cl_coord_figure(&c, "selection", "kept"), 4);
+	ck_assert_int_eq(cl_coord_figure(&c, "selection", "dropped"), WINDOW - 4);
+	ck_assert_int_eq(cl_coord_figure(&c, "selection", "last_window_traces"), WINDOW);
+	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
+}
+END_TEST
+
 /* One TCase per test, so ctest runs each as its own entry (CK_RUN_CASE). */
 #define ADD_CASE(s, fn)                                      \
 	do {                                                 \
@@ -373,5 +437,6 @@ int main(void)
 	ADD_CASE(s, operator_alarm_boosts_group);
 	ADD_CASE(s, trigger_alarm_lasts_two_windows);
 	ADD_CASE(s, no_budget_keeps_everything);
+	ADD_CASE(s, cut_minute_waits_one_window);
 	return test_run_suite(s);
 }

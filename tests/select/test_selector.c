@@ -699,6 +699,61 @@ START_TEST(cut_minute_read_against_minute_before)
 }
 END_TEST
 
+/* A root `api` with ten children; child i's operation is ops[i] and its log has
+ * template tmpl[i] at the given level. */
+static void gen_wide(gen_trace *g, uint64_t id, uint64_t start, const char *api,
+                     const char *const *ops, const uint32_t *tmpl, uint8_t level)
+{
+    gen_init(g, id);
+    int root = gen_span(g, "frontend", api, -1, start, start + 100000);
+    for (int i = 0; i < 10; i++) {
+        gen_span(g, "svc", ops[i], root, start + 1000 + (uint64_t)i, start + 2000 + (uint64_t)i);
+        gen_log(g, level, tmpl[i], NULL);
+    }
+}
+
+/* Below the group count, a group given two picks for its two new patterns keeps both,
+ * not one of them and a pattern kept earlier. Window 1 keeps everything: /a, /b, /c
+ * and K in /g (an ERROR log: score 2). Window 2, budget 2 for 4 groups: /a, /b, /c
+ * repeat, /g has K's twin and N1, N2, new, normal and alike but for one template
+ * (Jaccard ~0.9), both far from K. The quota gives /g two picks for its two new
+ * patterns; the DPP alone, after N1, preferred K's twin (quality 0.6 but far from N1)
+ * to N2 (quality 1 but close to it), spending a new-pattern pick on a repeat. */
+START_TEST(new_pattern_picks_go_to_new_patterns)
+{
+    static const char *const ops_k[10] = {"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9"};
+    static const char *const ops_n[10] = {"n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8", "n9"};
+    static const uint32_t t_k[10] = {9, 9, 9, 9, 9, 9, 9, 9, 9, 9};
+    static const uint32_t t_n1[10] = {3, 3, 3, 3, 3, 3, 3, 3, 3, 3};
+    static const uint32_t t_n2[10] = {3, 3, 3, 3, 3, 3, 3, 3, 3, 4};
+    static const char *const apis[3] = {"/a", "/b", "/c"};
+    const uint64_t m1 = 100 * 60000000000ull, m2 = 102 * 60000000000ull;
+    rt_selector *s = rt_sel_create(NULL);
+    rt_sel_result r;
+    for (int w = 0; w < 2; w++) {
+        uint64_t base = w ? m2 : m1;
+        for (int i = 0; i < 3; i++) {
+            gen_fanout(&G[i], (uint64_t)(10 * w + i + 1), apis[i], 2, 5);
+            for (uint32_t j = 0; j < G[i].t.n_spans; j++) {
+                G[i].spans[j].start_ns += base;
+                G[i].spans[j].end_ns += base;
+            }
+        }
+        gen_wide(&G[3], (uint64_t)(10 * w + 4), base + 1000000, "/g", ops_k, t_k, RT_SEL_LOG_ERROR);
+        gen_wide(&G[4], (uint64_t)(10 * w + 5), base + 2000000, "/g", ops_n, t_n1, RT_SEL_LOG_INFO);
+        gen_wide(&G[5], (uint64_t)(10 * w + 6), base + 3000000, "/g", ops_n, t_n2, RT_SEL_LOG_INFO);
+        for (int i = 0; i < 6; i++)
+            T[i] = G[i].t;
+        ck_assert_int_eq(rt_sel_select_window(s, T, w ? 6 : 4, w ? 2 : 4, NULL, 0, &r), 0);
+    }
+    ck_assert_uint_eq(r.n_groups, 4);
+    ck_assert_uint_eq(r.n_chosen, 2);
+    ck_assert_msg(r.verdicts[4].chosen && r.verdicts[5].chosen && !r.verdicts[3].chosen,
+                  "a pick given for a new pattern went to K's twin (kept before)");
+    rt_sel_destroy(s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("select_selector");
@@ -722,6 +777,7 @@ int main(void)
     tcase_add_test(tc, kept_trace_of_cut_minute_judged_again);
     tcase_add_test(tc, cut_minute_read_against_minute_before);
     tcase_add_test(tc, encodings_remembered_across_windows_are_exact);
+    tcase_add_test(tc, new_pattern_picks_go_to_new_patterns);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
