@@ -219,6 +219,8 @@ struct coord_req {
 	struct coord_ask parts[RT_WIRE_MAX_TRACES];
 	uint64_t request_id;
 	uint64_t sent_ns, done_ns;  /* sent by the loop; reply callback (stage figures) */
+	uint64_t overdue_ns;        /* past this the loop cancels it (coord_req_watchdog) */
+	int overdue;               /* the loop cancelled it once */
 	struct coord_req *next_ready;
 	uint32_t next_free;
 };
@@ -257,6 +259,7 @@ struct coord_stats {
 	uint64_t late_slices_unselected; /* late, for a trace selection deleted: acked, not stored */
 	uint64_t store_errors;
 	uint64_t remote_sent, remote_asks, remote_retries, remote_failed, remote_bad_replies;
+	uint64_t requests_overdue;  /* cancelled by the loop: nng had not ended them */
 	uint64_t replies_direct;     /* acted on in nng's callback: the loop was waiting */
 	uint64_t trigger_names_learned;  /* trigger_names.c: names written to the store */
 	uint64_t trigger_names_uncached; /* past the name cache (written, not cached) */
@@ -444,6 +447,8 @@ void coord_resume_received(struct rt_coord *c);
 int coord_req_send(struct rt_coord *c, struct coord_agent *a, int kind, uint32_t job,
 		   uint64_t tag, uint64_t request_id, double timeout_s);
 void coord_req_free(struct rt_coord *c, struct coord_req *r);
+/* Cancel each request nng has not ended well past its timeout (every 100 ms). */
+void coord_req_watchdog(struct rt_coord *c, uint64_t now);
 /* Add trace (hi, lo) to g and name `agent` for it (to be asked at the next
  * dispatch): its index, or -1 (group full, or the trace is another group's). */
 int coord_group_add_named(struct rt_coord *c, struct coord_group *g, uint64_t hi, uint64_t lo,

@@ -119,6 +119,7 @@ static void traversal_section(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_u64(w, "remote_retries", c->st.remote_retries);
 	rt_fig_u64(w, "remote_failed", c->st.remote_failed);
 	rt_fig_u64(w, "remote_bad_replies", c->st.remote_bad_replies);
+	rt_fig_u64(w, "requests_overdue", c->st.requests_overdue);
 	rt_fig_u64(w, "replies_direct", c->st.replies_direct);
 	rt_fig_u64(w, "latency_samples", c->latency_count);
 	rt_fig_time_f(w, "latency_p50_ms", (double)p50 / 1e6, 1e-3);

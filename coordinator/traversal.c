@@ -373,6 +373,10 @@ static int req_dispatch(struct rt_coord *c, struct coord_req *r, struct coord_ag
 	r->agent_id = a->id;
 	r->ok = 0;
 	r->sent_ns = coord_now_ns();
+	/* nng's timeout bounds the send and then the receive, each: a round
+	 * ends within two of them; a second's slack for a loaded machine */
+	r->overdue_ns = r->sent_ns + (uint64_t)(2 * timeout_s * 1e9) + 1000000000ull;
+	r->overdue = 0;
 	rt_reqrep_send(&r->rr, m, (nng_duration)(timeout_s * 1000));
 	return 0;
 }
@@ -413,6 +417,32 @@ int coord_req_send(struct rt_coord *c, struct coord_agent *a, int kind, uint32_t
 void coord_req_free(struct rt_coord *c, struct coord_req *r)
 {
 	req_release(c, r);
+}
+
+/*
+ * The loop's backstop for a round trip nng should have ended (its aio timeout)
+ * and did not: seen under heavy load, a silent agent's requests neither
+ * answered nor failed for ten seconds and more, so its cells never failed and
+ * no retry was sent. Cancelling ends the round as a failure through the usual
+ * callback (reqrep.c), so the request is retried or its cells fail as for a
+ * timeout. The counter says how often nng's own timeout did not do it.
+ */
+void coord_req_watchdog(struct rt_coord *c, uint64_t now)
+{
+	for (uint32_t i = 0; i < COORD_MAX_REQS; i++) {
+		struct coord_req *r = &c->reqs[i];
+		int state = r->rr.aio ? rt_reqrep_state(&r->rr) : RT_REQREP_FREE;
+		if ((state != RT_REQREP_SENDING && state != RT_REQREP_RECEIVING) || r->overdue ||
+		    now < r->overdue_ns)
+			continue;
+		r->overdue = 1;
+		c->st.requests_overdue++;
+		coord_log(c, LOG_WARN,
+			  "a request to agent %u still %s %.1f s after it was sent: cancelled",
+			  r->agent_id, state == RT_REQREP_SENDING ? "unsent" : "unanswered",
+			  (double)(now - r->sent_ns) / 1e9);
+		rt_reqrep_cancel(&r->rr);
+	}
 }
 
 int coord_group_add_named(struct rt_coord *c, struct coord_group *g, uint64_t hi, uint64_t lo,
@@ -1322,6 +1352,7 @@ void coord_traversal_tick(struct rt_coord *c, uint64_t now)
 		c->next_expire_ns = now + second / 10;
 		expire_closed(c, now);
 		coord_dir_expire(c);
+		coord_req_watchdog(c, now);
 	}
 	if (now >= c->next_retain_ns) {
 		uint64_t deleted = 0;

@@ -555,6 +555,10 @@ START_TEST(silent_agent_is_retried_then_incoherent)
 				break;
 			nap_ms(50);
 		}
+		if (!(asked >= 0 && failed == asked)) { /* where the round trips wait */
+			cl_dump_status(&c, "silent-agent");
+			cl_dump_stacks(&c, "silent-agent");
+		}
 		ck_assert_msg(asked >= 0 && failed == asked,
 			      "silent agent 2: %lld requests, %lld failed (see %s)", asked, failed,
 			      c.dir);

@@ -281,6 +281,77 @@ START_TEST(deadline_inside_a_stalled_turn_waits_a_turn)
 }
 END_TEST
 
+/*
+ * A request nng does not end is ended by the loop's watchdog: the agent here
+ * takes the request and never answers, and the agent timeout (60 s) is far
+ * past the test, so only coord_req_watchdog, run as if 200 s had passed, can
+ * end it. It must end as a failed ask like a timeout's (the agent's failed
+ * count, the group's cell), counted as overdue, and only once. In the stress
+ * runs a silent agent's requests stayed unended for ten seconds and more.
+ */
+static void *silent_agent_main(void *arg)
+{
+	struct fake_agent *f = arg;
+	for (;;) {
+		nng_msg *m;
+		if (nng_recvmsg(f->sock, &m, 0) != 0)
+			return NULL;
+		atomic_fetch_add_explicit(&f->requests, 1, memory_order_relaxed);
+		nng_msg_free(m); /* taken, never answered */
+	}
+}
+
+START_TEST(unended_request_is_cancelled_by_the_watchdog)
+{
+	struct fake_agent f;
+	struct rt_coord *c;
+	struct rt_wire_register reg;
+	struct rt_wire_trace t = { .trace_hi = 1, .trace_lo = 5151 };
+	struct rt_wire_trigger tr = { .agent_id = AGENT_ID, .trigger_id = 3, .trigger_seq = 1,
+				      .trace_count = 1, .traces = &t };
+	struct coord_agent *a;
+	agent_start(&f);
+	/* agent_start's thread answers: replace it with one that does not */
+	nng_close(f.sock);
+	pthread_join(f.th, NULL);
+	{
+		nng_listener l;
+		char url[sizeof f.url];
+		snprintf(url, sizeof url, "%s", f.url);
+		ck_assert_int_eq(nng_rep0_open(&f.sock), 0);
+		ck_assert_int_eq(nng_listen(f.sock, url, &l, 0), 0);
+		pthread_create(&f.th, NULL, silent_agent_main, &f);
+	}
+	c = open_coord(1); /* replies go to the ready list: this thread takes them */
+	c->cfg.agent_timeout = 60;
+	c->cfg.agent_retries = 0;
+	reg = reg_of(&f);
+	ck_assert_int_eq(coord_dir_register(c, &reg, 1), 0);
+	ck_assert_ptr_nonnull(a = coord_dir_find(c, AGENT_ID));
+	ck_assert_int_eq(coord_handle_trigger(c, &tr, coord_unix_ns()), 0);
+	coord_traversal_flush(c);
+	ck_assert_uint_eq(a->asked, 1);
+	for (int k = 0; k < 1000 && !atomic_load(&f.requests); k++)
+		sleep_ms(10);
+	ck_assert_int_eq(atomic_load(&f.requests), 1);
+	/* nng has not ended it (60 s); before its time the watchdog leaves it */
+	coord_req_watchdog(c, coord_now_ns());
+	ck_assert_uint_eq(c->st.requests_overdue, 0);
+	coord_req_watchdog(c, coord_now_ns() + 200000000000ull);
+	coord_req_watchdog(c, coord_now_ns() + 200000000000ull);
+	ck_assert_uint_eq(c->st.requests_overdue, 1);
+	for (int k = 0; k < 1000 && !a->failed; k++) {
+		coord_traversal_serve(c);
+		sleep_ms(10);
+	}
+	ck_assert_uint_eq(a->failed, 1);
+	ck_assert_uint_eq(c->st.remote_failed, 1);
+	ck_assert_uint_eq(c->st.requests_overdue, 1);
+	close_coord(c);
+	agent_stop(&f);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("coordinator_handoff");
@@ -290,6 +361,7 @@ int main(void)
 	tcase_add_test(tc, replies_on_loop_keeps_the_old_hand_off);
 	tcase_add_test(tc, reply_mid_turn_is_acted_on_in_that_turn);
 	tcase_add_test(tc, deadline_inside_a_stalled_turn_waits_a_turn);
+	tcase_add_test(tc, unended_request_is_cancelled_by_the_watchdog);
 	suite_add_tcase(s, tc);
 	return test_run_suite(s);
 }
