@@ -25,7 +25,8 @@
 typedef struct labels {
 	uint64_t *pattern, *group, *path;
 	double *score;
-	bool *has_error, *kept_g, *kept_r, *kept_o;
+	bool *has_error, *kept_g, *kept_r, *kept_o; /* kept_r: n per random draw */
+	size_t n;
 } labels;
 
 /* The samplers' cost is their thread's CPU time: on a shared machine wall time
@@ -331,7 +332,7 @@ static void free_labels(labels *lb)
 	free(lb->kept_o);
 }
 
-static int alloc_labels(labels *lb, size_t n)
+static int alloc_labels(labels *lb, size_t n, size_t draws)
 {
 	lb->pattern = calloc(n, sizeof *lb->pattern);
 	lb->group = calloc(n, sizeof *lb->group);
@@ -339,7 +340,8 @@ static int alloc_labels(labels *lb, size_t n)
 	lb->score = calloc(n, sizeof *lb->score);
 	lb->has_error = calloc(n, sizeof *lb->has_error);
 	lb->kept_g = calloc(n, sizeof *lb->kept_g);
-	lb->kept_r = calloc(n, sizeof *lb->kept_r);
+	lb->n = n;
+	lb->kept_r = calloc(n * draws, sizeof *lb->kept_r);
 	lb->kept_o = calloc(n, sizeof *lb->kept_o);
 	return lb->pattern && lb->group && lb->path && lb->score && lb->has_error && lb->kept_g &&
 			       lb->kept_r && lb->kept_o
@@ -362,7 +364,8 @@ typedef struct window_set {
 
 typedef struct replay {
 	rt_selector *sel;
-	uint64_t rng;
+	uint64_t rng[RT_SEL_RANDOM_DRAWS_MAX]; /* one per random draw */
+	size_t draws;
 	uint64_t *alarms;
 	uint32_t *idx;
 	double t_gleaner, t_random, t_mining;
@@ -405,8 +408,10 @@ static int replay_window(replay *r, const rt_sel_eval_options *opt, size_t n, do
 		lb->kept_g[at] = res.verdicts[i].chosen;
 	}
 	double t2 = now_s();
-	random_pick(ws->at, n, res.budget - res.declined, &r->rng, r->idx, lb->kept_r);
-	double t3 = now_s();
+	for (size_t d = 0; d < r->draws; d++) /* one draw's time is what random costs */
+		random_pick(ws->at, n, res.budget - res.declined, &r->rng[d], r->idx,
+			    lb->kept_r + d * lb->n);
+	double t3 = t2 + (now_s() - t2) / (double)r->draws;
 	r->t_gleaner += t1 - t0;
 	r->t_random += t3 - t2;
 	return 0;
@@ -551,6 +556,59 @@ static int replay_original(rt_sel_dataset *ds, const rt_sel_eval_options *opt, b
 	return 0;
 }
 
+/* The random baseline over its draws: each figure's mean (kept is the same in every
+ * draw: the same budgets). */
+static void random_metrics(const labels *lb, size_t draws, const size_t *freq, size_t rare_max,
+			   uint64_t *tmp, rt_sel_metrics *mean)
+{
+	rt_sel_metrics m;
+	*mean = (rt_sel_metrics){ 0 };
+	for (size_t d = 0; d < draws; d++) {
+		compute_metrics(lb, lb->kept_r + d * lb->n, lb->n, freq, rare_max, tmp, &m);
+		mean->kept = m.kept;
+		mean->total = m.total;
+		mean->api_coverage += m.api_coverage / (double)draws;
+		mean->path_coverage += m.path_coverage / (double)draws;
+		mean->pattern_coverage += m.pattern_coverage / (double)draws;
+		mean->entropy += m.entropy / (double)draws;
+		mean->anomalous += m.anomalous / (double)draws;
+		mean->errors += m.errors / (double)draws;
+		mean->rare += m.rare / (double)draws;
+		mean->bcr += m.bcr / (double)draws;
+		mean->actual_rate += m.actual_rate / (double)draws;
+	}
+}
+
+/* Fold one draw's paper figures into the mean (patterns_kept rounded at the end),
+ * the lowest and the highest. */
+#define PAPER_FIGURES(X) X(pattern_coverage) X(entropy) X(rare) X(rare_coverage) X(errors) X(api_coverage)
+
+static void paper_random(const uint64_t *pp, const bool *prare, const labels *lb, size_t draws,
+			 uint64_t *tmp, rt_sel_eval_report *rep)
+{
+	rt_sel_paper_metrics m, *mean = &rep->paper_random, *lo = &rep->paper_random_lo,
+				*hi = &rep->paper_random_hi;
+	double kept_sum = 0;
+	for (size_t d = 0; d < draws; d++) {
+		paper_metrics(pp, prare, lb->group, lb->has_error, lb->kept_r + d * lb->n, lb->n, tmp,
+			      &m);
+		if (d == 0) {
+			*mean = (rt_sel_paper_metrics){ .patterns_all = m.patterns_all };
+			*lo = *hi = m;
+		}
+		kept_sum += (double)m.patterns_kept;
+#define FOLD(f)                                                                      \
+	mean->f += m.f / (double)draws;                                              \
+	lo->f = m.f < lo->f ? m.f : lo->f;                                           \
+	hi->f = m.f > hi->f ? m.f : hi->f;
+		PAPER_FIGURES(FOLD)
+#undef FOLD
+		lo->patterns_kept = m.patterns_kept < lo->patterns_kept ? m.patterns_kept : lo->patterns_kept;
+		hi->patterns_kept = m.patterns_kept > hi->patterns_kept ? m.patterns_kept : hi->patterns_kept;
+	}
+	mean->patterns_kept = (size_t)(kept_sum / (double)draws + 0.5);
+}
+
 int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt, rt_sel_eval_report *rep,
 		    char *err, size_t errlen)
 {
@@ -562,14 +620,19 @@ int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt, rt_sel_e
 	}
 	reset_replay_state(ds);
 	labels lb = { 0 };
-	replay r = { .rng = opt->seed ? opt->seed : 0x5eed };
+	replay r = { .draws = opt->random_draws ? opt->random_draws : 1 };
+	if (r.draws > RT_SEL_RANDOM_DRAWS_MAX)
+		r.draws = RT_SEL_RANDOM_DRAWS_MAX;
+	/* draw 0 is seeded as a single draw always was; the others apart from it */
+	for (size_t d = 0; d < r.draws; d++)
+		r.rng[d] = (opt->seed ? opt->seed : 0x5eed) + d * 0x9e3779b97f4a7c15ull;
 	uint64_t *tmp = malloc(n * sizeof *tmp);
 	size_t *freq = malloc(n * sizeof *freq);
 	r.alarms = malloc(n * sizeof *r.alarms);
 	r.idx = malloc(n * sizeof *r.idx);
 	r.sel = rt_sel_create(opt->config);
 	int rc = -1;
-	if (!tmp || !freq || !r.alarms || !r.idx || !r.sel || alloc_labels(&lb, n) ||
+	if (!tmp || !freq || !r.alarms || !r.idx || !r.sel || alloc_labels(&lb, n, r.draws) ||
 	    alloc_window_set(&r.win, n)) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
@@ -591,7 +654,7 @@ int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt, rt_sel_e
 	pattern_frequency(lb.pattern, n, freq, tmp);
 	size_t rare_max = rare_threshold(freq, n);
 	compute_metrics(&lb, lb.kept_g, n, freq, rare_max, tmp, &rep->gleaner);
-	compute_metrics(&lb, lb.kept_r, n, freq, rare_max, tmp, &rep->random);
+	random_metrics(&lb, r.draws, freq, rare_max, tmp, &rep->random);
 	compute_metrics(&lb, lb.kept_o, n, freq, rare_max, tmp, &rep->original);
 	{
 		uint64_t *pp = malloc(n * sizeof *pp);
@@ -604,8 +667,7 @@ int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt, rt_sel_e
 		}
 		paper_metrics(pp, prare, lb.group, lb.has_error, lb.kept_g, n, tmp,
 			      &rep->paper_gleaner);
-		paper_metrics(pp, prare, lb.group, lb.has_error, lb.kept_r, n, tmp,
-			      &rep->paper_random);
+		paper_random(pp, prare, &lb, r.draws, tmp, rep);
 		paper_metrics(pp, prare, lb.group, lb.has_error, lb.kept_o, n, tmp,
 			      &rep->paper_original);
 		free(pp);
@@ -613,6 +675,7 @@ int rt_sel_eval_run(rt_sel_dataset *ds, const rt_sel_eval_options *opt, rt_sel_e
 	}
 	rep->gleaner.us_per_trace = r.t_gleaner * 1e6 / (double)n;
 	rep->random.us_per_trace = r.t_random * 1e6 / (double)n;
+	rep->random_draws = r.draws;
 	rep->original.us_per_trace = t_original * 1e6 / (double)n; /* mining not included */
 	rep->gleaner.us_mining = r.t_mining * 1e6 / (double)n;
 	rt_sel_stage_times st;

@@ -390,7 +390,13 @@ typedef struct rt_sel_eval_options {
 	bool progress;               /* progress line on stderr */
 	const rt_sel_config *config; /* NULL = defaults */
 	size_t original_batch;       /* traces per batch of the original algorithm: 0 = 4000 */
+	size_t random_draws;         /* independent random samplers averaged (at most
+				      * RT_SEL_RANDOM_DRAWS_MAX): 0 = 1. One draw's error share
+				      * spread 0.241-0.304 over seeds at 5 % (docs/selection.md):
+				      * a comparison with random is with its mean */
 } rt_sel_eval_options;
+
+#define RT_SEL_RANDOM_DRAWS_MAX 64
 
 typedef struct rt_sel_metrics {
 	size_t kept, total;
@@ -435,6 +441,10 @@ typedef struct rt_sel_eval_report {
 	rt_sel_paper_metrics paper_gleaner; /* the same three samplers, paper definitions */
 	rt_sel_paper_metrics paper_random;
 	rt_sel_paper_metrics paper_original;
+	/* random and paper_random are means over random_draws draws (draw 0 is the one a
+	 * single draw gives); the lowest and highest of each paper figure over them */
+	size_t random_draws;
+	rt_sel_paper_metrics paper_random_lo, paper_random_hi;
 } rt_sel_eval_report;
 
 /* The alarms a replay raises for a window (alarm_on_errors): the entry-API group of

@@ -274,6 +274,37 @@ START_TEST(replay_keeps_the_count_with_held_traces)
 }
 END_TEST
 
+/* The random baseline averaged over draws: the same budgets (kept), each paper figure's
+ * mean between its lowest and highest draw, a single draw among them (draw 0 is seeded
+ * as one draw is), and the draws not all alike. */
+START_TEST(random_baseline_is_a_mean_of_draws)
+{
+    rt_sel_dataset *ds = seconds_dataset(300);
+    rt_sel_eval_options opt = {.rate = 0.1, .window_s = 60, .seed = 7, .alarm_on_errors = true};
+    rt_sel_eval_report one, many;
+    char err[256];
+    ck_assert_int_eq(rt_sel_eval_run(ds, &opt, &one, err, sizeof err), 0);
+    ck_assert_uint_eq(one.random_draws, 1);
+    opt.random_draws = 8;
+    ck_assert_int_eq(rt_sel_eval_run(ds, &opt, &many, err, sizeof err), 0);
+    ck_assert_uint_eq(many.random_draws, 8);
+    ck_assert_uint_eq(many.random.kept, one.random.kept);
+    ck_assert_uint_eq(many.gleaner.kept, one.gleaner.kept);
+    const rt_sel_paper_metrics *lo = &many.paper_random_lo, *hi = &many.paper_random_hi,
+                               *mean = &many.paper_random;
+    ck_assert(lo->errors <= mean->errors && mean->errors <= hi->errors);
+    ck_assert(lo->pattern_coverage <= mean->pattern_coverage &&
+              mean->pattern_coverage <= hi->pattern_coverage);
+    ck_assert(lo->errors <= one.paper_random.errors && one.paper_random.errors <= hi->errors);
+    ck_assert_msg(lo->errors < hi->errors, "eight draws kept the same error share %.3f",
+                  lo->errors);
+    opt.random_draws = 1000; /* past the bound: clamped, not overrun */
+    ck_assert_int_eq(rt_sel_eval_run(ds, &opt, &many, err, sizeof err), 0);
+    ck_assert_uint_eq(many.random_draws, RT_SEL_RANDOM_DRAWS_MAX);
+    rt_sel_dataset_free(ds);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("select_window");
@@ -284,6 +315,7 @@ int main(void)
     tcase_add_test(tc, held_spans_count_toward_the_minute_they_share);
     tcase_add_test(tc, no_trace_lost_or_selected_twice);
     tcase_add_test(tc, replay_keeps_the_count_with_held_traces);
+    tcase_add_test(tc, random_baseline_is_a_mean_of_draws);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
