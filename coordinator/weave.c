@@ -448,6 +448,13 @@ static void send_releases(struct rt_coord *c, struct weave_job *j)
 	}
 }
 
+/* How long after a query of `wait_s` left the job gives up waiting for it to end:
+ * past the watchdog's two waits and a second, and its 100 ms tick. */
+static uint64_t weave_backstop_ns(double wait_s)
+{
+	return (uint64_t)(2 * wait_s * 1e9) + 1500000000ull;
+}
+
 int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now)
 {
 	struct coord_weave *w = c->weave;
@@ -552,9 +559,12 @@ int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now)
 		return 0;
 	}
 	/* A backstop: the job decides when every query was answered or its last
-	 * ask failed (ask_again moves this past each retry's wait); room for a
-	 * first timeout and the retry's (doubled) wait. */
-	j->deadline_ns = now + (uint64_t)(2 * c->cfg.weave_timeout * 1e9) + 200000000ull;
+	 * ask failed (ask_again moves this past each retry's wait). Every request
+	 * ends by then: nng's timeout, or else the loop's watchdog two timeouts and
+	 * a second after it left (coord_req_watchdog), whose failure still gets its
+	 * retry; a backstop before the watchdog decided hops without the callee's
+	 * roots when nng's timeout came late (stress run: timeouts 13, retries 0). */
+	j->deadline_ns = now + weave_backstop_ns(c->cfg.weave_timeout);
 	g->weave_state = 1;
 	g->weave_job = (uint32_t)(j - w->jobs) + 1;
 	return 1;
@@ -799,8 +809,8 @@ static int ask_again(struct rt_coord *c, struct weave_job *j, uint32_t q_i, uint
 			   wait_s) != 0)
 		return -1;
 	w->st.query_retries++;
-	if (j->deadline_ns < until)
-		j->deadline_ns = until;
+	if (j->deadline_ns < now + weave_backstop_ns(wait_s))
+		j->deadline_ns = now + weave_backstop_ns(wait_s);
 	return 0;
 }
 
