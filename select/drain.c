@@ -521,9 +521,10 @@ static unsigned nth_bit(uint64_t x, unsigned k)
 	return (unsigned)__builtin_ctzll(x);
 }
 
-/* The line's key (see above); *ok = false when out of memory. */
+/* The line's key (see above); *ok = false when out of memory; *plen = the bytes of
+ * the prefix it hashes. */
 static inline __attribute__((always_inline)) uint64_t
-line_key_impl(rt_sel_drain *d, const char *line, bool *ok, bool avx2)
+line_key_impl(rt_sel_drain *d, const char *line, bool *ok, size_t *plen, bool avx2)
 {
 	(void)avx2;
 	const unsigned char *s = (const unsigned char *)line;
@@ -575,6 +576,7 @@ line_key_impl(rt_sel_drain *d, const char *line, bool *ok, bool avx2)
 		if (cut || valid < 64)
 			break;
 	}
+	*plen = len;
 	/* digit runs: forward (first digit .. end of run), carry into the next block */
 	uint64_t cin = 0;
 	for (size_t i = 0; i < nb; i++) {
@@ -634,19 +636,20 @@ line_key_impl(rt_sel_drain *d, const char *line, bool *ok, bool avx2)
 
 #ifdef DRAIN_AVX2
 __attribute__((target("avx2,popcnt"))) static uint64_t line_key_avx2(rt_sel_drain *d,
-								     const char *line, bool *ok)
+								     const char *line, bool *ok,
+								     size_t *plen)
 {
-	return line_key_impl(d, line, ok, true);
+	return line_key_impl(d, line, ok, plen, true);
 }
 #endif
 
-static uint64_t line_key(rt_sel_drain *d, const char *line, bool *ok)
+static uint64_t line_key(rt_sel_drain *d, const char *line, bool *ok, size_t *plen)
 {
 #ifdef DRAIN_AVX2
 	if (d->avx2)
-		return line_key_avx2(d, line, ok);
+		return line_key_avx2(d, line, ok, plen);
 #endif
-	return line_key_impl(d, line, ok, false);
+	return line_key_impl(d, line, ok, plen, false);
 }
 
 /* ---------------------------------------------------------------- exemplar cache */
@@ -1350,7 +1353,8 @@ static void generalise(rt_sel_drain *d, cluster *c, char **toks)
 static cluster *drain_mine(rt_sel_drain *d, const char *line)
 {
 	bool ok;
-	uint64_t h = line_key(d, line, &ok);
+	size_t plen;
+	uint64_t h = line_key(d, line, &ok, &plen);
 	if (!ok)
 		return NULL;
 	memo_entry *m = &d->memo[h & (MEMO_SIZE - 1)];
@@ -1358,7 +1362,9 @@ static cluster *drain_mine(rt_sel_drain *d, const char *line)
 		lru_touch(d, m->c);
 		return m->c;
 	}
-	size_t need = strlen(line) * 3 + 1; /* masking can grow a 1-char run to "<*>" */
+	/* masking can grow a 1-char run to "<*>"; it stops inside the prefix the key read
+	 * (the max_tokens-th token ends before it), so a long line's rest is never read */
+	size_t need = plen * 3 + 1;
 	if (need > d->mask_cap) {
 		char *b = realloc(d->mask_buf, need);
 		if (!b)
