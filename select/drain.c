@@ -907,6 +907,16 @@ __attribute__((target("avx2"))) static bool ex_verify_avx2(const unsigned char *
 }
 #endif
 
+/* Way w of a set to the front, the ways before it one back: a loop, not memmove,
+ * which was a libc call on every hit (w is nearly always 0). */
+static inline void ex_to_front(ex_entry *set, unsigned w)
+{
+	ex_entry e = set[w];
+	for (; w > 0; w--)
+		set[w] = set[w - 1];
+	set[0] = e;
+}
+
 static bool ex_live(const rt_sel_drain *d, const ex_entry *e)
 {
 	return e->id && e->c->id == e->id && d->ex_pos - e->pos <= d->ex_cap;
@@ -934,10 +944,8 @@ static cluster *ex_lookup(rt_sel_drain *d, ex_entry *set, uint64_t key, const un
 			continue;
 		if (!ex_check(d, line, e->pos, n))
 			continue;
-		ex_entry hit = *e;
-		memmove(set + 1, set, w * sizeof *set);
-		set[0] = hit;
-		return hit.c;
+		ex_to_front(set, w);
+		return set[0].c;
 	}
 	return NULL;
 }
@@ -977,10 +985,8 @@ static cluster *pred_lookup(rt_sel_drain *d, const pred_entry *p, const unsigned
 		w++;
 	if (w == EX_WAYS || !ex_check(d, line, p->pos, n))
 		return NULL;
-	ex_entry hit = set[w];
-	memmove(set + 1, set, w * sizeof *set);
-	set[0] = hit;
-	return hit.c;
+	ex_to_front(set, w);
+	return set[0].c;
 }
 
 static void ex_insert(rt_sel_drain *d, ex_entry *set, uint64_t key, const unsigned char *line,
