@@ -138,8 +138,8 @@ struct rt_sel_drain {
 	bool avx2;    /* the CPU has AVX2: use the 32-byte line key code */
 	ex_entry *ex; /* EX_SETS × EX_WAYS, most recent way first */
 	unsigned char *ex_arena;
-	size_t ex_cap;   /* arena bytes */
-	uint64_t ex_pos; /* monotonic end of the newest normalised line */
+	size_t ex_cap;    /* arena bytes */
+	uint64_t ex_pos;  /* monotonic end of the newest normalised line */
 	pred_entry *pred; /* PRED_SIZE */
 	memo_entry memo[MEMO_SIZE];
 	memo_entry mmemo[MMEMO_SIZE];
@@ -635,9 +635,8 @@ line_key_impl(rt_sel_drain *d, const char *line, bool *ok, size_t *plen, bool av
 }
 
 #ifdef DRAIN_AVX2
-__attribute__((target("avx2,popcnt"))) static uint64_t line_key_avx2(rt_sel_drain *d,
-								     const char *line, bool *ok,
-								     size_t *plen)
+__attribute__((target("avx2,popcnt"))) static uint64_t
+line_key_avx2(rt_sel_drain *d, const char *line, bool *ok, size_t *plen)
 {
 	return line_key_impl(d, line, ok, plen, true);
 }
@@ -987,6 +986,16 @@ static cluster *pred_lookup(rt_sel_drain *d, const pred_entry *p, const unsigned
 		return NULL;
 	ex_to_front(set, w);
 	return set[0].c;
+}
+
+/* The exemplar at the front of the set of bucket key, as the guess for pk. */
+static inline void pred_remember(pred_entry *p, uint64_t pk, const ex_entry *set, uint64_t key)
+{
+	*p = (pred_entry){ .tag = pk,
+			   .pos = set[0].pos,
+			   .c = set[0].c,
+			   .id = set[0].id,
+			   .set = (uint32_t)(key & (EX_SETS - 1)) };
 }
 
 static void ex_insert(rt_sel_drain *d, ex_entry *set, uint64_t key, const unsigned char *line,
@@ -1439,8 +1448,7 @@ static uint32_t add_measured(rt_sel_drain *d, const char *line, size_t n)
 		if (c) {
 			lru_touch(d, c);
 			if (p) /* the hit is at the front of its set now */
-				*p = (pred_entry){ .tag = pk, .pos = set[0].pos, .c = c, .id = set[0].id,
-						   .set = (uint32_t)(key & (EX_SETS - 1)) };
+				pred_remember(p, pk, set, key);
 			return c->id;
 		}
 	}
@@ -1450,8 +1458,7 @@ static uint32_t add_measured(rt_sel_drain *d, const char *line, size_t n)
 	if (set) {
 		ex_insert(d, set, key, ul, n, c);
 		if (p)
-			*p = (pred_entry){ .tag = pk, .pos = set[0].pos, .c = c, .id = set[0].id,
-					   .set = (uint32_t)(key & (EX_SETS - 1)) };
+			pred_remember(p, pk, set, key);
 	}
 	return c->id;
 }
