@@ -25,6 +25,10 @@
  *  2. memo keyed by a 64-bit hash of the normalised prefix up to the (max_tokens+1)-th
  *     token, computed on 64-byte blocks with bit masks (line_key); only that prefix of
  *     a long line is read.
+ * In front of the exemplar cache a predictor keyed by the line's length and first 16
+ * raw bytes names the exemplar the last such line matched: checked like an exemplar
+ * hit, it spares the bucket key (two blanked windows and their hash), and a wrong
+ * guess only falls through to the bucket.
  * On a miss the line is masked and tokenised, and a third memo keyed by the hash of
  * the masked text (the one memo of the first version) is asked before the tree.
  * Both are exact up to 64-bit hash collisions (as the hash of the masked text used
@@ -55,6 +59,8 @@
 #define EX_SETS     1024  /* exemplar cache: sets × ways, normalised lines in a ring arena */
 #define EX_WAYS     4
 #define EX_MAX_LINE 2048 /* longer lines take the line-key path only */
+#define PRED_SIZE   4096 /* exemplar predictor, direct-mapped; 32 bytes per entry */
+#define PRED_MIN    16   /* its key reads the line's first 16 bytes */
 static const char WILDCARD[] = "<*>";
 
 typedef struct node node;
@@ -94,6 +100,18 @@ typedef struct ex_entry {
 	uint32_t id; /* 0 = empty */
 } ex_entry;
 
+/* A guess at the exemplar a line will match, from its length and first 16 raw bytes
+ * (not normalised: cheap, and a wrong guess only costs a failed check). The copies
+ * of the exemplar's fields are read before its set, so the set, the arena and the
+ * cluster are fetched in parallel. */
+typedef struct pred_entry {
+	uint64_t tag; /* pred_key of the last line that reached this exemplar; 0 = none */
+	uint64_t pos; /* the exemplar's arena position: unique to one insertion */
+	cluster *c;
+	uint32_t id;  /* its cluster's id when inserted */
+	uint32_t set; /* index of its exemplar set */
+} pred_entry;
+
 /* Per 64-byte block of the line prefix being keyed: word, digit and valid bits,
  * then the blanked bits (alphanumeric runs holding a digit). */
 typedef struct scan_block {
@@ -120,8 +138,9 @@ struct rt_sel_drain {
 	bool avx2;    /* the CPU has AVX2: use the 32-byte line key code */
 	ex_entry *ex; /* EX_SETS × EX_WAYS, most recent way first */
 	unsigned char *ex_arena;
-	size_t ex_cap;   /* arena bytes */
-	uint64_t ex_pos; /* monotonic end of the newest normalised line */
+	size_t ex_cap;    /* arena bytes */
+	uint64_t ex_pos;  /* monotonic end of the newest normalised line */
+	pred_entry *pred; /* PRED_SIZE */
 	memo_entry memo[MEMO_SIZE];
 	memo_entry mmemo[MMEMO_SIZE];
 };
@@ -502,9 +521,10 @@ static unsigned nth_bit(uint64_t x, unsigned k)
 	return (unsigned)__builtin_ctzll(x);
 }
 
-/* The line's key (see above); *ok = false when out of memory. */
+/* The line's key (see above); *ok = false when out of memory; *plen = the bytes of
+ * the prefix it hashes. */
 static inline __attribute__((always_inline)) uint64_t
-line_key_impl(rt_sel_drain *d, const char *line, bool *ok, bool avx2)
+line_key_impl(rt_sel_drain *d, const char *line, bool *ok, size_t *plen, bool avx2)
 {
 	(void)avx2;
 	const unsigned char *s = (const unsigned char *)line;
@@ -556,6 +576,7 @@ line_key_impl(rt_sel_drain *d, const char *line, bool *ok, bool avx2)
 		if (cut || valid < 64)
 			break;
 	}
+	*plen = len;
 	/* digit runs: forward (first digit .. end of run), carry into the next block */
 	uint64_t cin = 0;
 	for (size_t i = 0; i < nb; i++) {
@@ -614,20 +635,20 @@ line_key_impl(rt_sel_drain *d, const char *line, bool *ok, bool avx2)
 }
 
 #ifdef DRAIN_AVX2
-__attribute__((target("avx2,popcnt"))) static uint64_t line_key_avx2(rt_sel_drain *d,
-								     const char *line, bool *ok)
+__attribute__((target("avx2,popcnt"))) static uint64_t
+line_key_avx2(rt_sel_drain *d, const char *line, bool *ok, size_t *plen)
 {
-	return line_key_impl(d, line, ok, true);
+	return line_key_impl(d, line, ok, plen, true);
 }
 #endif
 
-static uint64_t line_key(rt_sel_drain *d, const char *line, bool *ok)
+static uint64_t line_key(rt_sel_drain *d, const char *line, bool *ok, size_t *plen)
 {
 #ifdef DRAIN_AVX2
 	if (d->avx2)
-		return line_key_avx2(d, line, ok);
+		return line_key_avx2(d, line, ok, plen);
 #endif
-	return line_key_impl(d, line, ok, false);
+	return line_key_impl(d, line, ok, plen, false);
 }
 
 /* ---------------------------------------------------------------- exemplar cache */
@@ -885,9 +906,31 @@ __attribute__((target("avx2"))) static bool ex_verify_avx2(const unsigned char *
 }
 #endif
 
+/* Way w of a set to the front, the ways before it one back: a loop, not memmove,
+ * which was a libc call on every hit (w is nearly always 0). */
+static inline void ex_to_front(ex_entry *set, unsigned w)
+{
+	ex_entry e = set[w];
+	for (; w > 0; w--)
+		set[w] = set[w - 1];
+	set[0] = e;
+}
+
 static bool ex_live(const rt_sel_drain *d, const ex_entry *e)
 {
 	return e->id && e->c->id == e->id && d->ex_pos - e->pos <= d->ex_cap;
+}
+
+/* Does the line (n bytes) normalise to the remembered line at arena position pos? */
+static inline bool ex_check(const rt_sel_drain *d, const unsigned char *line, uint64_t pos,
+			    size_t n)
+{
+	const unsigned char *x = d->ex_arena + pos % d->ex_cap;
+#ifdef DRAIN_AVX2
+	return d->avx2 ? ex_verify_avx2(line, x, n) : ex_verify(d, line, x, n);
+#else
+	return ex_verify(d, line, x, n);
+#endif
 }
 
 /* The cluster of a remembered line equal to this one after normalising, or NULL. */
@@ -898,20 +941,61 @@ static cluster *ex_lookup(rt_sel_drain *d, ex_entry *set, uint64_t key, const un
 		ex_entry *e = &set[w];
 		if (e->key != key || e->len != n || !ex_live(d, e))
 			continue;
-		const unsigned char *x = d->ex_arena + e->pos % d->ex_cap;
-#ifdef DRAIN_AVX2
-		if (d->avx2 ? !ex_verify_avx2(line, x, n) : !ex_verify(d, line, x, n))
+		if (!ex_check(d, line, e->pos, n))
 			continue;
-#else
-		if (!ex_verify(d, line, x, n))
-			continue;
-#endif
-		ex_entry hit = *e;
-		memmove(set + 1, set, w * sizeof *set);
-		set[0] = hit;
-		return hit.c;
+		ex_to_front(set, w);
+		return set[0].c;
 	}
 	return NULL;
+}
+
+/* The predictor's key: the length and the first PRED_MIN raw bytes (n >= PRED_MIN). */
+static inline uint64_t pred_key(const unsigned char *line, size_t n)
+{
+	uint64_t a, b;
+	memcpy(&a, line, 8);
+	memcpy(&b, line + 8, 8);
+	uint64_t h = (a ^ ((uint64_t)n << 48)) * 0x9e3779b97f4a7c15ull;
+	h = (h ^ (h >> 29) ^ b) * 0xbf58476d1ce4e5b9ull;
+	return (h ^ (h >> 32)) | 1u; /* never 0, the empty tag */
+}
+
+static inline pred_entry *pred_slot(rt_sel_drain *d, uint64_t pk)
+{
+	return &d->pred[(pk >> 20) & (PRED_SIZE - 1)];
+}
+
+/* The predicted exemplar's cluster if that exemplar is still in its set, live, and
+ * the line normalises to it; NULL otherwise. Exact, as ex_lookup: a remembered line
+ * sits in the set of its own bucket key, a function of its normalised form, so an
+ * exemplar the line normalises to is in the line's set; and a set never holds two
+ * live exemplars of one normalised line (one is inserted only after a lookup found
+ * none), so ex_lookup would have returned this one. It is moved to the front of
+ * its set as ex_lookup moves a hit, so the set's order, and with it every later
+ * eviction, is the same as without the predictor. */
+static cluster *pred_lookup(rt_sel_drain *d, const pred_entry *p, const unsigned char *line,
+			    size_t n)
+{
+	ex_entry *set = &d->ex[(size_t)p->set * EX_WAYS];
+	if (p->c->id != p->id || d->ex_pos - p->pos > d->ex_cap)
+		return NULL;
+	unsigned w = 0;
+	while (w < EX_WAYS && !(set[w].pos == p->pos && set[w].id == p->id && set[w].len == n))
+		w++;
+	if (w == EX_WAYS || !ex_check(d, line, p->pos, n))
+		return NULL;
+	ex_to_front(set, w);
+	return set[0].c;
+}
+
+/* The exemplar at the front of the set of bucket key, as the guess for pk. */
+static inline void pred_remember(pred_entry *p, uint64_t pk, const ex_entry *set, uint64_t key)
+{
+	*p = (pred_entry){ .tag = pk,
+			   .pos = set[0].pos,
+			   .c = set[0].c,
+			   .id = set[0].id,
+			   .set = (uint32_t)(key & (EX_SETS - 1)) };
 }
 
 static void ex_insert(rt_sel_drain *d, ex_entry *set, uint64_t key, const unsigned char *line,
@@ -973,17 +1057,19 @@ rt_sel_drain *rt_sel_drain_create(const rt_sel_drain_config *cfg)
 					      : cap;
 	d->ex = calloc(EX_SETS * EX_WAYS, sizeof *d->ex);
 	d->ex_arena = malloc(d->ex_cap + 32); /* + 32: a line's last vector may read past it */
-	if (!d->pool || !d->toks || !d->tok_hash || !d->ex || !d->ex_arena) {
+	d->pred = calloc(PRED_SIZE, sizeof *d->pred);
+	if (!d->pool || !d->toks || !d->tok_hash || !d->ex || !d->ex_arena || !d->pred) {
 		free(d->pool);
 		free(d->toks);
 		free(d->tok_hash);
 		free(d->ex);
 		free(d->ex_arena);
+		free(d->pred);
 		free(d);
 		return NULL;
 	}
 	d->ex_pos = d->ex_cap;
-	d->bytes += EX_SETS * EX_WAYS * sizeof *d->ex + d->ex_cap;
+	d->bytes += EX_SETS * EX_WAYS * sizeof *d->ex + d->ex_cap + PRED_SIZE * sizeof *d->pred;
 	for (size_t i = d->cfg.max_clusters; i-- > 0;) {
 		d->pool[i].older = d->free_list;
 		d->free_list = &d->pool[i];
@@ -1034,6 +1120,7 @@ void rt_sel_drain_destroy(rt_sel_drain *d)
 	free(d->blk);
 	free(d->ex);
 	free(d->ex_arena);
+	free(d->pred);
 	free(d);
 }
 
@@ -1281,7 +1368,8 @@ static void generalise(rt_sel_drain *d, cluster *c, char **toks)
 static cluster *drain_mine(rt_sel_drain *d, const char *line)
 {
 	bool ok;
-	uint64_t h = line_key(d, line, &ok);
+	size_t plen;
+	uint64_t h = line_key(d, line, &ok, &plen);
 	if (!ok)
 		return NULL;
 	memo_entry *m = &d->memo[h & (MEMO_SIZE - 1)];
@@ -1289,7 +1377,9 @@ static cluster *drain_mine(rt_sel_drain *d, const char *line)
 		lru_touch(d, m->c);
 		return m->c;
 	}
-	size_t need = strlen(line) * 3 + 1; /* masking can grow a 1-char run to "<*>" */
+	/* masking can grow a 1-char run to "<*>"; it stops inside the prefix the key read
+	 * (the max_tokens-th token ends before it), so a long line's rest is never read */
+	size_t need = plen * 3 + 1;
 	if (need > d->mask_cap) {
 		char *b = realloc(d->mask_buf, need);
 		if (!b)
@@ -1340,21 +1430,36 @@ static uint32_t add_measured(rt_sel_drain *d, const char *line, size_t n)
 {
 	const unsigned char *ul = (const unsigned char *)line;
 	ex_entry *set = NULL;
-	uint64_t key = 0;
+	pred_entry *p = NULL;
+	uint64_t key = 0, pk = 0;
 	if (n > 0 && n < EX_MAX_LINE && n <= d->ex_cap / 16) {
+		if (n >= PRED_MIN) { /* the guess first: no bucket key to compute */
+			pk = pred_key(ul, n);
+			p = pred_slot(d, pk);
+			cluster *c = p->tag == pk ? pred_lookup(d, p, ul, n) : NULL;
+			if (c) {
+				lru_touch(d, c);
+				return c->id;
+			}
+		}
 		key = ex_key(d, ul, n);
 		set = &d->ex[(size_t)(key & (EX_SETS - 1)) * EX_WAYS];
 		cluster *c = ex_lookup(d, set, key, ul, n);
 		if (c) {
 			lru_touch(d, c);
+			if (p) /* the hit is at the front of its set now */
+				pred_remember(p, pk, set, key);
 			return c->id;
 		}
 	}
 	cluster *c = drain_mine(d, line);
 	if (!c)
 		return 0;
-	if (set)
+	if (set) {
 		ex_insert(d, set, key, ul, n, c);
+		if (p)
+			pred_remember(p, pk, set, key);
+	}
 	return c->id;
 }
 

@@ -12,7 +12,8 @@
  * declined picks carried, error alarms per entry API), with mining timed apart;
  * times are the thread's CPU time. The head build holds the cut minute's traces
  * back to the next window as eval.c does (rt_sel_hold_cut_minute, rt_sel_select);
- * a base revision without that API replays the plain windows (the hold-back is
+ * so does the base when its revision has that API (run-ab.sh looks for the symbols
+ * and defines AB_BASE_HOLD), else it replays the plain windows (the hold-back is
  * then not output-neutral: same_output=no is expected against such a base). Output
  * per rate:
  *   bench select_ab rate=R build=base|head rounds=N us_mining=… us_prepare=… us_p90=…
@@ -39,6 +40,11 @@ void base_rt_sel_mine_templates(rt_selector *s, rt_sel_trace *traces, size_t n);
 int base_rt_sel_select_window_part(rt_selector *s, rt_sel_trace *traces, size_t n, size_t budget,
                                    const uint64_t *alarmed_groups, size_t n_alarmed,
                                    double coverage, rt_sel_result *out);
+#ifdef AB_BASE_HOLD
+int base_rt_sel_select(rt_selector *s, const rt_sel_window *w, rt_sel_result *out);
+size_t base_rt_sel_hold_cut_minute(const rt_sel_trace *traces, size_t n, const bool *held_before,
+                                   bool last, bool *hold);
+#endif
 
 typedef struct selector_api {
     const char *name;
@@ -48,14 +54,21 @@ typedef struct selector_api {
     void (*mine)(rt_selector *, rt_sel_trace *, size_t);
     int (*select)(rt_selector *, rt_sel_trace *, size_t, size_t, const uint64_t *, size_t, double,
                   rt_sel_result *);
-    bool hold; /* the cut minute held back (rt_sel_select with held traces) */
+    /* the cut minute held back (rt_sel_select with held traces); NULL: plain windows */
+    int (*select_held)(rt_selector *, const rt_sel_window *, rt_sel_result *);
+    size_t (*hold)(const rt_sel_trace *, size_t, const bool *, bool, bool *);
 } selector_api;
 
 static const selector_api apis[2] = {
     {"base", base_rt_sel_create, base_rt_sel_destroy, base_rt_sel_selector_stage_times,
-     base_rt_sel_mine_templates, base_rt_sel_select_window_part, false},
+     base_rt_sel_mine_templates, base_rt_sel_select_window_part,
+#ifdef AB_BASE_HOLD
+     base_rt_sel_select, base_rt_sel_hold_cut_minute},
+#else
+     NULL, NULL},
+#endif
     {"head", rt_sel_create, rt_sel_destroy, rt_sel_selector_stage_times, rt_sel_mine_templates,
-     rt_sel_select_window_part, true},
+     rt_sel_select_window_part, rt_sel_select, rt_sel_hold_cut_minute},
 };
 
 /* The traces of window [a, b) of all, after the ones held back by the window before
@@ -76,7 +89,7 @@ static size_t form_window(const selector_api *api, rt_sel_trace *all, size_t a, 
     }
     if (!api->hold)
         return n;
-    rt_sel_hold_cut_minute(win, n, before, last, hold);
+    api->hold(win, n, before, last, hold);
     size_t keep = 0;
     *n_held = 0;
     for (size_t k = 0; k < n; k++) {
@@ -153,7 +166,7 @@ static int replay(const selector_api *api, rt_sel_trace *all, size_t n, const si
         rt_sel_window sw = {.traces = win, .n = m, .held = held, .n_held = n_held,
                             .budget = budget, .alarmed_groups = alarms, .n_alarmed = n_alarms,
                             .coverage = 1.0, .last = last};
-        if (api->hold ? rt_sel_select(sel, &sw, &res)
+        if (api->select_held ? api->select_held(sel, &sw, &res)
                       : api->select(sel, win, m, budget, alarms, n_alarms, 1.0, &res)) {
             api->destroy(sel);
             free(win);

@@ -37,8 +37,13 @@ done
 ld -r "$tmp"/obj/*.o -o "$tmp/base_all.o"
 nm --defined-only -g "$tmp/base_all.o" | awk '{ print $3 " base_" $3 }' >"$tmp/syms"
 objcopy --redefine-syms="$tmp/syms" "$tmp/base_all.o" "$tmp/base.o"
+# a base with the cut-minute hold-back replays with it, as the head does
+base_hold=()
+if grep -q '^rt_sel_hold_cut_minute ' "$tmp/syms" && grep -q '^rt_sel_select ' "$tmp/syms"; then
+	base_hold=(-DAB_BASE_HOLD)
+fi
 cmake --build "$build" --target retrace_select retrace_select_readers >/dev/null
-"$cc" "${flags[@]}" -Iselect -Itools/select_eval bench/select/ab_select.c "$tmp/base.o" \
+"$cc" "${flags[@]}" -Iselect -Itools/select_eval ${base_hold[@]+"${base_hold[@]}"} bench/select/ab_select.c "$tmp/base.o" \
 	"$build/tools/select_eval/libretrace_select_readers.a" "$build/select/libretrace_select.a" \
 	-lm -o "$tmp/ab_select"
 if [ -z "$dataset" ]; then
