@@ -443,6 +443,8 @@ int main(void)
 					snprintf(chloc[r][k], sizeof chloc[r][k], "%s/coord%d_%d", srv.url,
 						 r, k);
 			if (coord_part("clickhouse", chloc, &cw, srv.pid, &ratio_group, &ratio_two) != 0) {
+				fprintf(stderr, "bench_scale: ClickHouse held inserts back %lld ms in all "
+					"(too many parts to merge)\n", delayed_ms(&srv));
 				chs_stop(&srv);
 				return 1;
 			}

@@ -36,6 +36,7 @@
 
 #define SLOTS 192      /* messages in flight per coordinator (a trace's trigger, then its slices) */
 #define MAX_AGENTS 64
+#define PROGRESS_S 15.0 /* a progress line on stderr this often */
 #define DONE_WAIT_S 300
 
 struct load;
@@ -420,6 +421,7 @@ int cl_load_run(const struct cl_workload *w, const struct cl_run *run, struct cl
 			slot_send(s);
 		}
 	end = t0 + DONE_WAIT_S;
+	double next_progress = t0 + PROGRESS_S;
 	for (int unanswered = 0;; usleep(20000)) {
 		long long total = 0, coherent = 0, commits = 0, slices = 0;
 		int answered = 1;
@@ -459,6 +461,13 @@ int cl_load_run(const struct cl_workload *w, const struct cl_run *run, struct cl
 			fprintf(stderr, "bench_scale: %lld of %d traces closed after %d s\n", total,
 				w->traces, DONE_WAIT_S);
 			break;
+		}
+		if (answered && mono_s() > next_progress) {
+			/* a slow store (ClickHouse throttling many small inserts) shows
+			 * here as a slow count, a stuck one as a count that stays */
+			fprintf(stderr, "bench_scale: %.0f s: %lld of %d traces closed, %lld commits\n",
+				mono_s() - t0, total, w->traces, commits);
+			next_progress += PROGRESS_S;
 		}
 	}
 done:
