@@ -72,7 +72,8 @@ static void *agent_main(void *arg)
 	}
 }
 
-static void agent_start(struct fake_agent *f)
+/* A fake agent on a fresh loopback port whose thread runs `serve`. */
+static void agent_start_with(struct fake_agent *f, void *(*serve)(void *))
 {
 	nng_listener l;
 	nng_sockaddr sa;
@@ -82,7 +83,12 @@ static void agent_start(struct fake_agent *f)
 	ck_assert_int_eq(nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa), 0);
 	snprintf(f->url, sizeof f->url, "tcp://127.0.0.1:%u",
 		 (unsigned)((sa.s_in.sa_port >> 8) | ((sa.s_in.sa_port & 0xff) << 8)));
-	pthread_create(&f->th, NULL, agent_main, f);
+	pthread_create(&f->th, NULL, serve, f);
+}
+
+static void agent_start(struct fake_agent *f)
+{
+	agent_start_with(f, agent_main);
 }
 
 static void agent_stop(struct fake_agent *f)
@@ -310,18 +316,7 @@ START_TEST(unended_request_is_cancelled_by_the_watchdog)
 	struct rt_wire_trigger tr = { .agent_id = AGENT_ID, .trigger_id = 3, .trigger_seq = 1,
 				      .trace_count = 1, .traces = &t };
 	struct coord_agent *a;
-	agent_start(&f);
-	/* agent_start's thread answers: replace it with one that does not */
-	nng_close(f.sock);
-	pthread_join(f.th, NULL);
-	{
-		nng_listener l;
-		char url[sizeof f.url];
-		snprintf(url, sizeof url, "%s", f.url);
-		ck_assert_int_eq(nng_rep0_open(&f.sock), 0);
-		ck_assert_int_eq(nng_listen(f.sock, url, &l, 0), 0);
-		pthread_create(&f.th, NULL, silent_agent_main, &f);
-	}
+	agent_start_with(&f, silent_agent_main);
 	c = open_coord(1); /* replies go to the ready list: this thread takes them */
 	c->cfg.agent_timeout = 60;
 	c->cfg.agent_retries = 0;
