@@ -32,6 +32,7 @@
 
 #include "common/fake_agent.h"
 #include "coordinator.h"
+#include "daemon/guard.h" /* RT_ACK_REFUSED */
 #include "daemon/ring.h"
 
 #define SLOTS 192      /* messages in flight per coordinator (a trace's trigger, then its slices) */
@@ -69,6 +70,8 @@ struct load {
 	struct side side[2];
 	int nside;
 	atomic_long retries;
+	atomic_int last_refusal; /* the status of the last error ACK (wire/msg.h) */
+	atomic_long refused;     /* items refused (RT_ACK_REFUSED): never sent again */
 	atomic_int busy;
 };
 
@@ -246,8 +249,17 @@ static void slot_cb(void *arg)
 	if (rv == 0) {
 		nng_msg *m = nng_aio_get_msg(aio);
 		struct rt_wire_msg a;
-		ok = rt_wire_decode(nng_msg_body(m), nng_msg_len(m), &a) == 0 &&
-		     a.type == RT_WIRE_ACK && a.ack.status == 0;
+		int decoded = rt_wire_decode(nng_msg_body(m), nng_msg_len(m), &a) == 0;
+		ok = decoded && a.type == RT_WIRE_ACK && a.ack.status == 0;
+		if (decoded && !ok && a.type == RT_WIRE_ACK)
+			atomic_store(&s->L->last_refusal, (int)a.ack.status);
+		if (decoded && a.type == RT_WIRE_ACK && a.ack.status == RT_ACK_REFUSED) {
+			/* refused stays refused: counted, the run fails, no hot loop */
+			atomic_fetch_add(&s->L->refused, 1);
+			rt_wire_msg_free(&a);
+			nng_msg_free(m);
+			goto idle;
+		}
 		rt_wire_msg_free(&a);
 		nng_msg_free(m);
 	}
@@ -316,6 +328,10 @@ static int open_side(struct load *L, int k, const struct cl_run *run)
 	snprintf(cfg.store, sizeof cfg.store, "%s", run->store[k]);
 	cfg.settle = 0.1;
 	cfg.collect_timeout = 60;
+	/* The fake agents register once; real agents register again every few
+	 * seconds. With the default TTL a run longer than a minute (ClickHouse, a
+	 * commit per turn) had every agent forgotten and each slice refused. */
+	cfg.agent_ttl = 0;
 	cfg.log_level = 0;
 	cfg.commit_interval = run->commit_interval;
 	cfg.collector_contexts = run->collector_contexts;
@@ -462,11 +478,18 @@ int cl_load_run(const struct cl_workload *w, const struct cl_run *run, struct cl
 				w->traces, DONE_WAIT_S);
 			break;
 		}
+		if (atomic_load(&L->refused)) {
+			fprintf(stderr, "bench_scale: the coordinator refused %ld items (status %d)\n",
+				atomic_load(&L->refused), RT_ACK_REFUSED);
+			break;
+		}
 		if (answered && mono_s() > next_progress) {
 			/* a slow store (ClickHouse throttling many small inserts) shows
 			 * here as a slow count, a stuck one as a count that stays */
-			fprintf(stderr, "bench_scale: %.0f s: %lld of %d traces closed, %lld commits\n",
-				mono_s() - t0, total, w->traces, commits);
+			fprintf(stderr, "bench_scale: %.0f s: %lld of %d traces closed, %lld commits, "
+				"%ld items sent again (last refusal: status %d)\n",
+				mono_s() - t0, total, w->traces, commits, atomic_load(&L->retries),
+				atomic_load(&L->last_refusal));
 			next_progress += PROGRESS_S;
 		}
 	}
