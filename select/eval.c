@@ -556,6 +556,13 @@ static int replay_original(rt_sel_dataset *ds, const rt_sel_eval_options *opt, b
 	return 0;
 }
 
+/* The figures of rt_sel_metrics (and of rt_sel_paper_metrics) a mean of draws is
+ * taken of: the shares and coverages, not the counts or the times. */
+#define RETRACE_FIGURES(X)                                                             \
+	X(api_coverage) X(path_coverage) X(pattern_coverage) X(entropy) X(anomalous)  \
+	X(errors) X(rare) X(bcr) X(actual_rate)
+#define PAPER_FIGURES(X) X(pattern_coverage) X(entropy) X(rare) X(rare_coverage) X(errors) X(api_coverage)
+
 /* The random baseline over its draws: each figure's mean (kept is the same in every
  * draw: the same budgets). */
 static void random_metrics(const labels *lb, size_t draws, const size_t *freq, size_t rare_max,
@@ -567,21 +574,14 @@ static void random_metrics(const labels *lb, size_t draws, const size_t *freq, s
 		compute_metrics(lb, lb->kept_r + d * lb->n, lb->n, freq, rare_max, tmp, &m);
 		mean->kept = m.kept;
 		mean->total = m.total;
-		mean->api_coverage += m.api_coverage / (double)draws;
-		mean->path_coverage += m.path_coverage / (double)draws;
-		mean->pattern_coverage += m.pattern_coverage / (double)draws;
-		mean->entropy += m.entropy / (double)draws;
-		mean->anomalous += m.anomalous / (double)draws;
-		mean->errors += m.errors / (double)draws;
-		mean->rare += m.rare / (double)draws;
-		mean->bcr += m.bcr / (double)draws;
-		mean->actual_rate += m.actual_rate / (double)draws;
+#define MEAN(f) mean->f += m.f / (double)draws;
+		RETRACE_FIGURES(MEAN)
+#undef MEAN
 	}
 }
 
 /* Fold one draw's paper figures into the mean (patterns_kept rounded at the end),
  * the lowest and the highest. */
-#define PAPER_FIGURES(X) X(pattern_coverage) X(entropy) X(rare) X(rare_coverage) X(errors) X(api_coverage)
 
 static void paper_random(const uint64_t *pp, const bool *prare, const labels *lb, size_t draws,
 			 uint64_t *tmp, rt_sel_eval_report *rep)
