@@ -229,7 +229,9 @@ static struct rt_store *store_of(struct rt_http_api *a, char *err, size_t errlen
 	so.path = a->store_path;
 	so.readonly = 1;
 	if (rt_store_open(&a->store, &so) != 0) {
-		snprintf(err, errlen, "cannot read the store %s: %s", a->store_path,
+		/* The path is cut at 200 bytes so the reason after it always fits the
+		 * caller's buffer (and a Release build's truncation check agrees). */
+		snprintf(err, errlen, "cannot read the store %.200s: %s", a->store_path,
 			 rt_store_errmsg(NULL));
 		rt_store_close(a->store);
 		a->store = NULL;
