@@ -78,7 +78,7 @@ struct coord_agent {
 	uint64_t seen_mono_ns;   /* monotonic; starts at load time for a stored entry */
 	nng_socket sock;         /* REQ socket dialled to addr */
 	int sock_open;
-	uint64_t asked, failed;  /* remote triggers sent / failed for good */
+	uint64_t asked, answered, failed; /* remote triggers sent / answered / failed (each try) */
 };
 
 struct coord_directory {
@@ -221,6 +221,8 @@ struct coord_req {
 	uint64_t sent_ns, done_ns;  /* sent by the loop; reply callback (stage figures) */
 	uint64_t overdue_ns;        /* past this the loop cancels it (coord_req_watchdog) */
 	int overdue;               /* the loop cancelled it once */
+	int in_use;                /* allocated, not yet released (req_alloc .. req_release) */
+	int stuck;                 /* the watchdog reported it unended past the cancel */
 	struct coord_req *next_ready;
 	uint32_t next_free;
 };
@@ -260,6 +262,7 @@ struct coord_stats {
 	uint64_t store_errors;
 	uint64_t remote_sent, remote_asks, remote_retries, remote_failed, remote_bad_replies;
 	uint64_t requests_overdue;  /* cancelled by the loop: nng had not ended them */
+	uint64_t requests_stuck;    /* still not acted on a second after that (any state) */
 	uint64_t replies_direct;     /* acted on in nng's callback: the loop was waiting */
 	uint64_t trigger_names_learned;  /* trigger_names.c: names written to the store */
 	uint64_t trigger_names_uncached; /* past the name cache (written, not cached) */
@@ -446,6 +449,7 @@ void coord_resume_received(struct rt_coord *c);
  * request (r->tag, r->job) for the reply. 0, or -1 (no slot or socket). */
 int coord_req_send(struct rt_coord *c, struct coord_agent *a, int kind, uint32_t job,
 		   uint64_t tag, uint64_t request_id, double timeout_s);
+uint64_t coord_req_callbacks_ignored(struct rt_coord *c);
 void coord_req_free(struct rt_coord *c, struct coord_req *r);
 /* Cancel each request nng has not ended well past its timeout (every 100 ms). */
 void coord_req_watchdog(struct rt_coord *c, uint64_t now);

@@ -83,9 +83,10 @@ static void agents_section(struct rt_figures *w, struct rt_coord *c)
 		if (rt_fig_prometheus(w))
 			continue; /* listed below, one labelled section each */
 		snprintf(k, sizeof k, "agent.%u", a->id);
-		snprintf(v, sizeof v, "%s host=%s seen=%.1fs_ago asked=%llu failed=%llu", a->addr,
-			 a->host, (double)(now - a->seen_mono_ns) / 1e9,
-			 (unsigned long long)a->asked, (unsigned long long)a->failed);
+		snprintf(v, sizeof v, "%s host=%s seen=%.1fs_ago asked=%llu answered=%llu failed=%llu",
+			 a->addr, a->host, (double)(now - a->seen_mono_ns) / 1e9,
+			 (unsigned long long)a->asked, (unsigned long long)a->answered,
+			 (unsigned long long)a->failed);
 		rt_fig_str(w, k, v);
 	}
 	for (i = 0; rt_fig_prometheus(w) && i < c->dir.count && i < 64; i++) {
@@ -97,6 +98,7 @@ static void agents_section(struct rt_figures *w, struct rt_coord *c)
 		rt_fig_str(w, "host", a->host);
 		rt_fig_time_f(w, "seen_ago_s", (double)(now - a->seen_mono_ns) / 1e9, 1);
 		rt_fig_u64(w, "asked", a->asked);
+		rt_fig_u64(w, "answered", a->answered);
 		rt_fig_u64(w, "failed", a->failed);
 	}
 }
@@ -120,6 +122,8 @@ static void traversal_section(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_u64(w, "remote_failed", c->st.remote_failed);
 	rt_fig_u64(w, "remote_bad_replies", c->st.remote_bad_replies);
 	rt_fig_u64(w, "requests_overdue", c->st.requests_overdue);
+	rt_fig_u64(w, "requests_stuck", c->st.requests_stuck);
+	rt_fig_u64(w, "callbacks_ignored", coord_req_callbacks_ignored(c));
 	rt_fig_u64(w, "replies_direct", c->st.replies_direct);
 	rt_fig_u64(w, "latency_samples", c->latency_count);
 	rt_fig_time_f(w, "latency_p50_ms", (double)p50 / 1e6, 1e-3);

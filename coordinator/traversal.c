@@ -314,6 +314,8 @@ static struct coord_req *req_alloc(struct rt_coord *c)
 	if (!r->rr.aio && rt_reqrep_init(&r->rr, req_cb, r) != 0)
 		return NULL;
 	c->req_free = r->next_free;
+	r->in_use = 1;
+	r->stuck = 0;
 	return r;
 }
 
@@ -323,6 +325,7 @@ static void req_release(struct rt_coord *c, struct coord_req *r)
 		nng_msg_free(r->reply);
 	r->reply = NULL;
 	nng_ctx_close(r->rr.ctx);
+	r->in_use = 0;
 	rt_reqrep_release(&r->rr);
 	r->next_free = c->req_free;
 	c->req_free = (uint32_t)(r - c->reqs) + 1;
@@ -414,6 +417,15 @@ int coord_req_send(struct rt_coord *c, struct coord_agent *a, int kind, uint32_t
 	return req_dispatch(c, r, a, timeout_s);
 }
 
+/* Round-trip callbacks that came with no round in flight, over every slot. */
+uint64_t coord_req_callbacks_ignored(struct rt_coord *c)
+{
+	uint64_t n = 0;
+	for (uint32_t i = 0; c->reqs && i < COORD_MAX_REQS; i++)
+		n += atomic_load_explicit(&c->reqs[i].rr.ignored, memory_order_relaxed);
+	return n;
+}
+
 void coord_req_free(struct rt_coord *c, struct coord_req *r)
 {
 	req_release(c, r);
@@ -427,6 +439,30 @@ void coord_req_free(struct rt_coord *c, struct coord_req *r)
  * callback (reqrep.c), so the request is retried or its cells fail as for a
  * timeout. The counter says how often nng's own timeout did not do it.
  */
+static const char *const req_state_names[] = { "free", "sending", "receiving", "done" };
+
+/* A request still held a second past its overdue time, in whatever state: a
+ * cancel nng did not end, or a round whose end was never acted on (done, or
+ * freed without a reply being handled). Said once per request with what its
+ * round trip saw; these are what the stress runs' lost asks must be. */
+static void coord_req_audit(struct rt_coord *c, uint64_t now)
+{
+	for (uint32_t i = 0; i < COORD_MAX_REQS; i++) {
+		struct coord_req *r = &c->reqs[i];
+		if (!r->in_use || r->stuck || now < r->overdue_ns + 1000000000ull)
+			continue;
+		int state = r->rr.aio ? rt_reqrep_state(&r->rr) : RT_REQREP_FREE;
+		r->stuck = 1;
+		c->st.requests_stuck++;
+		coord_log(c, LOG_WARN,
+			  "request slot %u to agent %u (kind %d) still held %.1f s after it was sent: "
+			  "state %s, cancelled %d, ok %d, last result %d, callbacks ignored %u",
+			  i, r->agent_id, r->kind, (double)(now - r->sent_ns) / 1e9,
+			  state >= 0 && state <= RT_REQREP_DONE ? req_state_names[state] : "?",
+			  r->overdue, r->ok, atomic_load(&r->rr.last_rv), atomic_load(&r->rr.ignored));
+	}
+}
+
 void coord_req_watchdog(struct rt_coord *c, uint64_t now)
 {
 	for (uint32_t i = 0; i < COORD_MAX_REQS; i++) {
@@ -443,6 +479,7 @@ void coord_req_watchdog(struct rt_coord *c, uint64_t now)
 			  (double)(now - r->sent_ns) / 1e9);
 		rt_reqrep_cancel(&r->rr);
 	}
+	coord_req_audit(c, now);
 }
 
 int coord_group_add_named(struct rt_coord *c, struct coord_group *g, uint64_t hi, uint64_t lo,
@@ -767,6 +804,8 @@ void coord_handle_reply(struct rt_coord *c, struct coord_req *r)
 	ok = r->ok && reply_matches(r, &m);
 	if (r->ok && !ok)
 		c->st.remote_bad_replies++;
+	if (ok && (a = coord_dir_find(c, r->agent_id)))
+		a->answered++;
 	if (!ok && (a = coord_dir_find(c, r->agent_id))) {
 		a->failed++;
 		coord_log(c, LOG_WARN, "agent %u did not answer a remote trigger for %u trace groups (%s)",

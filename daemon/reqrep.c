@@ -20,6 +20,7 @@ static void reqrep_cb(void *arg)
 	int state = atomic_load_explicit(&r->state, memory_order_acquire);
 	nng_msg *reply = NULL;
 
+	atomic_store_explicit(&r->last_rv, rv, memory_order_relaxed);
 	if (state == RT_REQREP_SENDING && rv == 0) {
 		/* read back by this callback when the receive completes */
 		atomic_store_explicit(&r->state, RT_REQREP_RECEIVING, memory_order_release);
@@ -30,8 +31,11 @@ static void reqrep_cb(void *arg)
 		nng_msg_free(nng_aio_get_msg(r->aio)); /* the request never left */
 	else if (state == RT_REQREP_RECEIVING && rv == 0)
 		reply = nng_aio_get_msg(r->aio);
-	else if (state != RT_REQREP_RECEIVING)
-		return; /* no round in flight: nothing to end */
+	else if (state != RT_REQREP_RECEIVING) {
+		/* no round in flight: nothing to end (counted: nng should not) */
+		atomic_fetch_add_explicit(&r->ignored, 1, memory_order_relaxed);
+		return;
+	}
 	r->done(r, reply);
 }
 
@@ -40,6 +44,8 @@ int rt_reqrep_init(struct rt_reqrep *r, rt_reqrep_done_fn done, void *arg)
 	r->done = done;
 	r->arg = arg;
 	atomic_store_explicit(&r->state, RT_REQREP_FREE, memory_order_relaxed);
+	atomic_store_explicit(&r->ignored, 0, memory_order_relaxed);
+	atomic_store_explicit(&r->last_rv, 0, memory_order_relaxed);
 	if (nng_aio_alloc(&r->aio, reqrep_cb, r) != 0) {
 		r->aio = NULL;
 		return -1;

@@ -44,6 +44,10 @@ struct rt_reqrep {
 	nng_ctx ctx;
 	nng_aio *aio; /* NULL until rt_reqrep_init */
 	atomic_int state;
+	/* Diagnostics, read by owners' watchdogs: callbacks that came with no
+	 * round in flight (ignored), and the last nng result a callback saw. */
+	atomic_uint ignored;
+	atomic_int last_rv;
 	rt_reqrep_done_fn done;
 	void *arg; /* the owner's, for done */
 };
