@@ -411,6 +411,52 @@ static void dump_hung(struct cluster *c, pid_t pid, const char *tag, const char 
 		fprintf(stderr, "(could not take the stacks of pid %d)\n", (int)pid);
 }
 
+/* Every thread of pid in state T (stopped) or t (traced): 1, 0 not yet, -1 no such process. */
+static int all_threads_stopped(pid_t pid)
+{
+	char path[64];
+	struct dirent *e;
+	int stopped = 1, seen = 0;
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return -1;
+	while (stopped && (e = readdir(d))) {
+		char stat[320], buf[512], *p;
+		FILE *f;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(stat, sizeof stat, "/proc/%d/task/%s/stat", (int)pid, e->d_name);
+		if (!(f = fopen(stat, "r")))
+			continue; /* the thread ended meanwhile */
+		size_t n = fread(buf, 1, sizeof buf - 1, f);
+		fclose(f);
+		buf[n] = '\0';
+		/* "tid (comm) S ...": the state follows the last ')' (comm may hold one) */
+		if ((p = strrchr(buf, ')')) && p[1] == ' ') {
+			seen++;
+			stopped = p[2] == 'T' || p[2] == 't';
+		}
+	}
+	closedir(d);
+	return seen ? stopped : -1;
+}
+
+int cl_stop_agent(struct cluster *c, int h)
+{
+	pid_t pid = c->hosts[h].agent;
+	if (kill(pid, SIGSTOP) != 0)
+		return -1;
+	for (int i = 0; i < 10000; i++) {
+		int s = all_threads_stopped(pid);
+		if (s != 0)
+			return s > 0 ? 0 : -1;
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	return -1;
+}
+
 void cl_dump_stacks(struct cluster *c, const char *tag)
 {
 	char t[64], log[sizeof c->dir + 32];

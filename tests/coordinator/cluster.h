@@ -71,6 +71,12 @@ int cl_wait_registered(struct cluster *c, double timeout_s);
 int cl_stop(struct cluster *c);
 int cl_start_coordinator(struct cluster *c);   /* same ports and store as before */
 void cl_kill_coordinator(struct cluster *c);   /* SIGKILL */
+/* SIGSTOP host h's agent and wait (up to 10 s) until every one of its threads is
+ * stopped: kill() returning is not that. The kernel hands a stop signal to one
+ * thread, which stops the others only once it runs; on a loaded machine the
+ * agent's other threads answered requests for a while after kill() (seen: a
+ * "stopped" agent answered 1 or 2 of the coordinator's asks). 0, or -1. */
+int cl_stop_agent(struct cluster *c, int h);
 
 /*
  * Host h (0-based; agent id h+1) writes trace (hi, lo): `records` records

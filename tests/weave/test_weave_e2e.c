@@ -197,7 +197,7 @@ static void scenario(int mode, struct result *r)
 		 * retry that waits longer (the doubled wait) or a further ask gets
 		 * the answer, which must count. */
 		FILE *p;
-		ck_assert_int_eq(kill(c.hosts[1].agent, SIGSTOP), 0);
+		ck_assert_int_eq(cl_stop_agent(&c, 1), 0);
 		p = popen(cmd, "r");
 		for (end = mono_s() + WAIT_S; p && mono_s() < end; nap_ms(50))
 			if ((r->retries = cl_coord_figure(&c, "weave", "query_retries")) >= 1)
