@@ -223,6 +223,12 @@ typedef struct rt_sel_config {
                                  pattern; groups go without a pick below the group
                                  count anyway) but returned as rt_sel_result.declined,
                                  for the caller to carry to the next window: true */
+	bool alarmed_first; /* with novelty_first, budget < groups: alarmed groups'
+                                 new patterns take the picks before other groups'
+                                 (the alarm boost cannot act below one pick per
+                                 group; without this an alarmed group waited its
+                                 turn in the rotation and errors were kept at no
+                                 more than random's share): true */
 	bool minute_tiers;  /* latency events of the encoding against the p90 of the
                                  span's operation in its minute, computed over the
                                  window plus the spans of that minute remembered from

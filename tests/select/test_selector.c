@@ -460,6 +460,52 @@ START_TEST(tiny_budget_spends_on_new_patterns_before_stale_groups)
 }
 END_TEST
 
+/* Below the group count an alarm orders the picks (alarmed_first): four APIs with
+ * one new pattern each and a budget of 1 or 2. Without an alarm the rotation picks
+ * some group; an alarm on others gives them the picks, and with alarmed_first off
+ * the same alarm changes nothing (the alarm boost cannot act below one per group). */
+static size_t window_of_four(bool alarmed_first, const uint64_t *alarm, size_t n_alarm,
+			     size_t budget, bool chosen[4])
+{
+    rt_sel_config cfg;
+    rt_sel_config_default(&cfg);
+    cfg.alarmed_first = alarmed_first;
+    rt_selector *s = rt_sel_create(&cfg);
+    rt_sel_result r;
+    for (int a = 0; a < 4; a++) {
+        gen_fanout(&G[a], (uint64_t)a + 1, API[a], 1, 100 + (uint32_t)a);
+        T[a] = G[a].t;
+    }
+    ck_assert_int_eq(rt_sel_select_window(s, T, 4, budget, alarm, n_alarm, &r), 0);
+    size_t n = 0;
+    for (int a = 0; a < 4; a++)
+        n += chosen[a] = r.verdicts[a].chosen;
+    rt_sel_destroy(s);
+    return n;
+}
+
+START_TEST(tiny_budget_goes_to_alarmed_groups_first)
+{
+    bool plain[4], first[4], off[4];
+    ck_assert_uint_eq(window_of_four(true, NULL, 0, 1, plain), 1);
+    int picked = plain[0] ? 0 : plain[1] ? 1 : plain[2] ? 2 : 3;
+    /* the two groups the rotation did not pick first, alarmed */
+    uint64_t alarm[2];
+    int want[2], k = 0;
+    for (int a = 3; a >= 0 && k < 2; a--)
+        if (a != picked) {
+            want[k] = a;
+            alarm[k++] = rt_sel_op_key("frontend", API[a]);
+        }
+    ck_assert_uint_eq(window_of_four(true, alarm, 1, 1, first), 1);
+    ck_assert_msg(first[want[0]], "budget 1: the alarmed group %d was not picked", want[0]);
+    ck_assert_uint_eq(window_of_four(false, alarm, 1, 1, off), 1);
+    ck_assert_msg(off[picked], "alarmed_first off: the alarm changed the pick");
+    ck_assert_uint_eq(window_of_four(true, alarm, 2, 2, first), 2);
+    ck_assert_msg(first[want[0]] && first[want[1]], "budget 2: not both alarmed groups picked");
+}
+END_TEST
+
 /* A minute cut by a window boundary keeps one p90: nine spans of db/query at d in
  * window 1, then in window 2 (same minute) one at d and one at 1.6 d. Against the
  * minute (p90 = d) the 1.6 d span is a latency event, so the two traces of window 2
@@ -760,6 +806,7 @@ int main(void)
     TCase *tc = tcase_create("selector");
     tcase_add_test(tc, budget_exact_and_every_group_represented);
     tcase_add_test(tc, alarmed_group_is_boosted);
+    tcase_add_test(tc, tiny_budget_goes_to_alarmed_groups_first);
     tcase_add_test(tc, diverse_picks_inside_a_group);
     tcase_add_test(tc, anomalous_pattern_preferred);
     tcase_add_test(tc, keeps_everything_under_budget);
