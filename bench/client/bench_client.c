@@ -25,9 +25,15 @@
  * 512 B and 2 KiB records a second baseline, pool_copy: the same framed record
  * copied into the same pool memory in the same buffer order (buffer ids popped
  * from the pool's available queue in batches, as the client takes them, and
- * pushed back when full) — the physical limit of writing into the pool.
- * RETRACE_BENCH_QUICK=1 shortens every round (for CI smoke runs).
+ * pushed back when full) — the physical limit of writing into the pool with
+ * ordinary stores; and pool_stream, the same walk with non-temporal stores (no
+ * read of the cold lines before writing them, an sfence per buffer): the fastest
+ * any store can put those bytes into that memory, so a target below it cannot be
+ * met by any copy on this machine.
+ * RETRACE_BENCH_QUICK=1 shortens every round (for CI smoke runs);
+ * RETRACE_BENCH_ONLY_TRACEPOINTS=1 runs the tracepoint lines alone.
  */
+#include <emmintrin.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,6 +150,32 @@ static inline void pool_copy(const void *d, size_t len)
 	__asm__ __volatile__("" ::: "memory");
 }
 
+/* pool_copy with non-temporal stores: whole 16-byte words streamed, the unaligned
+ * head and tail stored as usual; an sfence before the next buffer (and at the end
+ * of the round) orders them as a publishing client would have to. */
+static inline void pool_stream(const void *d, size_t len)
+{
+	if ((size_t)(copy_end - copy_cur) < len + RETRACE_FRAME_HDR + RETRACE_FRAME_TERM) {
+		_mm_sfence();
+		if (!copy_next_buffer())
+			return;
+	}
+	uint32_t h = (uint32_t)len << 4;
+	memcpy(copy_cur, &h, sizeof h);
+	uint8_t *dst = copy_cur + RETRACE_FRAME_HDR;
+	const uint8_t *src = d;
+	size_t head = (size_t)(-(uintptr_t)dst & 15);
+	if (head > len)
+		head = len;
+	memcpy(dst, src, head);
+	size_t i = head;
+	for (; i + 16 <= len; i += 16)
+		_mm_stream_si128((__m128i *)(dst + i), _mm_loadu_si128((const __m128i *)(src + i)));
+	memcpy(dst + i, src + i, len - i);
+	copy_cur += RETRACE_FRAME_HDR + len;
+	__asm__ __volatile__("" ::: "memory");
+}
+
 /* Give back every buffer the thread's copies hold. */
 static void pool_copy_done(void)
 {
@@ -165,7 +197,7 @@ static inline void baseline_copy(const void *d, size_t len)
 	__asm__ __volatile__("" ::: "memory");
 }
 
-enum op { OP_TICKS, OP_BASE_COPY, OP_POOL_COPY, OP_TP, OP_TP_TS, OP_RESERVE, OP_BEGIN_END, OP_BASE_BEGIN_END,
+enum op { OP_TICKS, OP_BASE_COPY, OP_POOL_COPY, OP_POOL_STREAM, OP_TP, OP_TP_TS, OP_RESERVE, OP_BEGIN_END, OP_BASE_BEGIN_END,
 	  OP_BEGIN_TP_END, OP_SPAN, OP_LOG2, OP_BEGIN_END_KEPT, OP_BEGIN_END_DECIDE,
 	  OP_SPAN_NESTED_NO_TABLE, OP_SPAN_NESTED_TABLE };
 
@@ -223,6 +255,7 @@ static void run_op(struct job *j)
 		switch (j->op) {
 		case OP_BASE_COPY: baseline_copy(data, j->size); break;
 		case OP_POOL_COPY: pool_copy(data, j->size); break;
+		case OP_POOL_STREAM: pool_stream(data, j->size); break;
 		case OP_TICKS: {
 			uint64_t t = retrace_ticks();
 			__asm__ __volatile__("" : : "r"(t));
@@ -277,8 +310,10 @@ static void *thread_main(void *arg)
 	retrace_thread_stats(&before);
 	double t0 = now_ns();
 	run_op(j);
+	if (j->op == OP_POOL_STREAM)
+		_mm_sfence(); /* the round's last streamed stores, timed */
 	j->ns = (now_ns() - t0) / (double)j->n;
-	if (j->op == OP_POOL_COPY)
+	if (j->op == OP_POOL_COPY || j->op == OP_POOL_STREAM)
 		pool_copy_done(); /* the drainer's part: not timed */
 	retrace_flush();
 	retrace_thread_stats(&after);
@@ -293,7 +328,8 @@ static double op_bytes(enum op op, size_t size)
 	switch (op) {
 	case OP_TP:
 	case OP_RESERVE:
-	case OP_POOL_COPY: return (double)(size + RETRACE_FRAME_HDR);
+	case OP_POOL_COPY:
+	case OP_POOL_STREAM: return (double)(size + RETRACE_FRAME_HDR);
 	case OP_TP_TS: return (double)(size + RETRACE_FRAME_HDR + 8);
 	case OP_BEGIN_TP_END: return (double)bench_pool.hdr->buffer_size;
 	case OP_SPAN:
@@ -394,7 +430,7 @@ static void one_round(struct figure *f, enum op op, size_t size, int threads, ui
  * round r + 1 of any), so that a figure and its baselines see the same
  * machine: on a loaded host, conditions drift between back-to-back blocks.
  */
-#define MAX_OPS 5
+#define MAX_OPS 6
 static void measure_figures(const enum op *ops, int n_ops, size_t size, int threads, uint64_t n,
 			    struct figure *out)
 {
@@ -462,21 +498,25 @@ static void bench_tracepoints(int threads)
 	for (k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
 		uint64_t n = iterations / (sizes[k] >= 512 ? 8 : 1);
 		/* The figures and their baselines in interleaved rounds. */
-		static const enum op ops[] = {OP_BASE_COPY, OP_TP, OP_TP_TS, OP_RESERVE, OP_POOL_COPY};
+		static const enum op ops[] = {OP_BASE_COPY, OP_TP, OP_TP_TS, OP_RESERVE, OP_POOL_COPY,
+					      OP_POOL_STREAM};
 		struct figure f[MAX_OPS];
 		int with_copy = sizes[k] >= 512;
-		measure_figures(ops, with_copy ? 5 : 4, sizes[k], threads, n, f);
+		measure_figures(ops, with_copy ? 6 : 4, sizes[k], threads, n, f);
 		double base = f[0].any_ns;
 		snprintf(extra, sizeof extra, " size=%zu ts=0", sizes[k]);
 		if (with_copy) {
 			/* The physical limit: the same record into the same pool memory. */
-			double copy = f[4].any_ns;
-			char more[96] = "";
+			double copy = f[4].any_ns, stream = f[5].any_ns;
+			char more[160] = "";
 			if (f[1].clean > 0)
-				snprintf(more, sizeof more, " pool_copy_ns=%.2f ratio_pool_copy=%.2f",
-					 copy, f[1].ns / copy);
+				snprintf(more, sizeof more,
+					 " pool_copy_ns=%.2f ratio_pool_copy=%.2f pool_stream_ns=%.2f"
+					 " ratio_pool_stream=%.2f",
+					 copy, f[1].ns / copy, stream, f[1].ns / stream);
 			else
-				snprintf(more, sizeof more, " pool_copy_ns=%.2f", copy);
+				snprintf(more, sizeof more, " pool_copy_ns=%.2f pool_stream_ns=%.2f", copy,
+					 stream);
 			line_more("tracepoint", extra, threads, f[1], "memcpy", base, more);
 		} else {
 			line("tracepoint", extra, threads, f[1], "memcpy", base);
@@ -639,6 +679,11 @@ int main(void)
 	pthread_create(&dr, NULL, drainer, NULL);
 	if (getenv("RETRACE_BENCH_ONLY_POLICY")) { /* just the policy line */
 		bench_span_policy();
+		goto out;
+	}
+	if (getenv("RETRACE_BENCH_ONLY_TRACEPOINTS")) { /* the tracepoint lines alone */
+		bench_tracepoints(1);
+		bench_tracepoints(2);
 		goto out;
 	}
 	/* What a timestamp alone costs here (rdtsc; virtual machines differ). */
