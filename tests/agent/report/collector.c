@@ -236,20 +236,26 @@ int tc_start(struct tc_collector *c, const char *url, char *err, size_t errlen)
 	int rv;
 	if (c->running)
 		return 0;
-	if (url && strcmp(url, "tcp://127.0.0.1:0") == 0)
-		test_restartable_url(c->url, sizeof c->url); /* tests stop and restart it */
-	else if (url && url[0])
+	int pick = url && strcmp(url, "tcp://127.0.0.1:0") == 0; /* tests stop and restart it */
+	if (!pick && url && url[0])
 		snprintf(c->url, sizeof c->url, "%s", url);
-	if ((rv = nng_rep0_open(&c->sock)) != 0) {
-		snprintf(err, errlen, "rep0_open: %s", nng_strerror(rv));
-		return rv;
-	}
-	nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, 100);
-	nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, (size_t)RT_WIRE_MAX_MESSAGE + 4096);
-	if ((rv = nng_listen(c->sock, c->url, &l, 0)) != 0) {
-		snprintf(err, errlen, "listen %s: %s", c->url, nng_strerror(rv));
+	for (int attempt = 0;; attempt++) {
+		if (pick)
+			test_restartable_url(c->url, sizeof c->url);
+		if ((rv = nng_rep0_open(&c->sock)) != 0) {
+			snprintf(err, errlen, "rep0_open: %s", nng_strerror(rv));
+			return rv;
+		}
+		nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, 100);
+		nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, (size_t)RT_WIRE_MAX_MESSAGE + 4096);
+		if ((rv = nng_listen(c->sock, c->url, &l, 0)) == 0)
+			break;
 		nng_close(c->sock);
-		return rv;
+		/* a picked port taken between the check and the listen: pick again */
+		if (!pick || rv != NNG_EADDRINUSE || attempt == 7) {
+			snprintf(err, errlen, "listen %s: %s", c->url, nng_strerror(rv));
+			return rv;
+		}
 	}
 	if (nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) == 0 && sa.s_family == NNG_AF_INET) {
 		const uint8_t *ip = (const uint8_t *)&sa.s_in.sa_addr;
