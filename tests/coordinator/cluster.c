@@ -427,8 +427,12 @@ static void dump_hung(struct cluster *c, pid_t pid, const char *tag, const char 
 	snprintf(cmd, sizeof cmd,
 		 "command -v gdb >/dev/null && timeout 60 gdb -p %d -batch -nx "
 		 "-ex 'thread apply all bt' > '%s/hung-%s.txt' 2>&1; "
+		 /* its sockets: a listener that stopped accepting shows a backlog */
+		 "{ ls -l /proc/%d/fd; command -v ss >/dev/null && "
+		 "{ ss -xlp; ss -xanp; ss -tanp; } | grep -E 'pid=%d,|Recv-Q'; } "
+		 "> '%s/sockets-%s.txt' 2>&1; "
 		 "echo '--- last lines of %s:' >&2; tail -n 20 '%s' >&2",
-		 (int)pid, c->dir, tag, log, log);
+		 (int)pid, c->dir, tag, (int)pid, (int)pid, c->dir, tag, log, log);
 	if (system(cmd) != 0)
 		fprintf(stderr, "(could not take the stacks of pid %d)\n", (int)pid);
 }
