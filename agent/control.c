@@ -24,25 +24,38 @@
 #include <time.h>
 
 #include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "log.h"
 
 #define REPLY_SEND_TIMEOUT_MS 200
 
-static int listen_one(struct rt_control *c, const char *url, const struct rt_tls *tls, char *err,
-		      size_t errlen)
+/* Listen on url as address i (bound[i], listener_ids[i]). */
+static int listen_at(struct rt_control *c, int i, const char *url, char *err, size_t errlen)
 {
 	nng_listener l;
 	nng_sockaddr sa;
-	if (rt_tls_listen(c->sock, tls, url, &l, err, errlen) != 0)
+	if (rt_tls_listen(c->sock, c->tls, url, &l, err, errlen) != 0)
 		return -1;
-	snprintf(c->bound[c->nbound], sizeof c->bound[0], "%s", url);
+	snprintf(c->url[i], sizeof c->url[0], "%s", url);
+	snprintf(c->bound[i], sizeof c->bound[0], "%s", url);
 	if (nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) == 0 && sa.s_family == NNG_AF_INET) {
 		/* Port 0 asks for any free port: say which one we got. */
 		const uint8_t *ip = (const uint8_t *)&sa.s_in.sa_addr;
-		snprintf(c->bound[c->nbound], sizeof c->bound[0], "%stcp://%u.%u.%u.%u:%u",
+		snprintf(c->bound[i], sizeof c->bound[0], "%stcp://%u.%u.%u.%u:%u",
 			 rt_url_is_tls(url) ? "tls+" : "", ip[0], ip[1], ip[2], ip[3],
 			 (unsigned)ntohs(sa.s_in.sa_port));
 	}
-	c->listener_ids[c->nbound] = nng_listener_id(l);
+	c->listener_ids[i] = nng_listener_id(l);
+	return 0;
+}
+
+static int listen_one(struct rt_control *c, const char *url, char *err, size_t errlen)
+{
+	if (listen_at(c, c->nbound, url, err, errlen) != 0)
+		return -1;
+	if (c->probe_addr < 0 && strncmp(url, "ipc://", 6) == 0)
+		c->probe_addr = c->nbound;
 	c->nbound++;
 	return 0;
 }
@@ -155,6 +168,10 @@ int rt_control_start(struct rt_control *c, const char *const *urls, int nurls,
 	int i, rv;
 	memset(c, 0, sizeof *c);
 	c->wake_fd = -1;
+	c->tls = tls;
+	c->probe_addr = -1;
+	c->probe_interval_ns = 5000000000ull;
+	c->probe_timeout_ms = 5000;
 	pthread_mutex_init(&c->own, NULL);
 	c->reply = malloc(RT_CONTROL_REPLY_MAX);
 	if (!c->reply) {
@@ -178,7 +195,7 @@ int rt_control_start(struct rt_control *c, const char *const *urls, int nurls,
 	}
 	nng_aio_set_timeout(c->send_aio, REPLY_SEND_TIMEOUT_MS);
 	for (i = 0; i < nurls && c->nbound < RT_CONTROL_MAX_ADDRS; i++)
-		if (urls[i] && urls[i][0] && listen_one(c, urls[i], tls, err, errlen) != 0)
+		if (urls[i] && urls[i][0] && listen_one(c, urls[i], err, errlen) != 0)
 			goto fail;
 	c->running = 1;
 	return 0;
@@ -224,12 +241,94 @@ void rt_control_stop(struct rt_control *c)
 	if (!c->running)
 		return;
 	c->running = 0;
+	if (c->probe_open) { /* its ping in flight ends first */
+		rt_reqrep_fini(&c->probe);
+		rt_nng_close_bounded(c->probe_sock, RT_NNG_CLOSE_WAIT_MS);
+		c->probe_open = 0;
+	}
 	/* No callback waits for `own` now (we do not sleep): they finish. */
 	nng_aio_stop(c->recv_aio);
 	nng_aio_stop(c->send_aio);
 	rt_pipe_cap_free(c->cap, rt_nng_close_bounded(c->sock, RT_NNG_CLOSE_WAIT_MS) == 0);
 	c->cap = NULL;
 	free_parts(c);
+}
+
+/* ------------------------------------------ the ipc address's self-probe */
+
+/* The ping's end, on nng's thread: its result for the next tick, the round free. */
+static void probe_done(struct rt_reqrep *rr, nng_msg *reply)
+{
+	struct rt_control *c = rr->arg;
+	int ok = reply && nng_msg_len(reply) >= 4 && memcmp(nng_msg_body(reply), "pong", 4) == 0;
+	if (reply)
+		nng_msg_free(reply);
+	atomic_store_explicit(&c->probe_result, ok ? 1 : -1, memory_order_relaxed);
+	nng_ctx_close(rr->ctx);
+	rt_reqrep_release(rr); /* release: the tick that sees FREE sees the result */
+}
+
+static int probe_open(struct rt_control *c)
+{
+	if (nng_req0_open(&c->probe_sock) != 0)
+		return -1;
+	if (rt_reqrep_init(&c->probe, probe_done, c) != 0 ||
+	    nng_dial(c->probe_sock, c->bound[c->probe_addr], NULL, NNG_FLAG_NONBLOCK) != 0) {
+		rt_reqrep_fini(&c->probe);
+		rt_nng_close_bounded(c->probe_sock, RT_NNG_CLOSE_WAIT_MS);
+		return -1;
+	}
+	c->probe_open = 1;
+	return 0;
+}
+
+/* Close the address and listen on it again (what nng's own listener no longer does). */
+static void relisten(struct rt_control *c, int i)
+{
+	char err[256], url[sizeof c->url[0]];
+	nng_listener old = { .id = (uint32_t)c->listener_ids[i] };
+	snprintf(url, sizeof url, "%s", c->url[i]); /* listen_at writes c->url[i] */
+	nng_listener_close(old);
+	c->relistens++;
+	if (listen_at(c, i, url, err, sizeof err) != 0) {
+		rt_log(RT_LOG_ERROR, "%s stopped answering and cannot be listened on again: %s", url,
+		       err);
+		return;
+	}
+	rt_log(RT_LOG_WARN, "%s stopped answering (%d pings in a row): listening on it again", url,
+	       c->probe_misses);
+}
+
+void rt_control_probe_tick(struct rt_control *c, uint64_t now_ns)
+{
+	nng_msg *m;
+	if (c->probe_addr < 0 || !c->running || now_ns < c->probe_next_ns)
+		return;
+	if (!c->probe_open && probe_open(c) != 0) {
+		rt_log(RT_LOG_WARN, "cannot open the self-probe of %s", c->bound[c->probe_addr]);
+		c->probe_addr = -1;
+		return;
+	}
+	if (rt_reqrep_state(&c->probe) != RT_REQREP_FREE)
+		return; /* still in flight (its timeout ends it) */
+	int r = atomic_exchange_explicit(&c->probe_result, 0, memory_order_relaxed);
+	if (r > 0) {
+		c->probe_misses = 0;
+	} else if (r < 0) {
+		c->probes_unanswered++;
+		if (++c->probe_misses >= 2) {
+			relisten(c, c->probe_addr);
+			c->probe_misses = 0;
+		}
+	}
+	c->probe_next_ns = now_ns + c->probe_interval_ns;
+	if (nng_ctx_open(&c->probe.ctx, c->probe_sock) != 0)
+		return;
+	if (nng_msg_alloc(&m, 0) != 0 || nng_msg_append(m, "ping", 4) != 0) {
+		nng_ctx_close(c->probe.ctx);
+		return;
+	}
+	rt_reqrep_send(&c->probe, m, (nng_duration)c->probe_timeout_ms);
 }
 
 void rt_control_sleep(struct rt_control *c, uint64_t ns)

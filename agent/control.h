@@ -22,6 +22,14 @@
  * remote trigger needs. A reply send has a short timeout, so a peer that
  * stopped reading cannot hold the endpoint.
  *
+ * The local (ipc://) address checks itself: a REQ socket of its own asks it
+ * "ping" every few seconds (rt_control_probe_tick, from the poll thread); after
+ * two unanswered pings in a row the address is closed and listened on again.
+ * Why: with nng 1.5.2 an ipc listener sometimes stopped serving new connections
+ * after a peer sent a request over nng's size bound (about 1 in 100 tries at
+ * load ~20: every later connection accepted and never read, every thread idle,
+ * the TCP address still answering), and `retrace status` found no agent.
+ *
  * History: until 2026-11 a control thread handed each request to the poll
  * thread through a mailbox, an eventfd and a condition variable (four
  * hand-offs); session 7 had the poll thread take requests itself, woken by
@@ -40,6 +48,7 @@
 #include <nng/nng.h>
 
 #include "daemon/guard.h"
+#include "daemon/reqrep.h"
 #include "daemon/tls.h"
 
 #define RT_CONTROL_MAX_ADDRS 4
@@ -72,7 +81,20 @@ struct rt_control {
 	uint8_t *reply;
 	size_t reply_len;
 	char bound[RT_CONTROL_MAX_ADDRS][128]; /* addresses actually bound */
+	char url[RT_CONTROL_MAX_ADDRS][128];   /* as given: listened on again as given */
 	int nbound;
+	const struct rt_tls *tls;
+	/* The self-probe of the ipc address (see above); the poll thread's. */
+	int probe_addr;             /* index into bound, -1: none */
+	int probe_open;             /* probe_sock opened and dialled */
+	nng_socket probe_sock;
+	struct rt_reqrep probe;     /* one "ping" at a time */
+	atomic_int probe_result;    /* of the last ping: 1 answered, -1 not, 0 read */
+	int probe_misses;           /* unanswered pings in a row */
+	uint64_t probe_next_ns;
+	uint64_t probe_interval_ns; /* 5 s */
+	uint32_t probe_timeout_ms;  /* 5000 */
+	uint64_t probes_unanswered, relistens;
 };
 
 /*
@@ -104,6 +126,10 @@ void rt_control_serve(struct rt_control *c);
 
 /* Poll thread (lets go of `own` if it held it). */
 void rt_control_stop(struct rt_control *c);
+
+/* Poll thread, each pass (now: a monotonic clock): ping the ipc address when one
+ * is due, and listen on it again after two unanswered pings in a row. */
+void rt_control_probe_tick(struct rt_control *c, uint64_t now_ns);
 
 /* Poll thread, idle: sleep up to ns, or less if a request is left for it; a
  * request that comes meanwhile is answered without waking it. */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "control.h"
 #include "daemon/figures.h"
 #include "wire/wire.h"
 
@@ -84,6 +85,8 @@ void rt_agent_guard_figures(struct rt_figures *w, const struct rt_agent *a)
 	rt_fig_u64(w, "connections_refused", rt_pipe_cap_refused(g->cap));
 	rt_fig_u64(w, "tls_handshakes_refused", rt_tls_refused());
 	rt_fig_u64(w, "oversize_requests", g->oversize);
+	rt_fig_u64(w, "status_pings_unanswered", a->control ? a->control->probes_unanswered : 0);
+	rt_fig_u64(w, "status_relistens", a->control ? a->control->relistens : 0);
 	rt_fig_u64(w, "remote_triggers_unauthorised", g->unauthorised);
 	rt_fig_u64(w, "remote_triggers_rate_limited", g->rate_limited);
 	rt_fig_f(w, "remote_trigger_rate", g->remote.rate);

@@ -180,6 +180,7 @@ static void run(struct rt_agent *a, struct rt_control *ctl, struct rt_metrics *m
 			n++;
 		}
 		n += rt_agent_poll(a);
+		rt_control_probe_tick(ctl, rt_agent_now_ns()); /* the status address answers? */
 		if (n >= BUSY_PASS_ITEMS) {
 			sleep_ns = IDLE_SLEEP_MIN_NS;
 			continue;

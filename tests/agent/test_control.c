@@ -6,6 +6,10 @@
  *   - While the poll thread works (holds `own`), the request waits for it:
  *     rt_control_pending turns 1 and rt_control_serve answers on the poll
  *     thread.
+ *   - The ipc address checks itself: when its listener is closed behind its back
+ *     (what an nng 1.5.2 ipc listener that stops serving looks like from
+ *     outside), two unanswered pings later it is listened on again, and a
+ *     request is answered there once more.
  * Real nng REQ/REP over tcp loopback; the "poll thread" is the test's thread.
  */
 #include <check.h>
@@ -138,6 +142,91 @@ START_TEST(busy_poll_thread_answers_it_itself)
 }
 END_TEST
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* One request to url within timeout_ms: 1 answered, 0 not. */
+static int ask(const char *url, int timeout_ms)
+{
+	nng_socket s;
+	char *buf = NULL;
+	size_t sz = 0;
+	int ok = 0;
+	if (nng_req0_open(&s) != 0)
+		return 0;
+	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, timeout_ms);
+	nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, timeout_ms);
+	if (nng_dial(s, url, NULL, 0) == 0 && nng_send(s, "ping", 5, 0) == 0 &&
+	    nng_recv(s, &buf, &sz, NNG_FLAG_ALLOC) == 0) {
+		ok = 1;
+		nng_free(buf, sz);
+	}
+	nng_close(s);
+	return ok;
+}
+
+struct breaker {
+	struct rt_control *ctl;
+	const char *url;
+	int first, dead, again; /* answered before / right after the close / later */
+	atomic_int done;
+};
+
+/* The operator's side: asks, closes the listener behind the agent's back, asks
+ * until answered again (up to 20 s). */
+static void *breaker_main(void *arg)
+{
+	struct breaker *b = arg;
+	b->first = ask(b->url, 5000);
+	nng_listener l = { .id = (uint32_t)b->ctl->listener_ids[0] };
+	nng_listener_close(l);
+	b->dead = ask(b->url, 200);
+	for (uint64_t end = mono_ns() + 20000000000ull; !b->again && mono_ns() < end;)
+		if (!(b->again = ask(b->url, 500)))
+			usleep(100000);
+	atomic_store_explicit(&b->done, 1, memory_order_release);
+	return NULL;
+}
+
+START_TEST(dead_ipc_listener_is_listened_on_again)
+{
+	struct rt_control ctl;
+	struct seen s = { .poll_thread = pthread_self() };
+	struct breaker b = { .ctl = &ctl };
+	char url[128], err[256];
+	const char *urls[1] = { url };
+	pthread_t th;
+	snprintf(url, sizeof url, "ipc:///tmp/rt-test-control-%d.status", (int)getpid());
+	b.url = url;
+	ck_assert_msg(rt_control_start(&ctl, urls, 1, NULL, 0, 1 << 16, err, sizeof err) == 0,
+		      "%s", err);
+	ck_assert_int_eq(ctl.probe_addr, 0);
+	ctl.probe_interval_ns = 200000000ull; /* the test's 0.2 s and 0.3 s, not 5 s and 5 s */
+	ctl.probe_timeout_ms = 300;
+	ck_assert_int_eq(rt_control_begin(&ctl, handler, &s), 0);
+	pthread_create(&th, NULL, breaker_main, &b);
+	/* the poll thread of an idle agent */
+	while (!atomic_load_explicit(&b.done, memory_order_acquire)) {
+		if (rt_control_pending(&ctl))
+			rt_control_serve(&ctl);
+		rt_control_probe_tick(&ctl, mono_ns());
+		rt_control_sleep(&ctl, 2000000ull);
+	}
+	pthread_join(th, NULL);
+	ck_assert_msg(b.first, "the ipc address did not answer at first");
+	ck_assert_msg(!b.dead, "answered with its listener closed");
+	ck_assert_msg(b.again, "not answered again within 20 s (%llu pings unanswered, %llu relistens)",
+		      (unsigned long long)ctl.probes_unanswered, (unsigned long long)ctl.relistens);
+	ck_assert_uint_ge(ctl.probes_unanswered, 2);
+	ck_assert_uint_eq(ctl.relistens, 1);
+	rt_control_stop(&ctl);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("agent_control");
@@ -145,6 +234,7 @@ int main(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, sleeping_poll_thread_is_not_woken_for_a_request);
 	tcase_add_test(tc, busy_poll_thread_answers_it_itself);
+	tcase_add_test(tc, dead_ipc_listener_is_listened_on_again);
 	suite_add_tcase(s, tc);
 	return test_run_suite(s);
 }
