@@ -408,6 +408,15 @@ START_TEST(seen_pattern_with_small_score_yields_to_new)
 }
 END_TEST
 
+/* T[0..3]: /cart, /pay, /search, /login, one trace and one pattern each. */
+static void four_apis_one_pattern_each(void)
+{
+    for (int a = 0; a < 4; a++) {
+        gen_fanout(&G[a], (uint64_t)a + 1, API[a], 1, 100 + (uint32_t)a);
+        T[a] = G[a].t;
+    }
+}
+
 /* The promise below the group count: with fewer picks than groups, a pick goes to a
  * group whose every pattern the store holds (already represented there) only when no
  * new pattern is left in the window; a group with two new patterns takes both. With
@@ -424,10 +433,7 @@ START_TEST(tiny_budget_spends_on_new_patterns_before_stale_groups)
         rt_selector *s = rt_sel_create(&cfg);
         rt_sel_result r;
         /* window 1: /cart, /pay, /ship, /user with one pattern each: all kept */
-        for (int a = 0; a < 4; a++) {
-            gen_fanout(&G[a], (uint64_t)a + 1, API[a], 1, 100 + (uint32_t)a);
-            T[a] = G[a].t;
-        }
+        four_apis_one_pattern_each();
         ck_assert_int_eq(rt_sel_select_window(s, T, 4, 4, NULL, 0, &r), 0);
         ck_assert_uint_eq(r.n_chosen, 4);
         /* window 2: every API repeats its pattern; /pay also has two new ones */
@@ -472,10 +478,7 @@ static size_t window_of_four(bool alarmed_first, const uint64_t *alarm, size_t n
     cfg.alarmed_first = alarmed_first;
     rt_selector *s = rt_sel_create(&cfg);
     rt_sel_result r;
-    for (int a = 0; a < 4; a++) {
-        gen_fanout(&G[a], (uint64_t)a + 1, API[a], 1, 100 + (uint32_t)a);
-        T[a] = G[a].t;
-    }
+    four_apis_one_pattern_each();
     ck_assert_int_eq(rt_sel_select_window(s, T, 4, budget, alarm, n_alarm, &r), 0);
     size_t n = 0;
     for (int a = 0; a < 4; a++)
