@@ -22,7 +22,8 @@
  * remote trigger needs. A reply send has a short timeout, so a peer that
  * stopped reading cannot hold the endpoint.
  *
- * The local (ipc://) address checks itself: a REQ socket of its own asks it
+ * The local (ipc://) address checks itself: a REQ socket of its own (a new one
+ * and a new connection each time: kept connections went on being served) asks it
  * "ping" every few seconds (rt_control_probe_tick, from the poll thread); after
  * two unanswered pings in a row the address is closed and listened on again.
  * Why: with nng 1.5.2 an ipc listener sometimes stopped serving new connections
@@ -86,7 +87,7 @@ struct rt_control {
 	const struct rt_tls *tls;
 	/* The self-probe of the ipc address (see above); the poll thread's. */
 	int probe_addr;             /* index into bound, -1: none */
-	int probe_open;             /* probe_sock opened and dialled */
+	int probe_open;             /* probe_sock opened and dialled (one per ping) */
 	nng_socket probe_sock;
 	struct rt_reqrep probe;     /* one "ping" at a time */
 	atomic_int probe_result;    /* of the last ping: 1 answered, -1 not, 0 read */
@@ -95,6 +96,7 @@ struct rt_control {
 	uint64_t probe_interval_ns; /* 5 s */
 	uint32_t probe_timeout_ms;  /* 5000 */
 	uint64_t probes_unanswered, relistens;
+	uint64_t probe_sockets_left; /* of unanswered pings, not closed (control.c) */
 };
 
 /*
