@@ -24,6 +24,10 @@
  * sequential round trips (chain: the trigger names hosts h, h-1, h-2, and each
  * reply two more; fan-out: leaf -> root -> the other leaves): `bound_ms` =
  * rounds x the bare round trip, `bound_ratio` = p50 over it (target <= 1.5).
+ * Second baseline, measured right before each size and shape: `idle_rtt_ms`,
+ * the p50 of round trips to an echo in a process of its own, one every
+ * IDLE_GAP_MS (each hop of a low-rate traversal wakes an agent that sat idle;
+ * see start_echo_process), with `idle_bound_ms` / `idle_bound_ratio` as above.
  * After each case, the coordinator's own per-stage figures for the remote
  * triggers of that case (`retrace status`, traversal section): agent round trip
  * (send -> nng's reply callback) and hand-off (callback -> acted on by the loop),
@@ -46,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,6 +63,8 @@
 #include "retrace/retrace.h"
 
 #define MAX_HOSTS 10
+#define IDLE_GAP_MS 2   /* the idle-hop baseline: see start_echo_process */
+#define IDLE_ROUNDS 100
 #define TRIGGER_ID 7
 
 struct host {
@@ -272,7 +279,8 @@ static void stages(struct rt_coord *c, int fanout, int h, int high, const uint64
 	       pct(v[1], n[1], 0.99) * 1e3);
 }
 
-static void run_case(struct rt_coord *c, int h, int fanout, int high, int traces, double rtt_ms)
+static void run_case(struct rt_coord *c, int h, int fanout, int high, int traces, double rtt_ms,
+		     double idle_rtt_ms)
 {
 	uint64_t *lat = calloc((size_t)traces, sizeof *lat);
 	uint64_t hi = 0xbe0c4000u + (uint64_t)h, from, scratch = 0;
@@ -306,9 +314,12 @@ static void run_case(struct rt_coord *c, int h, int fanout, int high, int traces
 	double p50 = pct(lat, got, 0.5), p99 = pct(lat, got, 0.99);
 	int r = rounds(h, fanout);
 	printf("bench traversal shape=%s hosts=%d rate=%s traces=%zu p50_ms=%.3f p99_ms=%.3f "
-	       "baseline_rtt_ms=%.3f ratio=%.1f rounds=%d bound_ms=%.3f bound_ratio=%.2f%s\n",
+	       "baseline_rtt_ms=%.3f ratio=%.1f rounds=%d bound_ms=%.3f bound_ratio=%.2f "
+	       "idle_rtt_ms=%.3f idle_gap_ms=%d idle_bound_ms=%.3f idle_bound_ratio=%.2f%s\n",
 	       fanout ? "fanout" : "chain", h, high ? "high" : "low", got, p50, p99, rtt_ms,
 	       rtt_ms > 0 ? p50 / rtt_ms : 0, r, r * rtt_ms, rtt_ms > 0 ? p50 / (r * rtt_ms) : 0,
+	       idle_rtt_ms, IDLE_GAP_MS, r * idle_rtt_ms,
+	       idle_rtt_ms > 0 ? p50 / (r * idle_rtt_ms) : 0,
 	       failed || got < (size_t)traces ? " incomplete=1" : "");
 	stages(c, fanout, h, high, stage_from);
 	fflush(stdout);
@@ -329,38 +340,104 @@ static void *echo_thread(void *arg)
 	}
 }
 
+/* p50 of `rounds` REQ/REP round trips to url (ms), one every gap_us (0: back to back). */
+static double rtt_p50_ms(const char *url, int rounds, int gap_us)
+{
+	nng_socket req;
+	uint64_t *v = calloc((size_t)rounds, sizeof *v);
+	uint8_t payload[64] = { 0x95 };
+	int n = 0;
+	double r;
+	if (!v || nng_req0_open(&req) != 0) {
+		free(v);
+		return 0;
+	}
+	if (nng_dial(req, url, NULL, 0) == 0)
+		for (; n < rounds; n++) {
+			void *buf;
+			size_t sz;
+			if (gap_us)
+				sleep_ms(gap_us / 1e3);
+			double t0 = now_ms();
+			if (nng_send(req, payload, sizeof payload, 0) != 0 ||
+			    nng_recv(req, &buf, &sz, NNG_FLAG_ALLOC) != 0)
+				break;
+			nng_free(buf, sz);
+			v[n] = (uint64_t)((now_ms() - t0) * 1e6);
+		}
+	nng_close(req);
+	r = pct(v, (size_t)n, 0.5);
+	free(v);
+	return r;
+}
+
+/* The hot baseline: back-to-back round trips to an echo thread of this process. */
 static double baseline_rtt_ms(int rounds)
 {
-	nng_socket rep, req;
+	nng_socket rep;
 	nng_listener l;
 	nng_sockaddr sa;
 	pthread_t t;
 	char url[64];
-	uint64_t *v = calloc((size_t)rounds, sizeof *v);
-	uint8_t payload[64] = { 0x95 };
 	double r;
 	nng_rep0_open(&rep);
 	nng_listen(rep, "tcp://127.0.0.1:0", &l, 0);
 	nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa);
 	snprintf(url, sizeof url, "tcp://127.0.0.1:%u", (unsigned)ntohs(sa.s_in.sa_port));
 	pthread_create(&t, NULL, echo_thread, &rep);
-	nng_req0_open(&req);
-	nng_dial(req, url, NULL, 0);
-	for (int i = 0; i < rounds; i++) {
-		void *buf;
-		size_t sz;
-		double t0 = now_ms();
-		nng_send(req, payload, sizeof payload, 0);
-		nng_recv(req, &buf, &sz, NNG_FLAG_ALLOC);
-		nng_free(buf, sz);
-		v[i] = (uint64_t)((now_ms() - t0) * 1e6);
-	}
-	nng_close(req);
+	r = rtt_p50_ms(url, rounds, 0);
 	nng_close(rep);
 	pthread_join(t, NULL);
-	r = pct(v, (size_t)rounds, 0.5);
-	free(v);
 	return r;
+}
+
+/*
+ * The idle-hop baseline. A traversal at the low rate asks each agent once per
+ * trace, so every hop wakes a process that sat idle for milliseconds; on a
+ * loaded machine such a round trip costs more than back-to-back ones whose
+ * threads stay warm (about 1.5-2x at load ~15: 160 us back to back, 250 us
+ * with 1 ms between requests, 330 us with 3 ms). So each low-rate case is also
+ * held against round trips to an echo in a process of its own, one every
+ * IDLE_GAP_MS, measured right before the case. The echo process is forked
+ * before this process touches nng: a child must not inherit nng's threads.
+ */
+static pid_t echo_pid;
+static char echo_url[64];
+
+static int start_echo_process(void)
+{
+	int fd[2], port = 0;
+	if (pipe(fd) != 0 || (echo_pid = fork()) < 0)
+		return -1;
+	if (echo_pid == 0) {
+		nng_socket rep;
+		nng_listener l;
+		nng_sockaddr sa;
+		close(fd[0]);
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (nng_rep0_open(&rep) == 0 && nng_listen(rep, "tcp://127.0.0.1:0", &l, 0) == 0 &&
+		    nng_listener_get_addr(l, NNG_OPT_LOCADDR, &sa) == 0)
+			port = ntohs(sa.s_in.sa_port);
+		if (write(fd[1], &port, sizeof port) != (ssize_t)sizeof port || port == 0)
+			_exit(1);
+		close(fd[1]);
+		echo_thread(&rep);
+		_exit(0);
+	}
+	close(fd[1]);
+	if (read(fd[0], &port, sizeof port) != (ssize_t)sizeof port)
+		port = 0;
+	close(fd[0]);
+	snprintf(echo_url, sizeof echo_url, "tcp://127.0.0.1:%d", port);
+	return port ? 0 : -1;
+}
+
+static void stop_echo_process(void)
+{
+	if (echo_pid > 0) {
+		kill(echo_pid, SIGTERM);
+		waitpid(echo_pid, NULL, 0);
+	}
 }
 
 /* ------------------------------------------------------------- main ---- */
@@ -401,6 +478,10 @@ int main(void)
 	char err[512], store[128], cmd[160];
 	double rtt;
 
+	if (start_echo_process() != 0) {
+		fprintf(stderr, "bench_traversal: cannot start the echo process\n");
+		return 1;
+	}
 	snprintf(dir, sizeof dir, "/tmp/rt-bench-traversal-XXXXXX");
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");
@@ -434,10 +515,12 @@ int main(void)
 		for (int shape = 0; shape < 2; shape++) {
 			if (shape && sizes[s] < 3)
 				continue; /* a fan-out needs a root and two leaves */
-			run_case(c, sizes[s], shape, 0, low, rtt);
-			run_case(c, sizes[s], shape, 1, high, rtt);
+			double idle = rtt_p50_ms(echo_url, IDLE_ROUNDS, IDLE_GAP_MS * 1000);
+			run_case(c, sizes[s], shape, 0, low, rtt, idle);
+			run_case(c, sizes[s], shape, 1, high, rtt, idle);
 		}
 	stop_all(MAX_HOSTS);
+	stop_echo_process();
 	coord_stop = 1;
 	pthread_join(th, NULL);
 	if (getenv("RETRACE_BENCH_STATUS")) { /* the coordinator's figures, for digging */
