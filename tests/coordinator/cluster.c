@@ -689,6 +689,16 @@ long long cl_coord_figure(struct cluster *c, const char *section, const char *ke
 	return status_figure(target, section, key);
 }
 
+long long cl_wait_coord_figure(struct cluster *c, const char *section, const char *key,
+			       long long at_least, double timeout_s)
+{
+	double end = cl_now_s() + timeout_s;
+	long long v;
+	while ((v = cl_coord_figure(c, section, key)) < at_least && cl_now_s() < end)
+		usleep(100000);
+	return v;
+}
+
 long long cl_coord_agent_figure(struct cluster *c, uint32_t agent_id, const char *key)
 {
 	char target[96], line[32];

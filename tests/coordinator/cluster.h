@@ -128,6 +128,12 @@ int cl_check_records(struct cluster *c, uint64_t hi, uint64_t lo, int h, int rec
 long long cl_agent_figure(struct cluster *c, int h, const char *section, const char *key);
 /* The same from the coordinator's status. */
 long long cl_coord_figure(struct cluster *c, const char *section, const char *key);
+/* Wait up to timeout_s for the coordinator's figure to reach at_least; its last
+ * value (-1 if absent). For counters a daemon bumps after what the test can see
+ * (an export is counted once the collector's answer is back, after the body
+ * reached it). */
+long long cl_wait_coord_figure(struct cluster *c, const char *section, const char *key,
+			       long long at_least, double timeout_s);
 /* A per-agent figure of the coordinator's directory ("asked", "failed": remote
  * trigger requests to agent_id, from its line "agent.ID": "… key=N"); -1 if absent. */
 long long cl_coord_agent_figure(struct cluster *c, uint32_t agent_id, const char *key);
