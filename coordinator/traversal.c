@@ -441,45 +441,44 @@ void coord_req_free(struct rt_coord *c, struct coord_req *r)
  */
 static const char *const req_state_names[] = { "free", "sending", "receiving", "done" };
 
-/* A request still held a second past its overdue time, in whatever state: a
- * cancel nng did not end, or a round whose end was never acted on (done, or
- * freed without a reply being handled). Said once per request with what its
- * round trip saw; these are what the stress runs' lost asks must be. */
-static void coord_req_audit(struct rt_coord *c, uint64_t now)
+/* Slot i's request, still held a second past its overdue time, in whatever
+ * state: a cancel nng did not end, or a round whose end was never acted on
+ * (done, or freed without a reply being handled). Said once per request with
+ * what its round trip saw; these are what the stress runs' lost asks must be. */
+static void req_audit(struct rt_coord *c, uint32_t i, int state, uint64_t now)
 {
-	for (uint32_t i = 0; i < COORD_MAX_REQS; i++) {
-		struct coord_req *r = &c->reqs[i];
-		if (!r->in_use || r->stuck || now < r->overdue_ns + 1000000000ull)
-			continue;
-		int state = r->rr.aio ? rt_reqrep_state(&r->rr) : RT_REQREP_FREE;
-		r->stuck = 1;
-		c->st.requests_stuck++;
-		coord_log(c, LOG_WARN,
-			  "request slot %u to agent %u (kind %d) still held %.1f s after it was sent: "
-			  "state %s, cancelled %d, ok %d, last result %d, callbacks ignored %u",
-			  i, r->agent_id, r->kind, (double)(now - r->sent_ns) / 1e9,
-			  state >= 0 && state <= RT_REQREP_DONE ? req_state_names[state] : "?",
-			  r->overdue, r->ok, atomic_load(&r->rr.last_rv), atomic_load(&r->rr.ignored));
-	}
+	struct coord_req *r = &c->reqs[i];
+	if (!r->in_use || r->stuck || now < r->overdue_ns + 1000000000ull)
+		return;
+	r->stuck = 1;
+	c->st.requests_stuck++;
+	coord_log(c, LOG_WARN,
+		  "request slot %u to agent %u (kind %d) still held %.1f s after it was sent: "
+		  "state %s, cancelled %d, ok %d, last result %d, callbacks ignored %u",
+		  i, r->agent_id, r->kind, (double)(now - r->sent_ns) / 1e9,
+		  state >= 0 && state <= RT_REQREP_DONE ? req_state_names[state] : "?", r->overdue,
+		  r->ok, atomic_load(&r->rr.last_rv), atomic_load(&r->rr.ignored));
 }
 
+/* One pass over the slots: cancel what is overdue, then audit the slot. */
 void coord_req_watchdog(struct rt_coord *c, uint64_t now)
 {
 	for (uint32_t i = 0; i < COORD_MAX_REQS; i++) {
 		struct coord_req *r = &c->reqs[i];
 		int state = r->rr.aio ? rt_reqrep_state(&r->rr) : RT_REQREP_FREE;
-		if ((state != RT_REQREP_SENDING && state != RT_REQREP_RECEIVING) || r->overdue ||
-		    now < r->overdue_ns)
-			continue;
-		r->overdue = 1;
-		c->st.requests_overdue++;
-		coord_log(c, LOG_WARN,
-			  "a request to agent %u still %s %.1f s after it was sent: cancelled",
-			  r->agent_id, state == RT_REQREP_SENDING ? "unsent" : "unanswered",
-			  (double)(now - r->sent_ns) / 1e9);
-		rt_reqrep_cancel(&r->rr);
+		if ((state == RT_REQREP_SENDING || state == RT_REQREP_RECEIVING) && !r->overdue &&
+		    now >= r->overdue_ns) {
+			r->overdue = 1;
+			c->st.requests_overdue++;
+			coord_log(c, LOG_WARN,
+				  "a request to agent %u still %s %.1f s after it was sent: cancelled",
+				  r->agent_id, state == RT_REQREP_SENDING ? "unsent" : "unanswered",
+				  (double)(now - r->sent_ns) / 1e9);
+			rt_reqrep_cancel(&r->rr);
+			state = r->rr.aio ? rt_reqrep_state(&r->rr) : RT_REQREP_FREE;
+		}
+		req_audit(c, i, state, now);
 	}
-	coord_req_audit(c, now);
 }
 
 int coord_group_add_named(struct rt_coord *c, struct coord_group *g, uint64_t hi, uint64_t lo,

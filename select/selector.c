@@ -711,16 +711,11 @@ static int fresh_first_quota(rt_selector *s, const size_t *start, const size_t *
 			     size_t *quota, size_t *declined)
 {
 	*declined = 0;
-	size_t *fresh = malloc(ng * sizeof *fresh), *pass = malloc(ng * sizeof *pass);
-	size_t *more = malloc(ng * sizeof *more);
-	double *prio = malloc(ng * sizeof *prio);
-	if (!fresh || !pass || !more || !prio) {
-		free(fresh);
-		free(pass);
-		free(more);
-		free(prio);
+	/* one block: prio (doubles) first, then three arrays of size_t */
+	double *prio = malloc(ng * (sizeof(double) + 3 * sizeof(size_t)));
+	if (!prio)
 		return -1;
-	}
+	size_t *fresh = (size_t *)(prio + ng), *pass = fresh + ng, *more = pass + ng;
 	if (budget < ng) { /* not every group can have one: new patterns first */
 		size_t total = 0;
 		for (size_t g = 0; g < ng; g++) {
@@ -769,9 +764,6 @@ static int fresh_first_quota(rt_selector *s, const size_t *start, const size_t *
 		if (!alarmed[g])
 			quota[g] = pass[g] + more[g];
 done:
-	free(fresh);
-	free(pass);
-	free(more);
 	free(prio);
 	return 0;
 }
