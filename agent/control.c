@@ -80,13 +80,33 @@ static void free_parts(struct rt_control *c)
 	pthread_mutex_destroy(&c->own);
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint32_t us_between(uint64_t from, uint64_t to)
+{
+	uint64_t us = to > from ? (to - from) / 1000u : 0;
+	return us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
 /* Holder of `own`: answer the request in c->msg; the reply's send completes in
  * send_cb, which receives the next request. */
 static void answer(struct rt_control *c)
 {
 	nng_msg *m;
+	int timed = c->req_len > 0 && (c->req[0] & 0xf0) == 0x90; /* a msgpack array */
+	uint64_t start = mono_ns();
 	c->reply_len = c->handler(c->handler_arg, c->req, c->req_len, c->reply,
 				  RT_CONTROL_REPLY_MAX);
+	if (timed) {
+		uint32_t k = (uint32_t)(c->timed++ % RT_CONTROL_TIMES);
+		c->wait_us[k] = us_between(c->recv_ns, start);
+		c->answer_us[k] = us_between(start, mono_ns());
+	}
 	nng_msg_free(c->msg);
 	c->msg = NULL;
 	c->req = NULL;
@@ -115,6 +135,7 @@ static void recv_cb(void *arg)
 		nng_recv_aio(c->sock, c->recv_aio);
 		return;
 	}
+	c->recv_ns = mono_ns(); /* the request is ours alone until it is answered */
 	rt_peer_of(msg, &c->peer); /* now: the pipe may be gone by the time it is served */
 	c->msg = msg;
 	c->req = nng_msg_body(msg);
@@ -233,6 +254,30 @@ void rt_control_serve(struct rt_control *c)
 }
 
 static void probe_close(struct rt_control *c, int answered);
+
+static int by_value(const void *x, const void *y)
+{
+	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+static double quantile_of(const uint32_t *ring, size_t n, double q)
+{
+	uint32_t v[RT_CONTROL_TIMES];
+	if (n == 0)
+		return 0;
+	memcpy(v, ring, n * sizeof *v);
+	qsort(v, n, sizeof *v, by_value);
+	size_t k = (size_t)(q * (double)(n - 1) + 0.5);
+	return v[k < n ? k : n - 1];
+}
+
+void rt_control_times(const struct rt_control *c, double q, double *wait_us, double *answer_us)
+{
+	size_t n = c->timed < RT_CONTROL_TIMES ? (size_t)c->timed : RT_CONTROL_TIMES;
+	*wait_us = quantile_of(c->wait_us, n, q);
+	*answer_us = quantile_of(c->answer_us, n, q);
+}
 
 void rt_control_stop(struct rt_control *c)
 {

@@ -54,6 +54,7 @@
 
 #define RT_CONTROL_MAX_ADDRS 4
 #define RT_CONTROL_REPLY_MAX (1u << 20)
+#define RT_CONTROL_TIMES 256 /* requests whose answer times are kept (a ring) */
 
 /* Writes a reply for req into out (cap bytes); returns its length. */
 typedef size_t (*rt_control_handler)(void *arg, const uint8_t *req, size_t len,
@@ -73,6 +74,14 @@ struct rt_control {
 	rt_control_handler handler;
 	void *handler_arg;
 	uint64_t served_direct, served_by_loop; /* requests answered in nng's callback / by the poll thread */
+	/* Where a hop's time goes on this side: for the last RT_CONTROL_TIMES requests
+	 * in the daemons' wire format (remote triggers, window queries; not status or
+	 * ping), µs from nng's receive callback to the handler's start (`wait`: the
+	 * hand-off to the poll thread when it was awake) and in the handler (`answer`:
+	 * drain, open-writer count, pins, reply). Written and read under `own`. */
+	uint64_t recv_ns;
+	uint32_t wait_us[RT_CONTROL_TIMES], answer_us[RT_CONTROL_TIMES];
+	uint64_t timed; /* requests timed so far; the ring's next slot is timed % RT_CONTROL_TIMES */
 	uint8_t *req;        /* the body of msg while pending */
 	size_t req_len;
 	nng_msg *msg;
@@ -125,6 +134,10 @@ int rt_control_pending(struct rt_control *c);
 
 /* Poll thread: answer the waiting request. */
 void rt_control_serve(struct rt_control *c);
+
+/* Under `own` (a handler: `retrace status`): percentiles q (0..1) of the kept
+ * wait and answer times, in µs (0 if none was timed). */
+void rt_control_times(const struct rt_control *c, double q, double *wait_us, double *answer_us);
 
 /* Poll thread (lets go of `own` if it held it). */
 void rt_control_stop(struct rt_control *c);

@@ -68,8 +68,14 @@ START_TEST(chain_three_hosts_byte_exact)
 	ck_assert_uint_eq(t.trigger_count, 1);
 	ck_assert_uint_eq(t.trigger_ids[0], ERROR_TRIGGER);
 	ck_assert(t.traversal_ns > 0);
-	for (int h = 0; h < 3; h++)
+	for (int h = 0; h < 3; h++) {
 		assert_records(&c, lo, h);
+		/* every agent was asked, and timed its part of the hop (agent/control.h) */
+		ck_assert_int_ge(cl_agent_figure(&c, h, "reporting", "requests_timed"), 1);
+		ck_assert_int_ge(cl_agent_figure(&c, h, "reporting", "request_answer_p99_us"),
+				 cl_agent_figure(&c, h, "reporting", "request_answer_p50_us"));
+		ck_assert_int_ge(cl_agent_figure(&c, h, "reporting", "request_wait_p50_us"), 0);
+	}
 	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
 }
 END_TEST
