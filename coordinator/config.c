@@ -50,7 +50,7 @@ static const struct rt_opt rows[] = {
 	{ "member-id", T_STR, F(member_id), "ID", "this coordinator's id in --peers: agents route each trace to the member rendezvous hashing gives it (docs/scaling.md)" },
 	{ "peers", T_LIST, F(peers), "ID=URL,...", "every member of the coordinator group (this one included) with its --listen URL; `retrace status` shows the ring" },
 	{ "settle", T_SECONDS, F(settle), "SEC", "quiet time after the last slice before a trace closes (default 1)" },
-	{ "collect-timeout", T_SECONDS, F(collect_timeout), "SEC", "close a trace this long after its trigger regardless (default 10)" },
+	{ "collect-timeout", T_SECONDS, F(collect_timeout), "SEC", "close a trace this long after its trigger regardless (default 10; weaving starts one more, docs/coordinator.md)" },
 	{ "state-ttl", T_SECONDS, F(state_ttl), "SEC", "remember closed traces this long for late slices (default 60)" },
 	{ "agent-timeout", T_SECONDS, F(agent_timeout), "SEC", "one remote trigger's round-trip timeout (default 1)" },
 	{ "agent-retries", T_U32, F(agent_retries), "N", "retries after a remote trigger timed out (default 2)" },

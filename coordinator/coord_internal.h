@@ -159,6 +159,7 @@ struct coord_group {
 	int close_deferred;       /* its collect timeout passed inside a stalled turn (traversal.c) */
 	int dirty;                /* cells to dispatch */
 	uint64_t created_ns;      /* monotonic */
+	uint64_t weave_until_ns;  /* weaving's own collect deadline (coord_group_deadline), 0: none */
 	uint64_t triggered_unix_ns;
 	uint64_t last_activity_ns;
 	uint64_t traversal_ns;    /* 0 until the traversal went idle */
@@ -464,6 +465,18 @@ int coord_weave_init(struct rt_coord *c, char *err, size_t errlen);
 void coord_weave_free(struct rt_coord *c);
 /* The group is ready to close: 1 if weaving holds it open (agents are being
  * asked for the other halves of its open hops), 0 to close now. */
+/*
+ * When g's collect timeout closes it regardless (traversal.c): collect_timeout
+ * after the first news of its traces, or later while weaving works on it. A
+ * weave job is a second traversal that can only start once the first is done,
+ * and the traces it adds start being collected when it decides: each gets a
+ * collect timeout of its own (weave.c pushes weave_until_ns), so a caller
+ * whose own collection took most of the timeout on a stalled host is not
+ * closed under its callees' feet, incoherent, with every byte on its way.
+ */
+uint64_t coord_group_deadline(const struct rt_coord *c, const struct coord_group *g);
+/* Push g's deadline to at least collect_timeout after now (weave.c). */
+void coord_group_extend(const struct rt_coord *c, struct coord_group *g, uint64_t now);
 int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now);
 /* A WINDOW_REPLY / release ACK (or failure) for a weave request; frees r. */
 void coord_weave_reply(struct rt_coord *c, struct coord_req *r);

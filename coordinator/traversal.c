@@ -24,7 +24,9 @@
  *
  * Slices (collector.c) add to their cell's `received`. A group closes when its
  * traversal is idle, every agent with data has delivered at least the bytes it
- * announced, and no slice came for `settle` seconds — or at collect_timeout.
+ * announced, and no slice came for `settle` seconds — or at its collect
+ * deadline (collect_timeout after its first news; weaving starts it again:
+ * coord_group_deadline).
  * A trace is coherent when every named agent delivered (received > 0 and
  * >= what it announced); a named agent with no data (evicted) or a failed one
  * makes it incoherent. Closed traces are remembered for state_ttl so that a
@@ -720,12 +722,11 @@ static void apply_reply(struct coord_group *g, const struct coord_ask *k,
 static int ask_again(const struct rt_coord *c, const struct coord_group *g,
 		     const struct coord_ask *k, const struct coord_req *r, uint64_t now)
 {
-	uint64_t timeout = (uint64_t)(c->cfg.collect_timeout * 1e9);
 	uint64_t round_trip = (uint64_t)(c->cfg.agent_timeout * 1e9);
 	if (k->attempt < c->cfg.agent_retries)
 		return 1;
 	return !r->ok && r->done_ns - r->sent_ns >= round_trip / 2 &&
-	       now + round_trip < g->created_ns + timeout;
+	       now + round_trip < coord_group_deadline(c, g);
 }
 
 /* An ask whose request failed: asked again (ask_again), else its cells fail. */
@@ -875,6 +876,8 @@ static int adopt_orphan(struct rt_coord *c, struct coord_group *g, struct coord_
 		add_trigger_id(g, o->trigger_ids[i]);
 	if (o->created_ns < g->created_ns) /* the traversal's first news was the slice */
 		g->created_ns = o->created_ns;
+	if (o->weave_until_ns > g->weave_until_ns)
+		g->weave_until_ns = o->weave_until_ns;
 	group_release(c, o);
 	return idx;
 }
@@ -1335,13 +1338,26 @@ static void count_stored(struct rt_coord *c, struct coord_group *g)
  * before the deadline wait in the sockets, and closing now called traces with
  * every slice sent incoherent. The next turn takes them first.
  */
+uint64_t coord_group_deadline(const struct rt_coord *c, const struct coord_group *g)
+{
+	uint64_t first = g->created_ns + (uint64_t)(c->cfg.collect_timeout * 1e9);
+	return g->weave_until_ns > first ? g->weave_until_ns : first;
+}
+
+void coord_group_extend(const struct rt_coord *c, struct coord_group *g, uint64_t now)
+{
+	uint64_t until = now + (uint64_t)(c->cfg.collect_timeout * 1e9);
+	if (until > g->weave_until_ns)
+		g->weave_until_ns = until;
+}
+
 static int past_collect_timeout(struct rt_coord *c, struct coord_group *g, uint64_t now)
 {
-	uint64_t timeout = (uint64_t)(c->cfg.collect_timeout * 1e9);
+	uint64_t deadline = coord_group_deadline(c, g);
 	uint64_t seen = c->loop.input_ns && c->loop.input_ns < now ? c->loop.input_ns : now;
-	if (now - g->created_ns < timeout)
+	if (now < deadline)
 		return 0;
-	if (seen > g->created_ns && seen - g->created_ns >= timeout)
+	if (seen >= deadline)
 		return 1;
 	if (!g->close_deferred) {
 		g->close_deferred = 1;

@@ -44,7 +44,9 @@
  * trace id): it is forgiven only when the hop was woven to a trace of the group
  * that came out complete (close_group judges the last-added traces first), so a
  * trace is never called coherent on the strength of an inferred link alone. The
- * link itself is a guess; its confidence says how good.
+ * link itself is a guess; its confidence says how good. A job, and the traces
+ * it adds, get a collect timeout of their own (coord_group_extend): they start
+ * only when the group's first collection is done.
  */
 #include "coord_internal.h"
 
@@ -565,6 +567,7 @@ int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now)
 	 * retry; a backstop before the watchdog decided hops without the callee's
 	 * roots when nng's timeout came late (stress run: timeouts 13, retries 0). */
 	j->deadline_ns = now + weave_backstop_ns(c->cfg.weave_timeout);
+	coord_group_extend(c, g, now); /* the weaving's own collect timeout */
 	g->weave_state = 1;
 	g->weave_job = (uint32_t)(j - w->jobs) + 1;
 	return 1;
@@ -773,6 +776,7 @@ static void decide(struct rt_coord *c, struct weave_job *j, uint64_t now)
 	g->weave_state = 0;
 	g->weave_job = 0;
 	g->last_activity_ns = now; /* the woven-in traces settle like any other */
+	coord_group_extend(c, g, now); /* and are collected in a timeout of their own */
 	job_free(j);
 }
 
@@ -796,8 +800,7 @@ static int ask_again(struct rt_coord *c, struct weave_job *j, uint32_t q_i, uint
 	double wait_s = c->cfg.weave_timeout * (double)(1u << attempt);
 	uint64_t now = coord_now_ns();
 	uint64_t until = now + (uint64_t)(wait_s * 1e9) + 100000000ull;
-	if (attempt >= WEAVE_MAX_ASKS ||
-	    until > g->created_ns + (uint64_t)(c->cfg.collect_timeout * 1e9))
+	if (attempt >= WEAVE_MAX_ASKS || until > coord_group_deadline(c, g))
 		return -1;
 	c->out.len = 0;
 	if (!a || !wq->enc || rt_wire_buf_reserve(&c->out, wq->enc_len) != 0)

@@ -26,6 +26,9 @@
  * (weave.query_retries), the hops are woven as with --weave on: a retry's wait
  * doubles, so a late answer counts (with one retry of the same wait, none of
  * the first calls was linked).
+ * With the weaving started late in the collect timeout (a long settle) and the
+ * callee's agent stopped until past every trigger's first collect timeout, the
+ * jobs and the traces they add get a timeout of their own: woven and whole.
  *
  * Every wait is bounded and polls a condition; nothing depends on timing.
  */
@@ -109,7 +112,14 @@ struct result {
 };
 
 /* How a scenario runs the weaver. */
-enum { WEAVE_OFF, WEAVE_ON, WEAVE_LATE_AGENT };
+enum { WEAVE_OFF, WEAVE_ON, WEAVE_LATE_AGENT, WEAVE_LATE_JOB };
+
+/* WEAVE_LATE_JOB: a weave job starts LATE_JOB_SETTLE_S after its trigger (the
+ * settle time) and its callee's agent answers LATE_JOB_PAST_S after every
+ * trigger's first collect timeout (LATE_JOB_COLLECT_S) has passed. */
+#define LATE_JOB_SETTLE_S "6"
+#define LATE_JOB_COLLECT_S "8"
+#define LATE_JOB_PAST_MS 2500
 
 static int read_truth(const char *path, struct topo_truth *v, int max)
 {
@@ -152,13 +162,14 @@ static void scenario(int mode, struct result *r)
 	cl_coord_args[0] = "--weave";
 	cl_coord_args[1] = weave ? "on" : "off";
 	cl_coord_args[2] = "--settle";
-	cl_coord_args[3] = "0.3";
+	cl_coord_args[3] = mode == WEAVE_LATE_JOB ? LATE_JOB_SETTLE_S : "0.3";
 	cl_coord_args[4] = "--weave-timeout"; /* a loaded machine's agents answer late */
-	cl_coord_args[5] = "5";
+	cl_coord_args[5] = mode == WEAVE_LATE_JOB ? "10" : "5"; /* LATE_JOB: no retry */
 	cl_coord_args[6] = NULL;
-	if (mode == WEAVE_LATE_AGENT) { /* a query, its retry and the collection fit */
+	if (mode == WEAVE_LATE_AGENT || mode == WEAVE_LATE_JOB) {
+		/* LATE_AGENT: a query, its retry and the collection fit */
 		cl_coord_args[6] = "--collect-timeout";
-		cl_coord_args[7] = "60";
+		cl_coord_args[7] = mode == WEAVE_LATE_JOB ? LATE_JOB_COLLECT_S : "60";
 		cl_coord_args[8] = NULL;
 	}
 	ck_assert_int_eq(cl_start(&c, 2, 4096), 0);
@@ -186,9 +197,9 @@ static void scenario(int mode, struct result *r)
 	 * cases) one at a time. With "--duration 3" a loaded machine sent a single
 	 * request while the first was slow and the test saw upstream 1 of 3. */
 	snprintf(cmd, sizeof cmd,
-		 "%s load --topology %s --run-dir %s --rate 10 --requests 30 --duration 120 "
+		 "%s load --topology %s --run-dir %s --rate 10 --requests %d --duration 120 "
 		 "--edge-pct 50 --max-inflight 1 --timeout-ms 30000 2>/dev/null",
-		 TOPO_BIN, TWO_TOPO, run_dir);
+		 TOPO_BIN, TWO_TOPO, run_dir, mode == WEAVE_LATE_JOB ? 8 : 30);
 	if (mode == WEAVE_LATE_AGENT) {
 		/* The callee's agent answers nothing until resumed, which is 6 s (more
 		 * than one --weave-timeout) after the coordinator, its window query
@@ -205,6 +216,19 @@ static void scenario(int mode, struct result *r)
 		nap_ms(6000);
 		kill(c.hosts[1].agent, SIGCONT);
 		load = finish_cmd(p, NULL);
+	} else if (mode == WEAVE_LATE_JOB) {
+		/* The callee's agent answers nothing until every job has started
+		 * (each a settle time after its trigger) and then until every
+		 * trigger's first collect timeout has passed: the coordinator must
+		 * give the weaving, and the traces it adds, time of their own
+		 * rather than close each group under its job (abandoned). */
+		ck_assert_int_eq(cl_stop_agent(&c, 1), 0);
+		load = run_cmd(cmd, NULL);
+		for (end = mono_s() + WAIT_S; mono_s() < end; nap_ms(50))
+			if (cl_coord_figure(&c, "weave", "jobs") >= kv(load, "triggered"))
+				break;
+		nap_ms(LATE_JOB_PAST_MS);
+		kill(c.hosts[1].agent, SIGCONT);
 	} else {
 		load = run_cmd(cmd, NULL);
 	}
@@ -298,7 +322,9 @@ static void scenario(int mode, struct result *r)
 		"weave %s: triggered=%lld upstream=%d stored=%d coherent=%d down_stored=%d "
 		"down_coherent=%d same_group=%d linked_right=%d with_confidence=%d links=%lld "
 		"linked_any=%d retries=%lld\n",
-		mode == WEAVE_LATE_AGENT ? "on, late agent" : weave ? "on" : "off", r->triggered, r->upstream, r->up_stored, r->up_coherent,
+		mode == WEAVE_LATE_AGENT ? "on, late agent"
+		: mode == WEAVE_LATE_JOB ? "on, late job"
+		: weave ? "on" : "off", r->triggered, r->upstream, r->up_stored, r->up_coherent,
 		r->down_stored, r->down_coherent, r->same_group, r->linked_right, r->with_confidence,
 		r->links_inferred, r->linked_any, r->retries);
 	cl_stop(&c);
@@ -357,6 +383,26 @@ START_TEST(weave_asks_a_late_agent_again)
 }
 END_TEST
 
+/* Weaving that starts late in the collect timeout (a long settle: on a stalled
+ * host, the caller's own collection) and waits for a stopped callee agent past
+ * that timeout: the job and the traces it adds get a collect timeout of their
+ * own (coord_group_deadline), so every hop is woven and every trace is whole.
+ * With the group's first deadline only, every group closed under its job:
+ * abandoned, its caller incoherent, nothing linked. */
+START_TEST(weave_started_late_gets_its_own_timeout)
+{
+	struct result r;
+	scenario(WEAVE_LATE_JOB, &r);
+	ck_assert_msg(r.quiet, "the system did not settle");
+	ck_assert_int_ge(r.upstream, 2);
+	ck_assert_int_eq(r.up_stored, r.upstream);
+	ck_assert_msg(r.linked_right * 10 >= r.upstream * 8, "%d of %d linked to the right trace",
+		      r.linked_right, r.upstream);
+	ck_assert_int_eq(r.up_coherent, r.linked_any);
+	ck_assert_int_eq(r.down_coherent, r.down_stored);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("weave_e2e");
@@ -371,6 +417,10 @@ static Suite *suite(void)
 	tc = tcase_create("weave_asks_a_late_agent_again");
 	tcase_set_timeout(tc, 200);
 	tcase_add_test(tc, weave_asks_a_late_agent_again);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("weave_started_late_gets_its_own_timeout");
+	tcase_set_timeout(tc, 200);
+	tcase_add_test(tc, weave_started_late_gets_its_own_timeout);
 	suite_add_tcase(s, tc);
 	return s;
 }
