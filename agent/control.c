@@ -27,6 +27,7 @@
 #include <nng/protocol/reqrep0/req.h>
 
 #include "log.h"
+#include "wire/wire.h"
 
 #define REPLY_SEND_TIMEOUT_MS 200
 
@@ -98,7 +99,7 @@ static uint32_t us_between(uint64_t from, uint64_t to)
 static void answer(struct rt_control *c)
 {
 	nng_msg *m;
-	int timed = c->req_len > 0 && (c->req[0] & 0xf0) == 0x90; /* a msgpack array */
+	int timed = rt_wire_looks_like_message(c->req, c->req_len);
 	uint64_t start = mono_ns();
 	c->reply_len = c->handler(c->handler_arg, c->req, c->req_len, c->reply,
 				  RT_CONTROL_REPLY_MAX);
@@ -261,22 +262,25 @@ static int by_value(const void *x, const void *y)
 	return a < b ? -1 : a > b;
 }
 
-static double quantile_of(const uint32_t *ring, size_t n, double q)
+/* The quantiles qs[0..nq) of a ring's first n times, sorted once. */
+static void quantiles_of(const uint32_t *ring, size_t n, const double *qs, size_t nq,
+			 double *out)
 {
 	uint32_t v[RT_CONTROL_TIMES];
-	if (n == 0)
-		return 0;
 	memcpy(v, ring, n * sizeof *v);
 	qsort(v, n, sizeof *v, by_value);
-	size_t k = (size_t)(q * (double)(n - 1) + 0.5);
-	return v[k < n ? k : n - 1];
+	for (size_t i = 0; i < nq; i++) {
+		size_t k = (size_t)(qs[i] * (double)(n - 1) + 0.5);
+		out[i] = n ? v[k < n ? k : n - 1] : 0;
+	}
 }
 
-void rt_control_times(const struct rt_control *c, double q, double *wait_us, double *answer_us)
+void rt_control_times(const struct rt_control *c, const double *qs, size_t nq,
+		      double *wait_us, double *answer_us)
 {
 	size_t n = c->timed < RT_CONTROL_TIMES ? (size_t)c->timed : RT_CONTROL_TIMES;
-	*wait_us = quantile_of(c->wait_us, n, q);
-	*answer_us = quantile_of(c->answer_us, n, q);
+	quantiles_of(c->wait_us, n, qs, nq, wait_us);
+	quantiles_of(c->answer_us, n, qs, nq, answer_us);
 }
 
 void rt_control_stop(struct rt_control *c)

@@ -135,9 +135,11 @@ int rt_control_pending(struct rt_control *c);
 /* Poll thread: answer the waiting request. */
 void rt_control_serve(struct rt_control *c);
 
-/* Under `own` (a handler: `retrace status`): percentiles q (0..1) of the kept
- * wait and answer times, in µs (0 if none was timed). */
-void rt_control_times(const struct rt_control *c, double q, double *wait_us, double *answer_us);
+/* Under `own` (a handler: `retrace status`): the quantiles qs[0..nq) (each 0..1)
+ * of the kept wait and answer times, in µs, into wait_us[0..nq) and
+ * answer_us[0..nq) (0 if none was timed). */
+void rt_control_times(const struct rt_control *c, const double *qs, size_t nq,
+		      double *wait_us, double *answer_us);
 
 /* Poll thread (lets go of `own` if it held it). */
 void rt_control_stop(struct rt_control *c);

@@ -44,7 +44,7 @@ size_t rt_agent_guard_admit(struct rt_agent *a, const uint8_t *req, size_t len, 
 			    size_t cap)
 {
 	struct rt_agent_guard *g = a->guard;
-	int wire = len && (req[0] & 0xf0) == 0x90;
+	int wire = rt_wire_looks_like_message(req, len);
 	if (!g || cap == 0)
 		return 0;
 	if (len > RT_AGENT_REQUEST_MAX) {

@@ -915,7 +915,7 @@ size_t rt_agent_handle_request(struct rt_agent *a, const uint8_t *req, size_t le
 	}
 	if (is_word(req, len, "ping"))
 		return (size_t)snprintf((char *)out, cap, "pong %u", a->cfg.agent_id) + 1;
-	if (len == 0 || (req[0] & 0xf0) != 0x90) /* not a msgpack array: a text command */
+	if (!rt_wire_looks_like_message(req, len)) /* a text command */
 		return (size_t)snprintf((char *)out, cap,
 					"error: unknown request (try status, status json, ping)") + 1;
 	rc = rt_wire_decode(req, len, &m);

@@ -156,14 +156,14 @@ static void reporting_section(struct rt_figures *w, const struct rt_agent *a)
 		rt_fig_u64(w, "requests_answered_asleep", a->control->served_direct);
 		rt_fig_u64(w, "requests_answered_by_poll", a->control->served_by_loop);
 		/* the agent's part of a traversal hop (control.h), last 256 requests */
-		double wait50, answer50, wait99, answer99;
-		rt_control_times(a->control, 0.5, &wait50, &answer50);
-		rt_control_times(a->control, 0.99, &wait99, &answer99);
+		static const double qs[2] = {0.5, 0.99};
+		double wait[2], answer[2];
+		rt_control_times(a->control, qs, 2, wait, answer);
 		rt_fig_u64(w, "requests_timed", a->control->timed);
-		rt_fig_time_f(w, "request_wait_p50_us", wait50, 1e-6);
-		rt_fig_time_f(w, "request_wait_p99_us", wait99, 1e-6);
-		rt_fig_time_f(w, "request_answer_p50_us", answer50, 1e-6);
-		rt_fig_time_f(w, "request_answer_p99_us", answer99, 1e-6);
+		rt_fig_time_f(w, "request_wait_p50_us", wait[0], 1e-6);
+		rt_fig_time_f(w, "request_wait_p99_us", wait[1], 1e-6);
+		rt_fig_time_f(w, "request_answer_p50_us", answer[0], 1e-6);
+		rt_fig_time_f(w, "request_answer_p99_us", answer[1], 1e-6);
 	}
 	rt_fig_u64(w, "remote_open_traces", a->st.remote_open_traces);
 	rt_fig_u64(w, "crumb_updates", a->st.crumb_updates);

@@ -336,6 +336,17 @@ int rt_wire_encoded_size(const struct rt_wire_msg *m, size_t *size);
 int rt_wire_slice_size(const struct rt_wire_slice *m, size_t *size);
 
 /*
+ * Whether a request is in this wire format at all (its first byte opens a
+ * msgpack array of up to 15 elements, as every message does) rather than one
+ * of a daemon's text commands ("status", "ping"...). Only the first byte is
+ * read; a true answer still needs rt_wire_decode.
+ */
+static inline int rt_wire_looks_like_message(const void *data, size_t len)
+{
+	return len > 0 && (((const uint8_t *)data)[0] & 0xf0) == 0x90;
+}
+
+/*
  * Decode exactly one message occupying all of [data, data + len). On success
  * returns 0 with *out filled; call rt_wire_msg_free(out) when done. Slice
  * buffer data points into `data`: keep the input alive while you use them.

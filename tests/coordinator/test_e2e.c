@@ -75,6 +75,8 @@ START_TEST(chain_three_hosts_byte_exact)
 		ck_assert_int_ge(cl_agent_figure(&c, h, "reporting", "request_answer_p99_us"),
 				 cl_agent_figure(&c, h, "reporting", "request_answer_p50_us"));
 		ck_assert_int_ge(cl_agent_figure(&c, h, "reporting", "request_wait_p50_us"), 0);
+		ck_assert_int_ge(cl_agent_figure(&c, h, "reporting", "request_wait_p99_us"),
+				 cl_agent_figure(&c, h, "reporting", "request_wait_p50_us"));
 	}
 	ck_assert_msg(cl_stop(&c) == 0, "an agent did not exit on SIGTERM");
 }
