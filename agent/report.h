@@ -81,7 +81,8 @@ struct rt_report_config {
 struct rt_report {
 	struct rt_report_config cfg;
 	struct rt_report_class classes[RT_REPORT_MAX_CLASSES + 1]; /* last: OTHER */
-	uint32_t rr;              /* DRR cursor */
+	uint32_t classes_used;    /* table slots taken: [0, classes_used), plus OTHER */
+	uint32_t rr;              /* DRR cursor: a used slot or OTHER */
 	double global_tokens;
 	uint64_t last_refill_ns;
 	uint64_t queued_buffers;  /* across classes */
