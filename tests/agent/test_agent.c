@@ -1027,6 +1027,8 @@ END_TEST
 
 /* ------------------------------------- 6. client started before agent ---- */
 
+#define EARLY_CLIENT_WAIT_S 30
+
 START_TEST(test_client_before_agent)
 {
 	struct rt_agent a;
@@ -1043,7 +1045,10 @@ START_TEST(test_client_before_agent)
 	ck_assert_int_eq(pipe(cp), 0);
 	kid = ag_fork();
 	if (kid == 0) {
-		uint64_t stop = ag_deadline(6);
+		/* Writes until the parent has seen a buffer of it (or is gone): a
+		 * fixed 6 s here ran out on a loaded machine before the parent, its
+		 * agent opened late, had seen one (stress run, session 17). */
+		uint64_t stop = ag_deadline(EARLY_CLIENT_WAIT_S + 30);
 		uint32_t i = 0;
 		uint8_t rec[AG_RECLEN];
 		close(rp[0]);
@@ -1071,7 +1076,9 @@ START_TEST(test_client_before_agent)
 	ag_config(&cfg, name, 64, 4096, 1.0);
 	ag_open(&a, &cfg);
 	ck_assert_int_eq(a.took_over, 0);
-	end = ag_deadline(5);
+	/* The client looks for the pool once a second (client.c ATTACH_RETRY_NS);
+	 * the bound is for a machine where any process may stall for seconds. */
+	end = ag_deadline(EARLY_CLIENT_WAIT_S);
 	while (mine == 0 && ag_now_ns() < end) {
 		rt_agent_poll(&a);
 		for (id = 0; id < 64; id++)
@@ -1080,7 +1087,8 @@ START_TEST(test_client_before_agent)
 				mine++;
 		ag_nap_us(1000);
 	}
-	ck_assert_msg(mine > 0, "no buffer of the early client indexed within 5 s");
+	ck_assert_msg(mine > 0, "no buffer of the early client indexed within %d s",
+		      EARLY_CLIENT_WAIT_S);
 	ck_assert_uint_eq(rt_agent_clients_attached(&a), 1);
 	ck_assert_int_eq(ag_write_all(cp[1], "s", 1), 0);
 	ag_assert_exited_ok(kid, 10, "early client");
