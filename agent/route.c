@@ -307,5 +307,7 @@ void rt_route_stats(const struct rt_route *r, struct rt_uplink_stats *sum)
 		sum->registrations += s->registrations;
 		sum->registrations_refused += s->registrations_refused;
 		sum->redials += s->redials;
+		sum->coll_redials += s->coll_redials;
+		sum->coord_redials += s->coord_redials;
 	}
 }

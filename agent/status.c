@@ -180,6 +180,17 @@ static void reporting_section(struct rt_figures *w, const struct rt_agent *a)
 	rt_fig_u64(w, "registrations", up.registrations);
 	rt_fig_u64(w, "registrations_refused", up.registrations_refused);
 	rt_fig_u64(w, "redials", up.redials);
+	rt_fig_u64(w, "collector_redials", up.coll_redials);
+	rt_fig_u64(w, "coordinator_redials", up.coord_redials);
+	{ /* connections nng holds now, over the members' links (uplink.h) */
+		long coll = 0, coord = 0;
+		for (uint32_t m = 0; m < a->route.n; m++) {
+			coll += atomic_load_explicit(&a->route.up[m].coll_pipes.n, memory_order_relaxed);
+			coord += atomic_load_explicit(&a->route.up[m].coord_pipes.n, memory_order_relaxed);
+		}
+		rt_fig_gauge(w, "collector_connections", coll > 0 ? (uint64_t)coll : 0);
+		rt_fig_gauge(w, "coordinator_connections", coord > 0 ? (uint64_t)coord : 0);
+	}
 	/* The coordinator group (route.h): members, live, moves. */
 	rt_fig_gauge(w, "coordinator_members", a->route.n);
 	rt_fig_gauge(w, "coordinator_members_live", rt_route_live(&a->route));

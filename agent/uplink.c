@@ -160,7 +160,7 @@ static int link_bad(struct rt_pipes *p, struct rt_dial *d)
  * rt_dial). Closing the old one closes the connection nng still holds; the
  * requests waiting on the socket's contexts go out on the new one. */
 static void keep_dialing(nng_socket s, struct rt_pipes *p, struct rt_dial *d, uint64_t now_ns,
-			 uint64_t *redials)
+			 const char *what, uint64_t *redials, uint64_t *link_redials)
 {
 	char err[160];
 	if (!link_bad(p, d)) {
@@ -176,18 +176,25 @@ static void keep_dialing(nng_socket s, struct rt_pipes *p, struct rt_dial *d, ui
 	d->bad_since_ns = now_ns;
 	nng_dialer_close(d->dialer);
 	if (rt_tls_dialer(s, rt_tls_process(), d->url, RT_TLS_COORDINATOR_NAME, NNG_FLAG_NONBLOCK,
-			  &d->dialer, err, sizeof err) == 0)
+			  &d->dialer, err, sizeof err) == 0) {
 		(*redials)++;
-	else
+		(*link_redials)++;
+		/* Rare, and the one clue when a host's slices stop arriving. */
+		rt_log(RT_LOG_INFO, "%s link %s: connected, but no reply for %llu s; dialing again",
+		       what, d->url, (unsigned long long)(RT_UPLINK_REDIAL_NS / 1000000000ull));
+	} else {
 		rt_log(RT_LOG_WARN, "%s", err);
+	}
 }
 
 void rt_uplink_keep_dialing(struct rt_uplink *u, uint64_t now_ns)
 {
 	if (u->coll_open)
-		keep_dialing(u->coll, &u->coll_pipes, &u->coll_dial, now_ns, &u->st.redials);
+		keep_dialing(u->coll, &u->coll_pipes, &u->coll_dial, now_ns, "collector",
+			     &u->st.redials, &u->st.coll_redials);
 	if (u->coord_open)
-		keep_dialing(u->coord, &u->coord_pipes, &u->coord_dial, now_ns, &u->st.redials);
+		keep_dialing(u->coord, &u->coord_pipes, &u->coord_dial, now_ns, "coordinator",
+			     &u->st.redials, &u->st.coord_redials);
 }
 
 static int open_slots(struct rt_uplink *u, uint32_t buffer_count, char *err, size_t errlen)

@@ -117,6 +117,7 @@ struct rt_uplink_stats {
 	uint64_t registrations;
 	uint64_t registrations_refused; /* ACK status REFUSED (daemon/guard.h) */
 	uint64_t redials; /* new dialers for a link left without a connection (struct rt_dial) */
+	uint64_t coll_redials, coord_redials; /* of redials: the collector's, the coordinator's */
 };
 
 struct rt_uplink {
