@@ -463,8 +463,6 @@ int coord_group_add_named(struct rt_coord *c, struct coord_group *g, uint64_t hi
 struct rt_figures;
 int coord_weave_init(struct rt_coord *c, char *err, size_t errlen);
 void coord_weave_free(struct rt_coord *c);
-/* The group is ready to close: 1 if weaving holds it open (agents are being
- * asked for the other halves of its open hops), 0 to close now. */
 /*
  * When g's collect timeout closes it regardless (traversal.c): collect_timeout
  * after the first news of its traces, or later while weaving works on it. A
@@ -477,6 +475,8 @@ void coord_weave_free(struct rt_coord *c);
 uint64_t coord_group_deadline(const struct rt_coord *c, const struct coord_group *g);
 /* Push g's deadline to at least collect_timeout after now (weave.c). */
 void coord_group_extend(const struct rt_coord *c, struct coord_group *g, uint64_t now);
+/* The group is ready to close: 1 if weaving holds it open (agents are being
+ * asked for the other halves of its open hops), 0 to close now. */
 int coord_weave_hold(struct rt_coord *c, struct coord_group *g, uint64_t now);
 /* A WINDOW_REPLY / release ACK (or failure) for a weave request; frees r. */
 void coord_weave_reply(struct rt_coord *c, struct coord_req *r);

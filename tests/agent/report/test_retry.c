@@ -122,6 +122,10 @@ static void run_retry(int mode)
 	else if (mode == 5) { /* answered only once the agent dialed again */
 		RP_UNTIL(ok, &a, 20, a.route.up[0].st.redials >= 1);
 		ck_assert_msg(ok, "a link without replies for 3 s was not dialed again");
+		/* counted against the link that was silent: the collector's */
+		ck_assert_uint_ge(a.route.up[0].st.coll_redials, 1);
+		ck_assert_uint_eq(a.route.up[0].st.coll_redials + a.route.up[0].st.coord_redials,
+				  a.route.up[0].st.redials);
 		tc_set_silent(&c, 0);
 	} else
 		tc_set_refuse(&c, 0);
