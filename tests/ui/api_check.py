@@ -283,12 +283,28 @@ check(any(t["opened"] > 0 for t in last["triggers"] if t["id"] == 100), "trigger
 agents_last = {a["id"]: a for a in last["agents"]}
 check(set(agents_last) == {1, 2, 3}, f"the three agents are sampled: {sorted(agents_last)}")
 check(not agents_last.get(3, {}).get("ok", True), "agent 3 (killed) is sampled as not answering")
+
+
+def answered(sample, aid):
+    return any(x["id"] == aid and x["ok"] for x in sample["agents"])
+
+
 for aid in (1, 2):
-    a = agents_last.get(aid, {})
-    check(a.get("ok"), f"agent {aid} answers the history's polls")
-    # the agent's own figures, as its status says them now: the sample is older, never larger
-    earlier = [s for s in samples if any(x["id"] == aid and x["ok"] for x in s["agents"])]
+    earlier = [s for s in samples if answered(s, aid)]
     check(len(earlier) >= 2, f"agent {aid} sampled more than once ({len(earlier)})")
+# A poll has one second to connect and one to answer (history.c), so on a loaded
+# machine one sample may record a live agent as not answering: that is the sample
+# telling the truth, not a fault. What must hold is that the live agents go on
+# answering after agent 3 was killed: wait (bounded) for a sample newer than the
+# ones read above in which agents 1 and 2 answered, and agent 3 did not.
+fresh, deadline = None, time.time() + 60
+while fresh is None and time.time() < deadline:
+    newer = get_json(f"/api/history?since={last['t_ms']}")["history"]["samples"]
+    fresh = next((s for s in newer if answered(s, 1) and answered(s, 2)), None)
+    if fresh is None:
+        time.sleep(0.25)
+check(fresh is not None, "agents 1 and 2 answer the history's polls after agent 3 was killed")
+check(fresh is None or not answered(fresh, 3), "agent 3 (killed) never answers again")
 # since=: only newer samples; bad parameters are 400
 newer = get_json(f"/api/history?since={samples[-2]['t_ms']}")["history"]["samples"]
 check(newer and all(s["t_ms"] > samples[-2]["t_ms"] for s in newer), "since= returns newer samples only")
