@@ -112,7 +112,7 @@ struct result {
 };
 
 /* How a scenario runs the weaver. */
-enum { WEAVE_OFF, WEAVE_ON, WEAVE_LATE_AGENT, WEAVE_LATE_JOB };
+enum { WEAVE_OFF, WEAVE_ON, WEAVE_LATE_AGENT, WEAVE_LATE_JOB, WEAVE_SETTLE_PAST };
 
 /* WEAVE_LATE_JOB: a weave job starts LATE_JOB_SETTLE_S after its trigger (the
  * settle time) and its callee's agent answers LATE_JOB_PAST_S after every
@@ -120,6 +120,12 @@ enum { WEAVE_OFF, WEAVE_ON, WEAVE_LATE_AGENT, WEAVE_LATE_JOB };
 #define LATE_JOB_SETTLE_S "6"
 #define LATE_JOB_COLLECT_S "8"
 #define LATE_JOB_PAST_MS 2500
+
+/* WEAVE_SETTLE_PAST: the settle time (quiet after the last news) is longer than
+ * the collect timeout, so no group is ever idle before its timeout: the weaving
+ * must start at the timeout of a group whose data is all in. */
+#define SETTLE_PAST_SETTLE_S "30"
+#define SETTLE_PAST_COLLECT_S "6"
 
 static int read_truth(const char *path, struct topo_truth *v, int max)
 {
@@ -162,14 +168,18 @@ static void scenario(int mode, struct result *r)
 	cl_coord_args[0] = "--weave";
 	cl_coord_args[1] = weave ? "on" : "off";
 	cl_coord_args[2] = "--settle";
-	cl_coord_args[3] = mode == WEAVE_LATE_JOB ? LATE_JOB_SETTLE_S : "0.3";
+	cl_coord_args[3] = mode == WEAVE_LATE_JOB     ? LATE_JOB_SETTLE_S
+			   : mode == WEAVE_SETTLE_PAST ? SETTLE_PAST_SETTLE_S
+						       : "0.3";
 	cl_coord_args[4] = "--weave-timeout"; /* a loaded machine's agents answer late */
 	cl_coord_args[5] = mode == WEAVE_LATE_JOB ? "10" : "5"; /* LATE_JOB: no retry */
 	cl_coord_args[6] = NULL;
-	if (mode == WEAVE_LATE_AGENT || mode == WEAVE_LATE_JOB) {
+	if (mode == WEAVE_LATE_AGENT || mode == WEAVE_LATE_JOB || mode == WEAVE_SETTLE_PAST) {
 		/* LATE_AGENT: a query, its retry and the collection fit */
 		cl_coord_args[6] = "--collect-timeout";
-		cl_coord_args[7] = mode == WEAVE_LATE_JOB ? LATE_JOB_COLLECT_S : "60";
+		cl_coord_args[7] = mode == WEAVE_LATE_JOB     ? LATE_JOB_COLLECT_S
+				   : mode == WEAVE_SETTLE_PAST ? SETTLE_PAST_COLLECT_S
+							       : "60";
 		cl_coord_args[8] = NULL;
 	}
 	ck_assert_int_eq(cl_start(&c, 2, 4096), 0);
@@ -328,6 +338,7 @@ static void scenario(int mode, struct result *r)
 		"linked_any=%d retries=%lld\n",
 		mode == WEAVE_LATE_AGENT ? "on, late agent"
 		: mode == WEAVE_LATE_JOB ? "on, late job"
+		: mode == WEAVE_SETTLE_PAST ? "on, settle past the timeout"
 		: weave ? "on" : "off", r->triggered, r->upstream, r->up_stored, r->up_coherent,
 		r->down_stored, r->down_coherent, r->same_group, r->linked_right, r->with_confidence,
 		r->links_inferred, r->linked_any, r->retries);
@@ -407,6 +418,25 @@ START_TEST(weave_started_late_gets_its_own_timeout)
 }
 END_TEST
 
+/* A settle time longer than the collect timeout: every group reaches its
+ * timeout with news younger than the settle time (as late news does on a
+ * loaded machine). Its data all in, it is woven at the timeout, not closed with
+ * its open hop as a hole. Without that, no group was ever woven (0 linked). */
+START_TEST(weave_when_the_settle_runs_past_the_timeout)
+{
+	struct result r;
+	scenario(WEAVE_SETTLE_PAST, &r);
+	ck_assert_msg(r.quiet, "the system did not settle");
+	ck_assert_int_ge(r.upstream, 3);
+	ck_assert_int_eq(r.up_stored, r.upstream);
+	ck_assert_msg(r.linked_right * 10 >= r.upstream * 8, "%d of %d linked to the right trace",
+		      r.linked_right, r.upstream);
+	ck_assert_int_eq(r.up_coherent, r.linked_any);
+	ck_assert_int_eq(r.down_coherent, r.down_stored);
+	ck_assert_int_eq(r.with_confidence, r.down_stored);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("weave_e2e");
@@ -425,6 +455,10 @@ static Suite *suite(void)
 	tc = tcase_create("weave_started_late_gets_its_own_timeout");
 	tcase_set_timeout(tc, 200);
 	tcase_add_test(tc, weave_started_late_gets_its_own_timeout);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("weave_when_the_settle_runs_past_the_timeout");
+	tcase_set_timeout(tc, 200);
+	tcase_add_test(tc, weave_when_the_settle_runs_past_the_timeout);
 	suite_add_tcase(s, tc);
 	return s;
 }
