@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <nng/nng.h>
 
@@ -44,6 +45,9 @@
  * loopback is served (a host's own agents and operators). */
 #define COORD_MAX_CONNECTIONS_TLS 1024
 #define COORD_MAX_CONNECTIONS_PLAIN 16
+/* How long rt_coord_close waits, all sockets together, for nng to close them
+ * (closes past it are abandoned and counted: wire/nng_close.h). */
+#define COORD_EXIT_CLOSE_MS 3000u
 
 /* The levels of daemon/log.h, by the coordinator's short names. */
 enum { LOG_ERROR = RT_LOG_ERROR, LOG_WARN = RT_LOG_WARN, LOG_INFO = RT_LOG_INFO, LOG_DEBUG = RT_LOG_DEBUG };
@@ -345,6 +349,10 @@ struct rt_coord {
 	int loop_owned;              /* rt_coord_run is running (holds loop_mu) */
 	atomic_int peers_answering;  /* c->peers is set: probes answered on nng's thread */
 	int closing;
+	/* Set when rt_coord_close starts: every socket its exit closes is waited
+	 * for until then at the latest (wire/nng_close.h), so a wedged nng costs
+	 * the exit one wait, not one per socket. */
+	struct timespec close_by;
 
 	struct coord_directory dir;
 	struct coord_group *groups;

@@ -723,6 +723,7 @@ void rt_coord_close(struct rt_coord *c)
 	pthread_mutex_lock(&c->mu);
 	c->closing = 1;
 	pthread_mutex_unlock(&c->mu);
+	rt_nng_close_deadline(&c->close_by, COORD_EXIT_CLOSE_MS);
 	rt_metrics_stop(c->metrics); /* first: its scrapes wait for the loop, which ended */
 	c->metrics = NULL;
 	rt_http_api_stop(c->http); /* likewise /api/status */
@@ -733,9 +734,9 @@ void rt_coord_close(struct rt_coord *c)
 			nng_aio_stop(c->in[i].aio);
 	/* A connection cap lives as long as its socket may call it back. */
 	rt_pipe_cap_free(c->cap_listen, nng_socket_id(c->coord_sock) <= 0 ||
-				      rt_nng_close_bounded(c->coord_sock, RT_NNG_CLOSE_WAIT_MS) == 0);
+				      rt_nng_close_by(c->coord_sock, &c->close_by) == 0);
 	rt_pipe_cap_free(c->cap_collect, nng_socket_id(c->collect_sock) <= 0 ||
-				       rt_nng_close_bounded(c->collect_sock, RT_NNG_CLOSE_WAIT_MS) == 0);
+				       rt_nng_close_by(c->collect_sock, &c->close_by) == 0);
 	for (i = 0; i < COORD_IN_COORD + COORD_IN_COLLECT; i++) {
 		if (c->in[i].aio)
 			nng_aio_free(c->in[i].aio);

@@ -43,12 +43,20 @@ struct coord_agent *coord_dir_find(struct rt_coord *c, uint32_t id)
 	return NULL;
 }
 
-static void close_socket(struct coord_agent *a)
+/* Close a's socket, waiting until `by` at the latest. */
+static void close_socket_by(struct coord_agent *a, const struct timespec *by)
 {
 	if (a->sock_open) {
-		rt_nng_close_bounded(a->sock, RT_NNG_CLOSE_WAIT_MS);
+		rt_nng_close_by(a->sock, by);
 		a->sock_open = 0;
 	}
+}
+
+static void close_socket(struct coord_agent *a)
+{
+	struct timespec by;
+	rt_nng_close_deadline(&by, RT_NNG_CLOSE_WAIT_MS);
+	close_socket_by(a, &by);
 }
 
 static void open_socket(struct rt_coord *c, struct coord_agent *a)
@@ -208,7 +216,7 @@ void coord_dir_free(struct rt_coord *c)
 {
 	uint32_t i;
 	for (i = 0; i < c->dir.count; i++)
-		close_socket(&c->dir.agents[i]);
+		close_socket_by(&c->dir.agents[i], &c->close_by);
 	free(c->dir.agents);
 	c->dir.agents = NULL;
 	c->dir.count = c->dir.cap = 0;

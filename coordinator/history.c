@@ -6,13 +6,20 @@
  * selection counters: loop-owned data, read where it lives) and the list of
  * agents to poll (id, control address) into `next`, under the history's mutex,
  * and wakes the poller. The poller thread asks each agent "status json" over a
- * REQ socket of its own (dialled per poll without blocking, one second for the
- * connection and the request, one for the reply, TLS
- * with the coordinator's identity when configured, the peer checked as
- * agent-N as the traversal does), reads the few figures it keeps out of the
+ * REQ socket of its own (one second for the connection and the request, one for
+ * the reply, TLS with the coordinator's identity when configured, the peer
+ * checked as agent-N as the traversal does), reads the few figures it keeps out of the
  * reply, and appends the finished sample to the ring. A sample due while the
  * poller is still busy replaces the waiting one (counted as skipped), so a slow
  * agent stretches the period instead of queueing work.
+ *
+ * The socket to an agent is dialled once, without blocking, and kept from poll
+ * to poll (nng redials it in the background); it is closed when the agent
+ * leaves the polled set or moves to another address, and at exit. A socket per
+ * poll would dial and close once a second per agent, and closing a socket whose
+ * dial to a dead agent is still retrying is what wedges nng 1.5.2's reaper
+ * (wire/nng_close.h): seen in the UI test, where one agent is killed, as a
+ * coordinator that took more than 15 s to stop.
  *
  * The agent's reply is untrusted: the figures are looked up by name inside
  * their section's object with bounded string searches on a NUL-terminated copy
@@ -64,6 +71,14 @@ struct hist_target {
 	char addr[256];
 };
 
+/* The poller's socket to one agent (poller thread only). */
+struct hist_conn {
+	uint32_t id;
+	char addr[256];
+	nng_socket s;
+	int open;
+};
+
 struct coord_history {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -75,10 +90,12 @@ struct coord_history {
 	struct hist_sample next;
 	struct hist_target targets[RT_HIST_AGENTS];
 	int next_ready;
+	struct timespec close_by;         /* set with stop: the exit's close deadline */
 	/* the ring (under mu) */
 	struct hist_sample *ring;
 	uint32_t head, n;                 /* oldest at (head - n) mod cap */
-	uint64_t taken, skipped, polls, poll_failures;
+	uint64_t taken, skipped, polls, poll_failures, sockets_opened;
+	struct hist_conn conn[RT_HIST_AGENTS]; /* poller thread only */
 };
 
 /* ------------------------------------------------------- agent polling ---- */
@@ -104,31 +121,86 @@ static double fig(const char *json, const char *section, const char *key)
 	return 0;
 }
 
-static void poll_agent(struct coord_history *h, const struct hist_target *t, struct hist_agent *a)
+static void conn_close(struct hist_conn *k, const struct timespec *by)
 {
-	char peer[32], err[256], *reply = NULL, *text;
-	size_t len = 0;
-	nng_socket s;
-	memset(a, 0, sizeof *a);
-	a->id = t->id;
-	h->polls++;
-	if (nng_req0_open(&s) != 0) {
-		h->poll_failures++;
+	struct timespec now_by;
+	if (!k->open)
 		return;
+	if (!by) {
+		rt_nng_close_deadline(&now_by, RT_NNG_CLOSE_WAIT_MS);
+		by = &now_by;
 	}
-	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 1000);
-	nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 1000);
+	rt_nng_close_by(k->s, by);
+	k->open = 0;
+}
+
+/* Close the sockets of agents no longer polled, so that every target finds its
+ * socket or a free slot (there are at most RT_HIST_AGENTS targets). */
+static void conns_keep_only(struct coord_history *h, const struct hist_target *t, uint32_t n)
+{
+	for (uint32_t k = 0; k < RT_HIST_AGENTS; k++) {
+		uint32_t i = 0;
+		while (i < n && t[i].id != h->conn[k].id)
+			i++;
+		if (i == n)
+			conn_close(&h->conn[k], NULL);
+	}
+}
+
+/* t's socket, dialled (without blocking) if it is not open at t's address;
+ * NULL when it cannot be. */
+static struct hist_conn *conn_for(struct coord_history *h, const struct hist_target *t)
+{
+	struct hist_conn *k = NULL, *free_slot = NULL;
+	char peer[32], err[256];
+	for (uint32_t i = 0; i < RT_HIST_AGENTS && !k; i++) {
+		if (h->conn[i].open && h->conn[i].id == t->id)
+			k = &h->conn[i];
+		else if (!h->conn[i].open && !free_slot)
+			free_slot = &h->conn[i];
+	}
+	if (k && strcmp(k->addr, t->addr) == 0)
+		return k;
+	if (k) /* the agent moved */
+		conn_close(k, NULL);
+	else if (!(k = free_slot))
+		return NULL;
+	k->id = t->id;
+	snprintf(k->addr, sizeof k->addr, "%s", t->addr);
+	if (nng_req0_open(&k->s) != 0)
+		return NULL;
+	nng_socket_set_ms(k->s, NNG_OPT_RECVTIMEO, 1000);
+	nng_socket_set_ms(k->s, NNG_OPT_SENDTIMEO, 1000);
+	nng_socket_set_ms(k->s, NNG_OPT_RECONNMINT, 100);
+	nng_socket_set_ms(k->s, NNG_OPT_RECONNMAXT, 1000);
 	snprintf(peer, sizeof peer, "agent-%u", t->id);
 	/* Not blocking: an address that black-holes the connect costs the send's
 	 * one second, not the kernel's connect timeout. */
-	if (rt_tls_dial(s, h->tls, t->addr, peer, NNG_FLAG_NONBLOCK, err, sizeof err) != 0 ||
-	    nng_send(s, "status json", sizeof "status json", 0) != 0 ||
-	    nng_recv(s, &reply, &len, NNG_FLAG_ALLOC) != 0) {
-		rt_nng_close_bounded(s, RT_NNG_CLOSE_WAIT_MS);
+	k->open = 1;
+	h->sockets_opened++;
+	if (rt_tls_dial(k->s, h->tls, t->addr, peer, NNG_FLAG_NONBLOCK, err, sizeof err) != 0) {
+		conn_close(k, NULL); /* no dialer was made: nothing is retrying */
+		return NULL;
+	}
+	return k;
+}
+
+static void poll_agent(struct coord_history *h, const struct hist_target *t, struct hist_agent *a)
+{
+	char *reply = NULL, *text;
+	size_t len = 0;
+	struct hist_conn *k;
+	memset(a, 0, sizeof *a);
+	a->id = t->id;
+	h->polls++;
+	/* A timed-out request is abandoned by the next send; its late reply is
+	 * dropped by the REQ socket (a reply names its request). */
+	if (!(k = conn_for(h, t)) ||
+	    nng_send(k->s, "status json", sizeof "status json", 0) != 0 ||
+	    nng_recv(k->s, &reply, &len, NNG_FLAG_ALLOC) != 0) {
 		h->poll_failures++;
 		return;
 	}
-	rt_nng_close_bounded(s, RT_NNG_CLOSE_WAIT_MS);
 	if ((text = malloc(len + 1))) {
 		memcpy(text, reply, len);
 		text[len] = 0;
@@ -161,6 +233,7 @@ static void *poller(void *arg)
 		memcpy(t, h->targets, sizeof h->targets);
 		h->next_ready = 0;
 		pthread_mutex_unlock(&h->mu);
+		conns_keep_only(h, t, s->nagents);
 		for (uint32_t i = 0; i < s->nagents; i++)
 			poll_agent(h, &t[i], &s->agent[i]);
 		pthread_mutex_lock(&h->mu);
@@ -171,6 +244,8 @@ static void *poller(void *arg)
 		h->taken++;
 	}
 	pthread_mutex_unlock(&h->mu);
+	for (uint32_t k = 0; k < RT_HIST_AGENTS; k++)
+		conn_close(&h->conn[k], &h->close_by); /* set with stop, read after it */
 	free(s);
 	free(t);
 	return NULL;
@@ -209,6 +284,7 @@ void coord_history_close(struct rt_coord *c)
 		return;
 	pthread_mutex_lock(&h->mu);
 	h->stop = 1;
+	h->close_by = c->close_by;
 	pthread_cond_signal(&h->cv);
 	pthread_mutex_unlock(&h->mu);
 	pthread_join(h->thread, NULL);
@@ -285,6 +361,7 @@ void coord_history_figures(struct rt_figures *w, struct rt_coord *c)
 	rt_fig_u64(w, "skipped", h->skipped);
 	rt_fig_u64(w, "agent_polls", h->polls);
 	rt_fig_u64(w, "agent_poll_failures", h->poll_failures);
+	rt_fig_u64(w, "agent_sockets_opened", h->sockets_opened);
 	pthread_mutex_unlock(&h->mu);
 }
 

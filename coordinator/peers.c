@@ -230,7 +230,7 @@ void coord_peers_close(struct rt_coord *c)
 		if (p->aio)
 			nng_aio_stop(p->aio);
 		if (p->open)
-			rt_nng_close_bounded(p->sock, RT_NNG_CLOSE_WAIT_MS);
+			rt_nng_close_by(p->sock, &c->close_by);
 		if (p->aio)
 			nng_aio_free(p->aio);
 	}

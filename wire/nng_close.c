@@ -3,7 +3,9 @@
  *
  * The caller hands the socket to a detached thread that calls nng_close() and
  * then raises `done` under a mutex. The caller waits on a condition variable
- * with a deadline. Whoever finishes last frees the shared record: the caller if
+ * until an absolute CLOCK_MONOTONIC deadline (its own, or one shared by all the
+ * closes of a daemon's exit; a deadline already past returns at once).
+ * Whoever finishes last frees the shared record: the caller if
  * the close finished in time, the thread if the caller gave up (`abandoned`).
  */
 #include "nng_close.h"
@@ -46,7 +48,7 @@ static void *closer_main(void *arg)
 	return NULL;
 }
 
-static void deadline_after(struct timespec *ts, unsigned ms)
+void rt_nng_close_deadline(struct timespec *ts, unsigned ms)
 {
 	clock_gettime(CLOCK_MONOTONIC, ts);
 	ts->tv_sec += ms / 1000u;
@@ -59,11 +61,17 @@ static void deadline_after(struct timespec *ts, unsigned ms)
 
 int rt_nng_close_bounded(nng_socket s, unsigned wait_ms)
 {
+	struct timespec by;
+	rt_nng_close_deadline(&by, wait_ms);
+	return rt_nng_close_by(s, &by);
+}
+
+int rt_nng_close_by(nng_socket s, const struct timespec *by)
+{
 	struct closer *c = calloc(1, sizeof *c);
 	pthread_condattr_t ca;
 	pthread_attr_t ta;
 	pthread_t t;
-	struct timespec deadline;
 	int finished;
 
 	if (!c) {
@@ -85,10 +93,9 @@ int rt_nng_close_bounded(nng_socket s, unsigned wait_ms)
 		return 0;
 	}
 	pthread_attr_destroy(&ta);
-	deadline_after(&deadline, wait_ms);
 	pthread_mutex_lock(&c->mu);
 	while (!c->done)
-		if (pthread_cond_timedwait(&c->cv, &c->mu, &deadline) == ETIMEDOUT)
+		if (pthread_cond_timedwait(&c->cv, &c->mu, by) == ETIMEDOUT)
 			break;
 	finished = c->done;
 	if (!finished)

@@ -16,6 +16,7 @@
 #define RETRACE_WIRE_NNG_CLOSE_H
 
 #include <stdint.h>
+#include <time.h>
 
 #include <nng/nng.h>
 
@@ -25,6 +26,15 @@
 /* Close `s`, waiting at most wait_ms. Returns 0 when the close finished, -1 when
  * it was abandoned (counted in rt_nng_close_abandoned()). */
 int rt_nng_close_bounded(nng_socket s, unsigned wait_ms);
+
+/* A daemon's exit closes many sockets one after another; once nng's reaper is
+ * stuck every one of them would spend its whole wait, so N sockets would cost
+ * N waits. Those closes share one deadline instead: rt_nng_close_deadline()
+ * sets `by` to `ms` from now (CLOCK_MONOTONIC) and rt_nng_close_by() waits
+ * until `by` at the latest, not at all once it has passed (the close still
+ * runs, on its own thread). Same return as rt_nng_close_bounded(). */
+void rt_nng_close_deadline(struct timespec *by, unsigned ms);
+int rt_nng_close_by(nng_socket s, const struct timespec *by);
 
 /* Closes abandoned so far by this process. */
 uint64_t rt_nng_close_abandoned(void);

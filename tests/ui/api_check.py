@@ -312,6 +312,11 @@ for q, param in (("since=yesterday", "since"), ("colour=red", "colour")):
     e = get_json(f"/api/history?{q}", want=400)
     check(e.get("parameter") == param, f"/api/history?{q}: 400 names {param}: {e}")
 check("history" in cs and cs["history"]["samples"] > 0, "retrace status shows the history section")
+# One socket per agent, kept from poll to poll (history.c): a socket per poll
+# dials and closes the dead agent 3 every 0.25 s, which wedges nng's reaper.
+hs = cs.get("history", {})
+check(0 < hs.get("agent_sockets_opened", 0) <= 3 < hs.get("agent_polls", 0),
+      f"the history polls three agents over one socket each: {hs}")
 
 # ------------------------------------------------------ 400 and 404 ----
 BAD = [("limit=0", "limit"), ("limit=1001", "limit"), ("limit=ten", "limit"), ("limit=-1", "limit"),
