@@ -7,8 +7,17 @@
  * freed, can be taken by any outgoing connection on the machine before the
  * restart ("Address in use", seen under the stress run with two test runs at
  * once). A port just below that range is never handed out by the kernel; the
- * pick is random (seeded by the pid and the clock) and checked by a bind, so
- * two tests at once rarely meet, and a taken port is skipped.
+ * pick is random (seeded by the pid and the clock) and checked by a bind.
+ *
+ * The picked port is then held until the process exits, so that no other test
+ * picks it while our listener is down (session 19: report_spool_enospc's
+ * collector found its port taken at the restart, four test runs at once). The
+ * hold is the checking socket itself, left bound and not listening, with
+ * SO_REUSEADDR set after the bind: Linux lets a listener that sets it too (nng
+ * does) bind beside a socket that is not listening, while the check's bind,
+ * made without SO_REUSEADDR, fails on a held port (and on one in TIME_WAIT), so
+ * a held port is skipped. The descriptor is closed by exit (CLOEXEC: daemons
+ * the test starts do not inherit it).
  */
 #ifndef RETRACE_TESTS_PORTS_H
 #define RETRACE_TESTS_PORTS_H
@@ -45,14 +54,15 @@ static inline unsigned test_restartable_port(void)
 		unsigned port = base + test_pick(&state, span);
 		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-		int one = 1, s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
+		int one = 1, s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (s < 0)
 			return 0;
-		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-		ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
-		close(s);
-		if (ok)
+		if (bind(s, (struct sockaddr *)&a, sizeof a) == 0) {
+			/* the hold: see above; kept open on purpose */
+			setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 			return port;
+		}
+		close(s);
 	}
 	return 0;
 }
